@@ -1,0 +1,3 @@
+from profreport.cli import main
+
+raise SystemExit(main())
