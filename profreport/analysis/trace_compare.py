@@ -1,0 +1,153 @@
+"""Trace counts as a versioned JSON-ready document, and the comparison of traces to a baseline.
+
+Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` in, plain dicts out (the
+``profreport.analysis/1`` schema read by ``profreport analyze --format json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from profreport.analysis.kernels import (
+    CPU_DEFINITION_TEXT,
+    DEVICE_DEFINITION_TEXT,
+    KernelRow,
+    TraceCounts,
+    per_step,
+)
+
+SCHEMA = "profreport.analysis/1"
+TOTAL_FIELDS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "graph_launches",
+    "memcpy_bytes",
+    "memset_bytes",
+    "kernel_time_us",
+    "unlinked_kernels",
+)
+PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
+DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
+
+
+def analysis_document(traces: list[tuple[str, TraceCounts]], top: int = 15) -> dict:
+    """The whole ``analyze`` result: a summary per trace, later traces compared to the first."""
+    summaries = [trace_summary(path, counts, top) for path, counts in traces]
+    comparison = []
+    if len(traces) > 1:
+        base_path, base = traces[0]
+        comparison = [compare_counts(base_path, base, path, c) for path, c in traces[1:]]
+    used = sorted({c.definition for _, c in traces})
+    return {
+        "schema": SCHEMA,
+        "traces": summaries,
+        "comparison": comparison,
+        "definitions": {d: DEFINITION_TEXT[d] for d in used},
+    }
+
+
+def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
+    """One trace's counts with its ``top`` kernels by time."""
+    out: dict = {"path": path, "device": counts.device, "definition": counts.definition}
+    for name in TOTAL_FIELDS:
+        out[name] = getattr(counts, name)
+    out["steps"] = [asdict(s) for s in counts.steps]
+    out["per_step"] = per_step(counts)
+    out["launch_api_counts"] = counts.launch_api_counts
+    out["kernels_by_op"] = counts.kernels_by_op
+    out["distinct_kernels"] = len(counts.table)
+    out["top_kernels"] = [_kernel_entry(r) for r in counts.table[:top]]
+    if counts.inductor_kernels:
+        out["inductor_kernels"] = counts.inductor_kernels
+    if counts.counter_ranges:
+        out["counter_ranges"] = counts.counter_ranges
+    return out
+
+
+def _kernel_entry(row: KernelRow) -> dict:
+    entry = {
+        "name": row.name,
+        "kind": row.kind,
+        "calls": row.calls,
+        "time_us": row.time_us,
+        "launched_by": row.launched_by,
+    }
+    if row.bytes is not None:
+        entry["bytes"] = row.bytes
+    if row.launched_by_top is not None:
+        entry["launched_by_top"] = row.launched_by_top
+    if row.counters:
+        entry["counters"] = row.counters
+    return entry
+
+
+def _delta(base: float, value: float) -> dict:
+    ratio = value / base if base else None
+    delta = value - base
+    if isinstance(delta, float):
+        delta = round(delta, 3)
+    return {"baseline": base, "value": value, "delta": delta, "ratio": ratio}
+
+
+def compare_counts(base_path: str, base: TraceCounts, path: str, other: TraceCounts) -> dict:
+    """Differences of ``other`` against ``base``: totals, per-step, per kernel, per launching op."""
+    out: dict = {"baseline": base_path, "path": path}
+    if base.definition != other.definition:
+        out["note"] = (
+            f"definitions differ ({base.definition} vs {other.definition}): "
+            "the counts do not measure the same thing"
+        )
+    out["totals"] = {f: _delta(getattr(base, f), getattr(other, f)) for f in TOTAL_FIELDS}
+    base_step, other_step = per_step(base), per_step(other)
+    out["per_step"] = {f: _delta(base_step[f], other_step[f]) for f in PER_STEP_FIELDS}
+    out["per_step"]["steps"] = {"baseline": base_step["steps"], "value": other_step["steps"]}
+    out["kernels"] = _kernel_differences(base.table, other.table)
+    out["launching_ops"] = _op_differences(base.kernels_by_op, other.kernels_by_op)
+    return out
+
+
+def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[dict]:
+    """Kernels whose call count or time changed (including ones only one side has)."""
+    b = {(r.kind, r.name): r for r in base}
+    o = {(r.kind, r.name): r for r in other}
+    rows = []
+    for key in b.keys() | o.keys():
+        rb, ro = b.get(key), o.get(key)
+        calls_b, calls_o = (rb.calls if rb else 0), (ro.calls if ro else 0)
+        time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
+        if calls_b == calls_o and rb is not None and ro is not None and time_b == time_o:
+            continue
+        rows.append(
+            {
+                "name": key[1],
+                "kind": key[0],
+                "status": "removed" if ro is None else "added" if rb is None else "changed",
+                "baseline_calls": calls_b,
+                "calls": calls_o,
+                "delta_calls": calls_o - calls_b,
+                "baseline_time_us": time_b,
+                "time_us": time_o,
+                "delta_time_us": round(time_o - time_b, 3),
+                "launched_by": (ro or rb).launched_by,
+            }
+        )
+    rows.sort(key=lambda r: (-abs(r["delta_time_us"]), -abs(r["delta_calls"]), r["name"]))
+    return rows
+
+
+def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict]:
+    """Kernels launched per CPU op, where the count differs."""
+    rows = [
+        {
+            "op": op,
+            "baseline_kernels": base.get(op, 0),
+            "kernels": other.get(op, 0),
+            "delta": other.get(op, 0) - base.get(op, 0),
+        }
+        for op in base.keys() | other.keys()
+        if base.get(op, 0) != other.get(op, 0)
+    ]
+    rows.sort(key=lambda r: (-abs(r["delta"]), r["op"]))
+    return rows

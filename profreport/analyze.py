@@ -1,0 +1,146 @@
+"""``profreport analyze``: count kernels in existing traces and compare them to the first one.
+
+    profreport analyze trace.pt.trace.json[.gz]          # one trace, Markdown table on stdout
+    profreport analyze eager.json.gz compiled.json.gz    # the first is the baseline
+    profreport analyze reports/<run>/tensorboard/        # every *.json / *.json.gz under a folder
+    profreport analyze TRACE --format json|md|html [--out DIR]
+
+This module is the command's edge: it parses arguments, reads files, writes the output and picks
+the exit code. Counting lives in :mod:`profreport.analysis.kernels`, rendering in
+:mod:`profreport.analyze_render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from profreport.analysis.kernels import count_kernels
+from profreport.analysis.trace import NotATraceError, TraceError, load_trace
+from profreport.analysis.trace_compare import analysis_document
+from profreport.analyze_render import RENDERERS
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+OUTPUT_NAMES = {"json": "analysis.json", "md": "analysis.md", "html": "analysis.html"}
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+class InputError(Exception):
+    """A command-line input that names no usable trace; the message is one line."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="TRACE",
+        help="trace files (.json or .json.gz) or folders holding them; the first is the baseline",
+    )
+    parser.add_argument(
+        "--format",
+        choices=sorted(RENDERERS),
+        default="md",
+        help="output format (default: md, a readable table)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write analysis.<format> into DIR instead of printing it",
+    )
+    parser.add_argument(
+        "--definition",
+        choices=("auto", "device", "cpu"),
+        default="auto",
+        help="kernel definition: device events, CPU compute ops, or auto (device if any)",
+    )
+    parser.add_argument(
+        "--top", type=int, default=15, metavar="N", help="kernels listed per trace (default 15)"
+    )
+
+
+def find_traces(inputs: list[str]) -> list[Path]:
+    """Expand folders into the trace files under them (sorted); explicit files are kept as given.
+
+    Raises :class:`InputError` for a missing path or a folder without any candidate file.
+    """
+    found: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            under = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+            )
+            if not under:
+                raise InputError(f"{item}: no *.json or *.json.gz trace files under this folder")
+            found.extend(under)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise InputError(f"{item}: no such file or folder")
+    return found
+
+
+def analyze_paths(inputs: list[str], definition: str = "auto", top: int = 15):
+    """Load and count every trace named by ``inputs``; returns (document, skipped files).
+
+    Files found inside a folder that are valid JSON but not traces (a run record, say) are
+    skipped; anything else unreadable stops the analysis with :class:`TraceError`.
+    """
+    explicit = {Path(i) for i in inputs}
+    paths = find_traces(inputs)
+    skipped: list[str] = []
+    counted = []
+    for path in paths:
+        try:
+            trace = load_trace(path)
+        except NotATraceError:
+            if path in explicit:
+                raise
+            skipped.append(str(path))
+            continue
+        counted.append((str(path), count_kernels(trace, definition)))
+        del trace
+    if not counted:
+        raise InputError(f"{', '.join(inputs)}: no profiler traces found")
+    return analysis_document(counted, top=top), skipped
+
+
+def run(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Run the command; returns the exit code. Bad input: one line on stderr, exit 2, no files."""
+    stderr = sys.stderr
+    if args.top < 1:
+        print("profreport analyze: error: --top must be at least 1", file=stderr)
+        return EXIT_BAD_INPUT
+    try:
+        doc, skipped = analyze_paths(args.paths, args.definition, args.top)
+    except (InputError, TraceError) as exc:
+        print(f"profreport analyze: error: {exc}", file=stderr)
+        return EXIT_BAD_INPUT
+    for name in skipped:
+        print(f"profreport analyze: skipped {name}: not a profiler trace", file=stderr)
+    content = RENDERERS[args.format](doc, top=args.top)
+    if not args.out:
+        stdout.write(content)
+        return EXIT_OK
+    target = Path(args.out) / OUTPUT_NAMES[args.format]
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    except OSError as exc:
+        print(f"profreport analyze: error: cannot write {target}: {exc.strerror}", file=stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote {target}", file=stdout)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="profreport analyze", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv), sys.stdout)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""Renderers for ``profreport analyze`` documents: each takes the JSON-ready document and returns
+the content (JSON, Markdown or a self-contained HTML page); writing it is the caller's job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+NAME_WIDTH = 90
+TEMPLATE_NAME = "analyze.html.j2"
+ROWS = (
+    ("kernels", "kernels", "int"),
+    ("launches", "launch calls", "int"),
+    ("graph_launches", "graph launches", "int"),
+    ("memcpy", "memcpy", "int"),
+    ("memset", "memset", "int"),
+    ("kernel_time_us", "kernel time (µs)", "us"),
+    ("memcpy_bytes", "memcpy bytes", "bytes"),
+    ("memset_bytes", "memset bytes", "bytes"),
+    ("unlinked_kernels", "unlinked kernels", "int"),
+)
+
+
+def render_json(doc: dict, top: int = 15) -> str:
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+
+
+def fmt(value, style: str = "int") -> str:
+    if value is None:
+        return "–"
+    if style == "us":
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.2f}"
+    if style == "bytes":
+        return _human_bytes(int(value))
+    if style == "ratio":
+        return f"×{value:.2f}"
+    if style == "delta":
+        return f"{value:+,.1f}" if isinstance(value, float) else f"{value:+,}"
+    return f"{value:,}"
+
+
+def _human_bytes(n: int) -> str:
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{n:,} B" if unit == "B" else f"{n:,} B ({size:.1f} {unit})"
+
+
+def short(name: str | None, width: int = NAME_WIDTH) -> str:
+    if name is None:
+        return "–"
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def view_model(doc: dict, top: int = 15) -> dict:
+    """Everything a page or a Markdown file shows, already formatted as strings."""
+    traces = []
+    for i, t in enumerate(doc["traces"]):
+        step = t["per_step"]
+        dev = t["device"]
+        traces.append(
+            {
+                "title": t["path"] + (" (baseline)" if i == 0 and len(doc["traces"]) > 1 else ""),
+                "device": f"{dev.get('name') or 'unknown device'} ({dev.get('kind')})",
+                "definition": t["definition"],
+                "steps": step["steps"],
+                "steps_text": _steps_text(step["steps"]),
+                "totals": [
+                    (label, fmt(t[key], style), fmt(step.get(key), style) if step["steps"] else "")
+                    for key, label, style in ROWS
+                ],
+                "launch_apis": ", ".join(f"{k} × {v:,}" for k, v in t["launch_api_counts"].items())
+                or "none",
+                "kernels": [
+                    {
+                        "name": short(k["name"]),
+                        "full_name": k["name"],
+                        "kind": k["kind"],
+                        "calls": fmt(k["calls"]),
+                        "time_us": fmt(k["time_us"], "us"),
+                        "launched_by": short(k["launched_by"], 48),
+                    }
+                    for k in t["top_kernels"][:top]
+                ],
+                "distinct_kernels": t["distinct_kernels"],
+            }
+        )
+    comparisons = []
+    for c in doc["comparison"]:
+        comparisons.append(
+            {
+                "title": f"{c['path']} vs {c['baseline']}",
+                "steps": _steps_text(c["per_step"]["steps"]["baseline"])
+                + " in the baseline, "
+                + _steps_text(c["per_step"]["steps"]["value"])
+                + " here",
+                "note": c.get("note"),
+                "totals": [
+                    _delta_row(label, c["totals"][key], style) for key, label, style in ROWS
+                ],
+                "per_step": [
+                    _delta_row(label, c["per_step"][key], style)
+                    for key, label, style in ROWS
+                    if key in c["per_step"]
+                ],
+                "kernels": [
+                    {
+                        "name": short(k["name"]),
+                        "full_name": k["name"],
+                        "status": k["status"],
+                        "calls": f"{k['baseline_calls']:,} → {k['calls']:,}",
+                        "time_us": _arrow(k["baseline_time_us"], k["time_us"]),
+                        "delta_time_us": fmt(k["delta_time_us"], "delta"),
+                    }
+                    for k in c["kernels"][:top]
+                ],
+                "kernels_changed": len(c["kernels"]),
+                "ops": [
+                    (
+                        short(o["op"], 60),
+                        fmt(o["baseline_kernels"]),
+                        fmt(o["kernels"]),
+                        fmt(o["delta"], "delta"),
+                    )
+                    for o in c["launching_ops"][:top]
+                ],
+            }
+        )
+    return {"traces": traces, "comparisons": comparisons, "definitions": doc["definitions"]}
+
+
+def _arrow(before: float, after: float) -> str:
+    return f"{fmt(before, 'us')} → {fmt(after, 'us')}"
+
+
+def _steps_text(n: int) -> str:
+    if not n:
+        return "no ProfilerSteps (whole trace)"
+    return "1 ProfilerStep" if n == 1 else f"{n} ProfilerSteps"
+
+
+def _delta_row(label: str, d: dict, style: str) -> tuple:
+    delta_style = "us" if style == "us" else "int"
+    delta = fmt(d["delta"], "delta") if delta_style == "int" else f"{d['delta']:+,.2f}"
+    return (
+        label,
+        fmt(d["baseline"], style),
+        fmt(d["value"], style),
+        delta,
+        fmt(d["ratio"], "ratio"),
+    )
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], rows: list, align: str) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|")
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(doc: dict, top: int = 15) -> str:
+    vm = view_model(doc, top)
+    out = ["# Trace analysis", ""]
+    for i, t in enumerate(vm["traces"], 1):
+        out += [f"## {i}. {_md_cell(t['title'])}", ""]
+        out += [f"{t['device']} · {t['definition']} definition · {_steps_text(t['steps'])}", ""]
+        header = ["", "whole trace", "per step (median)" if t["steps"] else ""]
+        out += [*_md_table(header, t["totals"], "lrr"), ""]
+        out += [f"Launch calls: {t['launch_apis']}", ""]
+        shown = len(t["kernels"])
+        out += [f"Top {shown} of {t['distinct_kernels']} distinct kernels by time:", ""]
+        rows = [
+            (n, k["name"], k["kind"], k["calls"], k["time_us"], k["launched_by"])
+            for n, k in enumerate(t["kernels"], 1)
+        ]
+        if rows:
+            header = ["#", "kernel", "kind", "calls", "time (µs)", "launched by"]
+            out += [*_md_table(header, rows, "rllrrl"), ""]
+    for c in vm["comparisons"]:
+        out += [f"## Comparison: {_md_cell(c['title'])}", ""]
+        if c["note"]:
+            out += [f"**Note:** {c['note']}", ""]
+        out += _md_table(["whole trace", "baseline", "this", "Δ", "ratio"], c["totals"], "lrrrr")
+        out += ["", f"Per step (median; {c['steps']}):", ""]
+        out += _md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
+        out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
+        rows = [(k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"]) for k in
+                c["kernels"]]  # fmt: skip
+        out += _md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], rows, "llrrr")
+        out += ["", "Kernels per launching CPU op (where different):", ""]
+        out += [*_md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
+    out += ["## Method", ""]
+    for text in vm["definitions"].values():
+        out += [text, ""]
+    return "\n".join(out)
+
+
+def render_html(doc: dict, top: int = 15) -> str:
+    import jinja2
+
+    here = Path(__file__).resolve().parent
+    loader = jinja2.FileSystemLoader([str(here / "templates"), str(here.parent / "templates")])
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.get_template(TEMPLATE_NAME).render(vm=view_model(doc, top))
+
+
+RENDERERS = {"json": render_json, "md": render_markdown, "html": render_html}

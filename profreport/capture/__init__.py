@@ -1,0 +1,1 @@
+"""Collection: everything that runs the model (profiler traces, tensor I/O log, latency)."""

@@ -1,0 +1,90 @@
+"""Latency, timed outside the profiler.
+
+Each mode runs in blocks of `calls_per_block` back-to-back calls, sized so one block lasts at
+least `block_s` (the idea of torch.utils.benchmark's blocked_autorange: the timer's own cost and
+resolution vanish against the block). Modes are interleaved round by round, each round in a
+rotated order, so slow drift of the machine (frequency, other load) hits every mode alike. The
+device is synchronized before the clock starts and before it stops. Timing stops once every mode
+has `min_blocks` samples and `min_time_s` of measured time, or at `max_time_s` overall.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    min_time_s: float = 1.0  # measured time per mode, at least
+    max_time_s: float = 60.0  # all modes together, at most
+    block_s: float = 0.02  # one block lasts at least this long
+    min_blocks: int = 15
+    warmup_s: float = 0.1  # extra untimed calls per mode before the first round
+
+
+@dataclass
+class TimingResult:
+    calls_per_block: int
+    samples_ms: list[float] = field(default_factory=list)  # per-call latency of each block
+    measured_s: float = 0.0
+
+
+def _time_block(fn: Callable[[], Any], sync: Callable[[], None], calls: int, clock) -> float:
+    sync()
+    start = clock()
+    for _ in range(calls):
+        fn()
+    sync()
+    return clock() - start
+
+
+def _calibrate(fn, sync, cfg: TimingConfig, clock) -> int:
+    calls = 1
+    while True:
+        elapsed = _time_block(fn, sync, calls, clock)
+        if elapsed >= cfg.block_s or calls >= 1_000_000:
+            return calls
+        # Aim past the target a little so one more measurement usually settles it.
+        grow = cfg.block_s * 1.2 / max(elapsed, 1e-9)
+        calls = max(calls + 1, min(calls * 10, math.ceil(calls * grow)))
+
+
+def measure_latency(
+    fns: dict[str, Callable[[], Any]],
+    sync: Callable[[], None],
+    cfg: TimingConfig = TimingConfig(),
+    clock: Callable[[], float] = time.perf_counter,
+    on_round: Callable[[int, dict[str, TimingResult]], None] | None = None,
+) -> dict[str, TimingResult]:
+    """Time every callable in `fns` (already warmed up) in interleaved rounds."""
+    results: dict[str, TimingResult] = {}
+    for name, fn in fns.items():
+        warm_until = clock() + cfg.warmup_s
+        while clock() < warm_until:
+            fn()
+        sync()
+        results[name] = TimingResult(calls_per_block=_calibrate(fn, sync, cfg, clock))
+
+    names = list(fns)
+    started = clock()
+    round_no = 0
+    while True:
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            res = results[name]
+            elapsed = _time_block(fns[name], sync, res.calls_per_block, clock)
+            res.samples_ms.append(elapsed * 1000.0 / res.calls_per_block)
+            res.measured_s += elapsed
+        round_no += 1
+        if on_round is not None:
+            on_round(round_no, results)
+        enough = all(
+            len(r.samples_ms) >= cfg.min_blocks and r.measured_s >= cfg.min_time_s
+            for r in results.values()
+        )
+        if enough or clock() - started >= cfg.max_time_s:
+            return results

@@ -1,0 +1,316 @@
+"""Command line: the only edge with side effects (arguments, progress, files, exit codes).
+
+Exit codes: 0 success, 1 the run finished but found a problem it was asked to gate on,
+2 bad input (one line on stderr, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from profreport import __version__
+
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="profreport", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"profreport {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    gen = sub.add_parser("generate", help="profile a model in every mode and write a report")
+    gen.add_argument(
+        "--model", default="simple", help="built-in name, module:function or file.py:function"
+    )
+    gen.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
+    gen.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    gen.add_argument(
+        "--modes", default="eager,script,trace,optimize,compile", help="comma-separated modes"
+    )
+    gen.add_argument(
+        "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"
+    )
+    gen.add_argument("--batch-size", type=_positive_int, default=None, help="built-in models only")
+    gen.add_argument(
+        "--out", default="reports", help="parent folder of the run folder (default reports/)"
+    )
+    gen.add_argument("--active-steps", type=int, default=3, help="profiled steps per mode (>= 3)")
+    gen.add_argument(
+        "--min-time", type=_positive_float, default=1.0, help="measured seconds per mode, at least"
+    )
+    gen.add_argument(
+        "--max-time", type=_positive_float, default=60.0, help="latency timing budget, seconds"
+    )
+    gen.add_argument("--threads", type=_positive_int, default=None, help="torch intra-op threads")
+    gen.add_argument("--quiet", action="store_true", help="no progress output")
+
+    sub.add_parser("models", help="list the built-in models")
+
+    ren = sub.add_parser("render", help="re-render report.html and summary.md from a run record")
+    ren.add_argument("record", help="run.json or a run folder")
+    ren.add_argument(
+        "--out", default=None, help="folder to write into (default: beside the record)"
+    )
+
+    ana = sub.add_parser("analyze", help="analyze Kineto traces (CUDA, ROCm, CPU)")
+    from profreport import analyze
+
+    analyze.add_arguments(ana)
+    return parser
+
+
+# ---------------------------------------------------------------- file writing
+
+
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write via a temporary file and rename, so a failure never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def new_run_dir(parent: Path, model: str, device: str, now: datetime) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "model"
+    base = parent / f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    candidate, n = base, 1
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:  # never reuse a folder: earlier results stay untouched
+            n += 1
+            candidate = base.with_name(f"{base.name}-{n}")
+
+
+# ---------------------------------------------------------------- progress
+
+
+@contextmanager
+def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
+    if quiet:
+        yield lambda _msg: None
+        return
+    if stream.isatty():
+        from rich.console import Console
+
+        console = Console(file=stream)
+        with console.status("starting") as status:
+            yield lambda msg: status.update(msg)
+        return
+    yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _cmd_models(out: TextIO) -> int:
+    from profreport.models import BUILTIN_MODELS
+
+    width = max(len(n) for n in BUILTIN_MODELS)
+    for name, m in BUILTIN_MODELS.items():
+        batches = ", ".join(f"N={b} on {d}" for d, b in m.default_batch.items())
+        print(f"{name:<{width}}  {m.description} ({batches})", file=out)
+    return EXIT_OK
+
+
+def _write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
+    from profreport.render import html, markdown
+
+    outputs = {"report.html": html.render(record), "summary.md": markdown.render(record)}
+    written = []
+    for name, content in outputs.items():
+        write_atomic(folder / name, content)
+        written.append(folder / name)
+    return written
+
+
+def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
+    from profreport import record as run_record
+
+    try:
+        rec = run_record.load(Path(args.record))
+    except run_record.RecordError as exc:
+        raise UsageError(str(exc)) from None
+    src = Path(args.record)
+    folder = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
+    for path in _write_reports(rec, folder):
+        print(path, file=out)
+    return EXIT_OK
+
+
+def _parse_modes(text: str) -> tuple[str, ...]:
+    from profreport.modes import MODES
+
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise UsageError(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}"
+        )
+    if len(set(modes)) != len(modes):
+        raise UsageError("--modes lists a mode twice")
+    return modes
+
+
+def _summary_table(record: dict[str, Any], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from profreport.format import fmt_bytes, fmt_ms
+
+    table = Table(title=f"{record['model']['name']} on {record['device']['type']}")
+    for col in (
+        "mode",
+        "status",
+        "kernels/step",
+        "modeled bytes/step",
+        "latency median",
+        "speedup (95% CI)",
+    ):
+        table.add_column(col)
+    for name, m in record["modes"].items():
+        if m["status"] != "ok":
+            table.add_row(name, m["status"], (m.get("error") or "")[:60], "", "", "")
+            continue
+        sp = m.get("speedup_vs_eager")
+        table.add_row(
+            name,
+            "ok",
+            str(m["kernels"]["per_step"]),
+            fmt_bytes(m["bytes"]["read"] + m["bytes"]["written"]),
+            fmt_ms(m.get("latency_ms", {}).get("median")),
+            f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline",
+        )
+    Console(file=out, width=120).print(table)
+
+
+def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    modes = _parse_modes(args.modes)
+    if args.active_steps < 3:
+        raise UsageError("--active-steps must be at least 3")
+    out_parent = Path(args.out)
+    if out_parent.exists() and not out_parent.is_dir():
+        raise UsageError(f"--out {out_parent} exists and is not a folder")
+
+    import torch
+
+    from profreport import record as run_record
+    from profreport.capture.profiling import ProfileSchedule
+    from profreport.capture.timing import TimingConfig
+    from profreport.env import resolve_device
+    from profreport.models import ModelError, load_model
+    from profreport.pipeline import DTYPES, RunOptions, collect_run
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    dtype = DTYPES[args.dtype]
+    try:
+        model = load_model(args.model, device, dtype, args.batch_size, args.channels_last)
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
+    try:  # the device/dtype must run the model at all before we build five modes of it
+        with torch.no_grad():
+            model.module(*model.example_inputs)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise UsageError(
+            f"{model.name} does not run in eager mode on {device.type} in {args.dtype}: "
+            f"{type(exc).__name__}: {first}"
+        ) from None
+
+    now = datetime.now(timezone.utc)
+    run_dir = new_run_dir(out_parent, model.name, device.type, now)
+    options = RunOptions(
+        modes=modes,
+        profile=ProfileSchedule(wait=1, warmup=1, active=args.active_steps),
+        timing=TimingConfig(min_time_s=args.min_time, max_time_s=args.max_time),
+    )
+    with progress_display(args.quiet, err) as progress:
+        record = collect_run(model, device, args.dtype, run_dir, options, progress, now=lambda: now)
+    write_atomic(run_dir / "run.json", run_record.dumps(record))
+    _write_reports(record, run_dir)
+    if not args.quiet:
+        _summary_table(record, out)
+        for name, mode in record["modes"].items():
+            print(f"  {mode.get('verdict', name)}", file=out)
+    print(f"report: {run_dir / 'report.html'}", file=out)
+    print(f"record: {run_dir / 'run.json'}", file=out)
+    print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
+    return EXIT_OK
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "models":
+            return _cmd_models(out)
+        if args.command == "render":
+            return _cmd_render(args, out)
+        if args.command == "analyze":
+            from profreport import analyze
+
+            return analyze.run(args, out)
+        return _cmd_generate(args, out, err)
+    except UsageError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted", file=err)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""The environment a run happened in: versions, threads, device, and which fusers are active."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from typing import Any
+
+import torch
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _safe(fn, default: Any = None) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return default
+
+
+def resolve_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(requested)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda requested but CUDA is not available in this PyTorch build")
+    if device.type not in {"cpu", "cuda"}:
+        raise ValueError(f"unsupported device {requested!r}: use auto, cpu or cuda")
+    return device
+
+
+def device_info(device: torch.device) -> dict[str, Any]:
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return {
+            "type": "cuda",
+            "name": props.name,
+            "hip": torch.version.hip is not None,
+            "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "multiprocessors": props.multi_processor_count,
+        }
+    return {"type": "cpu", "name": _cpu_name(), "logical_cores": os.cpu_count()}
+
+
+def collect_env(device: torch.device) -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "cuda_runtime": torch.version.cuda,
+        "hip_runtime": torch.version.hip,
+        "cudnn": _safe(torch.backends.cudnn.version) if cuda else None,
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "fusers": {
+            # NNC (TensorExpr) is the TorchScript fuser; it needs LLVM to generate CPU code.
+            "nnc_enabled": bool(_safe(torch._C._jit_texpr_fuser_enabled, False)),
+            "nnc_can_fuse_on_cpu": bool(_safe(torch._C._jit_can_fuse_on_cpu, False)),
+            "nnc_can_fuse_on_gpu": bool(_safe(torch._C._jit_can_fuse_on_gpu, False)),
+            "llvm_available": bool(_safe(torch._C._llvm_enabled, False)),
+            "profiling_executor": bool(_safe(torch._C._get_graph_executor_optimize, False)),
+            # Inductor generates C++ on CPU (needs a compiler) and Triton on GPU.
+            "inductor_cpp_compiler": shutil.which(os.environ.get("CXX", "g++"))
+            or shutil.which("c++")
+            or shutil.which("clang++"),
+            "triton": _safe(lambda: __import__("triton").__version__) if cuda else None,
+        },
+    }

@@ -1,0 +1,238 @@
+"""What gets profiled: the built-in models and loading a user's `module:function` or `file.py:function`.
+
+A model factory takes no arguments and returns `(torch.nn.Module, tuple_of_example_inputs)`.
+Built-in factories take the batch size, the device and the dtype, because their defaults differ
+by device (the `simple` reference case uses N = 64 on CUDA and 8 on CPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+class ModelError(Exception):
+    """A model could not be found, loaded or built; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    name: str
+    description: str
+    module: nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+    batch_size: int | None
+    memory_format: str = "contiguous"
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    name: str
+    description: str
+    default_batch: dict[str, int]  # device type -> batch size
+    build: Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+
+    def batch_for(self, device: torch.device) -> int:
+        return self.default_batch.get(device.type, self.default_batch["cpu"])
+
+
+def _simple(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    model = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2))
+    return model, (torch.randn(batch, 32, 56, 56),)
+
+
+class ConvBnRelu(nn.Module):
+    """Two Conv-BN-ReLU stages: BatchNorm folds into the conv when frozen, ReLU fuses into it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.conv2 = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(x)))
+
+
+def _conv_bn_relu(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    model = ConvBnRelu()
+    # Non-trivial running statistics, so folding BatchNorm is visible in the numbers.
+    with torch.no_grad():
+        for bn in (model.bn1, model.bn2):
+            assert bn.running_mean is not None and bn.running_var is not None
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    return model, (torch.randn(batch, 32, 28, 28),)
+
+
+class MlpBlock(nn.Module):
+    """Pre-norm transformer MLP block: LayerNorm -> Linear -> GELU -> Linear -> dropout -> residual."""
+
+    def __init__(self, dim: int = 256, hidden: int = 1024) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop(self.fc2(self.act(self.fc1(self.norm(x)))))
+
+
+def _mlp_block(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return MlpBlock(), (torch.randn(batch, 128, 256),)
+
+
+class GatedResidual(nn.Module):
+    """Two inputs, a chain of pointwise ops: the case NNC (CUDA) and Inductor fuse into one kernel."""
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(gate) * torch.tanh(x)
+        return x + y * 0.5 - torch.relu(y)
+
+
+def _gated_residual(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return GatedResidual(), (torch.randn(batch, 256, 1024), torch.randn(batch, 256, 1024))
+
+
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    m.name: m
+    for m in (
+        BuiltinModel(
+            "simple",
+            "Conv2d(32->64, 3x3) -> ReLU -> MaxPool2d(2) on N x 32 x 56 x 56: the tutorial's "
+            "Conv+ReLU case",
+            {"cuda": 64, "cpu": 8},
+            _simple,
+        ),
+        BuiltinModel(
+            "conv-bn-relu",
+            "2 x (Conv2d -> BatchNorm2d -> ReLU) on N x 32 x 28 x 28: BatchNorm folding and "
+            "conv+ReLU fusion (optimize_for_inference, Inductor)",
+            {"cuda": 64, "cpu": 8},
+            _conv_bn_relu,
+        ),
+        BuiltinModel(
+            "mlp-block",
+            "LayerNorm -> Linear(256->1024) -> GELU -> Linear -> Dropout -> residual on N x 128 x 256: "
+            "pointwise fusion around GEMMs",
+            {"cuda": 64, "cpu": 8},
+            _mlp_block,
+        ),
+        BuiltinModel(
+            "gated-residual",
+            "sigmoid(g) * tanh(x), residual and ReLU on two N x 256 x 1024 inputs: a pure pointwise "
+            "chain (NNC on CUDA, Inductor everywhere)",
+            {"cuda": 64, "cpu": 8},
+            _gated_residual,
+        ),
+    )
+}
+
+
+def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
+    target, sep, func_name = spec.rpartition(":")
+    if not sep or not target or not func_name:
+        known = ", ".join(BUILTIN_MODELS)
+        raise ModelError(
+            f"unknown model {spec!r}: use a built-in name ({known}), module:function "
+            "or path/to/file.py:function"
+        )
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise ModelError(f"model file not found: {target}")
+        mod_name = f"profreport_user_model_{abs(hash(path.resolve()))}"
+        file_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if file_spec is None or file_spec.loader is None:
+            raise ModelError(f"cannot import {target} as a Python file")
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[mod_name] = module
+        try:
+            file_spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ModelError(f"importing {target} failed: {type(exc).__name__}: {exc}") from exc
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as exc:
+            raise ModelError(
+                f"cannot import module {target!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise ModelError(f"{target} has no callable {func_name!r}")
+    return f"{Path(target).stem if target.endswith('.py') else target}:{func_name}", factory
+
+
+def _cast(
+    inputs: tuple[torch.Tensor, ...], device: torch.device, dtype: torch.dtype, channels_last: bool
+) -> tuple[torch.Tensor, ...]:
+    # Only floating inputs take the requested dtype: token ids and masks keep theirs.
+    out = []
+    for t in inputs:
+        t = t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
+        if channels_last and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        out.append(t)
+    return tuple(out)
+
+
+def load_model(
+    spec: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    batch_size: int | None = None,
+    channels_last: bool = False,
+) -> LoadedModel:
+    """Build the model named by `spec` on `device` in `dtype`, in eval mode.
+
+    `channels_last` puts 4-D inputs and the module's 4-D weights in NHWC memory format, the
+    layout oneDNN and cuDNN convolutions prefer (Inductor otherwise converts to it itself).
+    """
+    torch.manual_seed(0)
+    builtin = BUILTIN_MODELS.get(spec)
+    if builtin is not None:
+        batch = batch_size or builtin.batch_for(device)
+        module, inputs = builtin.build(batch)
+        name, description = builtin.name, builtin.description
+    else:
+        if batch_size is not None:
+            raise ModelError("--batch-size applies to built-in models only")
+        name, factory = _import_factory(spec)
+        try:
+            result = factory()
+        except Exception as exc:
+            raise ModelError(f"{spec} raised {type(exc).__name__}: {exc}") from exc
+        if not (
+            isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module)
+        ):
+            raise ModelError(f"{spec} must return (torch.nn.Module, tuple_of_example_inputs)")
+        module, inputs = result
+        if isinstance(inputs, torch.Tensor):
+            inputs = (inputs,)
+        if not isinstance(inputs, tuple) or not all(isinstance(t, torch.Tensor) for t in inputs):
+            raise ModelError(f"{spec}: example inputs must be a tuple of tensors")
+        description = (module.__doc__ or type(module).__name__).strip().splitlines()[0]
+        batch = None
+    module = module.to(device=device, dtype=dtype).eval()
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    return LoadedModel(
+        name,
+        description,
+        module,
+        _cast(inputs, device, dtype, channels_last),
+        batch,
+        "channels_last" if channels_last else "contiguous",
+    )

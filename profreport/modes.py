@@ -1,0 +1,296 @@
+"""How the model executes: build each execution mode and collect what its compiler produced.
+
+Modes: eager, script (torch.jit.script), trace (torch.jit.trace), optimize (torch.jit.freeze +
+torch.jit.optimize_for_inference) and compile (torch.compile with Inductor). Building a mode
+includes its warm-up, so that what is profiled and timed afterwards is the optimized code: the
+TorchScript profiling executor specialises only after two calls, and torch.compile compiles on the
+first call (that call is timed separately as `compile_s`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+MODES = ("eager", "script", "trace", "optimize", "compile")
+
+# TorchScript's own warm-up: the profiling executor records shapes on the first call and runs its
+# optimized graph from the third call on. We warm up a little beyond that.
+JIT_WARMUP_CALLS = 3
+WARMUP_CALLS = 3
+
+# Graph node kinds that hold fused work. Their subgraph lists the operations fused together.
+FUSION_GROUP_KINDS = frozenset(
+    {
+        "prim::TensorExprGroup",
+        "prim::TensorExprDynamicGroup",
+        "prim::FusionGroup",
+        "prim::CudaFusionGroup",
+        "prim::oneDNNFusionGroup",
+        "prim::LlgaFusionGroup",
+    }
+)
+# Library calls that TorchScript's optimization passes substitute for several eager operations.
+FUSED_LIBRARY_PREFIXES = (
+    "prim::mkldnn_convolution",
+    "prim::MKLDNN",
+    "aten::cudnn_convolution_relu",
+    "aten::cudnn_convolution_add_relu",
+    "mkldnn_prepacked::",
+)
+# Compute nodes the TorchScript interpreter runs without a profiler record (they bypass the
+# dispatcher); on CPU we count them from the graph so they are not silently missing.
+UNRECORDED_NODE_PREFIXES = ("prim::mkldnn_convolution", "prim::MKLDNN")
+NOT_COMPUTE_KINDS = frozenset({"prim::ConstantMKLDNNTensor"})
+
+
+class ModeError(Exception):
+    pass
+
+
+@dataclass
+class PreparedMode:
+    name: str
+    fn: Callable[..., Any]
+    compile_s: float | None = None
+    compiler: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def quiet_torchscript_deprecations() -> Iterator[None]:
+    """torch.jit.* warns that it is deprecated on every call; we use it on purpose, so silence
+    exactly those messages and nothing else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`torch\.jit\.\w+` is deprecated",
+            category=DeprecationWarning,
+        )
+        yield
+
+
+def _graph_nodes(graph: torch._C.Graph) -> Iterator[torch._C.Node]:
+    for node in graph.nodes():
+        yield node
+        for block in node.blocks():
+            yield from _block_nodes(block)
+
+
+def _block_nodes(block: torch._C.Block) -> Iterator[torch._C.Node]:
+    for node in block.nodes():
+        yield node
+        for inner in node.blocks():
+            yield from _block_nodes(inner)
+
+
+def _subgraph_ops(node: torch._C.Node) -> list[str]:
+    if "Subgraph" not in node.attributeNames():
+        return []
+    ops: list[str] = []
+    for inner in _graph_nodes(node.g("Subgraph")):
+        kind = inner.kind()
+        if kind in FUSION_GROUP_KINDS:
+            ops.extend(_subgraph_ops(inner))
+        elif not kind.startswith("prim::Constant"):
+            ops.append(kind)
+    return ops
+
+
+def describe_graph(graph: torch._C.Graph) -> dict[str, Any]:
+    """What a TorchScript graph contains: fusion groups, fused library calls and op counts."""
+    fusion_groups = []
+    fused_library_ops = []
+    unrecorded = []
+    op_counts: Counter[str] = Counter()
+    for node in _graph_nodes(graph):
+        kind = node.kind()
+        if kind.startswith("prim::Constant") or kind in {"prim::GetAttr", "prim::ListConstruct"}:
+            continue
+        op_counts[kind] += 1
+        if kind in FUSION_GROUP_KINDS:
+            ops = _subgraph_ops(node)
+            if ops:  # a TensorExprDynamicGroup wraps the group that holds the ops
+                fusion_groups.append({"kind": kind, "ops": ops})
+        elif kind.startswith(FUSED_LIBRARY_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
+            fused_library_ops.append(kind)
+        if kind.startswith(UNRECORDED_NODE_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
+            unrecorded.append(kind)
+    # TensorExprDynamicGroup nests a TensorExprGroup; keep one entry per fused set of ops.
+    unique = {(g["kind"], tuple(g["ops"])): g for g in fusion_groups}
+    return {
+        "graph": str(graph),
+        "fusion_groups": list(unique.values()),
+        "fused_library_ops": fused_library_ops,
+        "unrecorded_ops": unrecorded,
+        "op_counts": dict(sorted(op_counts.items())),
+    }
+
+
+def _call(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], sync: Callable[[], None]):
+    out = fn(*inputs)
+    sync()
+    return out
+
+
+def _warm(fn, inputs, sync, calls: int) -> None:
+    for _ in range(calls):
+        _call(fn, inputs, sync)
+
+
+def _jit_graph_after_warmup(fn, inputs, sync) -> torch._C.Graph | None:
+    _warm(fn, inputs, sync, JIT_WARMUP_CALLS)
+    # Must be read right after a call of this module: it is the graph the executor just ran.
+    return torch.jit.last_executed_optimized_graph()
+
+
+def _build_script(module: nn.Module, inputs, sync) -> PreparedMode:
+    with quiet_torchscript_deprecations():
+        scripted = torch.jit.script(module)
+        graph = _jit_graph_after_warmup(scripted, inputs, sync)
+    compiler = describe_graph(graph) if graph is not None else {}
+    return PreparedMode("script", scripted, compiler=compiler)
+
+
+def _build_trace(module: nn.Module, inputs, sync) -> PreparedMode:
+    with quiet_torchscript_deprecations():
+        traced = torch.jit.trace(module, inputs)
+        graph = _jit_graph_after_warmup(traced, inputs, sync)
+    compiler = describe_graph(graph) if graph is not None else {}
+    return PreparedMode("trace", traced, compiler=compiler)
+
+
+def _build_optimize(module: nn.Module, inputs, sync) -> PreparedMode:
+    notes = []
+    with quiet_torchscript_deprecations():
+        try:
+            base = torch.jit.script(module)
+            notes.append("scripted, then frozen and optimized for inference")
+        except Exception as exc:  # models that cannot be scripted can often be traced
+            base = torch.jit.trace(module, inputs)
+            notes.append(f"torch.jit.script failed ({type(exc).__name__}); traced instead")
+        before = describe_graph(base.inlined_graph)["op_counts"]
+        frozen = torch.jit.freeze(base.eval())
+        optimized = torch.jit.optimize_for_inference(frozen)
+        _jit_graph_after_warmup(optimized, inputs, sync)
+    compiler = describe_graph(optimized.graph)
+    compiler["op_counts_before"] = before
+    compiler["notes"] = notes
+    return PreparedMode("optimize", optimized, compiler=compiler)
+
+
+class _InductorNodeCapture(logging.Handler):
+    """Receives Inductor's per-graph metrics log record and, while the graph being compiled is
+    still current (the record is emitted during compilation), reads each scheduler node's read
+    and written buffer bytes: one node per generated or extern kernel."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.nodes: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        payload = record.args if isinstance(record.args, dict) else None
+        if payload is None and isinstance(record.args, tuple) and record.args:
+            payload = record.args[0] if isinstance(record.args[0], dict) else None
+        if not payload or "nodes_num_elem" not in payload:
+            return
+        for node, num_elem in payload["nodes_num_elem"]:
+            self.nodes.append(_describe_inductor_node(node, int(num_elem)))
+
+
+def _describe_inductor_node(node: Any, num_elem: int) -> dict[str, Any]:
+    origins: list[str] = []
+    for sub in node.get_nodes():
+        for origin in sorted(getattr(sub.node, "origins", ()) or (), key=str):
+            target = getattr(origin, "target", None)
+            schema = getattr(target, "_schema", None)
+            if schema is None:  # Python-level glue such as operator.getitem moves no data
+                continue
+            name = str(schema.name)
+            if name not in origins:
+                origins.append(name)
+    try:
+        read, written = int(node.get_read_buffer_sizes()), int(node.get_write_buffer_sizes())
+    except Exception:  # outside a graph context Inductor cannot size buffers
+        read, written = None, None
+    return {
+        "name": node.get_name(),
+        "kind": "extern" if type(node).__name__.startswith("Extern") else "generated",
+        "origins": origins,
+        "read": read,
+        "written": written,
+        # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
+        "inductor_bytes": num_elem * 4,
+    }
+
+
+def _build_compile(module: nn.Module, inputs, sync) -> PreparedMode:
+    import torch._inductor.config as inductor_config
+    from torch._inductor import compile_fx, metrics
+
+    torch._dynamo.reset()
+    metrics.reset()
+    inductor_config.cpp.enable_kernel_profile = True  # CPU kernels appear in the profiler
+    inductor_config.fx_graph_cache = False  # a cache hit would skip codegen and its metrics
+    logger = compile_fx.inductor_metrics_log
+    handler = _InductorNodeCapture()
+    old_level, old_propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        compiled = torch.compile(module)
+        start = time.perf_counter()
+        _call(compiled, inputs, sync)
+        compile_s = time.perf_counter() - start
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate
+    from torch._dynamo.utils import counters
+
+    compiler: dict[str, Any] = {
+        "inductor_nodes": handler.nodes,
+        "inductor_bytes_accessed": int(metrics.num_bytes_accessed),
+        "generated_kernel_count": int(metrics.generated_kernel_count),
+        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+    }
+    _warm(compiled, inputs, sync, WARMUP_CALLS)
+    return PreparedMode("compile", compiled, compile_s=compile_s, compiler=compiler)
+
+
+def _build_eager(module: nn.Module, inputs, sync) -> PreparedMode:
+    _warm(module, inputs, sync, WARMUP_CALLS)
+    return PreparedMode("eager", module)
+
+
+BUILDERS: dict[str, Callable[..., PreparedMode]] = {
+    "eager": _build_eager,
+    "script": _build_script,
+    "trace": _build_trace,
+    "optimize": _build_optimize,
+    "compile": _build_compile,
+}
+
+
+def prepare_mode(
+    name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...], sync: Callable[[], None]
+) -> PreparedMode:
+    """Build mode `name` and warm it up. Must run under torch.no_grad() with `module` in eval."""
+    if name not in BUILDERS:
+        raise ModeError(f"unknown mode {name!r}; choose from {', '.join(MODES)}")
+    start = time.perf_counter()
+    prepared = BUILDERS[name](module, inputs, sync)
+    if prepared.compile_s is None and name != "eager":
+        # For TorchScript modes: scripting/tracing/freezing plus warm-up calls.
+        prepared.compile_s = time.perf_counter() - start
+    return prepared

@@ -1,0 +1,250 @@
+"""The generate pipeline: model -> modes -> capture -> run record.
+
+`collect_run` runs every requested mode (one failing does not stop the others), profiles it,
+logs its tensor I/O, times all modes together, and returns the run record: a plain JSON-ready
+dict whose names are the `profreport.run/1` contract. The only files it writes are the Kineto
+traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from profreport import __version__
+from profreport.analysis import kernels as kernel_analysis
+from profreport.analysis.bytes_model import model_from_inductor_nodes, model_from_tensor_io
+from profreport.analysis.latency import speedup, summarize
+from profreport.analysis.trace import load_trace
+from profreport.analysis.verdict import verdict_for
+from profreport.capture.opio import record_tensor_io
+from profreport.capture.profiling import ProfileSchedule, profile_mode
+from profreport.capture.timing import TimingConfig, measure_latency
+from profreport.env import collect_env, device_info
+from profreport.models import LoadedModel
+from profreport.modes import MODES, PreparedMode, prepare_mode
+from profreport.record import SCHEMA
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    modes: tuple[str, ...] = MODES
+    profile: ProfileSchedule = field(default_factory=ProfileSchedule)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    bootstrap_resamples: int = 2000
+
+
+def make_sync(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _error_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:500]
+
+
+def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
+    trace = load_trace(trace_path)
+    definition = "device" if device.type == "cuda" else "cpu"
+    counts = kernel_analysis.count_kernels(trace, definition=definition)
+    step = kernel_analysis.per_step(counts)
+    n_steps = max(int(step.get("steps", 0)), 1)
+    unrecorded: list[str] = []
+    if definition == "cpu":
+        # Compute nodes the TorchScript interpreter runs outside the dispatcher have no profiler
+        # record; the optimized graph says they ran once per forward.
+        unrecorded = list(prepared.compiler.get("unrecorded_ops", []))
+    table = [
+        {
+            "name": row.name,
+            "kind": row.kind,
+            "calls": row.calls,
+            "calls_per_step": row.calls / n_steps,
+            "time_us": row.time_us,
+            "time_us_per_step": row.time_us / n_steps,
+            "launched_by": row.launched_by,
+            "source": "profiler",
+        }
+        for row in counts.table
+    ]
+    table += [
+        {
+            "name": name,
+            "kind": "cpu",
+            "calls": n_steps,
+            "calls_per_step": 1.0,
+            "time_us": None,
+            "time_us_per_step": None,
+            "launched_by": None,
+            "source": "optimized graph (no profiler record)",
+        }
+        for name in unrecorded
+    ]
+    return {
+        "definition": counts.definition,
+        "per_step": int(step["kernels"]) + len(unrecorded),
+        # CPU work has no launch API: only the device definition counts launch calls.
+        "launches": int(step["launches"]) if counts.definition == "device" else 0,
+        "memcpy": int(step["memcpy"]),
+        "memset": int(step["memset"]),
+        "graph_launches": int(step.get("graph_launches", 0)),
+        "steps": int(step.get("steps", 0)),
+        "unrecorded": unrecorded,
+        "whole_trace": {
+            "kernels": counts.kernels,
+            "launches": counts.launches,
+            "memcpy": counts.memcpy,
+            "memset": counts.memset,
+            "unlinked_kernels": counts.unlinked_kernels,
+            "kernel_time_us": counts.kernel_time_us,
+        },
+        "table": table,
+    }
+
+
+def _bytes_record(
+    prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]
+) -> dict[str, Any]:
+    if prepared.name == "compile":
+        estimate = model_from_inductor_nodes(prepared.compiler.get("inductor_nodes", []))
+        if prepared.compiler.get("graph_breaks"):
+            estimate.not_modeled.append("code outside the compiled graphs (graph breaks)")
+    else:
+        ops = record_tensor_io(prepared.fn, model.example_inputs, sync)
+        estimate = model_from_tensor_io(
+            ops,
+            kernel_analysis.BOOKKEEPING_OPS,
+            unseen_kernels=prepared.compiler.get("unrecorded_ops", []),
+        )
+    return estimate.to_dict()
+
+
+def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
+    return {
+        "name": model.name,
+        "memory_format": model.memory_format,
+        "description": model.description,
+        "batch_size": model.batch_size,
+        "dtype": dtype,
+        "parameters": sum(p.numel() for p in model.module.parameters()),
+        "inputs": [
+            {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+            for t in model.example_inputs
+        ],
+    }
+
+
+def collect_run(
+    model: LoadedModel,
+    device: torch.device,
+    dtype: str,
+    run_dir: Path,
+    options: RunOptions = RunOptions(),
+    progress: Progress = lambda _msg: None,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> dict[str, Any]:
+    """Run all requested modes of `model` and return the run record (traces land in run_dir)."""
+    sync = make_sync(device)
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": {"name": "profreport", "version": __version__},
+        "created_utc": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model": _model_record(model, dtype),
+        "device": device_info(device),
+        "env": collect_env(device),
+        "settings": {
+            "profile_schedule": asdict(options.profile),
+            "timing": asdict(options.timing),
+            "bootstrap_resamples": options.bootstrap_resamples,
+        },
+        "kernel_definition": {
+            "name": "device" if device.type == "cuda" else "cpu",
+            "text": kernel_analysis.DEVICE_DEFINITION_TEXT
+            if device.type == "cuda"
+            else kernel_analysis.CPU_DEFINITION_TEXT,
+            "bookkeeping_ops": sorted(kernel_analysis.BOOKKEEPING_OPS),
+        },
+        "modes": {},
+    }
+    prepared_modes: dict[str, PreparedMode] = {}
+    with torch.no_grad():
+        for name in options.modes:
+            entry: dict[str, Any] = {"status": "ok", "error": None, "compile_s": None}
+            record["modes"][name] = entry
+            try:
+                progress(f"{name}: building and warming up")
+                prepared = prepare_mode(name, model.module, model.example_inputs, sync)
+                entry["compile_s"] = prepared.compile_s
+                entry["compiler"] = prepared.compiler
+                progress(f"{name}: profiling {options.profile.active} steps")
+                trace_path = profile_mode(
+                    prepared.fn,
+                    model.example_inputs,
+                    device,
+                    run_dir / "tensorboard" / name,
+                    name,
+                    sync,
+                    options.profile,
+                )
+                entry["trace"] = str(trace_path.relative_to(run_dir))
+                entry["kernels"] = _kernels_record(trace_path, prepared, device)
+                progress(f"{name}: modeling memory traffic")
+                entry["bytes"] = _bytes_record(prepared, model, sync)
+                prepared_modes[name] = prepared
+            except Exception as exc:  # one mode failing must not stop the others
+                entry["status"] = "failed"
+                entry["error"] = _error_line(exc)
+                entry["traceback"] = traceback.format_exc(limit=8)
+                if name == "compile":
+                    torch._dynamo.reset()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+
+        if prepared_modes:
+            inputs = model.example_inputs
+            fns: dict[str, Callable[[], Any]] = {
+                name: partial(p.fn, *inputs) for name, p in prepared_modes.items()
+            }
+
+            def on_round(round_no: int, results) -> None:
+                n = min(len(r.samples_ms) for r in results.values())
+                if round_no % 10 == 1:
+                    progress(
+                        f"timing {len(fns)} modes interleaved: round {round_no}, {n} samples each"
+                    )
+
+            timings = measure_latency(fns, sync, options.timing, on_round=on_round)
+            for name, res in timings.items():
+                entry = record["modes"][name]
+                stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
+                stats.update(
+                    calls_per_block=res.calls_per_block,
+                    threads=torch.get_num_threads(),
+                    samples=res.samples_ms,
+                )
+                entry["latency_ms"] = stats
+            base = timings.get("eager")
+            for name, res in timings.items():
+                if name == "eager" or base is None:
+                    continue
+                record["modes"][name]["speedup_vs_eager"] = speedup(
+                    base.samples_ms, res.samples_ms, resamples=options.bootstrap_resamples
+                ).to_dict()
+
+    for name, entry in record["modes"].items():
+        entry["verdict"] = verdict_for(name, record)
+    return record

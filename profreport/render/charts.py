@@ -1,0 +1,63 @@
+"""Charts as inline SVG strings (matplotlib, no network, no JavaScript)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "profreport"})
+
+_COLORS = {"eager": "#7f7f7f", "script": "#1f77b4", "trace": "#17becf", "optimize": "#9467bd"}
+_DEFAULT = "#d62728"
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prologue and DOCTYPE for inline use
+
+
+def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> str:
+    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    bars = ax.bar(modes, values, color=[_COLORS.get(m, _DEFAULT) for m in modes])
+    ax.bar_label(bars, labels=[f"{v:g}" for v in values], fontsize=8)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
+def stacked_bytes_chart(
+    modes: Sequence[str], read_mib: Sequence[float], written_mib: Sequence[float], title: str
+) -> str:
+    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    ax.bar(modes, read_mib, color="#1f77b4", label="read")
+    ax.bar(modes, written_mib, bottom=read_mib, color="#ff7f0e", label="written")
+    for i, (r, w) in enumerate(zip(read_mib, written_mib, strict=True)):
+        ax.text(i, r + w, f"{r + w:.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_title(title)
+    ax.set_ylabel("MiB per step (modeled)")
+    ax.legend(frameon=False, fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
+def latency_chart(
+    modes: Sequence[str], median: Sequence[float], p10: Sequence[float], p90: Sequence[float]
+) -> str:
+    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    lower = [m - lo for m, lo in zip(median, p10, strict=True)]
+    upper = [hi - m for m, hi in zip(median, p90, strict=True)]
+    ax.bar(modes, median, color=[_COLORS.get(m, _DEFAULT) for m in modes])
+    ax.errorbar(modes, median, yerr=[lower, upper], fmt="none", ecolor="black", capsize=3)
+    ax.set_title("Latency: median, whiskers p10-p90")
+    ax.set_ylabel("ms per call (measured)")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)

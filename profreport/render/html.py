@@ -1,0 +1,69 @@
+"""HTML renderer: one self-contained page (inline CSS and SVG, no network, no scripts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from profreport.render import charts
+from profreport.render.viewmodel import build_view
+
+
+def templates_dir() -> Path:
+    """Templates ship inside the wheel (profreport/templates) or sit at the repository root."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "templates", here.parent / "templates"):
+        if (candidate / "report.html.j2").is_file():
+            return candidate
+    raise FileNotFoundError("profreport templates not found")
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def build_charts(record: dict[str, Any]) -> dict[str, Markup]:
+    ok = {n: m for n, m in record["modes"].items() if m["status"] == "ok"}
+    if not ok:
+        return {}
+    names = list(ok)
+    kernel_label = "device kernels" if record["device"].get("type") == "cuda" else "CPU kernels"
+    out = {
+        "kernels": charts.bar_chart(
+            names,
+            [m["kernels"]["per_step"] for m in ok.values()],
+            f"{kernel_label} per step",
+            "count (profiler)",
+        ),
+        "bytes": charts.stacked_bytes_chart(
+            names,
+            [m["bytes"]["read"] / 2**20 for m in ok.values()],
+            [m["bytes"]["written"] / 2**20 for m in ok.values()],
+            "Memory traffic per step",
+        ),
+    }
+    timed = {n: m["latency_ms"] for n, m in ok.items() if m.get("latency_ms")}
+    if timed:
+        out["latency"] = charts.latency_chart(
+            list(timed),
+            [t["median"] for t in timed.values()],
+            [t["p10"] for t in timed.values()],
+            [t["p90"] for t in timed.values()],
+        )
+    # matplotlib's SVG is our own output, not user text: safe to inline.
+    return {k: Markup(v) for k, v in out.items()}
+
+
+def render(record: dict[str, Any]) -> str:
+    view = build_view(record)
+    view["charts"] = build_charts(record)
+    return _environment().get_template("report.html.j2").render(**view)

@@ -1,0 +1,230 @@
+"""Build the plain view-model of a run record: every number already formatted, with its source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profreport.format import fmt_bytes, fmt_ms
+
+TOP_KERNELS = 15
+
+METHOD = {
+    "kernels": (
+        "Each mode runs under torch.profiler with a schedule of {wait} wait, {warmup} warm-up and "
+        "{active} active steps (one forward call per step, shapes and FLOPs recorded). Counts are "
+        "per profiled step (median over the active steps). {definition}"
+    ),
+    "bytes": (
+        "Modeled, not measured: the compulsory traffic each kernel must move, a lower bound on what "
+        "the memory system does. read = bytes of every distinct input tensor, written = bytes of "
+        "every output and every input mutated in place, numel x element size; views, reshapes and "
+        "allocations move nothing. eager, script, trace and optimize: from the tensors of every "
+        "dispatched operation in one forward (TorchDispatchMode). compile: from Inductor's "
+        "scheduler, the buffers crossing each generated or library kernel's boundary "
+        "(intermediates kept inside a fused kernel count zero). Kernels that run outside the "
+        "dispatcher and outside Inductor's accounting are listed as not modeled, never counted as zero."
+    ),
+    "latency": (
+        "Measured outside the profiler, after warm-up: each mode runs in blocks of back-to-back "
+        "calls sized to last at least {block_ms:.0f} ms, the device synchronized before the clock "
+        "starts and stops; modes are interleaved round by round in rotating order so machine drift "
+        "hits all alike; timing stops when every mode has at least {min_blocks} blocks and "
+        "{min_time_s:g} s of measured time. Median, IQR and p10/p90 are over blocks (per-call time "
+        "of each block). Speedup = eager median / mode median with a 95% percentile-bootstrap "
+        "interval ({resamples} resamples)."
+    ),
+    "compile_s": (
+        "compile: wall time of the first call (Dynamo capture, Inductor code generation and C++/"
+        "Triton build; Inductor's FX graph cache disabled). script / trace / optimize: "
+        "scripting, tracing or freezing plus the {jit_calls} warm-up calls after which the "
+        "profiling executor runs its optimized graph."
+    ),
+}
+
+
+def _num(x: float | None, fmt: str = "{:.3g}") -> str:
+    return "n/a" if x is None else fmt.format(x)
+
+
+def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "mode": name,
+        "status": mode["status"],
+        "verdict": mode.get("verdict", ""),
+    }
+    if mode["status"] != "ok":
+        row["error"] = mode.get("error") or ""
+        return row
+    k, b = mode["kernels"], mode["bytes"]
+    lat = mode.get("latency_ms") or {}
+    sp = mode.get("speedup_vs_eager")
+    row.update(
+        kernels=k["per_step"],
+        launches=k["launches"],
+        memcpy=k["memcpy"],
+        memset=k["memset"],
+        read=fmt_bytes(b["read"]),
+        written=fmt_bytes(b["written"]),
+        total=fmt_bytes(b["read"] + b["written"]),
+        bytes_source=b["source"],
+        bytes_partial=bool(b.get("not_modeled")),
+        median=fmt_ms(lat.get("median")),
+        iqr=fmt_ms(lat.get("iqr")),
+        p10_p90=f"{fmt_ms(lat.get('p10'))} - {fmt_ms(lat.get('p90'))}" if lat else "n/a",
+        n=lat.get("n", "n/a"),
+        speedup=(
+            f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline"
+        ),
+        compile_s=_num(mode.get("compile_s"), "{:.2f} s"),
+    )
+    if eager and eager.get("status") == "ok" and name != "eager":
+        row["kernel_delta"] = k["per_step"] - eager["kernels"]["per_step"]
+    return row
+
+
+def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for r in mode["kernels"]["table"][:TOP_KERNELS]:
+        rows.append(
+            {
+                "name": r["name"],
+                "kind": r["kind"],
+                "calls_per_step": _num(r["calls_per_step"], "{:g}"),
+                "time_per_step": fmt_ms(
+                    None if r["time_us_per_step"] is None else r["time_us_per_step"] / 1000
+                ),
+                "launched_by": r.get("launched_by") or "",
+                "source": r.get("source", "profiler"),
+            }
+        )
+    return rows
+
+
+def _bytes_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "op": r["op"],
+            "calls": r["calls"],
+            "read": fmt_bytes(r["read"]),
+            "written": fmt_bytes(r["written"]),
+        }
+        for r in mode["bytes"]["table"]
+    ]
+
+
+def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
+    c = mode.get("compiler") or {}
+    view: dict[str, Any] = {"notes": c.get("notes", []), "op_changes": []}
+    if "graph" in c:
+        view["graph"] = c["graph"]
+        view["fusion_groups"] = [
+            " + ".join(g["ops"]) + f"  [{g['kind']}]" for g in c.get("fusion_groups", [])
+        ]
+        view["fused_library_ops"] = sorted(set(c.get("fused_library_ops", [])))
+        before = c.get("op_counts_before")
+        after = c.get("op_counts", {})
+        if before is not None:
+            ops = sorted(set(before) | set(after))
+            view["op_changes"] = [
+                {"op": op, "before": before.get(op, 0), "after": after.get(op, 0)}
+                for op in ops
+                if before.get(op, 0) != after.get(op, 0)
+            ]
+    if "inductor_nodes" in c:
+        view["inductor_nodes"] = [
+            {
+                "name": n["name"],
+                "kind": n["kind"],
+                "origins": " + ".join(n["origins"]) or "-",
+                "read": fmt_bytes(n.get("read")),
+                "written": fmt_bytes(n.get("written")),
+            }
+            for n in c["inductor_nodes"]
+        ]
+        view["inductor_kernels"] = [
+            r["name"]
+            for r in mode["kernels"]["table"]
+            if "cpp_fused" in r["name"] or r["name"].startswith("triton")
+        ]
+        view["inductor_summary"] = (
+            f"{c.get('graphs', 0)} graph(s), {c.get('graph_breaks', 0)} graph break(s), "
+            f"Inductor's own byte estimate {fmt_bytes(c.get('inductor_bytes_accessed'))} "
+            "(compiler estimate, read + written)"
+        )
+    return view
+
+
+def build_view(record: dict[str, Any]) -> dict[str, Any]:
+    """Turn a run record into the dict the HTML and Markdown templates lay out."""
+    modes = record["modes"]
+    eager = modes.get("eager")
+    settings = record.get("settings", {})
+    sched = settings.get("profile_schedule", {"wait": 1, "warmup": 1, "active": 3})
+    timing = settings.get("timing", {})
+    definition = record.get("kernel_definition", {})
+    model = record["model"]
+    details = []
+    for name, mode in modes.items():
+        d: dict[str, Any] = {
+            "mode": name,
+            "status": mode["status"],
+            "verdict": mode.get("verdict", ""),
+        }
+        if mode["status"] == "ok":
+            d["kernels"] = _kernel_rows(mode)
+            d["kernel_count"] = len(mode["kernels"]["table"])
+            d["bytes"] = _bytes_rows(mode)
+            d["bytes_method"] = mode["bytes"]["method"]
+            d["not_modeled"] = mode["bytes"].get("not_modeled", [])
+            d["compiler"] = _compiler_view(name, mode)
+            d["trace"] = mode.get("trace")
+        else:
+            d["error"] = mode.get("error")
+            d["traceback"] = mode.get("traceback")
+        details.append(d)
+    env = record["env"]
+    return {
+        "title": f"profreport: {model['name']} on {record['device'].get('name', record['device']['type'])}",
+        "created_utc": record.get("created_utc"),
+        "tool_version": record.get("tool", {}).get("version"),
+        "model": {
+            "name": model["name"],
+            "description": model.get("description", ""),
+            "batch_size": model.get("batch_size"),
+            "dtype": model.get("dtype"),
+            "parameters": f"{model.get('parameters', 0):,}",
+            "memory_format": model.get("memory_format", "contiguous"),
+            "inputs": ", ".join(
+                f"{'x'.join(str(s) for s in i['shape'])} {i['dtype']}"
+                for i in model.get("inputs", [])
+            ),
+        },
+        "device": record["device"],
+        "is_cuda": record["device"].get("type") == "cuda",
+        "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
+        "details": details,
+        "env_rows": [
+            ("torch", env.get("torch")),
+            ("python", env.get("python")),
+            ("platform", env.get("platform")),
+            ("intra-op threads", env.get("threads")),
+            ("CUDA runtime", env.get("cuda_runtime") or "-"),
+            ("HIP runtime", env.get("hip_runtime") or "-"),
+            ("cuDNN", env.get("cudnn") or "-"),
+            ("oneDNN (MKLDNN)", env.get("mkldnn")),
+        ]
+        + [(f"fuser: {k}", v if v is not None else "-") for k, v in env.get("fusers", {}).items()],
+        "definition_name": definition.get("name", ""),
+        "bookkeeping_ops": ", ".join(definition.get("bookkeeping_ops", [])),
+        "method": {
+            "kernels": METHOD["kernels"].format(definition=definition.get("text", ""), **sched),
+            "bytes": METHOD["bytes"],
+            "latency": METHOD["latency"].format(
+                block_ms=timing.get("block_s", 0.02) * 1000,
+                min_blocks=timing.get("min_blocks", 15),
+                min_time_s=timing.get("min_time_s", 1.0),
+                resamples=settings.get("bootstrap_resamples", 2000),
+            ),
+            "compile_s": METHOD["compile_s"].format(jit_calls=3),
+        },
+    }

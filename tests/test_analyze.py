@@ -1,0 +1,190 @@
+"""``profreport analyze``: in-process runs, renderers on their view-model, one real subprocess."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from profreport import analyze
+from profreport.analysis.trace_compare import SCHEMA
+from profreport.analyze_render import render_html, render_markdown, view_model
+
+DATA = Path(__file__).parent / "data"
+ALEXNET = str(DATA / "a100_alexnet_inference.json.gz")
+TRITON = str(DATA / "a100_torch_compile_triton.json.gz")
+MI250 = str(DATA / "mi250_rocm_train.json.gz")
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    analyze.add_arguments(parser)
+    out = io.StringIO()
+    code = analyze.run(parser.parse_args(list(argv)), out)
+    return code, out.getvalue()
+
+
+def test_json_single_trace():
+    code, out = run_cli(ALEXNET, "--format", "json", "--top", "5")
+    assert code == 0
+    doc = orjson.loads(out)
+    assert doc["schema"] == SCHEMA == "profreport.analysis/1"
+    assert doc["comparison"] == []
+    (t,) = doc["traces"]
+    assert t["path"] == ALEXNET
+    assert t["definition"] == "device"
+    assert (t["kernels"], t["memcpy"], t["memset"], t["launches"]) == (79, 16, 3, 79)
+    assert t["memcpy_bytes"] == 244_403_360
+    assert t["unlinked_kernels"] == 0
+    assert t["device"]["name"] == "NVIDIA A100-PG509-200"
+    assert len(t["top_kernels"]) == 5
+    top = t["top_kernels"][0]
+    assert (top["name"], top["calls"], top["launched_by"]) == (
+        "Memcpy HtoD (Pageable -> Device)",
+        16,
+        "aten::copy_",
+    )
+    times = [k["time_us"] for k in t["top_kernels"]]
+    assert times == sorted(times, reverse=True)
+    assert set(doc["definitions"]) == {"device"}
+
+
+def test_json_steps_and_comparison():
+    code, out = run_cli(MI250, TRITON, "--format", "json")
+    assert code == 0
+    doc = orjson.loads(out)
+    assert [t["path"] for t in doc["traces"]] == [MI250, TRITON]
+    assert [(s["name"], s["kernels"], s["launches"]) for s in doc["traces"][0]["steps"]] == [
+        ("ProfilerStep#1", 14, 14),
+        ("ProfilerStep#2", 0, 0),
+    ]
+    (cmp,) = doc["comparison"]
+    assert (cmp["baseline"], cmp["path"]) == (MI250, TRITON)
+    assert cmp["totals"]["kernels"] == {"baseline": 14, "value": 1, "delta": -13, "ratio": 1 / 14}
+    assert cmp["totals"]["launches"]["delta"] == -13
+    assert cmp["totals"]["memcpy_bytes"]["delta"] == -5120
+    assert cmp["per_step"]["steps"] == {"baseline": 2, "value": 1}
+    kernels = {k["name"]: k for k in cmp["kernels"]}
+    added = kernels["triton_poi_fused_add_cos_sin_0"]
+    assert (added["status"], added["baseline_calls"], added["calls"]) == ("added", 0, 1)
+    assert len(kernels) == 13 + 1  # every mi250 kernel/memcpy removed, the triton one added
+    ops = {o["op"]: o["delta"] for o in cmp["launching_ops"]}
+    assert ops["triton_poi_fused_add_cos_sin_0"] == 1
+    assert ops["aten::addmm"] == -2
+
+
+def test_folder_input_recursive_and_skips_non_traces(tmp_path, capsys):
+    (tmp_path / "b" / "deep").mkdir(parents=True)
+    shutil.copy(TRITON, tmp_path / "b" / "deep" / "w1.pt.trace.json.gz")
+    shutil.copy(MI250, tmp_path / "a.json.gz")
+    (tmp_path / "run.json").write_bytes(orjson.dumps({"schema": "profreport.run/1"}))
+    (tmp_path / "notes.txt").write_text("not json")
+    code, out = run_cli(str(tmp_path), "--format", "json")
+    assert code == 0
+    doc = orjson.loads(out)
+    assert [Path(t["path"]).name for t in doc["traces"]] == ["a.json.gz", "w1.pt.trace.json.gz"]
+    assert [t["kernels"] for t in doc["traces"]] == [14, 1]
+    assert "skipped" in capsys.readouterr().err
+
+
+def _not_a_trace(tmp_path: Path) -> str:
+    path = tmp_path / "record.json"
+    path.write_bytes(orjson.dumps({"schema": "profreport.run/1"}))
+    return str(path)
+
+
+def _not_json(tmp_path: Path) -> str:
+    path = tmp_path / "broken.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": [ {"ph": "X", '))
+    return str(path)
+
+
+def _empty_folder(tmp_path: Path) -> str:
+    (tmp_path / "empty").mkdir()
+    return str(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    ("make_input", "expected"),
+    [
+        (lambda p: str(p / "missing.json"), "no such file"),
+        (_not_json, "not valid JSON"),
+        (_not_a_trace, "not a profiler trace"),
+        (_empty_folder, "no *.json or *.json.gz"),
+    ],
+)
+def test_bad_input_exit_2_one_line_nothing_written(tmp_path, capsys, make_input, expected):
+    out_dir = tmp_path / "out"
+    code, out = run_cli(make_input(tmp_path), ALEXNET, "--format", "html", "--out", str(out_dir))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert expected in err
+    assert out == ""
+    assert not out_dir.exists()
+
+
+def test_markdown_default_format():
+    code, out = run_cli(ALEXNET, TRITON)
+    assert code == 0
+    assert out.startswith("# Trace analysis")
+    assert "| kernels | 79 |  |" in out
+    assert "| kernels | 79 | 1 | -78 | ×0.01 |" in out
+    assert "Launch calls: cudaLaunchKernel × 79" in out
+    assert "## Method" in out and "correlation id" in out
+
+
+def test_view_model_formats_numbers():
+    _, out = run_cli(ALEXNET, MI250, "--format", "json")
+    vm = view_model(orjson.loads(out), top=3)
+    base, other = vm["traces"]
+    assert base["title"].endswith("(baseline)")
+    totals = dict((label, total) for label, total, _ in base["totals"])
+    assert totals["memcpy bytes"] == "244,403,360 B (233.1 MiB)"
+    assert totals["kernels"] == "79"
+    assert other["steps_text"] == "2 ProfilerSteps"
+    assert other["launch_apis"] == "hipLaunchKernel × 12, hipExtModuleLaunchKernel × 2"
+    assert len(other["kernels"]) == 3
+    (cmp,) = vm["comparisons"]
+    row = next(r for r in cmp["totals"] if r[0] == "kernels")
+    assert row == ("kernels", "79", "14", "-65", "×0.18")
+
+
+def test_html_written_escaped_and_self_contained(tmp_path):
+    code, out = run_cli(ALEXNET, TRITON, "--format", "html", "--out", str(tmp_path / "o"))
+    assert code == 0
+    page = (tmp_path / "o" / "analysis.html").read_text()
+    assert out.strip() == f"wrote {tmp_path / 'o' / 'analysis.html'}"
+    assert "elementwise_kernel&lt;128, 2" in page  # C++ template names are escaped
+    assert "elementwise_kernel<128" not in page
+    assert "<script" not in page and "http" not in page.replace("http-equiv", "")
+    doc = orjson.loads(run_cli(ALEXNET, "--format", "json")[1])
+    assert render_html(doc).count("<section") == 2  # one trace + method
+    assert render_markdown(doc).count("## ") == 2
+
+
+def test_subprocess_module_entry(tmp_path):
+    ok = subprocess.run(
+        [sys.executable, "-m", "profreport.analyze", TRITON, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0
+    assert orjson.loads(ok.stdout)["traces"][0]["launch_api_counts"] == {"cuLaunchKernel": 1}
+    bad = subprocess.run(
+        [sys.executable, "-m", "profreport.analyze", str(tmp_path / "nope.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.strip().endswith("no such file or folder")

@@ -1,0 +1,201 @@
+"""The whole generate path on CPU with small shapes, in-process and once as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from profreport.cli import main
+from profreport.record import SCHEMA, load
+
+FAST = ["--device", "cpu", "--min-time", "0.05", "--max-time", "60", "--quiet"]
+
+
+def _run_dir(out: Path) -> Path:
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run
+
+
+def _generate(out: Path, *args: str) -> Path:
+    assert main(["generate", *args, "--out", str(out), *FAST]) == 0
+    return _run_dir(out)
+
+
+@pytest.fixture(scope="module")
+def gated_run(tmp_path_factory):
+    return _generate(
+        tmp_path_factory.mktemp("reports"), "--model", "gated-residual", "--batch-size", "1"
+    )
+
+
+def test_all_five_modes_ok_and_outputs_written(gated_run):
+    rec = json.loads((gated_run / "run.json").read_text())
+    assert rec["schema"] == SCHEMA
+    assert list(rec["modes"]) == ["eager", "script", "trace", "optimize", "compile"]
+    assert {m["status"] for m in rec["modes"].values()} == {"ok"}
+    assert gated_run.name.startswith("gated-residual-cpu-")
+    for name in rec["modes"]:
+        traces = list((gated_run / "tensorboard" / name).glob("*.pt.trace.json"))
+        assert len(traces) == 1, name
+        assert rec["modes"][name]["trace"] == str(traces[0].relative_to(gated_run))
+    html = (gated_run / "report.html").read_text()
+    assert "<svg" in html and "Method" in html
+    assert (gated_run / "summary.md").read_text().startswith("### profreport: gated-residual")
+
+
+def test_run_record_contract(gated_run):
+    rec = load(gated_run / "run.json")
+    assert rec["device"]["type"] == "cpu"
+    assert rec["env"]["threads"] == torch.get_num_threads()
+    assert set(rec["env"]["fusers"]) >= {"nnc_enabled", "llvm_available", "inductor_cpp_compiler"}
+    for name, m in rec["modes"].items():
+        k, b, lat = m["kernels"], m["bytes"], m["latency_ms"]
+        assert isinstance(k["per_step"], int) and k["per_step"] > 0
+        assert k["launches"] == 0 and k["memcpy"] == 0 and k["memset"] == 0  # CPU run
+        assert isinstance(k["table"], list) and k["table"]
+        assert isinstance(b["read"], int) and isinstance(b["written"], int)
+        assert b["source"] == "modeled"
+        assert lat["n"] == len(lat["samples"]) >= 15
+        assert lat["p10"] <= lat["median"] <= lat["p90"]
+        if name == "eager":
+            assert "speedup_vs_eager" not in m
+        else:
+            lo, hi = m["speedup_vs_eager"]["ci95"]
+            assert lo <= m["speedup_vs_eager"]["median"] <= hi
+            assert m["compile_s"] > 0
+
+
+def test_fusion_story_of_a_pointwise_chain(gated_run):
+    rec = load(gated_run / "run.json")
+    modes = rec["modes"]
+    # sigmoid, tanh, mul, mul, add, relu, sub: seven eager kernels; Inductor fuses them into one.
+    assert modes["eager"]["kernels"]["per_step"] == 7
+    assert modes["compile"]["kernels"]["per_step"] == 1
+    # Bytes by hand: 1 x 256 x 1024 float32 tensors of 1 MiB; eager reads 10 and writes 7 of them,
+    # the fused kernel reads x and gate and writes the result.
+    t = 256 * 1024 * 4
+    assert (modes["eager"]["bytes"]["read"], modes["eager"]["bytes"]["written"]) == (10 * t, 7 * t)
+    assert (modes["compile"]["bytes"]["read"], modes["compile"]["bytes"]["written"]) == (2 * t, t)
+    assert "7 eager kernels ran as 1 kernel" in modes["compile"]["verdict"]
+    if not rec["env"]["fusers"]["nnc_can_fuse_on_cpu"]:
+        assert modes["script"]["kernels"]["per_step"] == 7
+        assert "nothing fused" in modes["script"]["verdict"]
+        assert "LLVM" in modes["script"]["verdict"]
+
+
+def test_render_rewrites_reports_from_the_record(gated_run, tmp_path):
+    rc = main(["render", str(gated_run / "run.json"), "--out", str(tmp_path)])
+    assert rc == 0
+    assert (tmp_path / "report.html").read_text() == (gated_run / "report.html").read_text()
+
+
+def test_simple_model_kernels_are_named_and_honest(tmp_path):
+    run = _generate(
+        tmp_path, "--model", "simple", "--batch-size", "1", "--modes", "eager,optimize,compile"
+    )
+    rec = load(run)
+    names = {m: {r["name"] for r in rec["modes"][m]["kernels"]["table"]} for m in rec["modes"]}
+    assert names["eager"] == {
+        "aten::mkldnn_convolution",
+        "aten::clamp_min",
+        "aten::max_pool2d_with_indices",
+    }
+    fused = [n for n in names["compile"] if "cpp_fused" in n and "relu" in n and "max_pool2d" in n]
+    assert len(fused) == 1, names["compile"]
+    opt = rec["modes"]["optimize"]
+    # optimize_for_inference's MKLDNN convolution runs without a profiler record: it is counted
+    # from the graph and its bytes are declared unknown, not zero.
+    assert "prim::mkldnn_convolution" in opt["kernels"]["unrecorded"]
+    assert "prim::mkldnn_convolution" in opt["bytes"]["not_modeled"]
+    assert "not comparable" in opt["verdict"]
+
+
+def test_a_mode_that_fails_does_not_stop_the_others(tmp_path):
+    model = tmp_path / "unscriptable.py"
+    model.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * len({id(x): 1})\n"
+        "def build():\n"
+        "    return M(), (torch.randn(8, 8),)\n"
+    )
+    run = _generate(tmp_path / "out", "--model", f"{model}:build", "--modes", "eager,script,trace")
+    rec = load(run)
+    assert rec["modes"]["script"]["status"] == "failed"
+    assert rec["modes"]["script"]["error"]
+    assert rec["modes"]["eager"]["status"] == "ok"
+    assert rec["modes"]["trace"]["status"] == "ok"
+    assert "failed" in (run / "report.html").read_text()
+
+
+def _cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run(
+        [sys.executable, "-m", "profreport", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_subprocess_models_and_generate(tmp_path):
+    listing = _cli("models")
+    assert listing.returncode == 0
+    assert listing.stdout.splitlines()[0].startswith("simple ")
+    run = _cli(
+        "generate",
+        "--model",
+        "gated-residual",
+        "--batch-size",
+        "1",
+        "--modes",
+        "eager,trace",
+        "--out",
+        str(tmp_path),
+        *FAST,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "report: " in run.stdout
+    assert (_run_dir(tmp_path) / "report.html").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["generate", "--model", "nosuch"], "unknown model"),
+        (["generate", "--modes", "eager,jit"], "unknown mode"),
+        (["generate", "--batch-size", "0"], "must be at least 1"),
+        (["generate", "--device", "cuda"], "CUDA is not available"),
+        (["render", "missing.json"], "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    rc = main([*args, "--out", str(tmp_path / "o")] if args[0] == "generate" else args)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_render_of_a_non_record_is_exit_2(tmp_path, capsys):
+    bad = tmp_path / "run.json"
+    bad.write_text('{"schema": "something/else"}')
+    assert main(["render", str(bad)]) == 2
+    assert "not a profreport run record" in capsys.readouterr().err
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_subprocess_bad_input_has_no_traceback():
+    res = _cli("generate", "--model", "nosuch")
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr

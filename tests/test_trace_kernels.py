@@ -1,0 +1,497 @@
+"""Trace loading and kernel counting, on real GPU traces and small synthetic ones."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from profreport.analysis.kernels import (
+    BOOKKEEPING_OPS,
+    CPU_DEFINITION_TEXT,
+    DEVICE_DEFINITION_TEXT,
+    count_kernels,
+    per_step,
+)
+from profreport.analysis.trace import TraceError, load_trace
+
+DATA = Path(__file__).parent / "data"
+PID = 100
+
+
+def write_trace(path: Path, events: list, gz: bool = False, **meta) -> Path:
+    doc = {"schemaVersion": 1, **meta, "traceEvents": events}
+    raw = orjson.dumps(doc)
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    return path
+
+
+def op(name, ts, dur, tid=1, cat="cpu_op", **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+def api(name, ts, corr, dur=2, tid=1, cat="cuda_runtime"):
+    return op(name, ts, dur, tid=tid, cat=cat, correlation=corr)
+
+
+def dev(name, ts, dur, corr=None, cat="kernel", **args):
+    if corr is not None:
+        args["correlation"] = corr
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, **args}}  # fmt: skip
+
+
+def counts_of(tmp_path, events, definition="auto", **meta):
+    return count_kernels(load_trace(write_trace(tmp_path / "t.json", events, **meta)), definition)
+
+
+# --- real GPU traces (counts from tests/data / shared/traces/README.md) -------------------------
+
+
+def test_a100_alexnet_counts_exact():
+    c = count_kernels(load_trace(DATA / "a100_alexnet_inference.json.gz"))
+    assert c.definition == "device"
+    assert (c.kernels, c.memcpy, c.memset, c.launches) == (79, 16, 3, 79)
+    assert c.launch_api_counts == {"cudaLaunchKernel": 79}
+    assert c.memcpy_bytes == 244_403_360
+    assert c.graph_launches == 0
+    assert c.unlinked_kernels == 0
+    assert c.device["kind"] == "cuda"
+    assert c.device["name"] == "NVIDIA A100-PG509-200"
+    assert c.steps == []
+    assert sum(r.calls for r in c.table if r.kind == "kernel") == 79
+    assert [r.time_us for r in c.table] == sorted((r.time_us for r in c.table), reverse=True)
+
+
+def _naive_launching_ops(path: Path) -> dict[str, int]:
+    """Independent O(n^2) reference: innermost cpu_op around each launch, kernels per op."""
+    events = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    launch_by_corr = {
+        e["args"]["correlation"]: e for e in events if e.get("name") == "cudaLaunchKernel"
+    }
+    out: dict[str, int] = {}
+    for k in (e for e in events if e.get("cat") == "kernel"):
+        call = launch_by_corr[k["args"]["correlation"]]
+        around = [
+            o for o in ops if o["tid"] == call["tid"] and o["ts"] <= call["ts"] < o["ts"] + o["dur"]
+        ]
+        name = min(around, key=lambda o: o["dur"])["name"] if around else "(no CPU op)"
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+def test_a100_alexnet_kernels_linked_to_innermost_op():
+    path = DATA / "a100_alexnet_inference.json.gz"
+    c = count_kernels(load_trace(path))
+    assert c.kernels_by_op == _naive_launching_ops(path)
+    conv = [r for r in c.table if r.launched_by == "aten::cudnn_convolution"]
+    assert conv and all(r.launched_by_top == "aten::conv2d" for r in conv)
+    memcpy = [r for r in c.table if r.kind == "memcpy"]
+    assert sum(r.bytes for r in memcpy) == 244_403_360
+
+
+def test_a100_triton_driver_launch():
+    c = count_kernels(load_trace(DATA / "a100_torch_compile_triton.json.gz"))
+    assert (c.kernels, c.launches, c.memcpy) == (1, 1, 0)
+    assert c.launch_api_counts == {"cuLaunchKernel": 1}
+    assert [(s.name, s.kernels, s.launches) for s in c.steps] == [("ProfilerStep#1", 1, 1)]
+    (row,) = c.table
+    assert row.name == "triton_poi_fused_add_cos_sin_0"
+    assert row.launched_by == "triton_poi_fused_add_cos_sin_0"  # Inductor's kernel record op
+    (rec,) = c.inductor_kernels
+    assert rec["backend"] == "triton"
+    assert rec["hash"] == "cqaokwf2bph4egogzevc22vluasiyuui4i54zpemp6knbsggfbuu"
+
+
+def test_mi250_hip_launches_and_steps():
+    c = count_kernels(load_trace(DATA / "mi250_rocm_train.json.gz"))
+    assert (c.kernels, c.memcpy, c.launches) == (14, 2, 14)
+    assert c.launch_api_counts == {"hipLaunchKernel": 12, "hipExtModuleLaunchKernel": 2}
+    assert c.device["kind"] == "rocm"
+    assert c.device["device_ids"] == [2]
+    # The trace has no bytes on its memcpy events: they come from the API call's "size" ("2560").
+    assert c.memcpy_bytes == 2 * 2560
+    assert [(s.name, s.kernels, s.memcpy) for s in c.steps] == [
+        ("ProfilerStep#1", 14, 2),
+        ("ProfilerStep#2", 0, 0),
+    ]
+    assert per_step(c)["kernels"] == 14
+    assert per_step(c)["steps"] == 2
+    assert c.kernels_by_op["aten::addmm"] == 2
+
+
+def test_cpu_only_trace():
+    trace = load_trace(DATA / "cpu_only_rank34.json.gz")
+    dev = count_kernels(trace, "device")
+    assert (dev.kernels, dev.launches, dev.memcpy, dev.memset) == (0, 0, 0, 0)
+    auto = count_kernels(trace)
+    assert auto.definition == "cpu"
+    assert auto.device["kind"] == "cpu"
+    assert auto.kernels == 0  # its only cpu_ops are aten::empty: bookkeeping
+    assert [s.name for s in auto.steps] == ["ProfilerStep#551"]
+    assert trace.metadata["distributedInfo"]["rank"] == 34
+
+
+def test_loader_keeps_columns_compact():
+    trace = load_trace(DATA / "a100_alexnet_inference.json.gz")
+    assert trace.ts_ns.dtype.kind == "i"
+    # Exact integer nanoseconds from microsecond timestamps around 1.7e15.
+    first = trace.strings.index("[param|cuda]")
+    row = int((trace.name == first).nonzero()[0][0])
+    assert int(trace.ts_ns[row]) == 1695835542514261 * 1000
+    assert int(trace.dur_ns[row]) == 43425283 * 1000
+    assert "traceEvents" not in trace.metadata
+    assert trace.metadata["deviceProperties"][0]["id"] == 0
+
+
+# --- synthetic device traces -----------------------------------------------------------------
+
+
+def test_graph_launch_one_launch_many_kernels(tmp_path):
+    events = [
+        op("aten::graph_replay", 0, 50),
+        api("cudaGraphLaunch_v10000", 5, corr=9),
+        *[dev(f"k{i}", 100 + 10 * i, 5, corr=9) for i in range(3)],
+    ]
+    c = counts_of(tmp_path, events)
+    assert (c.kernels, c.launches, c.graph_launches, c.unlinked_kernels) == (3, 1, 1, 0)
+    assert {r.launched_by for r in c.table} == {"aten::graph_replay"}
+
+
+def test_versioned_launch_names_and_memcpy_calls(tmp_path):
+    events = [
+        api("cudaLaunchKernel_v7000", 1, corr=1),
+        api("cudaLaunchKernelExC_v11060", 4, corr=2),
+        api("cudaMemcpyAsync", 8, corr=3),
+        api("cudaMemsetAsync", 12, corr=4),
+        dev("a", 20, 3, corr=1),
+        dev("b", 25, 3, corr=2),
+        dev("Memcpy DtoH", 30, 3, corr=3, cat="gpu_memcpy", bytes=4096),
+        dev("Memset (Device)", 35, 1, corr=4, cat="gpu_memset", bytes=512),
+    ]
+    c = counts_of(tmp_path, events)
+    assert (c.kernels, c.launches, c.memcpy, c.memset) == (2, 2, 1, 1)
+    assert c.launch_api_counts == {"cudaLaunchKernel_v7000": 1, "cudaLaunchKernelExC_v11060": 1}
+    assert (c.memcpy_bytes, c.memset_bytes) == (4096, 512)
+
+
+def test_legacy_categories(tmp_path):
+    events = [
+        op("aten::mm", 0, 10, cat="Operator"),
+        api("cudaLaunchKernel", 2, corr=1, cat="Runtime"),
+        dev("gemm", 20, 4, corr=1, cat="Kernel"),
+        dev("Memcpy HtoD", 30, 2, cat="Memcpy", bytes=8),
+        dev("Memset", 40, 2, cat="Memset"),
+    ]
+    c = counts_of(tmp_path, events)
+    assert (c.kernels, c.memcpy, c.memset, c.launches) == (1, 1, 1, 1)
+    assert c.table[0].launched_by == "aten::mm"
+    assert c.unlinked_kernels == 0
+
+
+def test_unlinked_kernels_counted_and_flow_fallback(tmp_path):
+    events = [
+        op("aten::add", 0, 10),
+        api("cudaLaunchKernel", 2, corr=5),
+        {"ph": "s", "id": 5, "pid": PID, "tid": 1, "ts": 2, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 5, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g"},
+        dev("via_flow", 20, 3),  # no correlation arg: linked through the ac2g flow
+        dev("ncclKernel_AllReduce", 40, 30),  # no CPU side at all
+    ]
+    c = counts_of(tmp_path, events)
+    assert c.kernels == 2
+    assert c.unlinked_kernels == 1
+    by_name = {r.name: r for r in c.table}
+    assert by_name["via_flow"].launched_by == "aten::add"
+    assert by_name["ncclKernel_AllReduce"].launched_by is None
+    assert c.kernels_by_op == {"aten::add": 1, "(unlinked)": 1}
+
+
+def test_step_follows_the_launch_not_the_kernel(tmp_path):
+    events = [
+        op("ProfilerStep#3", 0, 100, cat="user_annotation"),
+        op("ProfilerStep#4", 100, 100, cat="user_annotation"),
+        api("cudaLaunchKernel", 90, corr=1),
+        dev("late", 150, 5, corr=1),  # runs during step 4, launched in step 3
+        dev("orphan", 160, 5),  # no launch: falls back to its own time (step 4)
+        dev("outside", 500, 5),
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "ProfilerStep#3",
+            "pid": 0,
+            "tid": 7,
+            "ts": 150,
+            "dur": 60,
+        },
+    ]
+    c = counts_of(tmp_path, events)
+    assert [(s.name, s.kernels, s.launches) for s in c.steps] == [
+        ("ProfilerStep#3", 1, 1),
+        ("ProfilerStep#4", 1, 0),
+    ]
+    assert c.kernels == 3
+
+
+def test_robust_to_real_trace_oddities(tmp_path):
+    long_name = "void at::native::kernel<" + "float, " * 3000 + "int>(Args...)"
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "python"}},
+        {"name": "Iteration Start", "ph": "i", "s": "g", "pid": "Traces", "tid": "T", "ts": 1},
+        {"name": "mem", "ph": "C", "pid": PID, "ts": 3, "args": {"Total Allocated": 12}},
+        {"ph": "i", "cat": "kernel", "name": "instant_not_a_kernel", "pid": 0, "tid": 7, "ts": 4},
+        {"ph": "X", "cat": "kernel", "name": "no_dur", "pid": 0, "tid": "stream 7 ", "ts": 5},
+        dev("INVALID", 10, 2, stream="0x0"),
+        dev(long_name, 20, 2),
+        dev("weird", 30, 2, cat="some_future_category"),
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 0,
+            "dur": 100,
+        },
+    ]
+    c = counts_of(tmp_path, events)  # no deviceProperties, no distributedInfo
+    assert c.kernels == 3  # no_dur, INVALID, long_name
+    names = {r.name for r in c.table}
+    assert names == {"no_dur", "INVALID", long_name}
+    assert {r.name: r.time_us for r in c.table}["no_dur"] == 0.0
+    assert c.device["kind"] == "cuda"
+    assert c.device["name"] is None
+    assert c.unlinked_kernels == 3
+
+
+def test_empty_trace_events(tmp_path):
+    c = counts_of(tmp_path, [])
+    assert c.definition == "cpu"
+    assert (c.kernels, c.launches, c.steps, c.table) == (0, 0, [], [])
+    assert per_step(c) == {
+        "kernels": 0, "launches": 0, "memcpy": 0, "memset": 0, "graph_launches": 0,
+        "kernel_time_us": 0.0, "steps": 0,
+    }  # fmt: skip
+
+
+def test_gzip_detected_by_magic_not_suffix(tmp_path):
+    events = [dev("k", 1, 1)]
+    gz_named_json = write_trace(tmp_path / "a.json", events, gz=True)
+    plain_named_gz = write_trace(tmp_path / "b.json.gz", events, gz=False)
+    assert count_kernels(load_trace(gz_named_json)).kernels == 1
+    assert count_kernels(load_trace(plain_named_gz)).kernels == 1
+
+
+def test_json_array_format_accepted(tmp_path):
+    path = tmp_path / "array.json"
+    path.write_bytes(orjson.dumps([dev("k", 1, 1), dev("k", 5, 1)]))
+    c = count_kernels(load_trace(path))
+    assert c.kernels == 2
+    assert c.table[0].calls == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        (b"this is not json", "not valid JSON"),
+        (b'{"hello": 1}', "not a profiler trace"),
+        (b'{"traceEvents": 3}', "not a profiler trace"),
+        (gzip.compress(b'{"traceEvents": []}')[:12], "gzip"),
+    ],
+)
+def test_bad_input_raises_trace_error(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(TraceError) as err:
+        load_trace(path)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_counter_ranges_attach_to_kernel_rows(tmp_path):
+    events = [
+        dev("gemm", 10, 4, corr=1),
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "gemm", "pid": 0, "tid": 7, "ts": 10,
+         "dur": 4, "args": {"External id": 3, "dram__bytes_read.sum": 100.0,
+                            "sm__warps_active.avg.pct_of_peak_sustained_active": 40}},
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "gemm", "pid": 0, "tid": 7, "ts": 20,
+         "dur": 4, "args": {"dram__bytes_read.sum": 300.0,
+                            "sm__warps_active.avg.pct_of_peak_sustained_active": 60}},
+    ]  # fmt: skip
+    c = counts_of(tmp_path, events)
+    assert c.kernels == 1  # ranges are not kernels
+    (row,) = c.table
+    assert row.counters == {
+        "dram__bytes_read.sum": 200.0,
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 50.0,
+    }
+    assert c.counter_ranges[0]["ranges"] == 2
+
+
+def test_unknown_definition_rejected(tmp_path):
+    with pytest.raises(ValueError, match="definition"):
+        counts_of(tmp_path, [], definition="gpu")
+
+
+# --- CPU definition ----------------------------------------------------------------------------
+
+
+def test_cpu_definition_nesting_rules(tmp_path):
+    base = 1_695_835_542_514_261  # microseconds large enough to lose precision as float ns
+    events = [
+        # container whose only children are bookkeeping: the container is the kernel
+        op("aten::copy_", base, 10),
+        op("aten::empty", base + 1, 2),
+        op("aten::as_strided", base + 4, 6),  # ends exactly with its parent
+        # an op with a compute child is not a kernel; its bookkeeping sibling is ignored
+        op("aten::linear", base + 20, 30),
+        op("aten::t", base + 21, 4),
+        op("aten::transpose", base + 22, 2),
+        op("aten::addmm", base + 30, 15),
+        # starts exactly when linear ends: a sibling, not a child
+        op("aten::relu", base + 50, 5),
+        op("aten::clamp_min", base + 51, 3),
+        # autograd / compiled containers never qualify, even around bookkeeping only
+        op("autograd::engine::evaluate_function: ViewBackward0", base + 60, 10),
+        op("aten::view", base + 61, 2),
+        op("## Call CompiledFxGraph fabc ##", base + 80, 20),
+        op("graph_0_cpp_fused_gelu_view_1", base + 81, 10),
+        op("inductor::_reinterpret_tensor", base + 92, 1),
+        op("forward", base + 110, 30, cat="cpu_op"),
+        op("prim::ListConstruct", base + 111, 1),
+        # another thread overlapping in time is not a descendant
+        op("aten::mul", base + 20, 40, tid=2),
+    ]
+    c = counts_of(tmp_path, events)
+    assert c.definition == "cpu"
+    assert {r.name for r in c.table} == {
+        "aten::copy_",
+        "aten::addmm",
+        "aten::clamp_min",
+        "graph_0_cpp_fused_gelu_view_1",
+        "aten::mul",
+    }
+    assert c.kernels == c.launches == 5
+    by_name = {r.name: r for r in c.table}
+    assert by_name["aten::addmm"].launched_by == "aten::linear"
+    assert by_name["aten::clamp_min"].launched_by == "aten::relu"
+    assert by_name["aten::copy_"].launched_by is None
+    assert by_name["aten::mul"].time_us == 40.0
+
+
+def test_bookkeeping_list_documented():
+    required = [
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "new_empty",
+        "new_empty_strided",
+        "resize_",
+        "as_strided",
+        "as_strided_",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "view_as",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "squeeze_",
+        "unsqueeze",
+        "unsqueeze_",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "transpose_",
+        "t",
+        "numpy_T",
+        "select",
+        "slice",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "alias",
+        "detach",
+        "detach_",
+        "lift_fresh",
+        "set_",
+        "to",
+        "type_as",
+        "contiguous",
+        "dropout",
+        "feature_dropout",
+        "item",
+        "_local_scalar_dense",
+        "size",
+        "stride",
+        "dim",
+        "result_type",
+        "is_nonzero",
+    ]
+    import profreport.analysis.kernels as kernels_module
+
+    for name in required:
+        assert f"aten::{name}" in BOOKKEEPING_OPS
+        assert name in kernels_module.__doc__
+    assert "aten::copy_" not in BOOKKEEPING_OPS
+    assert "bookkeeping" in CPU_DEFINITION_TEXT
+    assert "correlation" in DEVICE_DEFINITION_TEXT
+
+
+RECORD_CPU_TRACE = textwrap.dedent(
+    """
+    import sys, torch
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+    x = torch.randn(2, 4, 16, 16)
+    with torch.no_grad(), profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=3),
+        on_trace_ready=tensorboard_trace_handler(sys.argv[1]),
+    ) as prof:
+        for _ in range(4):
+            model(x)
+            prof.step()
+    """
+)
+
+
+def test_cpu_definition_on_a_real_eager_trace(tmp_path):
+    out = tmp_path / "tb"
+    subprocess.run([sys.executable, "-c", RECORD_CPU_TRACE, str(out)], check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    (path,) = out.glob("*.pt.trace.json")
+    c = count_kernels(load_trace(path))
+    assert c.definition == "cpu"
+    assert len(c.steps) == 3
+    assert [s.kernels for s in c.steps] == [3, 3, 3]
+    assert {r.name: (r.calls, r.launched_by) for r in c.table} == {
+        "aten::mkldnn_convolution": (3, "aten::conv2d"),
+        "aten::clamp_min": (3, "aten::relu"),
+        "aten::max_pool2d_with_indices": (3, "aten::max_pool2d"),
+    }
+    assert per_step(c) == per_step(c) | {"kernels": 3, "launches": 3, "steps": 3}
+
+
+def test_per_step_upper_median():
+    from profreport.analysis.kernels import StepCounts, TraceCounts
+
+    steps = [StepCounts(f"ProfilerStep#{i}", k, k + 1, 0, 0, 0, float(k)) for i, k in
+             enumerate([9, 4, 4, 5])]  # fmt: skip
+    c = TraceCounts("device", {}, 22, 0, 0, 26, 0, 0, 0, 22.0, 0, steps, [], {})
+    assert per_step(c) == {"kernels": 5, "launches": 6, "memcpy": 0, "memset": 0,
+                           "graph_launches": 0, "kernel_time_us": 5.0, "steps": 4}  # fmt: skip
