@@ -1,10 +1,34 @@
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
 # Keep the suite's torch runs small and deterministic in thread count.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+FAST = ["--device", "cpu", "--min-time", "0.05", "--max-time", "60", "--quiet"]
+
+
+def run_dir_in(out: Path) -> Path:
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run
+
+
+def generate_run(out: Path, *args: str) -> Path:
+    """Run `profreport generate` in-process with fast timing settings; return the run folder."""
+    from profreport.cli import main
+
+    assert main(["generate", *args, "--out", str(out), *FAST]) == 0
+    return run_dir_in(out)
+
+
+@pytest.fixture(scope="session")
+def gated_run(tmp_path_factory):
+    """One full five-mode run of a small pointwise model, shared by the tests that read it."""
+    return generate_run(
+        tmp_path_factory.mktemp("reports"), "--model", "gated-residual", "--batch-size", "1"
+    )
 
 
 @pytest.fixture(autouse=True)

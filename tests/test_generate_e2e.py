@@ -4,32 +4,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from profreport.cli import main
 from profreport.record import SCHEMA, load
-
-FAST = ["--device", "cpu", "--min-time", "0.05", "--max-time", "60", "--quiet"]
-
-
-def _run_dir(out: Path) -> Path:
-    (run,) = [p for p in out.iterdir() if p.is_dir()]
-    return run
-
-
-def _generate(out: Path, *args: str) -> Path:
-    assert main(["generate", *args, "--out", str(out), *FAST]) == 0
-    return _run_dir(out)
-
-
-@pytest.fixture(scope="module")
-def gated_run(tmp_path_factory):
-    return _generate(
-        tmp_path_factory.mktemp("reports"), "--model", "gated-residual", "--batch-size", "1"
-    )
+from tests.conftest import FAST, generate_run, run_dir_in
 
 
 def test_all_five_modes_ok_and_outputs_written(gated_run):
@@ -94,7 +75,7 @@ def test_render_rewrites_reports_from_the_record(gated_run, tmp_path):
 
 
 def test_simple_model_kernels_are_named_and_honest(tmp_path):
-    run = _generate(
+    run = generate_run(
         tmp_path, "--model", "simple", "--batch-size", "1", "--modes", "eager,optimize,compile"
     )
     rec = load(run)
@@ -124,7 +105,9 @@ def test_a_mode_that_fails_does_not_stop_the_others(tmp_path):
         "def build():\n"
         "    return M(), (torch.randn(8, 8),)\n"
     )
-    run = _generate(tmp_path / "out", "--model", f"{model}:build", "--modes", "eager,script,trace")
+    run = generate_run(
+        tmp_path / "out", "--model", f"{model}:build", "--modes", "eager,script,trace"
+    )
     rec = load(run)
     assert rec["modes"]["script"]["status"] == "failed"
     assert rec["modes"]["script"]["error"]
@@ -145,7 +128,7 @@ def _cli(*args, cwd=None):
     )
 
 
-def test_subprocess_models_and_generate(tmp_path):
+def test_subprocess_models_andgenerate_run(tmp_path):
     listing = _cli("models")
     assert listing.returncode == 0
     assert listing.stdout.splitlines()[0].startswith("simple ")
@@ -163,7 +146,7 @@ def test_subprocess_models_and_generate(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "report: " in run.stdout
-    assert (_run_dir(tmp_path) / "report.html").is_file()
+    assert (run_dir_in(tmp_path) / "report.html").is_file()
 
 
 @pytest.mark.parametrize(

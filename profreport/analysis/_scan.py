@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import orjson
 
-SLICE_BYTES = 8 << 20
+SLICE_BYTES = 1 << 20  # small slices reuse freed memory: measured faster than 8-64 MiB
 _MAX_BAD_CUTS = 64
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")

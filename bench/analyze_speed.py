@@ -1,0 +1,215 @@
+"""How fast is ``profreport analyze`` on a large trace, against the bare parse and against HTA?
+
+Builds a ~1M-event trace by tiling a real trace from tests/data (timestamps, correlation ids,
+External ids and flow ids shifted per tile), writes it to a temporary folder, then runs each
+contender in a fresh process and reports wall time, in-process work time and peak RSS:
+
+  (a)  profreport analyze --format json          (load + count + JSON rendering)
+  (b)  bare orjson.loads + kernel count           (the parse as most code writes it)
+  (b') bare orjson.loads + kernel count, GC off   (the same with the cyclic GC paused)
+  (c)  Holistic Trace Analysis                    (TraceAnalysis load + get_gpu_kernel_breakdown)
+
+Peak RSS is read with getrusage(RUSAGE_CHILDREN) in a small wrapper process started for each
+contender, so that each number covers only that contender (and any process it starts).
+
+    python bench/analyze_speed.py [--events 1000000] [--source TRACE] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SOURCE = ROOT / "tests" / "data" / "a100_alexnet_inference.json.gz"
+
+# Each contender prints one line: "RESULT <kernels> <work seconds>".
+PROFREPORT = """
+import io, sys, time
+t0 = time.perf_counter()
+import orjson
+from profreport.analyze import add_arguments, run
+import argparse
+p = argparse.ArgumentParser(); add_arguments(p)
+out = io.StringIO()
+code = run(p.parse_args([sys.argv[1], "--format", "json"]), out)
+doc = orjson.loads(out.getvalue())
+print("RESULT", doc["traces"][0]["kernels"], time.perf_counter() - t0)
+"""
+BARE = """
+import sys, time
+t0 = time.perf_counter()
+import orjson
+if sys.argv[2] == "gc-off":
+    import gc; gc.disable()
+with open(sys.argv[1], "rb") as fh:
+    doc = orjson.loads(fh.read())
+kernels = sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel")
+print("RESULT", kernels, time.perf_counter() - t0)
+"""
+HTA = """
+import sys, time, os
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+analysis = TraceAnalysis(trace_dir=os.path.dirname(sys.argv[1]))
+analysis.get_gpu_kernel_breakdown(visualize=False)
+df = analysis.t.get_trace(0)
+kernels = int((df["cat"] == analysis.t.symbol_table.sym_index["kernel"]).sum())
+print("RESULT", kernels, time.perf_counter() - t0)
+"""
+# Runs one command and reports its exit code and the peak RSS of it and its descendants.
+WRAPPER = """
+import resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+tail = (proc.stderr.strip().splitlines() or [""])[-1]
+print(proc.returncode, peak_kib, lines[-1] if lines else "RESULT - -", "|", tail)
+"""
+
+
+def build_tiled_trace(source: Path, target_events: int, out_path: Path) -> int:
+    """Write ``source`` tiled until it holds at least ``target_events`` events; returns the count."""
+    raw = source.read_bytes()
+    doc = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    events = doc.pop("traceEvents")
+    timed = [e for e in events if isinstance(e.get("ts"), int | float)]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000
+    id_span = 1 + max(
+        [v for e in events for v in _ids(e)] or [0],
+    )
+    per_tile = [e for e in events if e.get("ph") != "M"]
+    tiles = max(1, -(-(target_events - (len(events) - len(per_tile))) // len(per_tile)))
+    written = 0
+    with out_path.open("wb") as fh:
+        fh.write(orjson.dumps(doc)[:-1] + b', "traceEvents": [\n')
+        for tile in range(tiles):
+            batch = events if tile == 0 else per_tile
+            if tile:
+                fh.write(b",\n")
+            fh.write(b",\n".join(orjson.dumps(_shift(e, tile, span, id_span)) for e in batch))
+            written += len(batch)
+        fh.write(b"\n]}\n")
+    return written
+
+
+def _ids(event: dict):
+    if isinstance(event.get("id"), int):
+        yield event["id"]
+    args = event.get("args") or {}
+    for key in ("correlation", "External id"):
+        if isinstance(args.get(key), int):
+            yield args[key]
+
+
+def _shift(event: dict, tile: int, span: float, id_span: int) -> dict:
+    if not tile:
+        return event
+    out = dict(event)
+    if isinstance(out.get("ts"), int | float):
+        out["ts"] = out["ts"] + tile * span
+    if isinstance(out.get("id"), int):
+        out["id"] += tile * id_span
+    args = out.get("args")
+    if isinstance(args, dict) and ("correlation" in args or "External id" in args):
+        args = dict(args)
+        for key in ("correlation", "External id"):
+            if isinstance(args.get(key), int):
+                args[key] += tile * id_span
+        out["args"] = args
+    return out
+
+
+def measure(argv: list[str]) -> dict:
+    """Run ``argv`` through the wrapper; wall time is measured around the wrapper's child."""
+    import time
+
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, cwd=ROOT
+    )
+    wall = time.perf_counter() - started
+    head, _, tail = done.stdout.strip().partition(" | ")
+    parts = head.split()
+    if done.returncode != 0 or len(parts) < 5 or parts[0] != "0":
+        reason = tail or done.stderr.strip().splitlines()[-1:] or ["failed"]
+        return {"ok": False, "error": str(reason)[:120]}
+    kernels, work = parts[3], parts[4]
+    return {
+        "ok": True,
+        "wall_s": wall,
+        "work_s": float(work),
+        "peak_mib": int(parts[1]) / 1024,
+        "kernels": kernels,
+    }
+
+
+def hta_available() -> str | None:
+    probe = subprocess.run(
+        [sys.executable, "-c", "import hta.trace_analysis"], capture_output=True, text=True
+    )
+    if probe.returncode == 0:
+        return None
+    last = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
+    return f"not installed ({last[:80]}); pip install holistictraceanalysis"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--keep", type=Path, help="build the trace in this folder and keep it")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        trace_dir = folder / "trace"
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        path = trace_dir / "rank0.pt.trace.json"
+        n = build_tiled_trace(args.source, args.events, path)
+        size_mib = path.stat().st_size / 2**20
+        print(f"trace: {n:,} events, {size_mib:,.0f} MiB, tiled from {args.source.name}")
+        print(f"python {sys.version.split()[0]}, {sys.platform}")
+        p = str(path)
+        rows = [
+            ("(a) profreport analyze --format json", measure([sys.executable, "-c", PROFREPORT, p])),
+            ("(b) bare orjson.loads + count", measure([sys.executable, "-c", BARE, p, "gc-on"])),
+            ("(b') bare orjson.loads + count, GC off", measure([sys.executable, "-c", BARE, p, "gc-off"])),
+        ]  # fmt: skip
+        missing = hta_available()
+        hta_label = "(c) HTA TraceAnalysis + kernel breakdown"
+        rows.append((hta_label, {"ok": False, "error": missing} if missing else measure(
+            [sys.executable, "-c", HTA, p])))  # fmt: skip
+    print_table(rows, size_mib)
+    return 0
+
+
+def print_table(rows: list[tuple[str, dict]], size_mib: float) -> None:
+    base = rows[0][1]
+    header = (
+        f"{'contender':<42} {'wall s':>7} {'work s':>7} {'peak MiB':>9} {'x file':>6} "
+        f"{'time/(a)':>9} {'RSS/(a)':>8} {'kernels':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for label, r in rows:
+        if not r["ok"]:
+            print(f"{label:<42} {'n/a: ' + str(r['error'])}")
+            continue
+        t_ratio = r["wall_s"] / base["wall_s"] if base.get("ok") else float("nan")
+        m_ratio = r["peak_mib"] / base["peak_mib"] if base.get("ok") else float("nan")
+        print(
+            f"{label:<42} {r['wall_s']:>7.2f} {r['work_s']:>7.2f} {r['peak_mib']:>9.0f} "
+            f"{r['peak_mib'] / size_mib:>6.1f} {t_ratio:>8.2f}x {m_ratio:>7.2f}x {r['kernels']:>8}"
+        )
+    print("wall: whole process incl. interpreter start and imports; work: inside the process.")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
