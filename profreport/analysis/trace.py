@@ -200,15 +200,31 @@ def _normalised(ev: dict) -> dict:
     return out
 
 
-_COLUMNS = ("ph", "cat", "name", "lane", "ts", "dur", "corr", "ext", "flow", "nbytes")
+_COLUMNS = ("sig", "ts", "dur", "corr", "ext", "flow", "nbytes")
+_DROPPED = -1
+_SIZE_FALLBACK = 1  # flag: take args.size when args.bytes is missing (HIP memcpy API calls)
+_KEEP_ARGS = 2  # flag: keep the whole args dict (rare records)
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if type(value) is str else str(value)
 
 
 class _ColumnBuilder:
-    """Turns batches of event dicts into numpy column pieces, keeping only the needed fields."""
+    """Turns batches of event dicts into numpy column pieces, keeping only the needed fields.
+
+    Events are keyed by their signature ``(ph, cat, name, pid, tid)``: one dict lookup per event
+    instead of four, and one int32 column that expands into phase/category/name/lane at the end.
+    """
 
     def __init__(self) -> None:
         self.strings: dict[str, int] = {"": 0}
         self.lanes: dict[tuple, int] = {}
+        self.sigs: dict[tuple, int] = {}
+        self.sig_fields: list[tuple[int, int, int, int]] = []  # ph code, cat, name, lane
+        self.sig_flags: list[int] = []
         self.pieces: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
         self.extra_args: dict[int, dict] = {}
         self.rows = 0
@@ -217,41 +233,44 @@ class _ColumnBuilder:
         rows: list[tuple] = []
         odd: list[dict] = []
         self._collect(events, rows, odd)
-        if odd:  # events with unhashable or oddly typed fields, retried once as text
+        if odd:  # events with unhashable fields, retried once with those fields as text
             self._collect([_normalised(ev) for ev in odd], rows, [])
         self.rows += len(rows)
         self._store(rows)
 
+    def _new_sig(self, key: tuple) -> int:
+        ph, cat, name, pid, tid = key
+        if ph == "M" or cat in _DROPPED_CATS:
+            self.sigs[key] = _DROPPED
+            return _DROPPED
+        cat, name = _text(cat), _text(name)
+        strings, lanes = self.strings, self.lanes
+        cat_id = strings.setdefault(cat, len(strings))
+        name_id = strings.setdefault(name, len(strings))
+        lane = lanes.setdefault((pid, tid), len(lanes))
+        code = _PHASE_CODES.get(ph, 0) if type(ph) is str else 0
+        flags = (_SIZE_FALLBACK if cat in _RUNTIME_SIZE_CATS else 0) | (
+            _KEEP_ARGS if cat in _ARGS_KEPT_CATS else 0
+        )
+        sig = self.sigs[key] = len(self.sig_fields)
+        self.sig_fields.append((code, cat_id, name_id, lane))
+        self.sig_flags.append(flags)
+        return sig
+
     def _collect(self, events: list, rows: list[tuple], odd: list[dict]) -> None:
         keep_row = rows.append
-        strings, lanes, extra = self.strings, self.lanes, self.extra_args
-        sget, lget, phase_code = strings.get, lanes.get, _PHASE_CODES.get
-        dropped, size_cats, args_cats = _DROPPED_CATS, _RUNTIME_SIZE_CATS, _ARGS_KEPT_CATS
+        sigs_get, flags_of, new_sig = self.sigs.get, self.sig_flags, self._new_sig
+        extra = self.extra_args
         first_row = self.rows
         for ev in events:
             try:
                 get = ev.get
-                ph = get("ph")
-                if ph == "M":
+                key = (get("ph"), get("cat"), get("name"), get("pid"), get("tid"))
+                sig = sigs_get(key)
+                if sig is None:
+                    sig = new_sig(key)
+                if sig < 0:
                     continue
-                cat = get("cat")
-                if cat in dropped:
-                    continue
-                if cat is None:
-                    cat = ""
-                cat_id = sget(cat)
-                if cat_id is None:
-                    cat_id = strings[str(cat)] = len(strings)
-                name = get("name")
-                if name is None:
-                    name = ""
-                name_id = sget(name)
-                if name_id is None:
-                    name_id = strings[str(name)] = len(strings)
-                key = (get("pid"), get("tid"))
-                lane = lget(key)
-                if lane is None:
-                    lane = lanes[key] = len(lanes)
                 fid = get("id", -1)
                 if type(fid) is not int:
                     fid = _as_int(fid)
@@ -265,30 +284,27 @@ class _ColumnBuilder:
                     if type(ext) is not int:
                         ext = _as_int(ext)
                     nbytes = aget("bytes")
+                    flags = flags_of[sig]
                     if nbytes is None:
-                        nbytes = aget("size", -1) if cat in size_cats else -1
+                        nbytes = aget("size", -1) if flags & _SIZE_FALLBACK else -1
                     if type(nbytes) is not int:
                         nbytes = _as_int(nbytes)
-                    if cat in args_cats or "kernel_backend" in args:
+                    if flags & _KEEP_ARGS or "kernel_backend" in args:
                         extra[first_row + len(rows)] = args
                 else:
                     corr = ext = nbytes = -1
-                code = phase_code(ph, 0)
             except (TypeError, AttributeError):  # not a dict, or unhashable field values
                 if type(ev) is dict:
                     odd.append(ev)
                 continue
-            keep_row((code, cat_id, name_id, lane, get("ts"), get("dur"), corr, ext, fid, nbytes))
+            keep_row((sig, get("ts"), get("dur"), corr, ext, fid, nbytes))
 
     def _store(self, rows: list[tuple]) -> None:
-        p = self.pieces
         if not rows:
             return
-        ph, cat, name, lane, ts, dur, corr, ext, fid, nbytes = zip(*rows, strict=True)
-        p["ph"].append(np.array(ph, dtype=np.uint8))
-        p["cat"].append(np.array(cat, dtype=np.int32))
-        p["name"].append(np.array(name, dtype=np.int32))
-        p["lane"].append(np.array(lane, dtype=np.int32))
+        p = self.pieces
+        sig, ts, dur, corr, ext, fid, nbytes = zip(*rows, strict=True)
+        p["sig"].append(np.array(sig, dtype=np.int32))
         p["ts"].append(_to_ns(_float_column(ts)))
         dur_ns = _to_ns(_float_column(dur))
         dur_ns[dur_ns < 0] = MISSING
@@ -301,15 +317,17 @@ class _ColumnBuilder:
             parts = self.pieces[key]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
+        sig = col("sig", np.int32)
+        table = np.array(self.sig_fields, dtype=np.int64).reshape(-1, 4)
         return Trace(
             path=path,
             metadata=metadata,
             strings=list(self.strings),
             lanes=list(self.lanes),
-            ph=col("ph", np.uint8),
-            cat=col("cat", np.int32),
-            name=col("name", np.int32),
-            lane=col("lane", np.int32),
+            ph=table[sig, 0].astype(np.uint8),
+            cat=table[sig, 1].astype(np.int32),
+            name=table[sig, 2].astype(np.int32),
+            lane=table[sig, 3].astype(np.int32),
             ts_ns=col("ts", np.int64),
             dur_ns=col("dur", np.int64),
             correlation=col("corr", np.int64),

@@ -1,0 +1,67 @@
+"""Verdict sentences follow the evidence in the record."""
+
+from profreport.analysis.verdict import verdict_for
+
+
+def _mode(kernels, read, written, speedup=None, **compiler):
+    m = {
+        "status": "ok",
+        "kernels": {"per_step": kernels},
+        "bytes": {"read": read, "written": written, "not_modeled": []},
+        "compiler": compiler,
+    }
+    if speedup:
+        m["speedup_vs_eager"] = {"median": speedup[0], "ci95": [speedup[1], speedup[2]]}
+    return m
+
+
+def _record(device="cpu", llvm=False, **modes):
+    return {
+        "device": {"type": device},
+        "env": {"fusers": {"nnc_can_fuse_on_cpu": llvm, "llvm_available": llvm}},
+        "modes": {"eager": _mode(3, 100, 100), **modes},
+    }
+
+
+def test_script_on_cpu_without_llvm_says_nothing_fused():
+    rec = _record(script=_mode(3, 100, 100, (1.01, 0.97, 1.05), fusion_groups=[]))
+    v = verdict_for("script", rec)
+    assert "nothing fused" in v and "LLVM" in v
+    assert "kernel count unchanged (3 per step)" in v
+    assert "latency unchanged within noise" in v
+
+
+def test_script_on_cuda_names_the_fusion_groups():
+    groups = [{"kind": "prim::TensorExprGroup", "ops": ["aten::sigmoid", "aten::mul"]}]
+    rec = _record(device="cuda", script=_mode(2, 100, 50, fusion_groups=groups))
+    v = verdict_for("script", rec)
+    assert "TorchScript fused 1 group(s): sigmoid + mul" in v
+    assert "3 eager kernels ran as 2 kernels" in v
+    assert "modeled traffic -25%" in v
+
+
+def test_compile_reports_fusion_layout_and_speedup():
+    nodes = [
+        {"name": "op0", "kind": "generated", "origins": ["aten::convolution"]},
+        {"name": "op1", "kind": "extern", "origins": ["aten::convolution"]},
+        {"name": "op2", "kind": "generated", "origins": ["aten::relu", "aten::max_pool2d"]},
+    ]
+    rec = _record(compile=_mode(3, 80, 60, (2.1, 2.0, 2.2), inductor_nodes=nodes))
+    v = verdict_for("compile", rec)
+    assert "Inductor fused [relu + max_pool2d]" in v
+    assert "layout-conversion code for convolution" in v
+    assert "2.10x faster than eager (95% CI 2.00-2.20)" in v
+    assert "modeled traffic -30%" in v
+
+
+def test_partial_bytes_are_not_compared():
+    m = _mode(5, 10, 10, fused_library_ops=["prim::mkldnn_convolution"])
+    m["bytes"]["not_modeled"] = ["prim::mkldnn_convolution"]
+    v = verdict_for("optimize", _record(optimize=m))
+    assert "not comparable (prim::mkldnn_convolution not modeled)" in v
+    assert "5 kernels per step, more than eager's 3" in v
+
+
+def test_failed_mode():
+    rec = _record(compile={"status": "failed", "error": "BackendCompilerFailed: boom"})
+    assert verdict_for("compile", rec) == "compile: failed - BackendCompilerFailed: boom"
