@@ -278,10 +278,9 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         record = collect_run(model, device, args.dtype, run_dir, options, progress, now=lambda: now)
     write_atomic(run_dir / "run.json", run_record.dumps(record))
     _write_reports(record, run_dir)
-    if not args.quiet:
-        _summary_table(record, out)
-        for name, mode in record["modes"].items():
-            print(f"  {mode.get('verdict', name)}", file=out)
+    _summary_table(record, out)
+    for name, mode in record["modes"].items():
+        print(f"  {mode.get('verdict', name)}", file=out)
     print(f"report: {run_dir / 'report.html'}", file=out)
     print(f"record: {run_dir / 'run.json'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
