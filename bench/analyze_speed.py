@@ -34,11 +34,16 @@ PROFREPORT = """
 import io, sys, time
 t0 = time.perf_counter()
 import orjson
-from profreport.analyze import add_arguments, run
-import argparse
-p = argparse.ArgumentParser(); add_arguments(p)
 out = io.StringIO()
-code = run(p.parse_args([sys.argv[1], "--format", "json"]), out)
+try:  # the real command line, when the top-level CLI has the analyze subcommand
+    from profreport.cli import main
+    code = main(["analyze", sys.argv[1], "--format", "json"], out=out)
+except (ImportError, SystemExit):
+    import argparse
+    from profreport.analyze import add_arguments, run
+    p = argparse.ArgumentParser(); add_arguments(p)
+    out = io.StringIO()
+    code = run(p.parse_args([sys.argv[1], "--format", "json"]), out)
 doc = orjson.loads(out.getvalue())
 print("RESULT", doc["traces"][0]["kernels"], time.perf_counter() - t0)
 """
@@ -178,14 +183,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python {sys.version.split()[0]}, {sys.platform}")
         p = str(path)
         rows = [
-            ("(a) profreport analyze --format json", measure([sys.executable, "-c", PROFREPORT, p])),
+            (
+                "(a) profreport analyze --format json",
+                measure([sys.executable, "-c", PROFREPORT, p]),
+            ),
             ("(b) bare orjson.loads + count", measure([sys.executable, "-c", BARE, p, "gc-on"])),
-            ("(b') bare orjson.loads + count, GC off", measure([sys.executable, "-c", BARE, p, "gc-off"])),
-        ]  # fmt: skip
+            (
+                "(b') bare orjson.loads + count, GC off",
+                measure([sys.executable, "-c", BARE, p, "gc-off"]),
+            ),
+        ]
         missing = hta_available()
         hta_label = "(c) HTA TraceAnalysis + kernel breakdown"
-        rows.append((hta_label, {"ok": False, "error": missing} if missing else measure(
-            [sys.executable, "-c", HTA, p])))  # fmt: skip
+        rows.append(
+            (
+                hta_label,
+                {"ok": False, "error": missing}
+                if missing
+                else measure([sys.executable, "-c", HTA, p]),
+            )
+        )
     print_table(rows, size_mib)
     return 0
 

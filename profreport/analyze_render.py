@@ -191,9 +191,11 @@ def render_markdown(doc: dict, top: int = 15) -> str:
         out += ["", f"Per step (median; {c['steps']}):", ""]
         out += _md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
         out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
-        rows = [(k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"]) for k in
-                c["kernels"]]  # fmt: skip
-        out += _md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], rows, "llrrr")
+        changed = [
+            (k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"])
+            for k in c["kernels"]
+        ]
+        out += _md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
         out += ["", "Kernels per launching CPU op (where different):", ""]
         out += [*_md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
     out += ["## Method", ""]

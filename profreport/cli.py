@@ -7,10 +7,8 @@ Exit codes: 0 success, 1 the run finished but found a problem it was asked to ga
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from profreport import __version__
+from profreport.files import write_atomic
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -48,6 +47,26 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more: {text}")
     return value
 
 
@@ -90,6 +109,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, help="folder to write into (default: beside the record)"
     )
 
+    cmp = sub.add_parser(
+        "compare", help="compare two runs of one model; exit 1 on a regression beyond a threshold"
+    )
+    cmp.add_argument("base", help="run.json or run folder of the baseline")
+    cmp.add_argument("head", help="run.json or run folder of the change")
+    cmp.add_argument("--format", default="md", choices=["md", "json", "html"])
+    cmp.add_argument("--out", default=None, help="file to write (default: standard output)")
+    cmp.add_argument(
+        "--max-kernel-increase",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="gate: kernels per step may grow by at most N in any mode",
+    )
+    cmp.add_argument(
+        "--max-bytes-increase",
+        type=_non_negative_float,
+        default=None,
+        metavar="PCT",
+        help="gate: modeled bytes per step may grow by at most PCT percent",
+    )
+    cmp.add_argument(
+        "--max-latency-regression",
+        type=_non_negative_float,
+        default=None,
+        metavar="PCT",
+        help="gate: latency median may grow by at most PCT percent (beyond noise)",
+    )
+
     ana = sub.add_parser("analyze", help="analyze Kineto traces (CUDA, ROCm, CPU)")
     from profreport import analyze
 
@@ -98,20 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- file writing
-
-
-def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write via a temporary file and rename, so a failure never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def new_run_dir(parent: Path, model: str, device: str, now: datetime) -> Path:
@@ -230,21 +264,23 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from profreport import api
+
     modes = _parse_modes(args.modes)
     if args.active_steps < 3:
         raise UsageError("--active-steps must be at least 3")
     out_parent = Path(args.out)
     if out_parent.exists() and not out_parent.is_dir():
         raise UsageError(f"--out {out_parent} exists and is not a folder")
+    options = api.run_options(
+        modes, active_steps=args.active_steps, min_time_s=args.min_time, max_time_s=args.max_time
+    )
 
     import torch
 
-    from profreport import record as run_record
-    from profreport.capture.profiling import ProfileSchedule
-    from profreport.capture.timing import TimingConfig
     from profreport.env import resolve_device
     from profreport.models import ModelError, load_model
-    from profreport.pipeline import DTYPES, RunOptions, collect_run
+    from profreport.pipeline import DTYPES
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -252,39 +288,69 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         device = resolve_device(args.device)
     except (ValueError, RuntimeError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
-    dtype = DTYPES[args.dtype]
     try:
-        model = load_model(args.model, device, dtype, args.batch_size, args.channels_last)
+        model = load_model(
+            args.model, device, DTYPES[args.dtype], args.batch_size, args.channels_last
+        )
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     try:  # the device/dtype must run the model at all before we build five modes of it
-        with torch.no_grad():
-            model.module(*model.example_inputs)
-    except Exception as exc:
-        first = (str(exc).splitlines() or [""])[0]
-        raise UsageError(
-            f"{model.name} does not run in eager mode on {device.type} in {args.dtype}: "
-            f"{type(exc).__name__}: {first}"
-        ) from None
+        api.check_eager(model, device, args.dtype)
+    except api.ModelRunError as exc:
+        raise UsageError(str(exc)) from None
 
     now = datetime.now(timezone.utc)
     run_dir = new_run_dir(out_parent, model.name, device.type, now)
-    options = RunOptions(
-        modes=modes,
-        profile=ProfileSchedule(wait=1, warmup=1, active=args.active_steps),
-        timing=TimingConfig(min_time_s=args.min_time, max_time_s=args.max_time),
-    )
     with progress_display(args.quiet, err) as progress:
-        record = collect_run(model, device, args.dtype, run_dir, options, progress, now=lambda: now)
-    write_atomic(run_dir / "run.json", run_record.dumps(record))
-    _write_reports(record, run_dir)
+        result = api.profile_loaded(
+            model, device, args.dtype, run_dir, options, progress, now=lambda: now
+        )
+    result.save(run_dir)
+    record = result.record
     _summary_table(record, out)
     for name, mode in record["modes"].items():
         print(f"  {mode.get('verdict', name)}", file=out)
     print(f"report: {run_dir / 'report.html'}", file=out)
     print(f"record: {run_dir / 'run.json'}", file=out)
+    print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
     return EXIT_OK
+
+
+def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from profreport import record as run_record
+    from profreport.analysis.compare import CompareError, Thresholds, compare_runs
+    from profreport.render import compare as compare_render
+
+    out_path = Path(args.out) if args.out else None
+    if out_path is not None and out_path.is_dir():
+        raise UsageError(f"--out {out_path} is a folder: give a file name")
+    records = []
+    for source in (args.base, args.head):
+        try:
+            records.append(run_record.load(Path(source)))
+        except run_record.RecordError as exc:
+            raise UsageError(str(exc)) from None
+    thresholds = Thresholds(
+        max_kernel_increase=args.max_kernel_increase,
+        max_bytes_increase_pct=args.max_bytes_increase,
+        max_latency_regression_pct=args.max_latency_regression,
+    )
+    try:
+        comparison = compare_runs(
+            records[0], records[1], thresholds, base_label=args.base, head_label=args.head
+        )
+    except CompareError as exc:
+        raise UsageError(f"cannot compare: {exc}") from None
+    content = compare_render.render(comparison, args.format)
+    if out_path is None:
+        out.write(content)
+    else:
+        write_atomic(out_path, content)
+        print(f"comparison: {out_path}", file=out)
+    for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
+        print(f"regression: {regression.message}", file=err)
+    return EXIT_GATE if comparison.regressed else EXIT_OK
 
 
 def main(
@@ -302,6 +368,8 @@ def main(
             from profreport import analyze
 
             return analyze.run(args, out)
+        if args.command == "compare":
+            return _cmd_compare(args, out, err)
         return _cmd_generate(args, out, err)
     except UsageError as exc:
         print(f"error: {exc}", file=err)

@@ -105,6 +105,35 @@ def _subgraph_ops(node: torch._C.Node) -> list[str]:
     return ops
 
 
+def _value_bytes(value: torch._C.Value) -> int | None:
+    """Bytes of a graph value from its (profiled) tensor type; 0 for non-tensors, None if the
+    type carries no complete shape and dtype."""
+    t = value.type()
+    if not isinstance(t, torch._C.TensorType):
+        return 0
+    try:
+        sizes, dtype = t.sizes(), t.dtype()
+    except RuntimeError:
+        return None
+    if sizes is None or dtype is None or any(s is None for s in sizes):
+        return None
+    numel = 1
+    for s in sizes:
+        numel *= int(s)
+    return numel * torch.empty((), dtype=dtype).element_size()
+
+
+def _boundary_bytes(node: torch._C.Node) -> tuple[int | None, int | None]:
+    """(read, written) of a fusion group: its distinct tensor inputs and its outputs."""
+    seen: dict[str, int | None] = {}
+    for v in node.inputs():
+        seen.setdefault(v.debugName(), _value_bytes(v))
+    outs = [_value_bytes(v) for v in node.outputs()]
+    if any(b is None for b in seen.values()) or any(b is None for b in outs):
+        return None, None
+    return sum(b or 0 for b in seen.values()), sum(b or 0 for b in outs)
+
+
 def describe_graph(graph: torch._C.Graph) -> dict[str, Any]:
     """What a TorchScript graph contains: fusion groups, fused library calls and op counts."""
     fusion_groups = []
@@ -119,16 +148,15 @@ def describe_graph(graph: torch._C.Graph) -> dict[str, Any]:
         if kind in FUSION_GROUP_KINDS:
             ops = _subgraph_ops(node)
             if ops:  # a TensorExprDynamicGroup wraps the group that holds the ops
-                fusion_groups.append({"kind": kind, "ops": ops})
+                read, written = _boundary_bytes(node)
+                fusion_groups.append({"kind": kind, "ops": ops, "read": read, "written": written})
         elif kind.startswith(FUSED_LIBRARY_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
             fused_library_ops.append(kind)
         if kind.startswith(UNRECORDED_NODE_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
             unrecorded.append(kind)
-    # TensorExprDynamicGroup nests a TensorExprGroup; keep one entry per fused set of ops.
-    unique = {(g["kind"], tuple(g["ops"])): g for g in fusion_groups}
     return {
         "graph": str(graph),
-        "fusion_groups": list(unique.values()),
+        "fusion_groups": fusion_groups,
         "fused_library_ops": fused_library_ops,
         "unrecorded_ops": unrecorded,
         "op_counts": dict(sorted(op_counts.items())),
@@ -202,19 +230,60 @@ class _InductorNodeCapture(logging.Handler):
             payload = record.args[0] if isinstance(record.args[0], dict) else None
         if not payload or "nodes_num_elem" not in payload:
             return
+        cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
-            self.nodes.append(_describe_inductor_node(node, int(num_elem)))
+            self.nodes.append(_describe_inductor_node(node, int(num_elem), cache))
 
 
-def _describe_inductor_node(node: Any, num_elem: int) -> dict[str, Any]:
+def _op_name(target: Any) -> str | None:
+    schema = getattr(target, "_schema", None)
+    return None if schema is None else str(schema.name)
+
+
+def _graph_positions(graph: Any, cache: dict[int, dict[Any, int]]) -> dict[Any, int]:
+    key = id(graph)
+    if key not in cache:
+        cache[key] = {n: i for i, n in enumerate(graph.nodes)}
+    return cache[key]
+
+
+def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[str, Any]]:
+    """The eager operations whose computation this scheduler node performs.
+
+    Every FX node Inductor lowered into the kernel carries `original_aten` (the ATen op before
+    decomposition) and `from_node` (the Dynamo graph node it came from): together they name one
+    eager op call. An extern (library) kernel's origins also list the producers of its inputs,
+    so for it only the call matching its own operator is kept.
+    """
+    extern_op = None
+    if type(node).__name__.startswith("Extern"):
+        extern_op = _op_name(getattr(node.node, "op_overload", None))
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for sub in node.get_nodes():
+        for origin in getattr(sub.node, "origins", ()) or ():
+            aten = _op_name(origin.meta.get("original_aten")) if hasattr(origin, "meta") else None
+            if aten is None:
+                continue
+            if extern_op is not None and aten != extern_op:
+                continue
+            parents = origin.meta.get("from_node") or []
+            source = parents[0].name if parents else origin.name
+            pos = _graph_positions(origin.graph, cache).get(origin, 0)
+            entry = found.setdefault((aten, source), {"op": aten, "source": source, "pos": pos})
+            entry["pos"] = min(entry["pos"], pos)
+    return sorted(found.values(), key=lambda e: e["pos"])
+
+
+def _describe_inductor_node(
+    node: Any, num_elem: int, cache: dict[int, dict[Any, int]] | None = None
+) -> dict[str, Any]:
+    cache = {} if cache is None else cache
     origins: list[str] = []
     for sub in node.get_nodes():
         for origin in sorted(getattr(sub.node, "origins", ()) or (), key=str):
-            target = getattr(origin, "target", None)
-            schema = getattr(target, "_schema", None)
-            if schema is None:  # Python-level glue such as operator.getitem moves no data
+            name = _op_name(getattr(origin, "target", None))
+            if name is None:  # Python-level glue such as operator.getitem moves no data
                 continue
-            name = str(schema.name)
             if name not in origins:
                 origins.append(name)
     try:
@@ -225,6 +294,7 @@ def _describe_inductor_node(node: Any, num_elem: int) -> dict[str, Any]:
         "name": node.get_name(),
         "kind": "extern" if type(node).__name__.startswith("Extern") else "generated",
         "origins": origins,
+        "eager_ops": _eager_instances(node, cache),
         "read": read,
         "written": written,
         # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).

@@ -20,7 +20,15 @@ import torch
 
 from profreport import __version__
 from profreport.analysis import kernels as kernel_analysis
-from profreport.analysis.bytes_model import model_from_inductor_nodes, model_from_tensor_io
+from profreport.analysis.bytes_model import (
+    DISPATCH_METHOD,
+    INDUCTOR_METHOD,
+    OpCall,
+    calls_from_tensor_io,
+    estimate,
+    inductor_calls,
+)
+from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_fusion
 from profreport.analysis.latency import speedup, summarize
 from profreport.analysis.trace import load_trace
 from profreport.analysis.verdict import verdict_for
@@ -116,21 +124,83 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
     }
 
 
-def _bytes_record(
-    prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]
-) -> dict[str, Any]:
+@dataclass
+class _BytesWork:
+    calls: list[OpCall]
+    method: str
+    not_modeled: list[str]
+
+
+def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> _BytesWork:
+    compiler = prepared.compiler
     if prepared.name == "compile":
-        estimate = model_from_inductor_nodes(prepared.compiler.get("inductor_nodes", []))
-        if prepared.compiler.get("graph_breaks"):
-            estimate.not_modeled.append("code outside the compiled graphs (graph breaks)")
-    else:
-        ops = record_tensor_io(prepared.fn, model.example_inputs, sync)
-        estimate = model_from_tensor_io(
-            ops,
-            kernel_analysis.BOOKKEEPING_OPS,
-            unseen_kernels=prepared.compiler.get("unrecorded_ops", []),
+        calls, unsized = inductor_calls(compiler.get("inductor_nodes", []))
+        if compiler.get("graph_breaks"):
+            unsized.append("code outside the compiled graphs (graph breaks)")
+        return _BytesWork(calls, INDUCTOR_METHOD, unsized)
+    ops = record_tensor_io(prepared.fn, model.example_inputs, sync)
+    calls = calls_from_tensor_io(ops, kernel_analysis.BOOKKEEPING_OPS)
+    method = DISPATCH_METHOD
+    not_modeled = []
+    groups = compiler.get("fusion_groups", [])
+    for g in groups:  # fused kernels bypass the dispatcher: size them from the graph's types
+        if g.get("read") is None:
+            not_modeled.append(g["kind"])
+        else:
+            calls.append(OpCall(g["kind"], g["read"], g["written"], None, "graph types"))
+    if groups:
+        method += "; fusion groups from the profiled graph's tensor types"
+    not_modeled += compiler.get("unrecorded_ops", [])
+    return _BytesWork(calls, method, not_modeled)
+
+
+def _derive_unrecorded(work: _BytesWork, eager: _BytesWork | None) -> None:
+    """prim::mkldnn_convolution computes the same convolution on the same shapes as eager's
+    aten::convolution (a folded BatchNorm only adds a C_out-element bias): take its bytes from
+    the matching eager call, in order."""
+    if eager is None:
+        return
+    eager_convs = iter([c for c in eager.calls if c.op == "aten::convolution"])
+    still = []
+    for name in work.not_modeled:
+        match = next(eager_convs, None) if name == "prim::mkldnn_convolution" else None
+        if match is None:
+            still.append(name)
+            continue
+        work.calls.append(
+            OpCall(name, match.read, match.written, match.flops, "derived from eager convolution")
         )
-    return estimate.to_dict()
+    if len(still) < len(work.not_modeled):
+        work.method += "; prim::mkldnn_convolution sized from the matching eager convolution"
+    work.not_modeled = still
+
+
+def _fusion_record(name: str, entry: dict[str, Any], eager: dict[str, Any] | None) -> dict | None:
+    if name == "eager" or eager is None or eager.get("status") != "ok":
+        return None
+    eager_seq = eager["bytes"]["sequence"]
+    compiler = entry.get("compiler", {})
+    if name == "compile":
+        generated = [
+            r["name"]
+            for r in entry["kernels"]["table"]
+            if "fused" in r["name"] or r["name"].startswith("triton_")
+        ]
+        return compile_fusion(
+            compiler.get("inductor_nodes", []),
+            eager_seq,
+            kernel_analysis.BOOKKEEPING_OPS,
+            generated,
+        )
+    if name == "optimize":
+        return optimize_fusion(
+            eager_seq, entry["bytes"]["sequence"], kernel_analysis.BOOKKEEPING_OPS
+        )
+    groups = [
+        dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
+        for g in compiler.get("fusion_groups", [])
+    ]
+    return script_fusion(groups, eager_seq)
 
 
 def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
@@ -181,6 +251,7 @@ def collect_run(
         "modes": {},
     }
     prepared_modes: dict[str, PreparedMode] = {}
+    bytes_work: dict[str, _BytesWork] = {}
     with torch.no_grad():
         for name in options.modes:
             entry: dict[str, Any] = {"status": "ok", "error": None, "compile_s": None}
@@ -203,7 +274,7 @@ def collect_run(
                 entry["trace"] = str(trace_path.relative_to(run_dir))
                 entry["kernels"] = _kernels_record(trace_path, prepared, device)
                 progress(f"{name}: modeling memory traffic")
-                entry["bytes"] = _bytes_record(prepared, model, sync)
+                bytes_work[name] = _bytes_work(prepared, model, sync)
                 prepared_modes[name] = prepared
             except Exception as exc:  # one mode failing must not stop the others
                 entry["status"] = "failed"
@@ -245,6 +316,14 @@ def collect_run(
                     base.samples_ms, res.samples_ms, resamples=options.bootstrap_resamples
                 ).to_dict()
 
+    for name, work in bytes_work.items():
+        _derive_unrecorded(work, bytes_work.get("eager"))
+        est = estimate(work.calls, work.method, work.not_modeled)
+        record["modes"][name]["bytes"] = est.to_dict()
+    eager_entry = record["modes"].get("eager")
+    for name, entry in record["modes"].items():
+        if entry["status"] == "ok":
+            entry["fusion"] = _fusion_record(name, entry, eager_entry)
     for name, entry in record["modes"].items():
         entry["verdict"] = verdict_for(name, record)
     return record

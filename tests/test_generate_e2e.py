@@ -89,10 +89,24 @@ def test_simple_model_kernels_are_named_and_honest(tmp_path):
     assert len(fused) == 1, names["compile"]
     opt = rec["modes"]["optimize"]
     # optimize_for_inference's MKLDNN convolution runs without a profiler record: it is counted
-    # from the graph and its bytes are declared unknown, not zero.
+    # from the graph, and its bytes are those of the matching eager convolution (same shapes).
     assert "prim::mkldnn_convolution" in opt["kernels"]["unrecorded"]
-    assert "prim::mkldnn_convolution" in opt["bytes"]["not_modeled"]
-    assert "not comparable" in opt["verdict"]
+    assert opt["bytes"]["not_modeled"] == []
+    conv = [c for c in opt["bytes"]["sequence"] if c["op"] == "prim::mkldnn_convolution"]
+    eager_conv = [
+        c for c in rec["modes"]["eager"]["bytes"]["sequence"] if c["op"] == "aten::convolution"
+    ]
+    assert len(conv) == 1 and conv[0]["read"] == eager_conv[0]["read"]
+    assert conv[0]["source"] == "derived from eager convolution"
+    assert "replaced convolution -> mkldnn_convolution" in opt["verdict"]
+    assert "added to_mkldnn, _to_dense" in opt["verdict"]
+    # compile: relu and max-pool fused into one generated kernel; the convolution stays a
+    # library call with an added layout conversion, so the kernel count does not drop.
+    comp = rec["modes"]["compile"]
+    fused = [g for g in comp["fusion"]["groups"] if len(g["eager_ops"]) > 1]
+    assert [sorted(g["eager_ops"]) for g in fused] == [["max_pool2d_with_indices", "relu"]]
+    assert fused[0]["saved_bytes"] > 0
+    assert "layout conversion for convolution" in comp["verdict"]
 
 
 def test_a_mode_that_fails_does_not_stop_the_others(tmp_path):

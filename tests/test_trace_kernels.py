@@ -32,8 +32,16 @@ def write_trace(path: Path, events: list, gz: bool = False, **meta) -> Path:
 
 
 def op(name, ts, dur, tid=1, cat="cpu_op", **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}  # fmt: skip
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": PID,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def api(name, ts, corr, dur=2, tid=1, cat="cuda_runtime"):
@@ -43,8 +51,16 @@ def api(name, ts, corr, dur=2, tid=1, cat="cuda_runtime"):
 def dev(name, ts, dur, corr=None, cat="kernel", **args):
     if corr is not None:
         args["correlation"] = corr
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"device": 0, "stream": 7, **args}}  # fmt: skip
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, **args},
+    }
 
 
 def counts_of(tmp_path, events, definition="auto", **meta):
@@ -276,9 +292,14 @@ def test_empty_trace_events(tmp_path):
     assert c.definition == "cpu"
     assert (c.kernels, c.launches, c.steps, c.table) == (0, 0, [], [])
     assert per_step(c) == {
-        "kernels": 0, "launches": 0, "memcpy": 0, "memset": 0, "graph_launches": 0,
-        "kernel_time_us": 0.0, "steps": 0,
-    }  # fmt: skip
+        "kernels": 0,
+        "launches": 0,
+        "memcpy": 0,
+        "memset": 0,
+        "graph_launches": 0,
+        "kernel_time_us": 0.0,
+        "steps": 0,
+    }
 
 
 def test_gzip_detected_by_magic_not_suffix(tmp_path):
@@ -320,13 +341,34 @@ def test_bad_input_raises_trace_error(tmp_path, content, message):
 def test_counter_ranges_attach_to_kernel_rows(tmp_path):
     events = [
         dev("gemm", 10, 4, corr=1),
-        {"ph": "X", "cat": "cuda_profiler_range", "name": "gemm", "pid": 0, "tid": 7, "ts": 10,
-         "dur": 4, "args": {"External id": 3, "dram__bytes_read.sum": 100.0,
-                            "sm__warps_active.avg.pct_of_peak_sustained_active": 40}},
-        {"ph": "X", "cat": "cuda_profiler_range", "name": "gemm", "pid": 0, "tid": 7, "ts": 20,
-         "dur": 4, "args": {"dram__bytes_read.sum": 300.0,
-                            "sm__warps_active.avg.pct_of_peak_sustained_active": 60}},
-    ]  # fmt: skip
+        {
+            "ph": "X",
+            "cat": "cuda_profiler_range",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 4,
+            "args": {
+                "External id": 3,
+                "dram__bytes_read.sum": 100.0,
+                "sm__warps_active.avg.pct_of_peak_sustained_active": 40,
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_profiler_range",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": 4,
+            "args": {
+                "dram__bytes_read.sum": 300.0,
+                "sm__warps_active.avg.pct_of_peak_sustained_active": 60,
+            },
+        },
+    ]
     c = counts_of(tmp_path, events)
     assert c.kernels == 1  # ranges are not kernels
     (row,) = c.table
@@ -472,8 +514,12 @@ RECORD_CPU_TRACE = textwrap.dedent(
 
 def test_cpu_definition_on_a_real_eager_trace(tmp_path):
     out = tmp_path / "tb"
-    subprocess.run([sys.executable, "-c", RECORD_CPU_TRACE, str(out)], check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", RECORD_CPU_TRACE, str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (path,) = out.glob("*.pt.trace.json")
     c = count_kernels(load_trace(path))
     assert c.definition == "cpu"
@@ -490,8 +536,123 @@ def test_cpu_definition_on_a_real_eager_trace(tmp_path):
 def test_per_step_upper_median():
     from profreport.analysis.kernels import StepCounts, TraceCounts
 
-    steps = [StepCounts(f"ProfilerStep#{i}", k, k + 1, 0, 0, 0, float(k)) for i, k in
-             enumerate([9, 4, 4, 5])]  # fmt: skip
+    steps = [
+        StepCounts(f"ProfilerStep#{i}", k, k + 1, 0, 0, 0, float(k))
+        for i, k in enumerate([9, 4, 4, 5])
+    ]
     c = TraceCounts("device", {}, 22, 0, 0, 26, 0, 0, 0, 22.0, 0, steps, [], {})
-    assert per_step(c) == {"kernels": 5, "launches": 6, "memcpy": 0, "memset": 0,
-                           "graph_launches": 0, "kernel_time_us": 5.0, "steps": 4}  # fmt: skip
+    assert per_step(c) == {
+        "kernels": 5,
+        "launches": 6,
+        "memcpy": 0,
+        "memset": 0,
+        "graph_launches": 0,
+        "kernel_time_us": 5.0,
+        "steps": 4,
+    }
+
+
+# --- sliced parsing and nesting internals ------------------------------------------------------
+
+
+def _tricky_events() -> list:
+    events = []
+    for i in range(60):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"op}}, {{weird}}] name {i}",  # cut candidates inside strings
+                "pid": 1,
+                "tid": 1,
+                "ts": i * 10,
+                "dur": 5,
+                "args": {"External id": i, "nested": [{"a": 1}, {"b": [{"c": 2}]}]},
+            }
+        )
+        events.append({"ph": "f", "id": i, "pid": 0, "tid": 7, "ts": i, "cat": "ac2g"})
+    return events
+
+
+@pytest.mark.parametrize("layout", ["compact", "spaced"])
+def test_sliced_scan_matches_whole_parse(layout):
+    from profreport.analysis._scan import scan_sliced, scan_whole
+
+    doc = {"schemaVersion": 1, "traceEvents": _tricky_events(), "traceName": "x}, {y"}
+    raw = orjson.dumps(doc, option=orjson.OPT_INDENT_2 if layout == "spaced" else 0)
+    whole: list = []
+    meta_whole = scan_whole(raw, whole.extend)
+    batches: list = []
+    meta = scan_sliced(raw, batches.append, slice_bytes=300)
+    assert len(batches) > 5  # really sliced
+    assert [e for b in batches for e in b] == whole == doc["traceEvents"]
+    assert meta == meta_whole == {"schemaVersion": 1, "traceName": "x}, {y"}
+
+
+def test_sliced_scan_falls_back_when_it_cannot_vouch(tmp_path):
+    # "traceEvents": [ inside a string before the real key: the sliced scan must not be fooled.
+    doc = {"note": 'see "traceEvents": [ below', "traceEvents": [dev("k", 1, 1)] * 3}
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps(doc))
+    trace = load_trace(path)
+    assert count_kernels(trace).kernels == 3
+    assert trace.metadata == {"note": 'see "traceEvents": [ below'}
+
+
+def test_odd_value_types_do_not_break_loading(tmp_path):
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": [0],
+            "tid": {"s": 7},
+            "ts": "12.5",
+            "dur": "2",
+            "args": {"correlation": "0x10", "bytes": 2**64 - 1},
+        },
+        {"ph": "X", "cat": "kernel", "name": 42, "pid": 0, "tid": 7, "ts": 20, "dur": 1},
+        {"ph": ["X"], "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 30, "dur": 1},
+        "not an event",
+        17,
+    ]
+    trace = load_trace(write_trace(tmp_path / "odd.json", events))
+    c = count_kernels(trace)
+    assert c.kernels == 2  # k1 and "42"; k3 has no usable phase
+    assert {r.name for r in c.table} == {"k1", "42"}
+    row = int((trace.name == trace.strings.index("k1")).nonzero()[0][0])
+    assert int(trace.ts_ns[row]) == 12_500
+    assert int(trace.correlation[row]) == 16
+    assert int(trace.nbytes[row]) == -1  # out of int64 range: treated as missing
+
+
+def test_vectorised_nesting_matches_reference_sweep():
+    import numpy as np
+
+    from profreport.analysis._nesting import innermost_container, innermost_container_loop
+
+    rng = np.random.default_rng(7)
+
+    def build(spans: list, lane: int, a: int, b: int, depth: int) -> None:
+        t = a
+        while t < b and rng.random() < 0.8:
+            s = t + int(rng.integers(0, 3))
+            if s >= b:
+                break
+            e = min(b, s + int(rng.integers(0, 20)))
+            spans.append((lane, s, e, rng.random() < 0.7))
+            if depth < 4 and e > s:
+                build(spans, lane, s, e, depth + 1)
+            t = e + int(rng.integers(0, 2))
+
+    for _ in range(200):
+        spans: list = []
+        for lane in range(3):
+            build(spans, lane, 0, 200, 0)
+        lanes, starts, ends, conts = zip(*spans, strict=True)
+        perm = rng.permutation(len(lanes))
+        cols = [np.array(x)[perm] for x in (lanes, starts, ends, conts)]
+        cols[1] += 10**15  # realistic absolute nanoseconds
+        cols[2] += 10**15
+        cols[3] = cols[3].astype(bool)
+        assert np.array_equal(innermost_container(*cols), innermost_container_loop(*cols))

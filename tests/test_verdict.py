@@ -40,18 +40,40 @@ def test_script_on_cuda_names_the_fusion_groups():
     assert "modeled traffic -25%" in v
 
 
+def _fusion(*groups):
+    return {"groups": [{"eager_ops": e, "kernels": k, "note": n} for e, k, n in groups]}
+
+
 def test_compile_reports_fusion_layout_and_speedup():
-    nodes = [
-        {"name": "op0", "kind": "generated", "origins": ["aten::convolution"]},
-        {"name": "op1", "kind": "extern", "origins": ["aten::convolution"]},
-        {"name": "op2", "kind": "generated", "origins": ["aten::relu", "aten::max_pool2d"]},
-    ]
-    rec = _record(compile=_mode(3, 80, 60, (2.1, 2.0, 2.2), inductor_nodes=nodes))
-    v = verdict_for("compile", rec)
-    assert "Inductor fused [relu + max_pool2d]" in v
-    assert "layout-conversion code for convolution" in v
+    m = _mode(3, 80, 60, (2.1, 2.0, 2.2))
+    m["fusion"] = _fusion(
+        (
+            ["convolution"],
+            ["cpp_fused_convolution_0", "library convolution"],
+            "library call + operand layout conversion",
+        ),
+        (["relu", "max_pool2d_with_indices"], ["cpp_fused_max_pool2d_with_indices_relu_1"], ""),
+    )
+    v = verdict_for("compile", _record(compile=m))
+    assert "Inductor fused [relu + max_pool2d_with_indices]" in v
+    assert "layout conversion for convolution" in v
     assert "2.10x faster than eager (95% CI 2.00-2.20)" in v
     assert "modeled traffic -30%" in v
+
+
+def test_optimize_names_folding_fusion_and_added_conversions():
+    m = _mode(4, 90, 90)
+    m["fusion"] = _fusion(
+        (["convolution", "relu"], ["cudnn_convolution_relu"], ""),
+        (["convolution"], ["mkldnn_convolution"], "replaced"),
+        (["native_batch_norm", "native_batch_norm"], [], "folded away by freezing"),
+        ([], ["to_mkldnn", "_to_dense"], "added by the optimization passes"),
+    )
+    v = verdict_for("optimize", _record(optimize=m))
+    assert "fused convolution + relu into cudnn_convolution_relu" in v
+    assert "folded away native_batch_norm x2" in v
+    assert "added to_mkldnn, _to_dense" in v
+    assert "replaced convolution -> mkldnn_convolution" in v
 
 
 def test_partial_bytes_are_not_compared():

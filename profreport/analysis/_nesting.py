@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+_KEY_LIMIT = 2**62
+
 
 def innermost_container(
     lane: np.ndarray, start: np.ndarray, end: np.ndarray, is_container: np.ndarray
@@ -14,7 +16,74 @@ def innermost_container(
     rows are point queries at ``start``. At equal starts a container opens before a query and the
     longer container before the shorter, so a child that starts with its parent is inside it.
     Returns ``-1`` where nothing encloses the row.
+
+    Vectorised: a sweep over open/close points gives each container its depth, and the parent of
+    a row at depth ``d`` is the last container opened before it, on its lane, at depth ``d - 1``.
     """
+    n = int(lane.shape[0])
+    if n == 0:
+        return np.full(0, -1, dtype=np.int64)
+    lane = lane.astype(np.int64)
+    opens = np.flatnonzero(is_container & (end > start))  # empty spans contain nothing
+    is_open_row = np.zeros(n, dtype=bool)
+    is_open_row[opens] = True
+    points = np.flatnonzero(~is_open_row)  # rows that only ask, at their start
+    # Points: closes (kind 0) before opens (1) before queries (2) at equal times; longer spans
+    # open first.
+    # Longer spans open first at equal times: pre-order the opens, then sort stably by time.
+    opens = opens[np.lexsort((opens, start[opens] - end[opens]))]
+    p_row = np.concatenate([opens, opens, points])
+    p_time = np.concatenate([end[opens], start[opens], start[points]])
+    p_kind = np.repeat(np.array([0, 1, 2], np.int8), [opens.size, opens.size, points.size])
+    p_lane = lane[p_row]
+    order = _stable_order(p_lane, p_time, p_kind)
+    kind = p_kind[order]
+    depth = np.cumsum(np.array([-1, 1, 0], dtype=np.int64)[kind])  # lanes balance: no reset
+    rows, lanes_o = p_row[order], p_lane[order]
+    pos = np.arange(order.size, dtype=np.int64)
+    is_open = kind == 1
+    o_rows, o_depth = rows[is_open], depth[is_open]
+    parent = np.full(n, -1, dtype=np.int64)
+    if not o_rows.size:
+        return parent
+    width = int(o_depth.max()) + 2
+    stride = order.size + 1
+    if (int(lane.max()) + 1) * width * stride >= _KEY_LIMIT:
+        return innermost_container_loop(lane, start, end, is_container)
+    o_group = lanes_o[is_open] * width + o_depth
+    o_key = o_group * stride + pos[is_open]
+    by_key = np.argsort(o_key, kind="stable")
+    o_key, o_rows = o_key[by_key], o_rows[by_key]
+    # An opening container looks one level up; a query looks at the current level.
+    ask = kind != 0
+    q_rows = rows[ask]
+    want = depth[ask] - (kind[ask] == 1)
+    q_group = lanes_o[ask] * width + want
+    idx = np.searchsorted(o_key, q_group * stride + pos[ask]) - 1
+    safe = np.maximum(idx, 0)
+    cand = o_rows[safe]
+    t = start[q_rows]
+    # The span found must really hold the row (partially overlapping spans can fool the depth).
+    found = (want > 0) & (idx >= 0) & (o_key[safe] // stride == q_group)
+    found &= (start[cand] <= t) & (end[cand] > t) & (cand != q_rows)
+    parent[q_rows[found]] = cand[found]
+    return parent
+
+
+def _stable_order(lane: np.ndarray, time: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Stable sort by (lane, time, kind): one int64 key when it fits, else a lexsort."""
+    t0 = int(time.min())
+    span = int(time.max()) - t0 + 1
+    if (int(lane.max()) + 1) * span * 3 < _KEY_LIMIT:
+        key = (lane * span + (time - t0)) * 3 + kind
+        return np.argsort(key, kind="stable")
+    return np.lexsort((kind, time, lane))
+
+
+def innermost_container_loop(
+    lane: np.ndarray, start: np.ndarray, end: np.ndarray, is_container: np.ndarray
+) -> np.ndarray:
+    """Reference stack sweep with the same contract as :func:`innermost_container`."""
     n = int(lane.shape[0])
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:

@@ -21,11 +21,38 @@ from profreport.capture.opio import OpIO, TensorRef
 
 
 @dataclass(frozen=True)
+class OpCall:
+    """One kernel-level call in one forward, with its modeled traffic."""
+
+    op: str
+    read: int
+    written: int
+    flops: int | None = None
+    source: str = "dispatcher"  # dispatcher | inductor | graph types | derived
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "read": self.read,
+            "written": self.written,
+            "flops": self.flops,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
 class OpBytes:
     op: str
     calls: int
     read: int  # bytes per step (all calls of this op in one forward)
     written: int
+    flops: int | None
+
+    @property
+    def intensity(self) -> float | None:
+        """Arithmetic intensity: FLOPs per modeled byte."""
+        total = self.read + self.written
+        return None if self.flops is None or total == 0 else self.flops / total
 
 
 @dataclass
@@ -35,6 +62,7 @@ class BytesEstimate:
     source: str  # "modeled" or "measured"
     method: str  # how the numbers were obtained, one line
     table: list[OpBytes] = field(default_factory=list)
+    sequence: list[OpCall] = field(default_factory=list)
     not_modeled: list[str] = field(default_factory=list)  # kernels whose bytes are unknown
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,9 +74,17 @@ class BytesEstimate:
             "method": self.method,
             "not_modeled": list(self.not_modeled),
             "table": [
-                {"op": r.op, "calls": r.calls, "read": r.read, "written": r.written}
+                {
+                    "op": r.op,
+                    "calls": r.calls,
+                    "read": r.read,
+                    "written": r.written,
+                    "flops": r.flops,
+                    "flops_per_byte": r.intensity,
+                }
                 for r in self.table
             ],
+            "sequence": [c.to_dict() for c in self.sequence],
         }
 
 
@@ -67,43 +103,67 @@ def op_traffic(op: OpIO, bookkeeping: frozenset[str]) -> tuple[int, int]:
     return _distinct_bytes(op.inputs), _distinct_bytes([*op.outputs, *op.mutated])
 
 
-def _aggregate(rows: Iterable[tuple[str, int, int]]) -> list[OpBytes]:
-    agg: dict[str, list[int]] = {}
-    for name, read, written in rows:
-        entry = agg.setdefault(name, [0, 0, 0])
+def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> list[OpCall]:
+    """The dispatched operations that move data, in execution order."""
+    calls = []
+    for op in ops:
+        if op.op in bookkeeping or op.aliases_input:
+            continue
+        read, written = op_traffic(op, bookkeeping)
+        calls.append(OpCall(op.op, read, written, op.flops))
+    return calls
+
+
+def _add_flops(a: int | None, b: int | None, first: bool) -> int | None:
+    if first:
+        return b
+    return None if a is None or b is None else a + b
+
+
+def estimate(
+    calls: Sequence[OpCall], method: str, not_modeled: Sequence[str] = ()
+) -> BytesEstimate:
+    """Totals and a per-op table from the calls of one forward."""
+    agg: dict[str, list[Any]] = {}
+    for c in calls:
+        entry = agg.setdefault(c.op, [0, 0, 0, None])
+        entry[3] = _add_flops(entry[3], c.flops, entry[0] == 0)
         entry[0] += 1
-        entry[1] += read
-        entry[2] += written
-    table = [OpBytes(name, c, r, w) for name, (c, r, w) in agg.items()]
-    return sorted(table, key=lambda row: row.read + row.written, reverse=True)
+        entry[1] += c.read
+        entry[2] += c.written
+    table = sorted(
+        (OpBytes(op, n, r, w, f) for op, (n, r, w, f) in agg.items()),
+        key=lambda row: row.read + row.written,
+        reverse=True,
+    )
+    return BytesEstimate(
+        read=sum(c.read for c in calls),
+        written=sum(c.written for c in calls),
+        source="modeled",
+        method=method,
+        table=table,
+        sequence=list(calls),
+        not_modeled=list(not_modeled),
+    )
+
+
+DISPATCH_METHOD = "tensor sizes of every dispatched operation in one forward (TorchDispatchMode)"
+INDUCTOR_METHOD = (
+    "Inductor scheduler nodes: buffers each generated or extern kernel reads and writes, "
+    "intermediates kept inside a fused kernel excluded"
+)
 
 
 def model_from_tensor_io(
     ops: Sequence[OpIO], bookkeeping: frozenset[str], unseen_kernels: Sequence[str] = ()
 ) -> BytesEstimate:
     """Bytes of one forward from the dispatcher's view of every operation."""
-    rows = []
-    for op in ops:
-        if op.op in bookkeeping or op.aliases_input:
-            continue
-        read, written = op_traffic(op, bookkeeping)
-        rows.append((op.op, read, written))
-    table = _aggregate(rows)
-    return BytesEstimate(
-        read=sum(r.read for r in table),
-        written=sum(r.written for r in table),
-        source="modeled",
-        method="tensor sizes of every dispatched operation in one forward (TorchDispatchMode)",
-        table=table,
-        not_modeled=list(unseen_kernels),
-    )
+    return estimate(calls_from_tensor_io(ops, bookkeeping), DISPATCH_METHOD, unseen_kernels)
 
 
-def model_from_inductor_nodes(nodes: Sequence[dict[str, Any]]) -> BytesEstimate:
-    """Bytes of one forward of a torch.compile'd model from Inductor's scheduler nodes
-    (one node per generated or extern kernel, read and written buffers sized by Inductor)."""
-    rows = []
-    unsized = []
+def inductor_calls(nodes: Sequence[dict[str, Any]]) -> tuple[list[OpCall], list[str]]:
+    """One call per Inductor scheduler node (generated or extern kernel); unsized nodes apart."""
+    calls, unsized = [], []
     for node in nodes:
         label = ("extern " if node["kind"] == "extern" else "inductor ") + (
             "+".join(node["origins"]) or node["name"]
@@ -111,16 +171,12 @@ def model_from_inductor_nodes(nodes: Sequence[dict[str, Any]]) -> BytesEstimate:
         if node.get("read") is None or node.get("written") is None:
             unsized.append(label)
             continue
-        rows.append((label, int(node["read"]), int(node["written"])))
-    table = _aggregate(rows)
-    return BytesEstimate(
-        read=sum(r.read for r in table),
-        written=sum(r.written for r in table),
-        source="modeled",
-        method=(
-            "Inductor scheduler nodes: buffers each generated or extern kernel reads and writes, "
-            "intermediates kept inside a fused kernel excluded"
-        ),
-        table=table,
-        not_modeled=unsized,
-    )
+        calls.append(OpCall(label, int(node["read"]), int(node["written"]), None, "inductor"))
+    return calls, unsized
+
+
+def model_from_inductor_nodes(nodes: Sequence[dict[str, Any]]) -> BytesEstimate:
+    """Bytes of one forward of a torch.compile'd model from Inductor's scheduler nodes
+    (one node per generated or extern kernel, read and written buffers sized by Inductor)."""
+    calls, unsized = inductor_calls(nodes)
+    return estimate(calls, INDUCTOR_METHOD, unsized)

@@ -39,11 +39,11 @@ when they are no-ops; when they copy, their child ``copy_`` is the kernel.)
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from profreport.analysis._linking import Steps, launching_ops, link_by_flow, match_ids, most_common
 from profreport.analysis._nesting import innermost_container, mark_ancestors, outermost_ancestor
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
 from profreport.analysis.trace import Trace
@@ -192,79 +192,105 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
         raise ValueError(f"unknown kernel definition {definition!r} (device, cpu or auto)")
 
     launch_name = trace.string_table_mask(LAUNCH_API_RE.match)
-    graph_name = trace.string_table_mask(GRAPH_LAUNCH_RE.match)
     runtime_cat = trace.string_table_mask(lambda s: s.lower() in _RUNTIME_CATS)
     rt_rows = np.flatnonzero(is_x & runtime_cat[trace.cat])
     launch_rows = rt_rows[launch_name[trace.name[rt_rows]]]
-    cpu_rows = np.flatnonzero(
-        is_x & trace.string_table_mask(_CPU_OP_CATS.__contains__)[trace.cat] & (trace.dur_ns >= 0)
-    )
-    steps = _step_spans(trace, is_x)
-    launch_api_counts = dict(Counter(strings[i] for i in trace.name[launch_rows].tolist()))
-    device = device_info(trace, dev_rows, launch_api_counts)
-    records = inductor_records(trace)
-    ranges = counter_ranges(trace)
+    cpu_cat = trace.string_table_mask(_CPU_OP_CATS.__contains__)
+    cpu_rows = np.flatnonzero(is_x & cpu_cat[trace.cat] & (trace.dur_ns >= 0))
+    step_name = trace.string_table_mask(STEP_RE.match)
+    step_cat = trace.string_table_mask(_STEP_CATS.__contains__)
+    steps = Steps(trace, np.flatnonzero(is_x & step_name[trace.name] & step_cat[trace.cat]))
+    names, counts = np.unique(trace.name[launch_rows], return_counts=True)
+    launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
+    launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
+    common = {
+        "device": device_info(trace, dev_rows, launch_api_counts),
+        "launch_api_counts": launch_api_counts,
+        "inductor_kernels": inductor_records(trace),
+        "counter_ranges": counter_ranges(trace),
+    }
     if definition == "cpu":
-        return _count_cpu(trace, cpu_rows, steps, device, launch_api_counts, records, ranges)
+        return _count_cpu(trace, cpu_rows, steps, common)
+    return _count_device(
+        trace, dev_rows, dev_code[dev_rows], rt_rows, launch_rows, cpu_rows, steps, common
+    )
 
-    # Link: device event -> API call (correlation, then flow) -> innermost cpu_op (time, then id).
-    rt_of_dev = _match_ids(trace.correlation[dev_rows], trace.correlation[rt_rows], rt_rows)
-    _link_by_flow(trace, dev_rows, rt_of_dev, rt_rows)
+
+def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common):
+    """Device definition: link each device event to its API call and CPU op, then count."""
+    strings = trace.strings
+    # device event -> API call (correlation, then ac2g flow) -> innermost cpu_op (time, then id)
+    rt_of_dev = match_ids(trace.correlation[dev_rows], trace.correlation[rt_rows], rt_rows)
+    link_by_flow(trace, dev_rows, rt_of_dev, rt_rows)
     linked = rt_of_dev >= 0
-    op_of_rt, top_of_rt = _launching_ops(trace, cpu_rows, rt_rows)
+    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, rt_rows, _dispatcher_mask(trace, True))
     op_of_dev = np.where(linked, op_of_rt.get_many(rt_of_dev), -1)
     top_of_dev = np.where(linked, top_of_rt.get_many(rt_of_dev), -1)
+    op_name = np.where(op_of_dev >= 0, trace.name[np.maximum(op_of_dev, 0)], -1)
+    top_name = np.where(top_of_dev >= 0, trace.name[np.maximum(top_of_dev, 0)], -1)
 
-    when = np.where(linked, trace.ts_ns[np.where(linked, rt_of_dev, 0)], trace.ts_ns[dev_rows])
+    # A device event belongs to the step of its launch; unlinked ones go by their own time.
+    when = np.where(linked, trace.ts_ns[np.maximum(rt_of_dev, 0)], trace.ts_ns[dev_rows])
     dev_step = steps.assign(when)
     launch_step = steps.assign(trace.ts_ns[launch_rows])
-    codes = dev_code[dev_rows]
     dur = np.maximum(trace.dur_ns[dev_rows], 0)
     nbytes = trace.nbytes[dev_rows]
-    missing = (nbytes < 0) & linked
-    nbytes[missing] = trace.nbytes[rt_of_dev[missing]]
+    from_call = (nbytes < 0) & linked
+    nbytes[from_call] = trace.nbytes[rt_of_dev[from_call]]
+    graph_name = trace.string_table_mask(GRAPH_LAUNCH_RE.match)
     is_graph = graph_name[trace.name[launch_rows]]
+    is_kernel = codes == 1
 
-    step_counts = []
-    for i, step_name in enumerate(steps.names):
-        in_step = dev_step == i
-        launch_in = launch_step == i
-        step_counts.append(
-            StepCounts(
-                name=step_name,
-                kernels=int(np.count_nonzero(in_step & (codes == 1))),
-                launches=int(np.count_nonzero(launch_in)),
-                memcpy=int(np.count_nonzero(in_step & (codes == 2))),
-                memset=int(np.count_nonzero(in_step & (codes == 3))),
-                graph_launches=int(np.count_nonzero(launch_in & is_graph)),
-                kernel_time_us=float(dur[in_step & (codes == 1)].sum()) / 1000.0,
-            )
-        )
-    op_label = [
-        strings[trace.name[o]] if o >= 0 else (NO_CPU_OP if ok else UNLINKED)
-        for o, ok in zip(op_of_dev.tolist(), linked.tolist(), strict=True)
+    def per(step_of: np.ndarray, mask: np.ndarray, weights=None) -> np.ndarray:
+        n = len(steps.names)
+        sel = mask & (step_of >= 0)
+        w = None if weights is None else weights[sel]
+        return np.bincount(step_of[sel], weights=w, minlength=n)[:n]
+
+    columns = zip(
+        steps.names,
+        per(dev_step, is_kernel).tolist(),
+        per(launch_step, np.ones(launch_rows.size, bool)).tolist(),
+        per(dev_step, codes == 2).tolist(),
+        per(dev_step, codes == 3).tolist(),
+        per(launch_step, is_graph).tolist(),
+        (per(dev_step, is_kernel, dur) / 1000.0).tolist(),
+        strict=True,
+    )
+    step_counts = [
+        StepCounts(n, int(k), int(la), int(mc), int(ms), int(g), float(t))
+        for n, k, la, mc, ms, g, t in columns
     ]
-    kernels_by_op = Counter(lbl for lbl, c in zip(op_label, codes.tolist(), strict=True) if c == 1)
-    table = _device_table(trace, dev_rows, codes, dur, nbytes, op_of_dev, top_of_dev, ranges)
+    # Kernels per launching op; kernels with a launch but no op, or no launch, are labelled.
+    no_op, unlinked = len(strings), len(strings) + 1
+    label = np.where(op_name >= 0, op_name, np.where(linked, no_op, unlinked))[is_kernel]
+    labels = [*strings, NO_CPU_OP, UNLINKED]
+    kernels_by_op = _label_counts(label, labels)
     return TraceCounts(
         definition="device",
-        device=device,
-        kernels=int(np.count_nonzero(codes == 1)),
+        kernels=int(np.count_nonzero(is_kernel)),
         memcpy=int(np.count_nonzero(codes == 2)),
         memset=int(np.count_nonzero(codes == 3)),
         launches=int(launch_rows.size),
         graph_launches=int(np.count_nonzero(is_graph)),
         memcpy_bytes=int(np.maximum(nbytes[codes == 2], 0).sum()),
         memset_bytes=int(np.maximum(nbytes[codes == 3], 0).sum()),
-        kernel_time_us=float(dur[codes == 1].sum()) / 1000.0,
-        unlinked_kernels=int(np.count_nonzero((codes == 1) & ~linked)),
+        kernel_time_us=float(dur[is_kernel].sum()) / 1000.0,
+        unlinked_kernels=int(np.count_nonzero(is_kernel & ~linked)),
         steps=step_counts,
-        table=table,
-        launch_api_counts=launch_api_counts,
-        kernels_by_op=dict(kernels_by_op.most_common()),
-        inductor_kernels=records,
-        counter_ranges=ranges,
+        table=_device_table(
+            trace, dev_rows, codes, dur, nbytes, op_name, top_name, common["counter_ranges"]
+        ),
+        kernels_by_op=kernels_by_op,
+        **common,
     )
+
+
+def _label_counts(label_ids: np.ndarray, labels: list[str]) -> dict[str, int]:
+    """Occurrences of each label, most frequent first (ties by label text)."""
+    ids, counts = np.unique(label_ids, return_counts=True)
+    pairs = [(labels[i], int(c)) for i, c in zip(ids.tolist(), counts.tolist(), strict=True)]
+    return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
 def per_step(counts: TraceCounts) -> dict:
@@ -290,58 +316,6 @@ def _median_high(values: list):
     return ordered[len(ordered) // 2]
 
 
-class _RowMap:
-    """Row -> value lookup backed by a sorted array (vectorised ``dict.get`` with default -1)."""
-
-    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
-        order = np.argsort(keys, kind="stable")
-        self.keys, self.values = keys[order], values[order]
-
-    def get_many(self, query: np.ndarray) -> np.ndarray:
-        if not self.keys.size:
-            return np.full(query.shape[0], -1, dtype=np.int64)
-        pos = np.clip(np.searchsorted(self.keys, query), 0, self.keys.size - 1)
-        return np.where(self.keys[pos] == query, self.values[pos], -1)
-
-
-def _match_ids(query: np.ndarray, keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """For each query id, the row of the first key equal to it (ids < 0 never match)."""
-    valid = keys >= 0
-    out = _RowMap(keys[valid], rows[valid]).get_many(query)
-    out[query < 0] = -1
-    return out
-
-
-def _link_by_flow(trace: Trace, dev_rows: np.ndarray, rt_of_dev: np.ndarray, rt_rows) -> None:
-    """Link device events without a correlation id through the ``ac2g`` flow arriving at them."""
-    todo = np.flatnonzero(rt_of_dev < 0)
-    flow_end = np.flatnonzero((trace.ph == ord("f")) & (trace.flow_id >= 0))
-    if not todo.size or not flow_end.size:
-        return
-    at = {
-        (lane, ts): fid
-        for lane, ts, fid in zip(
-            trace.lane[flow_end].tolist(),
-            trace.ts_ns[flow_end].tolist(),
-            trace.flow_id[flow_end].tolist(),
-            strict=True,
-        )
-    }
-    rows = dev_rows[todo]
-    ids = np.array(
-        [
-            at.get(key, -1)
-            for key in zip(trace.lane[rows].tolist(), trace.ts_ns[rows].tolist(), strict=True)
-        ],
-        dtype=np.int64,
-    )
-    rt_of_dev[todo] = _match_ids(ids, trace.correlation[rt_rows], rt_rows)
-
-
-def _lane(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    return trace.lane[rows]
-
-
 def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
     def qualifies(name: str) -> bool:
         m = DISPATCHER_OP_RE.match(name)
@@ -352,87 +326,31 @@ def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
     return trace.string_table_mask(qualifies)
 
 
-def _launching_ops(trace: Trace, cpu_rows: np.ndarray, rt_rows: np.ndarray):
-    """API-call row -> innermost enclosing cpu_op row, and the outermost dispatcher op above it."""
-    rows = np.concatenate([cpu_rows, rt_rows])
-    start = trace.ts_ns[rows]
-    end = start + np.maximum(trace.dur_ns[rows], 0)
-    is_cont = np.arange(rows.size) < cpu_rows.size
-    parent = innermost_container(_lane(trace, rows), start, end, is_cont)
-    rt_local = np.arange(cpu_rows.size, rows.size)
-    op_local = parent[rt_local]
-    # Fallback when no op encloses the call in time: the cpu_op carrying the same External id.
-    by_ext = _match_ids(trace.external_id[rt_rows], trace.external_id[cpu_rows], cpu_rows)
-    op_rows = np.where(op_local >= 0, rows[np.maximum(op_local, 0)], by_ext)
-    # Outermost dispatcher op: the op itself counts as a candidate, then its ancestors.
-    aten = _dispatcher_mask(trace, include_bookkeeping=True)[trace.name[rows]]
-    local_of = _RowMap(rows[: cpu_rows.size], np.arange(cpu_rows.size)).get_many(op_rows)
-    has_op = local_of >= 0
-    top_local = np.full(rt_rows.size, -1, dtype=np.int64)
-    top_local[has_op] = outermost_ancestor(parent, local_of[has_op], aten)
-    self_ok = has_op & (top_local < 0) & aten[np.maximum(local_of, 0)]
-    top_local[self_ok] = local_of[self_ok]
-    top_rows = np.where(top_local >= 0, rows[np.maximum(top_local, 0)], -1)
-    return _RowMap(rt_rows, op_rows), _RowMap(rt_rows, top_rows)
-
-
-class _Steps:
-    def __init__(self, names: list[str], start: np.ndarray, end: np.ndarray) -> None:
-        self.names, self.start, self.end = names, start, end
-
-    def assign(self, when: np.ndarray) -> np.ndarray:
-        """Index of the step whose span holds each time, -1 outside every step."""
-        if not self.names:
-            return np.full(when.shape[0], -1, dtype=np.int64)
-        idx = np.searchsorted(self.start, when, side="right") - 1
-        ok = (idx >= 0) & (when < self.end[np.maximum(idx, 0)])
-        return np.where(ok, idx, -1)
-
-
-def _step_spans(trace: Trace, is_x: np.ndarray) -> _Steps:
-    step_name = trace.string_table_mask(STEP_RE.match)
-    step_cat = trace.string_table_mask(_STEP_CATS.__contains__)
-    rows = np.flatnonzero(is_x & step_name[trace.name] & step_cat[trace.cat])
-    rows = rows[np.argsort(trace.ts_ns[rows], kind="stable")]
-    start = trace.ts_ns[rows]
-    end = start + np.maximum(trace.dur_ns[rows], 0)
-    return _Steps([trace.strings[i] for i in trace.name[rows].tolist()], start, end)
-
-
-def _device_table(trace, dev_rows, codes, dur, nbytes, op_of_dev, top_of_dev, ranges):
+def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges):
+    """One row per (name, kind) of device event; launchers are the most common op names."""
     strings = trace.strings
-    groups: dict[tuple, list] = defaultdict(lambda: [0, 0, Counter(), Counter(), -1])
-    for name_id, code, d, b, op, top in zip(
-        trace.name[dev_rows].tolist(),
-        codes.tolist(),
-        dur.tolist(),
-        nbytes.tolist(),
-        op_of_dev.tolist(),
-        top_of_dev.tolist(),
-        strict=True,
-    ):
-        g = groups[(name_id, code)]
-        g[0] += 1
-        g[1] += d
-        if op >= 0:
-            g[2][op] += 1
-        if top >= 0:
-            g[3][top] += 1
-        if b >= 0:
-            g[4] = max(g[4], 0) + b
+    uniq, inv = np.unique(trace.name[dev_rows].astype(np.int64) * 4 + codes, return_inverse=True)
+    n = uniq.size
+    calls = np.bincount(inv, minlength=n)
+    time_ns = np.bincount(inv, weights=dur, minlength=n)
+    has_bytes = nbytes >= 0
+    byte_sum = np.bincount(inv, weights=np.where(has_bytes, nbytes, 0), minlength=n)
+    byte_seen = np.bincount(inv, weights=has_bytes, minlength=n) > 0
+    launcher = most_common(inv, op_name, n)
+    top = most_common(inv, top_name, n)
     by_name = {r["name"]: r["metrics"] for r in ranges}
     rows = []
-    for (name_id, code), (calls, total, ops, tops, nb) in groups.items():
-        name = strings[name_id]
+    for g, key in enumerate(uniq.tolist()):
+        name, code = strings[key // 4], key % 4
         rows.append(
             KernelRow(
                 name=name,
                 kind=_CODE_KIND[code],
-                calls=calls,
-                time_us=total / 1000.0,
-                launched_by=_most_common_name(trace, ops),
-                bytes=nb if nb >= 0 and code != 1 else None,
-                launched_by_top=_most_common_name(trace, tops),
+                calls=int(calls[g]),
+                time_us=float(time_ns[g]) / 1000.0,
+                launched_by=strings[launcher[g]] if launcher[g] >= 0 else None,
+                bytes=int(byte_sum[g]) if byte_seen[g] and code != 1 else None,
+                launched_by_top=strings[top[g]] if top[g] >= 0 else None,
                 counters=by_name.get(name),
             )
         )
@@ -440,68 +358,54 @@ def _device_table(trace, dev_rows, codes, dur, nbytes, op_of_dev, top_of_dev, ra
     return rows
 
 
-def _most_common_name(trace: Trace, rows: Counter) -> str | None:
-    if not rows:
-        return None
-    named = Counter()
-    for row, n in rows.items():
-        named[trace.strings[trace.name[row]]] += n
-    return max(named.items(), key=lambda kv: (kv[1], kv[0]))[0]
-
-
-def _count_cpu(trace, cpu_rows, steps, device, launch_api_counts, records, ranges) -> TraceCounts:
+def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -> TraceCounts:
     """CPU definition: leaf-most compute operators (see module docstring)."""
     strings = trace.strings
     start = trace.ts_ns[cpu_rows]
     end = start + trace.dur_ns[cpu_rows]
-    parent = innermost_container(
-        _lane(trace, cpu_rows), start, end, np.ones(cpu_rows.size, dtype=bool)
-    )
-    inductor_names = {r["name"] for r in records if r.get("backend") == "cpp"}
+    parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
+    inductor_cpp = {r["name"] for r in common["inductor_kernels"] if r.get("backend") == "cpp"}
     compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
-        lambda s: bool(INDUCTOR_CPP_KERNEL_RE.match(s)) or s in inductor_names
+        lambda s: bool(INDUCTOR_CPP_KERNEL_RE.match(s)) or s in inductor_cpp
     )
-    qualifies = compute[trace.name[cpu_rows]]
-    qual_local = np.flatnonzero(qualifies)
+    qual_local = np.flatnonzero(compute[trace.name[cpu_rows]])
     kernel_local = qual_local[~mark_ancestors(parent, qual_local)[qual_local]]
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
     k_rows = cpu_rows[kernel_local]
+    k_names = trace.name[k_rows].astype(np.int64)
     dur = trace.dur_ns[k_rows]
     k_step = steps.assign(trace.ts_ns[k_rows])
-    step_counts = []
-    for i, step_name in enumerate(steps.names):
-        in_step = k_step == i
-        n = int(np.count_nonzero(in_step))
-        t_us = float(dur[in_step].sum()) / 1000.0
-        step_counts.append(StepCounts(step_name, n, n, 0, 0, 0, t_us))
-    groups: dict[int, list] = defaultdict(lambda: [0, 0, Counter()])
-    by_top: Counter = Counter()
-    for name_id, d, top in zip(
-        trace.name[k_rows].tolist(), dur.tolist(), top_local.tolist(), strict=True
-    ):
-        g = groups[name_id]
-        g[0] += 1
-        g[1] += d
-        label = strings[trace.name[cpu_rows[top]]] if top >= 0 else None
-        g[2][label] += 1
-        by_top[label or strings[name_id]] += 1
+    n_steps = len(steps.names)
+    in_step = k_step >= 0
+    per_step_kernels = np.bincount(k_step[in_step], minlength=n_steps)[:n_steps]
+    per_step_ns = np.bincount(k_step[in_step], weights=dur[in_step], minlength=n_steps)[:n_steps]
+    step_counts = [
+        StepCounts(name, int(k), int(k), 0, 0, 0, float(t) / 1000.0)
+        for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
+    ]
+    # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level).
+    top_name = np.where(top_local >= 0, trace.name[cpu_rows[np.maximum(top_local, 0)]], -1)
+    none_label = len(strings)
+    uniq, inv = np.unique(k_names, return_inverse=True)
+    calls = np.bincount(inv, minlength=uniq.size)
+    time_ns = np.bincount(inv, weights=dur, minlength=uniq.size)
+    launcher = most_common(inv, np.where(top_name >= 0, top_name, none_label), uniq.size)
     table = [
         KernelRow(
             name=strings[name_id],
             kind="cpu",
-            calls=calls,
-            time_us=total / 1000.0,
-            launched_by=max(tops.items(), key=lambda kv: (kv[1], kv[0] or ""))[0],
+            calls=int(calls[g]),
+            time_us=float(time_ns[g]) / 1000.0,
+            launched_by=strings[launcher[g]] if 0 <= launcher[g] < none_label else None,
             bytes=None,
         )
-        for name_id, (calls, total, tops) in groups.items()
+        for g, name_id in enumerate(uniq.tolist())
     ]
     table.sort(key=lambda r: (-r.time_us, -r.calls, r.name))
     n_kernels = int(k_rows.size)
     return TraceCounts(
         definition="cpu",
-        device=device,
         kernels=n_kernels,
         memcpy=0,
         memset=0,
@@ -513,8 +417,6 @@ def _count_cpu(trace, cpu_rows, steps, device, launch_api_counts, records, range
         unlinked_kernels=0,
         steps=step_counts,
         table=table,
-        launch_api_counts=launch_api_counts,
-        kernels_by_op=dict(by_top.most_common()),
-        inductor_kernels=records,
-        counter_ranges=ranges,
+        kernels_by_op=_label_counts(np.where(top_name >= 0, top_name, k_names), strings),
+        **common,
     )

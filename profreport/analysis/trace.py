@@ -32,6 +32,7 @@ MISSING = -1
 _DROPPED_CATS = frozenset({"python_function", "fwdbwd", "cuda_sync"})
 # Categories whose whole ``args`` are kept (rare events, read by the kernel-record extraction).
 _ARGS_KEPT_CATS = frozenset({"cuda_profiler_range"})
+_RECORD_CATS = frozenset({"cpu_op", "Operator"})
 _RUNTIME_SIZE_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime"})
 
 
@@ -163,7 +164,7 @@ def _to_ns(us: np.ndarray) -> np.ndarray:
     return ns
 
 
-def _float_column(values: list) -> np.ndarray:
+def _float_column(values) -> np.ndarray:
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -201,9 +202,16 @@ def _normalised(ev: dict) -> dict:
 
 
 _COLUMNS = ("sig", "ts", "dur", "corr", "ext", "flow", "nbytes")
+_ROW_DTYPE = np.dtype(
+    [("sig", "i4"), ("ts", "f8"), ("dur", "f8")]
+    + [(k, "i8") for k in ("corr", "ext", "flow", "nbytes")]
+)
 _DROPPED = -1
 _SIZE_FALLBACK = 1  # flag: take args.size when args.bytes is missing (HIP memcpy API calls)
 _KEEP_ARGS = 2  # flag: keep the whole args dict (rare records)
+_MAY_RECORD = 4  # flag: a cpu_op, which may be an Inductor kernel record (args.kernel_backend)
+_FLOW = 8  # flag: a flow event (ph s/t/f), whose "id" is kept
+_FLOW_PHASES = frozenset({"s", "t", "f"})
 
 
 def _text(value) -> str:
@@ -249,8 +257,11 @@ class _ColumnBuilder:
         name_id = strings.setdefault(name, len(strings))
         lane = lanes.setdefault((pid, tid), len(lanes))
         code = _PHASE_CODES.get(ph, 0) if type(ph) is str else 0
-        flags = (_SIZE_FALLBACK if cat in _RUNTIME_SIZE_CATS else 0) | (
-            _KEEP_ARGS if cat in _ARGS_KEPT_CATS else 0
+        flags = (
+            (_SIZE_FALLBACK if cat in _RUNTIME_SIZE_CATS else 0)
+            | (_KEEP_ARGS if cat in _ARGS_KEPT_CATS else 0)
+            | (_MAY_RECORD if cat in _RECORD_CATS else 0)
+            | (_FLOW if ph in _FLOW_PHASES else 0)
         )
         sig = self.sigs[key] = len(self.sig_fields)
         self.sig_fields.append((code, cat_id, name_id, lane))
@@ -271,9 +282,13 @@ class _ColumnBuilder:
                     sig = new_sig(key)
                 if sig < 0:
                     continue
-                fid = get("id", -1)
-                if type(fid) is not int:
-                    fid = _as_int(fid)
+                flags = flags_of[sig]
+                if flags & _FLOW:
+                    fid = get("id", -1)
+                    if type(fid) is not int:
+                        fid = _as_int(fid)
+                else:
+                    fid = -1
                 args = get("args")
                 if args:
                     aget = args.get
@@ -284,12 +299,11 @@ class _ColumnBuilder:
                     if type(ext) is not int:
                         ext = _as_int(ext)
                     nbytes = aget("bytes")
-                    flags = flags_of[sig]
                     if nbytes is None:
                         nbytes = aget("size", -1) if flags & _SIZE_FALLBACK else -1
                     if type(nbytes) is not int:
                         nbytes = _as_int(nbytes)
-                    if flags & _KEEP_ARGS or "kernel_backend" in args:
+                    if flags & _KEEP_ARGS or (flags & _MAY_RECORD and "kernel_backend" in args):
                         extra[first_row + len(rows)] = args
                 else:
                     corr = ext = nbytes = -1
@@ -302,15 +316,23 @@ class _ColumnBuilder:
     def _store(self, rows: list[tuple]) -> None:
         if not rows:
             return
+        try:  # one C-level conversion; None in ts/dur becomes NaN
+            packed = np.array(rows, dtype=_ROW_DTYPE)
+            sig, ts, dur = packed["sig"], packed["ts"], packed["dur"]
+            ints = [packed[k] for k in ("corr", "ext", "flow", "nbytes")]
+        except (TypeError, ValueError, OverflowError):  # odd values: column by column
+            columns = list(zip(*rows, strict=True))
+            sig = np.array(columns[0], dtype=np.int32)
+            ts, dur = _float_column(columns[1]), _float_column(columns[2])
+            ints = [_int_column(values) for values in columns[3:]]
         p = self.pieces
-        sig, ts, dur, corr, ext, fid, nbytes = zip(*rows, strict=True)
-        p["sig"].append(np.array(sig, dtype=np.int32))
-        p["ts"].append(_to_ns(_float_column(ts)))
-        dur_ns = _to_ns(_float_column(dur))
+        p["sig"].append(np.ascontiguousarray(sig))
+        p["ts"].append(_to_ns(ts))
+        dur_ns = _to_ns(dur)
         dur_ns[dur_ns < 0] = MISSING
         p["dur"].append(dur_ns)
-        for key, values in (("corr", corr), ("ext", ext), ("flow", fid), ("nbytes", nbytes)):
-            p[key].append(_int_column(values))
+        for key, values in zip(("corr", "ext", "flow", "nbytes"), ints, strict=True):
+            p[key].append(np.ascontiguousarray(values))
 
     def finish(self, path: str, metadata: dict) -> Trace:
         def col(key: str, dtype) -> np.ndarray:

@@ -112,7 +112,8 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
     """Kernels whose call count or time changed (including ones only one side has)."""
     b = {(r.kind, r.name): r for r in base}
     o = {(r.kind, r.name): r for r in other}
-    rows = []
+    rows: list[dict] = []
+    deltas: list[tuple[float, int]] = []
     for key in b.keys() | o.keys():
         rb, ro = b.get(key), o.get(key)
         calls_b, calls_o = (rb.calls if rb else 0), (ro.calls if ro else 0)
@@ -130,24 +131,20 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
                 "baseline_time_us": time_b,
                 "time_us": time_o,
                 "delta_time_us": round(time_o - time_b, 3),
-                "launched_by": (ro or rb).launched_by,
+                "launched_by": ro.launched_by if ro else rb.launched_by if rb else None,
             }
         )
-    rows.sort(key=lambda r: (-abs(r["delta_time_us"]), -abs(r["delta_calls"]), r["name"]))
-    return rows
+        deltas.append((abs(time_o - time_b), abs(calls_o - calls_b)))
+    order = sorted(range(len(rows)), key=lambda i: (-deltas[i][0], -deltas[i][1], rows[i]["name"]))
+    return [rows[i] for i in order]
 
 
 def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict]:
     """Kernels launched per CPU op, where the count differs."""
-    rows = [
-        {
-            "op": op,
-            "baseline_kernels": base.get(op, 0),
-            "kernels": other.get(op, 0),
-            "delta": other.get(op, 0) - base.get(op, 0),
-        }
+    changed = [
+        (op, base.get(op, 0), other.get(op, 0))
         for op in base.keys() | other.keys()
         if base.get(op, 0) != other.get(op, 0)
     ]
-    rows.sort(key=lambda r: (-abs(r["delta"]), r["op"]))
-    return rows
+    changed.sort(key=lambda r: (-abs(r[2] - r[1]), r[0]))
+    return [{"op": op, "baseline_kernels": b, "kernels": o, "delta": o - b} for op, b, o in changed]

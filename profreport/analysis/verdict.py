@@ -16,6 +16,13 @@ def _short(op: str) -> str:
     return op.split("::", 1)[-1]
 
 
+def _counted(verb: str, ops: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return verb + " " + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
 def _fusion_evidence(name: str, mode: dict[str, Any], record: dict[str, Any]) -> str:
     compiler = mode.get("compiler") or {}
     device = record["device"].get("type")
@@ -33,42 +40,41 @@ def _fusion_evidence(name: str, mode: dict[str, Any], record: dict[str, Any]) ->
             )
             return f"nothing fused (TorchScript's CPU fuser {why})"
         return "nothing fused (NNC fuses pointwise chains only, never convolutions or GEMMs)"
+    groups = (mode.get("fusion") or {}).get("groups") or []
     if name == "optimize":
-        before = compiler.get("op_counts_before") or {}
-        after = compiler.get("op_counts") or {}
         found = []
-        for op in ("aten::batch_norm", "aten::dropout"):
-            if before.get(op) and not after.get(op):
-                found.append(f"{_short(op)} folded away")
-        fused = sorted(set(compiler.get("fused_library_ops") or []))
-        if fused:
-            found.append("library calls " + ", ".join(fused))
-        groups = compiler.get("fusion_groups") or []
-        if groups:
-            found.append(f"{len(groups)} fusion group(s)")
+        for g in groups:
+            if g["note"].startswith("folded"):
+                found.append(_counted("folded away", g["eager_ops"]))
+            elif len(g["eager_ops"]) > 1:
+                found.append(f"fused {' + '.join(g['eager_ops'])} into {g['kernels'][0]}")
+            elif g["note"].startswith("added"):
+                found.append(_counted("added", g["kernels"]))
+        replaced = sorted(
+            {
+                f"{g['eager_ops'][0]} -> {g['kernels'][0]}"
+                for g in groups
+                if g["note"] == "replaced" and g["eager_ops"][0] != g["kernels"][0]
+            }
+        )
+        if replaced:
+            found.append("replaced " + ", ".join(replaced))
         if not found:
-            return "the frozen graph changed no operations"
-        return "freeze + optimize_for_inference: " + "; ".join(found)
+            return "freeze + optimize_for_inference changed no operation"
+        return "freeze + optimize_for_inference " + "; ".join(found)
     if name == "compile":
-        nodes = compiler.get("inductor_nodes") or []
-        extern = [n for n in nodes if n["kind"] == "extern"]
-        extern_ops = {o for n in extern for o in n.get("origins", [])}
-        generated = [n for n in nodes if n["kind"] == "generated"]
-        fused = [n for n in generated if len(n.get("origins", [])) > 1]
-        # A generated node made only from a library call's own op prepares that call's operands
-        # (Inductor converts conv inputs/weights to channels-last on CPU, for instance).
-        layout = [n for n in generated if n.get("origins") and set(n["origins"]) <= extern_ops]
+        fused = [g for g in groups if len(g["eager_ops"]) > 1]
+        layout = [g for g in groups if "layout" in g["note"]]
         parts = []
         if fused:
-            sets = ", ".join("[" + " + ".join(_short(o) for o in n["origins"]) + "]" for n in fused)
+            sets = ", ".join("[" + " + ".join(g["eager_ops"]) + "]" for g in fused)
             parts.append(f"Inductor fused {sets}")
         else:
             parts.append("Inductor fused no operations together")
         if layout:
-            ops = sorted({_short(o) for n in layout for o in n["origins"]})
-            parts.append(f"it added layout-conversion code for {', '.join(ops)}")
-        if extern:
-            parts.append(f"{len(extern)} library call(s) kept")
+            ops = sorted({op for g in layout for op in g["eager_ops"]})
+            parts.append(f"it added layout conversion for {', '.join(ops)}")
+        compiler = mode.get("compiler") or {}
         breaks = compiler.get("graph_breaks") or 0
         if breaks:
             parts.append(f"{breaks} graph break(s)")

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class OpIO:
     outputs: tuple[TensorRef, ...]
     mutated: tuple[TensorRef, ...]  # inputs written in place (schema alias info says is_write)
     aliases_input: bool  # the output is a view of an input: no data moves
+    flops: int | None = None  # torch.utils.flop_counter's formula, where it has one
 
 
 def _ref(t: torch.Tensor) -> TensorRef:
@@ -73,6 +75,13 @@ class _Recorder(TorchDispatchMode):
         aliases = any(
             r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
         )
+        flops = None
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            try:
+                flops = int(formula(*args, **kwargs, out_val=out))
+            except Exception:  # a formula that cannot handle these arguments: unknown, not 0
+                flops = None
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
         self.ops.append(
@@ -82,6 +91,7 @@ class _Recorder(TorchDispatchMode):
                 outputs=tuple(_ref(t) for t in flat_out if isinstance(t, torch.Tensor)),
                 mutated=tuple(mutated),
                 aliases_input=aliases,
+                flops=flops,
             )
         )
         return out

@@ -100,6 +100,15 @@ def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _flops(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} FLOP"
+
+
 def _bytes_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
@@ -107,9 +116,51 @@ def _bytes_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
             "calls": r["calls"],
             "read": fmt_bytes(r["read"]),
             "written": fmt_bytes(r["written"]),
+            "flops": _flops(r.get("flops")),
+            "intensity": "-" if r.get("flops_per_byte") is None else f"{r['flops_per_byte']:.2f}",
         }
         for r in mode["bytes"]["table"]
     ]
+
+
+def _fusion_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    fusion = mode.get("fusion") or {}
+    rows = []
+    for g in fusion.get("groups", []):
+        saved = g.get("saved_bytes")
+        rows.append(
+            {
+                "eager_ops": " + ".join(g["eager_ops"]) or "-",
+                "kernels": ", ".join(g["kernels"]) or "(none)",
+                "eager_bytes": fmt_bytes(g.get("eager_bytes")),
+                "kernel_bytes": fmt_bytes(g.get("kernel_bytes")),
+                "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
+                "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
+                "note": g.get("note", ""),
+            }
+        )
+    return rows
+
+
+def _measured_view(mode: dict[str, Any]) -> dict[str, Any]:
+    m = mode["bytes"].get("measured") or {}
+    if not m.get("available"):
+        return {"available": False, "reason": m.get("reason") or "not requested (--measure-bytes)"}
+    return {
+        "available": True,
+        "source": m.get("source", "measured (Nsight Compute)"),
+        "read": fmt_bytes(m.get("read")),
+        "written": fmt_bytes(m.get("written")),
+        "kernels": [
+            {
+                "name": k["name"],
+                "calls": k["calls"],
+                "read": fmt_bytes(k.get("read")),
+                "written": fmt_bytes(k.get("written")),
+            }
+            for k in m.get("kernels", [])[:TOP_KERNELS]
+        ],
+    }
 
 
 def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +227,9 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             d["bytes"] = _bytes_rows(mode)
             d["bytes_method"] = mode["bytes"]["method"]
             d["not_modeled"] = mode["bytes"].get("not_modeled", [])
+            d["fusion"] = _fusion_rows(mode)
+            d["fusion_source"] = (mode.get("fusion") or {}).get("source", "")
+            d["measured"] = _measured_view(mode)
             d["compiler"] = _compiler_view(name, mode)
             d["trace"] = mode.get("trace")
         else:

@@ -1,0 +1,305 @@
+"""The library API: profile a model from Python and get the run record, reports and tables.
+
+    import profreport
+    result = profreport.profile(model, (x,), modes=("eager", "compile"), device="cpu")
+    print(result.to_markdown())
+    result.kernels("compile")          # pandas DataFrame
+    result.save("reports/my-run")      # run.json, report.html, summary.md, CSVs, traces
+
+The CLI's `generate` is built on `profile_loaded` and `RunResult.save`.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from profreport.capture.profiling import ProfileSchedule
+from profreport.capture.timing import TimingConfig
+from profreport.models import LoadedModel
+from profreport.modes import MODES
+from profreport.pipeline import DTYPES, RunOptions, collect_run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Progress = Callable[[str], None]
+
+
+class ModelRunError(RuntimeError):
+    """The model does not run in eager mode with the given inputs, device and dtype (one line)."""
+
+
+def run_options(
+    modes: Sequence[str] | None = None,
+    *,
+    active_steps: int = 3,
+    min_time_s: float = 1.0,
+    max_time_s: float = 60.0,
+    bootstrap_resamples: int = 2000,
+) -> RunOptions:
+    """Options of one run; raise ValueError on an unknown mode or a schedule too short."""
+    chosen = tuple(modes) if modes is not None else MODES
+    unknown = [m for m in chosen if m not in MODES]
+    if unknown or not chosen:
+        raise ValueError(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}"
+        )
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("a mode is listed twice")
+    if active_steps < 3:
+        raise ValueError("active_steps must be at least 3")
+    if not (min_time_s > 0 and max_time_s > 0):
+        raise ValueError("min_time_s and max_time_s must be positive")
+    return RunOptions(
+        modes=chosen,
+        profile=ProfileSchedule(wait=1, warmup=1, active=active_steps),
+        timing=TimingConfig(min_time_s=min_time_s, max_time_s=max_time_s),
+        bootstrap_resamples=bootstrap_resamples,
+    )
+
+
+def check_eager(model: LoadedModel, device: torch.device, dtype_name: str) -> None:
+    """Run one eager forward, so a model that cannot run at all fails before five modes build."""
+    try:
+        with torch.no_grad():
+            model.module(*model.example_inputs)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise ModelRunError(
+            f"{model.name} does not run in eager mode on {device.type} in {dtype_name}: "
+            f"{type(exc).__name__}: {first}"
+        ) from exc
+
+
+@dataclass
+class RunResult:
+    """One profiled run: the record (same dict as run.json) and the folder holding its traces."""
+
+    record: dict[str, Any] = field(repr=False)
+    run_dir: Path
+    owns_run_dir: bool = field(default=False, repr=False)  # a temp folder profile() made
+
+    def __repr__(self) -> str:
+        modes = {n: m["status"] for n, m in self.record["modes"].items()}
+        return (
+            f"RunResult(model={self.record['model']['name']!r}, "
+            f"device={self.record['device']['type']!r}, modes={modes}, run_dir={str(self.run_dir)!r})"
+        )
+
+    def to_html(self) -> str:
+        from profreport.render import html as html_render
+
+        return html_render.render(self.record)
+
+    def to_markdown(self) -> str:
+        from profreport.render import markdown
+
+        return markdown.render(self.record)
+
+    def kernels(self, mode: str) -> pd.DataFrame:
+        """The kernel table of one mode (KeyError: not in the run; ValueError: it failed)."""
+        from profreport.render.tables import kernel_frame
+
+        return kernel_frame(self.record, mode)
+
+    def kernel_table(self) -> pd.DataFrame:
+        """All modes' kernel tables stacked, with a leading `mode` column."""
+        from profreport.render.tables import kernel_table
+
+        return kernel_table(self.record)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per mode: kernels, bytes, latency, speedup, verdict (unformatted numbers)."""
+        from profreport.render.tables import summary_frame
+
+        return summary_frame(self.record)
+
+    def _repr_html_(self) -> str:
+        # A compact notebook view: the full report is a whole page with its own styles.
+        title = html.escape(
+            f"profreport: {self.record['model']['name']} on {self.record['device']['type']}"
+        )
+        verdicts = "".join(
+            f"<li>{html.escape(m.get('verdict', n))}</li>" for n, m in self.record["modes"].items()
+        )
+        table = self.summary().drop(columns=["verdict"]).to_html(index=False, na_rep="")
+        return f"<h4>{title}</h4>{table}<ul>{verdicts}</ul>"
+
+    def save(self, folder: str | Path | None = None) -> Path:
+        """Write run.json, report.html, summary.md, kernels_<mode>.csv and the TensorBoard summary
+        into `folder` (default: the run folder), moving or copying the traces there; return it.
+
+        A folder that already holds another run's record is refused (FileExistsError).
+        """
+        from profreport import record as run_record
+        from profreport.files import write_atomic
+        from profreport.render import tensorboard_summary
+        from profreport.render.tables import kernel_csv
+
+        target = Path(folder) if folder is not None else self.run_dir
+        if target.resolve() != self.run_dir.resolve():
+            self._relocate_traces(target)
+        markdown = self.to_markdown()
+        outputs = {
+            "run.json": run_record.dumps(self.record),
+            "report.html": self.to_html(),
+            "summary.md": markdown,
+        }
+        for name, mode in self.record["modes"].items():
+            if mode["status"] == "ok":
+                outputs[f"kernels_{name}.csv"] = kernel_csv(self.record, name)
+        for name, content in outputs.items():
+            write_atomic(target / name, content)
+        tensorboard_summary.write(self.record, target / "tensorboard" / "summary", markdown)
+        return target
+
+    def _relocate_traces(self, target: Path) -> None:
+        if (target / "run.json").exists():
+            raise FileExistsError(f"{target} already holds a run record: save into a new folder")
+        source = self.run_dir / "tensorboard"
+        mode_dirs = (
+            [p for p in sorted(source.iterdir()) if p.is_dir() and p.name != "summary"]
+            if source.is_dir()
+            else []
+        )
+        clashes = [str(target / "tensorboard" / p.name) for p in mode_dirs]
+        clashes = [c for c in clashes if Path(c).exists()]
+        if clashes:  # checked before anything moves, so a refusal leaves both folders intact
+            raise FileExistsError(f"{clashes[0]} exists: save into a new folder")
+        (target / "tensorboard").mkdir(parents=True, exist_ok=True)
+        for p in mode_dirs:
+            if self.owns_run_dir:
+                shutil.move(str(p), str(target / "tensorboard" / p.name))
+            else:
+                shutil.copytree(p, target / "tensorboard" / p.name)
+        if self.owns_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.run_dir, self.owns_run_dir = target, False
+
+
+def profile_loaded(
+    model: LoadedModel,
+    device: torch.device,
+    dtype_name: str,
+    run_dir: Path,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    now: Callable[[], datetime] | None = None,
+) -> RunResult:
+    """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
+    kwargs: dict[str, Any] = {"now": now} if now is not None else {}
+    record = collect_run(
+        model,
+        device,
+        dtype_name,
+        run_dir,
+        options or run_options(),
+        progress or (lambda _msg: None),
+        **kwargs,
+    )
+    return RunResult(record, run_dir)
+
+
+def _resolve_device(
+    device: str | torch.device | None, inputs: tuple[torch.Tensor, ...]
+) -> torch.device:
+    from profreport.env import resolve_device
+
+    if device is None:
+        return inputs[0].device
+    return resolve_device(str(device))
+
+
+def _resolve_dtype(
+    dtype: str | torch.dtype | None, module: nn.Module, inputs: tuple[torch.Tensor, ...]
+) -> str:
+    names = {v: k for k, v in DTYPES.items()}
+    if dtype is None:
+        floats = [t.dtype for t in inputs if t.is_floating_point()]
+        floats += [p.dtype for p in module.parameters() if p.is_floating_point()]
+        dtype = floats[0] if floats else torch.float32
+    if isinstance(dtype, torch.dtype):
+        if dtype not in names:
+            raise ValueError(f"unsupported dtype {dtype}: use one of {', '.join(DTYPES)}")
+        return names[dtype]
+    if dtype not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def _memory_format(inputs: tuple[torch.Tensor, ...]) -> str:
+    for t in inputs:
+        if (
+            t.dim() == 4
+            and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last)
+        ):
+            return "channels_last"
+    return "contiguous"
+
+
+def profile(
+    model: nn.Module,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    modes: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    name: str | None = None,
+    run_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> RunResult:
+    """Profile `model(*example_inputs)` in each mode (default: all five) and return the result.
+
+    device: None = where the inputs are, or "cpu", "cuda", "cuda:1", "auto". dtype: None = the
+    inputs' floating dtype, or float32 / float16 / bfloat16. The module is moved to the device and
+    dtype in place (like `.to()`) and profiled in eval mode (its training flag is restored after).
+    Traces go to `run_dir/tensorboard/<mode>/` (a new empty folder; default: a temporary one that
+    `save()` moves from). options: active_steps, min_time_s, max_time_s, bootstrap_resamples.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    inputs = (
+        (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    )
+    if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("example_inputs must be a tensor or a tuple of tensors")
+    opts = run_options(modes, **options)
+    dev = _resolve_device(device, inputs)
+    dtype_name = _resolve_dtype(dtype, model, inputs)
+    dt = DTYPES[dtype_name]
+    if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+        raise FileExistsError(f"run_dir {run_dir} is not empty: every run needs a new folder")
+
+    was_training = model.training
+    module = model.to(device=dev, dtype=dt).eval()
+    cast = tuple(t.to(device=dev, dtype=dt) if t.is_floating_point() else t.to(dev) for t in inputs)
+    doc = (type(model).__doc__ or type(model).__name__).strip().splitlines()[0]
+    loaded = LoadedModel(
+        name or type(model).__name__, doc, module, cast, None, _memory_format(cast)
+    )
+    owned = run_dir is None
+    folder = Path(tempfile.mkdtemp(prefix="profreport-")) if run_dir is None else Path(run_dir)
+    try:
+        check_eager(loaded, dev, dtype_name)  # before any folder is made for the run
+        folder.mkdir(parents=True, exist_ok=True)
+        result = profile_loaded(loaded, dev, dtype_name, folder, opts, progress)
+    except BaseException:
+        if owned:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        model.train(was_training)
+    result.owns_run_dir = owned
+    return result

@@ -1,0 +1,215 @@
+"""Renderers for a run comparison: Markdown (pull-request comment), JSON and a small HTML page.
+
+All three read one view-model built from the `Comparison` dataclass, so they say the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from profreport.analysis.compare import Comparison, MetricChange, ModeComparison
+from profreport.format import fmt_bytes, fmt_ms, fmt_pct
+from profreport.record import dumps
+from profreport.render.html import templates_dir
+
+FORMATS = ("md", "json", "html")
+
+_LABELS = {
+    "kernels_per_step": "kernels / step",
+    "launches_per_step": "launch calls / step",
+    "bytes_per_step": "bytes / step",
+    "latency_median_ms": "latency median",
+    "status": "status",
+}
+
+
+def _count(m: MetricChange | None) -> str:
+    if m is None or m.base is None or m.head is None:
+        return "n/a"
+    return f"{m.base:g} → {m.head:g} ({m.change or 0:+g})"
+
+
+def _bytes(m: MetricChange | None) -> str:
+    if m is None or m.base is None or m.head is None:
+        return "n/a"
+    text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
+    return text + (" partial" if m.note else "")
+
+
+def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
+    if median is None:
+        return "n/a"
+    if ci is None:
+        return fmt_ms(median)
+    return f"{fmt_ms(median)} [{fmt_ms(ci[0])} – {fmt_ms(ci[1])}]"
+
+
+def _latency_change(m: MetricChange | None) -> str:
+    if m is None or m.change_pct is None:
+        return "n/a"
+    return f"{fmt_pct(m.change_pct)}, {m.note}" if m.note else fmt_pct(m.change_pct)
+
+
+def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> dict[str, Any]:
+    lat = mc.metric("latency_median_ms")
+    flagged = [metric for mode, metric in regressed if mode == mc.mode]
+    status = (
+        mc.base_status
+        if mc.base_status == mc.head_status
+        else (f"{mc.base_status} → {mc.head_status}")
+    )
+    return {
+        "mode": mc.mode,
+        "status": status,
+        "compared": bool(mc.metrics),
+        "kernels": _count(mc.metric("kernels_per_step")),
+        "launches": _count(mc.metric("launches_per_step")),
+        "bytes": _bytes(mc.metric("bytes_per_step")),
+        "latency_base": _latency_side(lat.base, lat.base_ci95) if lat else "n/a",
+        "latency_head": _latency_side(lat.head, lat.head_ci95) if lat else "n/a",
+        "latency_change": _latency_change(lat),
+        "result": ("regression: " + ", ".join(_LABELS[m] for m in sorted(flagged)))
+        if flagged
+        else "ok",
+        "regressed": bool(flagged),
+        # CSS class per cell, so the template only lays out.
+        "css": {
+            "status": "bad" if "status" in flagged else "",
+            "kernels": "bad" if "kernels_per_step" in flagged else "",
+            "bytes": "bad" if "bytes_per_step" in flagged else "",
+            "latency": "bad" if "latency_median_ms" in flagged else "",
+            "result": "bad" if flagged else "",
+        },
+    }
+
+
+def _thresholds_text(cmp: Comparison) -> str:
+    t = cmp.thresholds
+    parts = []
+    if t.max_kernel_increase is not None:
+        parts.append(f"kernels / step +{t.max_kernel_increase}")
+    if t.max_bytes_increase_pct is not None:
+        parts.append(f"modeled bytes +{t.max_bytes_increase_pct:g}%")
+    if t.max_latency_regression_pct is not None:
+        parts.append(
+            f"latency median +{t.max_latency_regression_pct:g}% with non-overlapping 95% intervals"
+        )
+    return "; ".join(parts) if parts else "none"
+
+
+def _side(ident) -> dict[str, str]:
+    return {
+        "label": ident.label,
+        "created": ident.created_utc or "n/a",
+        "torch": ident.torch or "n/a",
+        "device": ident.device_name or "n/a",
+    }
+
+
+def build_compare_view(cmp: Comparison) -> dict[str, Any]:
+    """The plain, formatted view-model the Markdown and HTML renderers lay out."""
+    regressed = {(r.mode, r.metric) for r in cmp.regressions}
+    n = len(cmp.regressions)
+    if n:
+        outcome = f"{n} regression{'s' if n != 1 else ''} beyond the thresholds"
+    elif cmp.thresholds.any_set:
+        outcome = "no regression beyond the thresholds"
+    else:
+        outcome = "report only: no thresholds set"
+    return {
+        "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
+        "base": _side(cmp.base),
+        "head": _side(cmp.head),
+        "outcome": outcome,
+        "regressed": cmp.regressed,
+        "outcome_class": "regressed" if cmp.regressed else "clean",
+        "thresholds": _thresholds_text(cmp),
+        "show_launches": cmp.device_type == "cuda",
+        "rows": [_row(mc, regressed) for mc in cmp.modes],
+        "regressions": [r.message for r in cmp.regressions],
+        "warnings": list(cmp.warnings),
+        "only_in_base": ", ".join(cmp.only_in_base),
+        "only_in_head": ", ".join(cmp.only_in_head),
+    }
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(cmp: Comparison) -> str:
+    v = build_compare_view(cmp)
+    mark = "❌" if v["regressed"] else "✅"
+    lines = [
+        f"### {v['title']}",
+        "",
+        f"{mark} **{v['outcome']}** (thresholds: {v['thresholds']})",
+        "",
+        f"base `{v['base']['label']}` ({v['base']['created']}, torch {v['base']['torch']}) → "
+        f"head `{v['head']['label']}` ({v['head']['created']}, torch {v['head']['torch']})",
+        "",
+    ]
+    header = ["mode", "status", "kernels / step"]
+    if v["show_launches"]:
+        header.append("launch calls / step")
+    header += [
+        "bytes / step (modeled)",
+        "latency base [95% CI]",
+        "latency head [95% CI]",
+        "latency change",
+        "result",
+    ]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---", "---"] + ["---:"] * (len(header) - 3) + ["---"]) + "|")
+    for row in v["rows"]:
+        cells = [row["mode"], row["status"], row["kernels"]]
+        if v["show_launches"]:
+            cells.append(row["launches"])
+        cells += [
+            row["bytes"],
+            row["latency_base"],
+            row["latency_head"],
+            row["latency_change"],
+            f"**{row['result']}**" if row["regressed"] else row["result"],
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lines.append("")
+    lines += [f"- ❌ {_cell(msg)}" for msg in v["regressions"]]
+    lines += [f"- ⚠️ {_cell(w)}" for w in v["warnings"]]
+    if v["only_in_base"]:
+        lines.append(f"- only in base: {v['only_in_base']}")
+    if v["only_in_head"]:
+        lines.append(f"- only in head: {v['only_in_head']}")
+    lines.append(
+        "<sub>kernels: profiler; bytes: modeled; latency: measured, median with a 95% bootstrap "
+        "interval — a slowdown counts only when the intervals do not overlap.</sub>"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def render_json(cmp: Comparison) -> str:
+    return dumps(cmp.to_dict())
+
+
+def render_html(cmp: Comparison) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template("compare.html.j2").render(**build_compare_view(cmp))
+
+
+def render(cmp: Comparison, fmt: str) -> str:
+    """Render in one of FORMATS."""
+    if fmt == "md":
+        return render_markdown(cmp)
+    if fmt == "json":
+        return render_json(cmp)
+    if fmt == "html":
+        return render_html(cmp)
+    raise ValueError(f"unknown format {fmt!r}: choose from {', '.join(FORMATS)}")

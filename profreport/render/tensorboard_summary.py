@@ -1,0 +1,69 @@
+"""TensorBoard renderer: a run's per-mode numbers as scalars and its Markdown summary as text.
+
+Written to `<run>/tensorboard/summary/`, beside the per-mode profiler traces, so one
+`tensorboard --logdir <run>/tensorboard` shows both. The folder holds no `*.pt.trace.json`, so the
+PyTorch Profiler plugin still lists exactly the mode runs. All points are at step 0 with the
+record's creation time as wall time: the same record always writes the same values.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+EVENTS_GLOB = "events.out.tfevents.*"
+TEXT_TAG = "summary"
+
+
+def scalars(record: dict[str, Any]) -> dict[str, float]:
+    """The scalar tags and values written for a record: `<metric>/<mode>`, ok modes only."""
+    out: dict[str, float] = {}
+    for name, m in record["modes"].items():
+        if m["status"] != "ok":
+            continue
+        out[f"kernels_per_step/{name}"] = float(m["kernels"]["per_step"])
+        out[f"launches_per_step/{name}"] = float(m["kernels"].get("launches", 0))
+        out[f"bytes_read_per_step/{name}"] = float(m["bytes"]["read"])
+        out[f"bytes_written_per_step/{name}"] = float(m["bytes"]["written"])
+        out[f"bytes_per_step/{name}"] = float(m["bytes"]["read"] + m["bytes"]["written"])
+        lat = m.get("latency_ms") or {}
+        if lat.get("median") is not None:
+            out[f"latency_ms_median/{name}"] = float(lat["median"])
+        sp = m.get("speedup_vs_eager")
+        if sp and sp.get("median") is not None:
+            out[f"speedup_vs_eager/{name}"] = float(sp["median"])
+    return out
+
+
+def _walltime(record: dict[str, Any]) -> float | None:
+    created = record.get("created_utc")
+    if not created:
+        return None
+    try:
+        stamp = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return stamp.timestamp()
+
+
+def write(record: dict[str, Any], folder: Path, markdown: str) -> Path:
+    """Write the scalars and the Markdown summary to one event file in `folder`; return it.
+
+    Event files an earlier write left there are replaced, so the folder always holds one summary.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(EVENTS_GLOB):
+        old.unlink()
+    walltime = _walltime(record)
+    writer = SummaryWriter(log_dir=str(folder))
+    try:
+        for tag, value in scalars(record).items():
+            writer.add_scalar(tag, value, global_step=0, walltime=walltime)
+        writer.add_text(TEXT_TAG, markdown, global_step=0, walltime=walltime)
+    finally:
+        writer.close()
+    (event_file,) = folder.glob(EVENTS_GLOB)
+    return event_file

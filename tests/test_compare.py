@@ -1,0 +1,255 @@
+"""compare: the pure comparison, its renderers, and the CLI's exit codes (0 / 1 / 2)."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from profreport.analysis.compare import CompareError, Thresholds, compare_runs
+from profreport.analysis.latency import summarize
+from profreport.cli import main
+from profreport.record import dumps, load
+from profreport.render import compare as compare_render
+
+
+@pytest.fixture(scope="module")
+def base(gated_run):
+    return load(gated_run)
+
+
+def _set_samples(record, mode, samples):
+    stats = summarize(samples).to_dict()
+    record["modes"][mode]["latency_ms"].update(stats, samples=list(samples))
+
+
+def _write(tmp_path, name, record):
+    path = tmp_path / name
+    path.write_text(dumps(record))
+    return path
+
+
+def _tight(center, n=30, seed=0):
+    """Samples within ±1% of `center`: their median's bootstrap interval is narrow."""
+    rng = np.random.default_rng(seed)
+    return list(center * (1 + rng.uniform(-0.01, 0.01, n)))
+
+
+def test_identical_runs_change_nothing_and_pass_strict_gates(base):
+    cmp = compare_runs(base, base, Thresholds(0, 0.0, 0.0))
+    assert [m.mode for m in cmp.modes] == ["eager", "script", "trace", "optimize", "compile"]
+    assert not cmp.regressed and cmp.regressions == []
+    for mc in cmp.modes:
+        for m in mc.metrics:
+            assert m.change == 0, (mc.mode, m.metric)
+        lat = mc.metric("latency_median_ms")
+        assert lat.base_ci95 == lat.head_ci95
+        assert lat.base_ci95[0] <= lat.base <= lat.base_ci95[1]
+    assert cmp.modes[-1].metric("kernels_per_step").base == 1  # compile fuses into one kernel
+    assert cmp.warnings == []
+
+
+def test_kernel_increase_gate_counts_per_step_difference(base):
+    head = copy.deepcopy(base)
+    head["modes"]["compile"]["kernels"]["per_step"] = 3  # 1 -> 3
+    assert compare_runs(base, head, Thresholds(max_kernel_increase=2)).regressions == []
+    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=1))
+    (reg,) = cmp.regressions
+    assert (reg.mode, reg.metric) == ("compile", "kernels_per_step")
+    assert "1 -> 3 (+2)" in reg.message and "limit +1 kernels" in reg.message
+    assert cmp.modes[-1].metric("kernels_per_step").change == 2
+
+
+def test_bytes_gate_is_relative_to_base(base):
+    head = copy.deepcopy(base)
+    b = head["modes"]["eager"]["bytes"]
+    total = b["read"] + b["written"]  # 17 MiB
+    b["read"] += total // 10  # +10%
+    cmp = compare_runs(base, head, Thresholds(max_bytes_increase_pct=5))
+    (reg,) = cmp.regressions
+    assert (reg.mode, reg.metric) == ("eager", "bytes_per_step")
+    assert cmp.modes[0].metric("bytes_per_step").change_pct == pytest.approx(10, abs=0.01)
+    assert compare_runs(base, head, Thresholds(max_bytes_increase_pct=10.5)).regressions == []
+
+
+def test_latency_regression_needs_threshold_and_separated_intervals(base):
+    b, h = copy.deepcopy(base), copy.deepcopy(base)
+    _set_samples(b, "compile", _tight(1.0))
+    _set_samples(h, "compile", _tight(1.2, seed=1))  # +20%, intervals far apart
+    cmp = compare_runs(b, h, Thresholds(max_latency_regression_pct=10))
+    (reg,) = cmp.regressions
+    assert (reg.mode, reg.metric) == ("compile", "latency_median_ms")
+    lat = cmp.modes[-1].metric("latency_median_ms")
+    assert lat.head_ci95[0] > lat.base_ci95[1]
+    assert lat.change_pct == pytest.approx(20, abs=2)
+    assert compare_runs(b, h, Thresholds(max_latency_regression_pct=25)).regressions == []
+
+
+def test_latency_noise_is_not_a_regression(base):
+    b, h = copy.deepcopy(base), copy.deepcopy(base)
+    rng = np.random.default_rng(3)
+    _set_samples(b, "eager", list(rng.uniform(1.0, 3.0, 20)))
+    _set_samples(h, "eager", list(rng.uniform(1.1, 3.3, 20)))  # ~10% slower, heavy overlap
+    cmp = compare_runs(b, h, Thresholds(max_latency_regression_pct=1))
+    lat = cmp.modes[0].metric("latency_median_ms")
+    assert lat.change_pct > 1  # beyond the threshold ...
+    assert lat.head_ci95[0] <= lat.base_ci95[1]  # ... but inside the noise
+    assert "within noise" in lat.note
+    assert cmp.regressions == []
+
+
+def test_a_mode_that_stops_working_fails_a_gate(base):
+    head = copy.deepcopy(base)
+    head["modes"]["script"] = {"status": "failed", "error": "RuntimeError: boom", "compile_s": None}
+    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=5))
+    (reg,) = cmp.regressions
+    assert (reg.mode, reg.metric) == ("script", "status")
+    assert "RuntimeError: boom" in reg.message
+    assert compare_runs(base, head).regressions == []  # no thresholds: report only
+
+
+def test_different_model_or_device_type_is_refused(base):
+    other = copy.deepcopy(base)
+    other["model"]["name"] = "simple"
+    with pytest.raises(CompareError, match="different models"):
+        compare_runs(base, other)
+    other = copy.deepcopy(base)
+    other["device"]["type"] = "cuda"
+    with pytest.raises(CompareError, match="different device types"):
+        compare_runs(base, other)
+
+
+def test_setup_differences_are_warned_and_missing_modes_listed(base):
+    head = copy.deepcopy(base)
+    head["model"]["dtype"] = "bfloat16"
+    del head["modes"]["trace"]
+    cmp = compare_runs(base, head)
+    assert cmp.warnings == ["dtype differ: base 'float32', head 'bfloat16'"]
+    assert cmp.only_in_base == ["trace"] and cmp.only_in_head == []
+    assert "trace" not in [m.mode for m in cmp.modes]
+
+
+def test_view_model_and_markdown(base):
+    head = copy.deepcopy(base)
+    head["modes"]["compile"]["kernels"]["per_step"] = 4
+    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=0), "main.json", "pr.json")
+    view = compare_render.build_compare_view(cmp)
+    rows = {r["mode"]: r for r in view["rows"]}
+    assert rows["compile"]["kernels"] == "1 → 4 (+3)"
+    assert rows["compile"]["result"] == "regression: kernels / step"
+    assert rows["compile"]["css"]["kernels"] == "bad" and rows["eager"]["css"]["kernels"] == ""
+    assert rows["eager"]["bytes"] == "17.00 MiB → 17.00 MiB (+0.0%)"
+    assert view["outcome"] == "1 regression beyond the thresholds"
+    md = compare_render.render_markdown(cmp)
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 5
+    assert "| compile | ok | 1 → 4 (+3) |" in md
+    assert "**regression: kernels / step**" in md
+    assert "base `main.json`" in md and "head `pr.json`" in md
+
+
+def test_json_and_html_renderings(base):
+    head = copy.deepcopy(base)
+    head["model"]["inputs"][0]["dtype"] = "<script>x</script>"
+    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=0))
+    data = json.loads(compare_render.render_json(cmp))
+    assert data["schema"] == "profreport.compare/1"
+    assert data["regressed"] is False
+    assert [m["mode"] for m in data["modes"]] == ["eager", "script", "trace", "optimize", "compile"]
+    assert data["modes"][0]["metrics"][0]["metric"] == "kernels_per_step"
+    page = compare_render.render_html(cmp)
+    assert "<script>x" not in page and "&lt;script&gt;x" in page
+    assert 'id="outcome"' in page and "no regression beyond the thresholds" in page
+    assert page.count("<tr>") == 1 + 5
+    assert "http" not in page  # self-contained
+    with pytest.raises(ValueError, match="unknown format"):
+        compare_render.render(cmp, "pdf")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_reports_and_exits_0_without_thresholds(gated_run, capsys):
+    assert main(["compare", str(gated_run), str(gated_run / "run.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### profreport compare: gated-residual on cpu")
+    assert "report only: no thresholds set" in out
+
+
+def test_cli_gate_exit_1_names_mode_and_metric(base, tmp_path, capsys):
+    head = copy.deepcopy(base)
+    head["modes"]["compile"]["kernels"]["per_step"] = 3
+    b = _write(tmp_path, "base.json", base)
+    h = _write(tmp_path, "head.json", head)
+    out_file = tmp_path / "cmp" / "diff.md"
+    rc = main(["compare", str(b), str(h), "--max-kernel-increase", "1", "--out", str(out_file)])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert captured.err.splitlines() == [
+        "regression: compile: kernels per step 1 -> 3 (+2), limit +1 kernels"
+    ]
+    assert "**regression: kernels / step**" in out_file.read_text()
+    assert main(["compare", str(b), str(h), "--max-kernel-increase", "2"]) == 0
+
+
+def test_cli_json_output_parses(base, tmp_path, capsys):
+    b = _write(tmp_path, "base.json", base)
+    assert main(["compare", str(b), str(b), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "gated-residual" and data["regressions"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "extra", "message"),
+    [
+        ("model", [], "cannot compare: different models"),
+        ("device", [], "cannot compare: different device types"),
+        ("missing", [], "no such file"),
+        ("schema", [], "not a profreport run record"),
+        (None, ["--max-bytes-increase", "-1"], "must be a finite number"),
+        (None, ["--format", "pdf"], "invalid choice"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
+    base, tmp_path, capsys, change, extra, message
+):
+    head = copy.deepcopy(base)
+    if change == "model":
+        head["model"]["name"] = "other"
+    elif change == "device":
+        head["device"]["type"] = "cuda"
+    elif change == "schema":
+        head["schema"] = "something/else"
+    b = _write(tmp_path, "base.json", base)
+    h = tmp_path / "nope.json" if change == "missing" else _write(tmp_path, "head.json", head)
+    out_file = tmp_path / "diff.md"
+    rc = main(["compare", str(b), str(h), "--out", str(out_file), *extra])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert message in captured.err
+    assert captured.err.count("\n") == 1 and captured.out == ""
+    assert not out_file.exists()
+
+
+def test_cli_subprocess_html_gate(base, tmp_path):
+    head = copy.deepcopy(base)
+    b_total = base["modes"]["eager"]["bytes"]["read"]
+    head["modes"]["eager"]["bytes"]["read"] = b_total * 2
+    b = _write(tmp_path, "base.json", base)
+    h = _write(tmp_path, "head.json", head)
+    out_file = tmp_path / "diff.html"
+    res = subprocess.run(
+        [
+            *(sys.executable, "-m", "profreport", "compare", str(b), str(h)),
+            *("--format", "html", "--max-bytes-increase", "5", "--out", str(out_file)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1, res.stderr
+    assert "regression: eager: modeled bytes per step" in res.stderr
+    page = out_file.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "regression: bytes / step" in page
