@@ -30,6 +30,7 @@ class LoadedModel:
     example_inputs: tuple[torch.Tensor, ...]
     batch_size: int | None
     memory_format: str = "contiguous"
+    spec: str | None = None  # how to load it again (in a child process); None for objects
 
 
 @dataclass(frozen=True)
@@ -235,4 +236,5 @@ def load_model(
         _cast(inputs, device, dtype, channels_last),
         batch,
         "channels_last" if channels_last else "contiguous",
+        spec,
     )

@@ -32,6 +32,7 @@ from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_f
 from profreport.analysis.latency import speedup, summarize
 from profreport.analysis.trace import load_trace
 from profreport.analysis.verdict import verdict_for
+from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.opio import record_tensor_io
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, measure_latency
@@ -51,6 +52,7 @@ class RunOptions:
     profile: ProfileSchedule = field(default_factory=ProfileSchedule)
     timing: TimingConfig = field(default_factory=TimingConfig)
     bootstrap_resamples: int = 2000
+    measure_bytes: bool = False  # re-run each mode under Nsight Compute (CUDA + ncu only)
 
 
 def make_sync(device: torch.device) -> Callable[[], None]:
@@ -173,6 +175,31 @@ def _derive_unrecorded(work: _BytesWork, eager: _BytesWork | None) -> None:
     if len(still) < len(work.not_modeled):
         work.method += "; prim::mkldnn_convolution sized from the matching eager convolution"
     work.not_modeled = still
+
+
+NOT_REQUESTED = "not requested (run with --measure-bytes on a CUDA machine with Nsight Compute)"
+
+
+def _measured_bytes(
+    name: str, model: LoadedModel, device: torch.device, dtype: str, options: RunOptions
+) -> dict[str, Any]:
+    """Nsight Compute's DRAM bytes for one step of this mode, or why there are none."""
+    if not options.measure_bytes:
+        return MeasuredBytes.unavailable(NOT_REQUESTED).to_dict()
+    reason = ncu_unavailable_reason(device.type)
+    if reason is None and not model.spec:
+        reason = "the model was passed as an object; measuring needs a spec a child can load"
+    if reason is not None:
+        return MeasuredBytes.unavailable(reason).to_dict()
+    assert model.spec is not None
+    return measure_mode(
+        model.spec,
+        name,
+        str(device),
+        dtype,
+        model.batch_size,
+        model.memory_format == "channels_last",
+    ).to_dict()
 
 
 def _fusion_record(name: str, entry: dict[str, Any], eager: dict[str, Any] | None) -> dict | None:
@@ -320,6 +347,11 @@ def collect_run(
         _derive_unrecorded(work, bytes_work.get("eager"))
         est = estimate(work.calls, work.method, work.not_modeled)
         record["modes"][name]["bytes"] = est.to_dict()
+        if options.measure_bytes:
+            progress(f"{name}: measuring DRAM bytes with Nsight Compute")
+        record["modes"][name]["bytes"]["measured"] = _measured_bytes(
+            name, model, device, dtype, options
+        )
     eager_entry = record["modes"].get("eager")
     for name, entry in record["modes"].items():
         if entry["status"] == "ok":
