@@ -29,6 +29,7 @@ from profreport.analysis.bytes_model import (
     inductor_calls,
 )
 from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_fusion
+from profreport.analysis.kernel_bytes import attach_kernel_bytes
 from profreport.analysis.latency import speedup, summarize
 from profreport.analysis.trace import load_trace
 from profreport.analysis.verdict import verdict_for
@@ -87,6 +88,7 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
             "time_us": row.time_us,
             "time_us_per_step": row.time_us / n_steps,
             "launched_by": row.launched_by,
+            "launched_by_top": row.launched_by_top,
             "source": "profiler",
         }
         for row in counts.table
@@ -100,6 +102,7 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
             "time_us": None,
             "time_us_per_step": None,
             "launched_by": None,
+            "launched_by_top": None,
             "source": "optimized graph (no profiler record)",
         }
         for name in unrecorded
@@ -356,6 +359,7 @@ def collect_run(
     for name, entry in record["modes"].items():
         if entry["status"] == "ok":
             entry["fusion"] = _fusion_record(name, entry, eager_entry)
+            attach_kernel_bytes(entry)
     for name, entry in record["modes"].items():
         entry["verdict"] = verdict_for(name, record)
     return record

@@ -210,3 +210,37 @@ def test_measured_bytes_say_why_they_are_missing(tmp_path):
     assert measured["available"] is False
     assert "device is cpu" in measured["reason"]
     assert measured["read"] is None  # never a silent zero
+
+
+def test_kernel_rows_take_their_operations_bytes():
+    from profreport.analysis.kernel_bytes import attach_kernel_bytes
+
+    mode = {
+        "bytes": {"table": [{"op": "aten::convolution", "read": 300, "written": 100}]},
+        "kernels": {
+            "table": [
+                # a cuDNN convolution launching two kernels under aten::cudnn_convolution
+                {
+                    "name": "implicit_gemm_kernel",
+                    "launched_by": "aten::cudnn_convolution",
+                    "launched_by_top": "aten::conv2d",
+                },
+                {
+                    "name": "nchwToNhwcKernel",
+                    "launched_by": "aten::cudnn_convolution",
+                    "launched_by_top": "aten::conv2d",
+                },
+                {"name": "mystery", "launched_by": None, "launched_by_top": None},
+            ]
+        },
+    }
+    attach_kernel_bytes(mode)
+    a, b, c = mode["kernels"]["table"]
+    assert (a["bytes_read"], a["bytes_written"], a["bytes_op"], a["bytes_shared_by"]) == (
+        300,
+        100,
+        "aten::convolution",
+        2,
+    )
+    assert b["bytes_shared_by"] == 2
+    assert c["bytes_read"] is None and c["bytes_op"] is None

@@ -87,6 +87,16 @@ def test_simple_model_kernels_are_named_and_honest(tmp_path):
     }
     fused = [n for n in names["compile"] if "cpp_fused" in n and "relu" in n and "max_pool2d" in n]
     assert len(fused) == 1, names["compile"]
+    # per-kernel modeled bytes in the kernel table: the convolution kernel reads x, w and b
+    conv_row = next(
+        r
+        for r in rec["modes"]["eager"]["kernels"]["table"]
+        if r["name"] == "aten::mkldnn_convolution"
+    )
+    x, w, b, y = 32 * 56 * 56 * 4, 64 * 32 * 9 * 4, 64 * 4, 64 * 56 * 56 * 4
+    assert (conv_row["bytes_read"], conv_row["bytes_written"]) == (x + w + b, y)
+    fused_row = next(r for r in rec["modes"]["compile"]["kernels"]["table"] if "relu" in r["name"])
+    assert (fused_row["bytes_read"], fused_row["bytes_written"]) == (y, y // 4)  # no indices
     opt = rec["modes"]["optimize"]
     # optimize_for_inference's MKLDNN convolution runs without a profiler record: it is counted
     # from the graph, and its bytes are those of the matching eager convolution (same shapes).

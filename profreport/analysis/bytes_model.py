@@ -165,8 +165,11 @@ def inductor_calls(nodes: Sequence[dict[str, Any]]) -> tuple[list[OpCall], list[
     """One call per Inductor scheduler node (generated or extern kernel); unsized nodes apart."""
     calls, unsized = [], []
     for node in nodes:
+        # Name a node by the eager ops it computes (an extern node's origins also list the
+        # producers of its inputs; its eager ops do not).
+        ops = list(dict.fromkeys(e["op"] for e in node.get("eager_ops", []))) or node["origins"]
         label = ("extern " if node["kind"] == "extern" else "inductor ") + (
-            "+".join(node["origins"]) or node["name"]
+            "+".join(ops) or node["name"]
         )
         if node.get("read") is None or node.get("written") is None:
             unsized.append(label)

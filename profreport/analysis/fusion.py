@@ -197,7 +197,17 @@ def compile_fusion(
                 note="eager ops with no compiled kernel (eliminated, or not matched)",
             )
         )
-    return _summary(groups, "Inductor scheduler nodes (original_aten provenance)")
+    summary = _summary(groups, "Inductor scheduler nodes (original_aten provenance)")
+    per_kernel: dict[str, dict[str, int | None]] = {}
+    for node in nodes:
+        label = _kernel_label(node, kernel_names)
+        entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
+        for key in ("read", "written"):
+            value = node.get(key)
+            current = entry[key]
+            entry[key] = None if value is None or current is None else current + value
+    summary["per_kernel"] = per_kernel
+    return summary
 
 
 def script_fusion(

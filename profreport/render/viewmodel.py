@@ -94,6 +94,16 @@ def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
                     None if r["time_us_per_step"] is None else r["time_us_per_step"] / 1000
                 ),
                 "launched_by": r.get("launched_by") or "",
+                "bytes": (
+                    f"{fmt_bytes(r['bytes_read'])} / {fmt_bytes(r['bytes_written'])}"
+                    if r.get("bytes_read") is not None
+                    else "-"
+                ),
+                "bytes_note": (
+                    f"op shared by {r['bytes_shared_by']} kernels"
+                    if (r.get("bytes_shared_by") or 0) > 1
+                    else ""
+                ),
                 "source": r.get("source", "profiler"),
             }
         )

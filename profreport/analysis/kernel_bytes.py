@@ -1,0 +1,75 @@
+"""Attach modeled bytes to the rows of a mode's kernel table.
+
+The bytes model works per operation (what the dispatcher, the TorchScript graph or Inductor's
+scheduler sees); the kernel table lists what the profiler recorded. A kernel row takes the bytes of
+the operation it ran under: its own name, else the op that launched it, else the outermost op
+around it (with the composite names the dispatcher never sees mapped to the op it does see:
+conv2d -> convolution, linear -> addmm, ...). When several kernels run under one operation (a
+cuDNN convolution launching two kernels), each row carries the operation's bytes and says how many
+kernels share them. Inductor's generated kernels take the bytes of the scheduler nodes named after
+them (see the fusion map).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+# Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
+_DISPATCH_NAME = {
+    "aten::conv1d": "aten::convolution",
+    "aten::conv2d": "aten::convolution",
+    "aten::conv3d": "aten::convolution",
+    "aten::_convolution": "aten::convolution",
+    "aten::linear": "aten::addmm",
+    "aten::matmul": "aten::mm",
+    "aten::layer_norm": "aten::native_layer_norm",
+    "aten::batch_norm": "aten::native_batch_norm",
+    "aten::max_pool2d": "aten::max_pool2d_with_indices",
+    "aten::to_dense": "aten::_to_dense",
+}
+
+
+def _candidates(row: dict[str, Any]) -> list[str]:
+    names = []
+    for name in (row.get("name"), row.get("launched_by"), row.get("launched_by_top")):
+        if name:
+            names += [name, _DISPATCH_NAME.get(name, name)]
+    return list(dict.fromkeys(names))
+
+
+def attach_kernel_bytes(mode: dict[str, Any]) -> None:
+    """Add `bytes_read`, `bytes_written`, `bytes_op` and `bytes_shared_by` to each kernel row of
+    `mode` (a run-record mode entry with `kernels` and `bytes`); rows with no matching operation
+    get None, never 0."""
+    ops = {r["op"]: r for r in mode["bytes"]["table"]}
+    # compile's library calls are recorded as "extern <op>": findable by the op's own name.
+    ops.update({r["op"].removeprefix("extern "): r for r in mode["bytes"]["table"]})
+    fusion = mode.get("fusion") or {}
+    # Inductor's generated kernels, by the name the fusion map matched them to.
+    by_kernel: dict[str, dict[str, int | None]] = fusion.get("per_kernel") or {}
+    matches: dict[str, str | None] = {}
+    for row in mode["kernels"]["table"]:
+        matches[row["name"]] = next((c for c in _candidates(row) if c in ops), None)
+    shared: dict[str, int] = defaultdict(int)
+    for op in matches.values():
+        if op is not None:
+            shared[op] += 1
+    for row in mode["kernels"]["table"]:
+        op = matches[row["name"]]
+        if op is not None:
+            row.update(
+                bytes_read=ops[op]["read"],
+                bytes_written=ops[op]["written"],
+                bytes_op=op,
+                bytes_shared_by=shared[op],
+            )
+        elif row["name"] in by_kernel:
+            row.update(
+                bytes_read=by_kernel[row["name"]]["read"],
+                bytes_written=by_kernel[row["name"]]["written"],
+                bytes_op="Inductor scheduler node(s)",
+                bytes_shared_by=1,
+            )
+        else:
+            row.update(bytes_read=None, bytes_written=None, bytes_op=None, bytes_shared_by=0)

@@ -1,0 +1,154 @@
+"""report.html in a real browser: headless Chromium opens it from file:// with networking off.
+
+The page must load without console errors, draw its inline-SVG charts and request nothing but
+itself. Chromium is driven through Playwright with the system browser (no Playwright download).
+Without Chromium or Playwright the tests skip locally and fail under CI (the env var CI is set).
+Screenshots are kept under the pytest tmp dir, and copied to $PROFREPORT_ARTIFACTS when set.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profreport.record import load
+from tests.conftest import generate_run
+
+MAX_REPORT_BYTES = 2 * 1024 * 1024
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # no name resolves: nothing can leave the machine
+]
+
+
+def _chromium() -> str | None:
+    candidates = [
+        os.environ.get("PROFREPORT_CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ]
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+def _missing(what: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is required in CI (see .ci/run)")
+    pytest.skip(f"{what} not available")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    executable = _chromium()
+    if executable is None:
+        _missing("Chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package")
+    with sync_playwright() as pw:
+        # Playwright gives the browser a fresh temporary profile (user data dir) of its own.
+        chromium = pw.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class PageLog:
+    """Everything a page did while loading: requests, console messages, uncaught errors."""
+
+    def __init__(self, page):
+        self.requests: list[str] = []
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        page.on("request", lambda r: self.requests.append(r.url))
+        page.on(
+            "console",
+            lambda m: self.console_errors.append(m.text) if m.type == "error" else None,
+        )
+        page.on("pageerror", lambda e: self.page_errors.append(str(e)))
+
+
+def _open(browser, path: Path):
+    context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    log = PageLog(page)
+    page.goto(path.as_uri(), wait_until="load")
+    return context, page, log
+
+
+def _keep_artifact(path: Path) -> None:
+    target = os.environ.get("PROFREPORT_ARTIFACTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / path.name)
+
+
+def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
+    report = run / "report.html"
+    assert report.stat().st_size < MAX_REPORT_BYTES
+    record = load(run)
+    context, page, log = _open(browser, report)
+    try:
+        assert log.console_errors == [] and log.page_errors == []
+        assert log.requests == [report.as_uri()]  # the file itself, nothing else
+        assert (
+            page.title() == f"profreport: {record['model']['name']} on {record['device']['name']}"
+        )
+        charts = page.locator(".charts svg")
+        assert charts.count() == 3
+        for i in range(3):
+            box = charts.nth(i).bounding_box()
+            assert box is not None and box["width"] > 200 and box["height"] > 100
+        # The kernel chart's bar labels, in mode order, are the record's kernels per step.
+        texts = page.eval_on_selector_all(
+            ".charts figure:first-child svg text", "els => els.map(e => e.textContent.trim())"
+        )
+        ok = [n for n, m in record["modes"].items() if m["status"] == "ok"]
+        labels = [f"{record['modes'][n]['kernels']['per_step']:g}" for n in ok]
+        assert texts[: len(ok)] == ok  # x tick labels
+        assert any(texts[i : i + len(labels)] == labels for i in range(len(texts))), texts
+        for name in record["modes"]:
+            assert page.locator(f"#mode-{name}").is_visible()
+        shot = tmp_path / f"report-{record['model']['name']}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+        _keep_artifact(shot)
+    finally:
+        context.close()
+
+
+def test_gated_report_loads_clean_in_chromium(browser, gated_run, tmp_path):
+    _check_report_page(browser, gated_run, tmp_path)
+
+
+@pytest.fixture(scope="module", params=["simple", "conv-bn-relu", "mlp-block"])
+def builtin_run(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"builtin-{request.param}")
+    return generate_run(out, "--model", request.param, "--batch-size", "1")
+
+
+def test_every_builtin_report_is_small_and_clean(browser, builtin_run, tmp_path):
+    _check_report_page(browser, builtin_run, tmp_path)
+
+
+def test_the_harness_sees_network_requests_and_console_errors(browser, tmp_path):
+    page_file = tmp_path / "leaky.html"
+    page_file.write_text(
+        '<!DOCTYPE html><html><body><img src="https://example.com/x.png">'
+        '<script>console.error("boom")</script></body></html>'
+    )
+    context, _page, log = _open(browser, page_file)
+    context.close()
+    assert "https://example.com/x.png" in log.requests
+    assert "boom" in log.console_errors
