@@ -9,6 +9,7 @@ traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
 from __future__ import annotations
 
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -97,15 +98,15 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
         {
             "name": name,
             "kind": "cpu",
-            "calls": n_steps,
-            "calls_per_step": 1.0,
+            "calls": per_forward * n_steps,
+            "calls_per_step": float(per_forward),
             "time_us": None,
             "time_us_per_step": None,
             "launched_by": None,
             "launched_by_top": None,
             "source": "optimized graph (no profiler record)",
         }
-        for name in unrecorded
+        for name, per_forward in Counter(unrecorded).items()
     ]
     return {
         "definition": counts.definition,
