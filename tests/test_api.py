@@ -11,6 +11,7 @@ from torch import nn
 
 import profreport
 from profreport.record import load
+from profreport.render.tables import KERNEL_COLUMNS
 
 
 class Gate(nn.Module):
@@ -115,3 +116,15 @@ def test_import_profreport_stays_light():
     code = "import sys, profreport; print('torch' in sys.modules, callable(profreport.profile))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_cli_generate_saves_through_the_api(gated_run):
+    rec = load(gated_run)
+    for mode, entry in rec["modes"].items():
+        csv = pd.read_csv(gated_run / f"kernels_{mode}.csv")
+        assert list(csv.columns) == KERNEL_COLUMNS
+        assert csv["calls_per_step"].tolist() == [
+            r["calls_per_step"] for r in entry["kernels"]["table"]
+        ]
+    (event_file,) = (gated_run / "tensorboard" / "summary").glob("events.out.tfevents.*")
+    assert event_file.stat().st_size > 0

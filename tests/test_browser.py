@@ -152,3 +152,20 @@ def test_the_harness_sees_network_requests_and_console_errors(browser, tmp_path)
     context.close()
     assert "https://example.com/x.png" in log.requests
     assert "boom" in log.console_errors
+
+
+def test_compare_page_loads_clean(browser, gated_run, tmp_path):
+    from profreport.analysis.compare import Thresholds, compare_runs
+    from profreport.render.compare import render_html
+
+    record = load(gated_run)
+    page_file = tmp_path / "compare.html"
+    page_file.write_text(render_html(compare_runs(record, record, Thresholds(0, 0.0, 0.0))))
+    context, page, log = _open(browser, page_file)
+    try:
+        assert log.console_errors == [] and log.page_errors == []
+        assert log.requests == [page_file.as_uri()]
+        assert page.locator("#outcome").inner_text() == "no regression beyond the thresholds"
+        assert page.locator("#modes tr").count() == 1 + len(record["modes"])
+    finally:
+        context.close()
