@@ -46,6 +46,7 @@ def run_options(
     min_time_s: float = 1.0,
     max_time_s: float = 60.0,
     bootstrap_resamples: int = 2000,
+    measure_bytes: bool = False,
 ) -> RunOptions:
     """Options of one run; raise ValueError on an unknown mode or a schedule too short."""
     chosen = tuple(modes) if modes is not None else MODES
@@ -65,6 +66,7 @@ def run_options(
         profile=ProfileSchedule(wait=1, warmup=1, active=active_steps),
         timing=TimingConfig(min_time_s=min_time_s, max_time_s=max_time_s),
         bootstrap_resamples=bootstrap_resamples,
+        measure_bytes=measure_bytes,
     )
 
 

@@ -99,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-time", type=_positive_float, default=60.0, help="latency timing budget, seconds"
     )
     gen.add_argument("--threads", type=_positive_int, default=None, help="torch intra-op threads")
+    gen.add_argument(
+        "--measure-bytes",
+        action="store_true",
+        help="also measure DRAM bytes per kernel with Nsight Compute (CUDA + ncu)",
+    )
     gen.add_argument("--quiet", action="store_true", help="no progress output")
 
     sub.add_parser("models", help="list the built-in models")
@@ -273,7 +278,11 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if out_parent.exists() and not out_parent.is_dir():
         raise UsageError(f"--out {out_parent} exists and is not a folder")
     options = api.run_options(
-        modes, active_steps=args.active_steps, min_time_s=args.min_time, max_time_s=args.max_time
+        modes,
+        active_steps=args.active_steps,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+        measure_bytes=args.measure_bytes,
     )
 
     import torch
@@ -310,6 +319,14 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _summary_table(record, out)
     for name, mode in record["modes"].items():
         print(f"  {mode.get('verdict', name)}", file=out)
+    if args.measure_bytes:
+        reasons = {
+            m["bytes"]["measured"]["reason"]
+            for m in record["modes"].values()
+            if m["status"] == "ok" and not m["bytes"]["measured"]["available"]
+        }
+        for reason in sorted(reasons):
+            print(f"warning: measured bytes not available: {reason}", file=err)
     print(f"report: {run_dir / 'report.html'}", file=out)
     print(f"record: {run_dir / 'run.json'}", file=out)
     print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)

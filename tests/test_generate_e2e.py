@@ -206,3 +206,21 @@ def test_subprocess_bad_input_has_no_traceback():
     res = _cli("generate", "--model", "nosuch")
     assert res.returncode == 2
     assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+
+
+def test_measure_bytes_without_a_gpu_says_why(tmp_path, capsys):
+    run = generate_run(
+        tmp_path,
+        "--model",
+        "gated-residual",
+        "--batch-size",
+        "1",
+        "--modes",
+        "eager",
+        "--measure-bytes",
+    )
+    err = capsys.readouterr().err
+    assert "warning: measured bytes not available: device is cpu" in err
+    measured = load(run)["modes"]["eager"]["bytes"]["measured"]
+    assert measured["available"] is False and measured["read"] is None
+    assert "Measured bytes: not available (device is cpu" in (run / "report.html").read_text()
