@@ -5,20 +5,26 @@ External ids and flow ids shifted per tile), writes it to a temporary folder, th
 contender in a fresh process and reports wall time, in-process work time and peak RSS:
 
   (a)  profreport analyze --format json          (load + count + JSON rendering)
+  (a') the same, one process                     (PROFREPORT_TRACE_WORKERS=0: no helper process)
   (b)  bare orjson.loads + kernel count           (the parse as most code writes it)
   (b') bare orjson.loads + kernel count, GC off   (the same with the cyclic GC paused)
   (c)  Holistic Trace Analysis                    (TraceAnalysis load + get_gpu_kernel_breakdown)
 
-Peak RSS is read with getrusage(RUSAGE_CHILDREN) in a small wrapper process started for each
-contender, so that each number covers only that contender (and any process it starts).
+Peak memory is measured by a small wrapper process started for each contender: the largest sum
+of the resident sizes of the contender and every process it starts (sampled from /proc every
+few milliseconds, so parallel helper processes are counted together), and never less than the
+peak of its largest single process (getrusage). ``--repeat N`` runs every contender N times
+and reports each run and the median.
 
-    python bench/analyze_speed.py [--events 1000000] [--source TRACE] [--keep DIR]
+    python bench/analyze_speed.py [--events 1000000] [--source TRACE] [--keep DIR] [--repeat N]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,13 +74,38 @@ df = analysis.t.get_trace(0)
 kernels = int((df["cat"] == analysis.t.symbol_table.sym_index["kernel"]).sum())
 print("RESULT", kernels, time.perf_counter() - t0)
 """
-# Runs one command and reports its exit code and the peak RSS of it and its descendants.
+# Runs one command and reports its exit code and peak memory: the largest sum of the resident
+# sizes of it and all its descendants, sampled every few milliseconds from /proc (so helper
+# processes count), and at least the peak of the largest single process (getrusage).
 WRAPPER = """
-import resource, subprocess, sys
-proc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
-tail = (proc.stderr.strip().splitlines() or [""])[-1]
+import os, resource, subprocess, sys, threading, time
+
+def tree_rss_kib(root):
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            pass
+    return total
+
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+peak_tree = [0]
+def sample():
+    while proc.poll() is None:
+        peak_tree[0] = max(peak_tree[0], tree_rss_kib(proc.pid))
+        time.sleep(0.004)
+if os.path.isdir("/proc/self/task"):
+    threading.Thread(target=sample, daemon=True).start()
+stdout, stderr = proc.communicate()
+peak_kib = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak_tree[0])
+lines = [l for l in stdout.splitlines() if l.startswith("RESULT")]
+tail = (stderr.strip().splitlines() or [""])[-1]
 print(proc.returncode, peak_kib, lines[-1] if lines else "RESULT - -", "|", tail)
 """
 
@@ -131,13 +162,17 @@ def _shift(event: dict, tile: int, span: float, id_span: int) -> dict:
     return out
 
 
-def measure(argv: list[str]) -> dict:
+def measure(argv: list[str], env: dict | None = None) -> dict:
     """Run ``argv`` through the wrapper; wall time is measured around the wrapper's child."""
     import time
 
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-c", WRAPPER, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
     )
     wall = time.perf_counter() - started
     head, _, tail = done.stdout.strip().partition(" | ")
@@ -170,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--keep", type=Path, help="build the trace in this folder and keep it")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per contender (interleaved)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,31 +216,47 @@ def main(argv: list[str] | None = None) -> int:
         n = build_tiled_trace(args.source, args.events, path)
         size_mib = path.stat().st_size / 2**20
         print(f"trace: {n:,} events, {size_mib:,.0f} MiB, tiled from {args.source.name}")
-        print(f"python {sys.version.split()[0]}, {sys.platform}")
+        print(f"python {sys.version.split()[0]}, {sys.platform}, {os.cpu_count()} CPUs")
         p = str(path)
-        rows = [
+        py = sys.executable
+        contenders: list[tuple[str, list[str] | None, dict | None]] = [
+            ("(a) profreport analyze --format json", [py, "-c", PROFREPORT, p], None),
             (
-                "(a) profreport analyze --format json",
-                measure([sys.executable, "-c", PROFREPORT, p]),
+                "(a') the same, one process",
+                [py, "-c", PROFREPORT, p],
+                {"PROFREPORT_TRACE_WORKERS": "0"},
             ),
-            ("(b) bare orjson.loads + count", measure([sys.executable, "-c", BARE, p, "gc-on"])),
-            (
-                "(b') bare orjson.loads + count, GC off",
-                measure([sys.executable, "-c", BARE, p, "gc-off"]),
-            ),
+            ("(b) bare orjson.loads + count", [py, "-c", BARE, p, "gc-on"], None),
+            ("(b') bare orjson.loads + count, GC off", [py, "-c", BARE, p, "gc-off"], None),
         ]
         missing = hta_available()
-        hta_label = "(c) HTA TraceAnalysis + kernel breakdown"
-        rows.append(
-            (
-                hta_label,
-                {"ok": False, "error": missing}
-                if missing
-                else measure([sys.executable, "-c", HTA, p]),
-            )
-        )
-    print_table(rows, size_mib)
+        hta = "(c) HTA TraceAnalysis + kernel breakdown"
+        contenders.append((hta, None if missing else [py, "-c", HTA, p], None))
+        runs: dict[str, list[dict]] = {label: [] for label, _, _ in contenders}
+        for _ in range(max(args.repeat, 1)):
+            for label, command, env in contenders:
+                result = (
+                    {"ok": False, "error": missing} if command is None else measure(command, env)
+                )
+                runs[label].append(result)
+    for k in range(len(runs[contenders[0][0]])):
+        if args.repeat > 1:
+            print(f"\nrun {k + 1} of {args.repeat}")
+        print_table([(label, r[k]) for label, r in runs.items()], size_mib)
+    if args.repeat > 1:
+        print(f"\nmedian of {args.repeat} runs")
+        print_table([(label, _median_run(r)) for label, r in runs.items()], size_mib)
     return 0
+
+
+def _median_run(results: list[dict]) -> dict:
+    ok = [r for r in results if r["ok"]]
+    if not ok:
+        return results[0]
+    med = {"ok": True, "kernels": ok[0]["kernels"]}
+    for key in ("wall_s", "work_s", "peak_mib"):
+        med[key] = statistics.median(r[key] for r in ok)
+    return med
 
 
 def print_table(rows: list[tuple[str, dict]], size_mib: float) -> None:
@@ -225,7 +277,10 @@ def print_table(rows: list[tuple[str, dict]], size_mib: float) -> None:
             f"{label:<42} {r['wall_s']:>7.2f} {r['work_s']:>7.2f} {r['peak_mib']:>9.0f} "
             f"{r['peak_mib'] / size_mib:>6.1f} {t_ratio:>8.2f}x {m_ratio:>7.2f}x {r['kernels']:>8}"
         )
-    print("wall: whole process incl. interpreter start and imports; work: inside the process.")
+    print(
+        "wall: whole process incl. interpreter start and imports; work: inside the process; "
+        "peak: all its processes together."
+    )
 
 
 if __name__ == "__main__":

@@ -533,6 +533,64 @@ def test_cpu_definition_on_a_real_eager_trace(tmp_path):
     assert per_step(c) == per_step(c) | {"kernels": 3, "launches": 3, "steps": 3}
 
 
+RECORD_NNC_CPU_TRACE = textwrap.dedent(
+    """
+    import sys, torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    class Gated(torch.nn.Module):
+        def forward(self, x, g):
+            y = torch.sigmoid(g) * torch.tanh(x)
+            return x + y * 0.5 - torch.relu(y)
+
+    old_fuse = torch._C._jit_can_fuse_on_cpu()
+    old_llvm = torch._C._jit_get_te_must_use_llvm_cpu()
+    torch._C._jit_override_can_fuse_on_cpu(True)  # NNC on CPU, without needing LLVM
+    torch._C._jit_set_te_must_use_llvm_cpu(False)
+    try:
+        torch.manual_seed(0)
+        model = torch.jit.script(Gated())
+        x, g = torch.randn(2, 8), torch.randn(2, 8)
+        with torch.no_grad():
+            for _ in range(4):  # the profiling executor specialises, then fuses
+                model(x, g)
+            with profile(
+                activities=[ProfilerActivity.CPU],
+                schedule=schedule(wait=0, warmup=1, active=3),
+                on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1]),
+            ) as prof:
+                for _ in range(4):
+                    model(x, g)
+                    prof.step()
+    finally:
+        torch._C._jit_override_can_fuse_on_cpu(old_fuse)
+        torch._C._jit_set_te_must_use_llvm_cpu(old_llvm)
+    """
+)
+
+
+def test_cpu_definition_counts_nnc_fused_kernels(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch._C, "_jit_get_te_must_use_llvm_cpu"):
+        pytest.skip("this torch has no NNC fuser switches")
+    path = tmp_path / "nnc.json"
+    script = tmp_path / "record_nnc.py"  # TorchScript reads the module's source from a file
+    script.write_text(RECORD_NNC_CPU_TRACE)
+    subprocess.run(
+        [sys.executable, str(script), str(path)], check=True, capture_output=True, timeout=300
+    )
+    trace = load_trace(path)
+    fused = "fused_sigmoid_tanh_mul_mul_add_relu_sub"
+    assert fused in trace.strings  # the real name of the NNC kernel's cpu_op
+    c = count_kernels(trace)
+    assert c.definition == "cpu"
+    assert [s.kernels for s in c.steps] == [1, 1, 1]
+    # Only the fused kernel: its aten::empty_strided is bookkeeping, forward is a container.
+    assert [(r.name, r.calls, r.launched_by) for r in c.table] == [(fused, 3, None)]
+    assert c.kernels_by_op == {fused: 3}
+    assert per_step(c)["kernels"] == 1
+
+
 def test_per_step_upper_median():
     from profreport.analysis.kernels import StepCounts, TraceCounts
 
@@ -656,3 +714,147 @@ def test_vectorised_nesting_matches_reference_sweep():
         cols[2] += 10**15
         cols[3] = cols[3].astype(bool)
         assert np.array_equal(innermost_container(*cols), innermost_container_loop(*cols))
+
+
+# --- the fast (chunked, parallel) parse against the plain one ----------------------------------
+
+
+def _assert_same_trace(a, b) -> None:
+    import numpy as np
+
+    assert (a.strings, a.lanes, a.metadata, a.extra_args) == (
+        b.strings,
+        b.lanes,
+        b.metadata,
+        b.extra_args,
+    )
+    for name in ("ph", "cat", "name", "lane", "ts_ns", "dur_ns"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    for name in ("correlation", "external_id", "flow_id", "nbytes"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+
+
+@pytest.fixture
+def tiny_parallel_chunks(monkeypatch):
+    """Make the parallel parse run on small documents: 1 KiB chunks and 512-byte slices, gzip
+    files decompressed 512 bytes at a time (so that chunks are planned and handed out while
+    the rest is still coming), and this process holding its first chunk until the helper
+    process has claimed one.
+
+    Returns the list of parties that parsed each chunk, filled in by every parse.
+    """
+    import os
+    import time
+
+    from profreport.analysis import _scan
+    from profreport.analysis import trace as trace_module
+
+    parties: list[list[int]] = []
+    real_run = trace_module.run_chunks
+
+    def spy(chunks, parser, claims, workers):
+        class WaitForHelper(trace_module.ChunkParser):
+            def parse(self, chunk):
+                deadline = time.monotonic() + 30
+                alive = [w for w in workers if w.proc.poll() is None]
+                while alive and time.monotonic() < deadline:
+                    claimed = int.from_bytes(os.pread(claims.fd, 8, 0), "little")
+                    if claimed >= min(2, len(chunks)):
+                        break
+                    time.sleep(0.002)
+                return super().parse(chunk)
+
+        waiting = WaitForHelper(parser.source, parser.slice_bytes)
+        results = real_run(chunks, waiting, claims, workers)
+        parties.append([party for party, _ in results])
+        return results
+
+    monkeypatch.setattr(trace_module, "run_chunks", spy)
+    monkeypatch.setattr(trace_module, "MIN_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(trace_module, "MAX_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(trace_module, "SLICE_BYTES", 512)
+    monkeypatch.setattr(trace_module, "_HEAD_BYTES", 8192)
+    monkeypatch.setattr(trace_module, "_GUNZIP_BLOCK", 512)
+    monkeypatch.setattr(_scan, "_CUT_WINDOW", 2048)
+    return parties
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "a100_alexnet_inference.json.gz",
+        "a100_torch_compile_triton.json.gz",
+        "mi250_rocm_train.json.gz",
+        "cpu_only_rank34.json.gz",
+    ],
+)
+def test_fast_parse_matches_reference_parse(fixture, tmp_path, tiny_parallel_chunks):
+    from profreport.analysis.trace import _parse_reference, parse_trace
+
+    raw = gzip.decompress((DATA / fixture).read_bytes())
+    reference = _parse_reference(raw, "t")
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(raw)
+    fast = {
+        "file, parallel": load_trace(plain, workers=1),
+        "gzip, parallel": load_trace(DATA / fixture, workers=1),
+        "memory, parallel": parse_trace(raw, "t", workers=1),
+        "one process": load_trace(plain, workers=0),
+    }
+    for how, trace in fast.items():
+        trace.path = "t"
+        _assert_same_trace(trace, reference)
+        for definition in ("device", "cpu"):
+            assert count_kernels(trace, definition) == count_kernels(reference, definition), how
+    # three parallel parses, each split into many chunks, some of them parsed by the helper
+    assert len(tiny_parallel_chunks) == 3
+    for parties in tiny_parallel_chunks:
+        assert len(parties) > 5 and 0 in parties and 1 in parties
+
+
+def test_parallel_parse_of_tricky_text(tmp_path, tiny_parallel_chunks):
+    from profreport.analysis.trace import _parse_reference
+
+    events = _tricky_events() * 4
+    events.insert(7, {"ph": "X", "cat": "kernel", "name": "k", "pid": [0], "tid": 7, "ts": 1})
+    events.insert(9, "not an event")
+    doc = {"schemaVersion": 1, "traceEvents": events, "traceName": "x}, {y"}
+    for option in (0, orjson.OPT_INDENT_2):
+        raw = orjson.dumps(doc, option=option)
+        path = tmp_path / "t.json"
+        path.write_bytes(raw)
+        trace = load_trace(path, workers=1)
+        trace.path = "t"
+        _assert_same_trace(trace, _parse_reference(raw, "t"))
+    # A wrong guess at a chunk boundary (objects nested in args look like events) is caught, and
+    # the result is still exact.
+    nested = [{"name": f"n{j}"} for j in range(30)]
+    doc["traceEvents"] = [dev("k}, {", i, 1, corr=i, nested=nested) for i in range(40)]
+    raw = orjson.dumps(doc)
+    path.write_bytes(raw)
+    trace = load_trace(path, workers=1)
+    trace.path = "t"
+    _assert_same_trace(trace, _parse_reference(raw, "t"))
+    assert count_kernels(trace).kernels == 40
+    assert len(tiny_parallel_chunks) == 2  # the third parallel parse gave up: no proof
+
+
+def test_parallel_parse_survives_a_dead_helper(tmp_path, monkeypatch, tiny_parallel_chunks):
+    from profreport.analysis import _scan
+
+    real_send = _scan.ChunkWorker.send
+
+    def die_then_send(self, chunks, last=False):
+        self.proc.kill()
+        self.proc.wait()
+        real_send(self, chunks, last)
+
+    monkeypatch.setattr(_scan.ChunkWorker, "send", die_then_send)
+    raw = gzip.decompress((DATA / "a100_alexnet_inference.json.gz").read_bytes())
+    path = tmp_path / "t.json"
+    path.write_bytes(raw)
+    c = count_kernels(load_trace(path, workers=1))
+    assert (c.kernels, c.memcpy, c.memset, c.launches) == (79, 16, 3, 79)
+    assert set(tiny_parallel_chunks[0]) == {0}  # this process parsed every chunk

@@ -29,14 +29,13 @@ def innermost_container(
     is_open_row[opens] = True
     points = np.flatnonzero(~is_open_row)  # rows that only ask, at their start
     # Points: closes (kind 0) before opens (1) before queries (2) at equal times; longer spans
-    # open first.
-    # Longer spans open first at equal times: pre-order the opens, then sort stably by time.
-    opens = opens[np.lexsort((opens, start[opens] - end[opens]))]
+    # open first (then lower rows), so that a child starting with its parent opens after it.
     p_row = np.concatenate([opens, opens, points])
     p_time = np.concatenate([end[opens], start[opens], start[points]])
     p_kind = np.repeat(np.array([0, 1, 2], np.int8), [opens.size, opens.size, points.size])
     p_lane = lane[p_row]
     order = _stable_order(p_lane, p_time, p_kind)
+    _longer_first(order, p_lane, p_time, p_kind, end[p_row] - start[p_row])
     kind = p_kind[order]
     depth = np.cumsum(np.array([-1, 1, 0], dtype=np.int64)[kind])  # lanes balance: no reset
     rows, lanes_o = p_row[order], p_lane[order]
@@ -68,6 +67,23 @@ def innermost_container(
     found &= (start[cand] <= t) & (end[cand] > t) & (cand != q_rows)
     parent[q_rows[found]] = cand[found]
     return parent
+
+
+def _longer_first(order, p_lane, p_time, p_kind, p_dur) -> None:
+    """Within runs of opens at the same lane and time, put longer spans first (in place).
+
+    Such runs are short and rare, so this costs far less than pre-sorting every open.
+    """
+    lane_s, time_s, kind_s = p_lane[order], p_time[order], p_kind[order]
+    tied = (kind_s[1:] == 1) & (kind_s[:-1] == 1)
+    tied &= (time_s[1:] == time_s[:-1]) & (lane_s[1:] == lane_s[:-1])
+    at = np.flatnonzero(tied)
+    if not at.size:
+        return
+    members = np.union1d(at, at + 1)  # positions in the sweep; runs stay where they are
+    which = order[members]  # within a run of opens, point index order is row order
+    sub = np.lexsort((which, -p_dur[which], time_s[members], lane_s[members]))
+    order[members] = which[sub]
 
 
 def _stable_order(lane: np.ndarray, time: np.ndarray, kind: np.ndarray) -> np.ndarray:

@@ -1,48 +1,60 @@
-"""Parse trace JSON in slices of the ``traceEvents`` array, so that only one slice of event dicts
-is alive at a time (peak memory ~ file size + one slice + the columns, not file size x 8).
+"""Trace JSON to compact row columns, in slices and chunks; numpy-free, so a helper process
+starts in a few tens of milliseconds.
 
-The array is cut at ``}`` ``,`` ``{`` sequences; a cut that falls inside an event (or inside a
-string) leaves an unbalanced slice, which orjson rejects, and the next candidate is tried. So
-every accepted slice is a run of whole events. Anything unexpected raises :class:`ScanFallback`
-and the caller parses the document whole instead.
+**Slices.** The ``traceEvents`` array is parsed a slice at a time, so that only one slice of event
+dicts is alive at once (peak memory ~ one slice + the columns, not file size x 8). The array is
+cut at ``}`` ``,`` ``{`` sequences; a cut that falls inside an event (or inside a string) leaves
+an unbalanced slice, which orjson rejects, and the next candidate is tried, so every accepted
+slice is a run of whole events. Anything unexpected raises :class:`ScanFallback` and the caller
+parses the document whole instead.
 
-Large traces are also split into *chunks* parsed side by side: the calling process and helper
-processes (fresh interpreters, never forks: the caller may hold CUDA or torch state) each take the
-next unparsed chunk until none is left. Chunk boundaries are guessed from the bytes alone; each
-guess is proven afterwards: chunk ``i`` is parsed from a known event start, and its last slice
-must end exactly where chunk ``i + 1`` begins, so by induction from the array's first event every
-boundary is a real one. A failed proof raises :class:`ScanFallback` (and the sequential scan runs).
+**Chunks.** Large traces are also split into chunks that several processes parse side by side:
+the calling process and helper processes (fresh interpreters, never forks: the caller may hold
+CUDA or torch state), each claiming the next unparsed chunk until none is left. Chunk boundaries
+are guessed from the bytes alone and proven afterwards: chunk ``i`` is parsed from a known event
+start and its last slice must end exactly where chunk ``i + 1`` begins, so by induction from the
+array's first event every boundary is a real one. A failed proof raises :class:`ScanFallback`.
+
+**Rows.** :class:`RowBuilder` turns event dicts into typed ``array`` columns, keeping only the
+fields the analyses read, and drops events no analysis reads: metadata (``ph == "M"``), Python
+stack samples (``python_function``), ``fwdbwd`` flows and CUDA sync records.
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import pickle
 import re
 import struct
 import subprocess
 import sys
-import threading
-from collections import deque
+import tempfile
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no helper processes (see trace.worker_count)
+    fcntl = None  # type: ignore[assignment]
+
 SLICE_BYTES = 1 << 20  # small slices reuse freed memory: measured faster than 8-64 MiB
-CHUNK_SLICE_BYTES = 1 << 17  # slices inside parallel chunks: objects stay in the CPU cache
 _MAX_BAD_CUTS = 64
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
-# Chunk boundaries are guessed, then proven; a key after the brace makes a wrong guess (a
-# ``}, {`` inside a string, as in some demangled C++ names) rarer.
-_CHUNK_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"')
+# Chunk boundaries are guessed, then proven. Asking for an event's usual first key after the
+# brace makes wrong guesses (between objects nested in args, or in a string ending "}, {") rare.
+_CHUNK_CUT = re.compile(rb'\}\s*,\s*(\{)\s*"(?:ph|cat|name|pid|tid|ts|dur|id|args)"')
 _LAST_EVENT_END = re.compile(rb"\}\s*\]")
 _WHITESPACE = b" \t\r\n"
-_FRAME = struct.Struct("<Q")
 _CUT_WINDOW = 1 << 18
+_FRAME = struct.Struct("<Q")
+MISSING = -1
 
 
 class ScanFallback(Exception):
@@ -183,7 +195,207 @@ def _feed_last_slice(buf: bytes | bytearray, pos: int, size: int, on_batch) -> i
     raise ScanFallback("cannot find the end of the event array")
 
 
-# --- chunks parsed side by side ----------------------------------------------------------------
+# --- rows ----------------------------------------------------------------------------------------
+
+# Categories whose events no analysis reads; dropping them while loading saves most of the
+# memory on traces recorded with ``with_stack=True``.
+_DROPPED_CATS = frozenset({"python_function", "fwdbwd", "cuda_sync"})
+# Categories whose whole ``args`` are kept (rare events, read by the kernel-record extraction).
+_ARGS_KEPT_CATS = frozenset({"cuda_profiler_range"})
+_RECORD_CATS = frozenset({"cpu_op", "Operator"})
+_RUNTIME_SIZE_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime"})
+_PHASE_CODES = {p: ord(p[0]) for p in ("X", "B", "E", "i", "I", "C", "s", "t", "f", "b", "e", "n")}
+_FLOW_PHASES = frozenset({"s", "t", "f"})
+_DROPPED = -1
+_SIZE_FALLBACK = 1  # flag: take args.size when args.bytes is missing (HIP memcpy API calls)
+_KEEP_ARGS = 2  # flag: keep the whole args dict (rare records)
+_MAY_RECORD = 4  # flag: a cpu_op, which may be an Inductor kernel record (args.kernel_backend)
+_FLOW = 8  # flag: a flow event (ph s/t/f), whose "id" is kept
+_NAN = float("nan")
+# Column name -> array typecode. ts/dur are float microseconds here (NaN = missing).
+COLUMNS = {
+    "sig": "i",
+    "ts": "d",
+    "dur": "d",
+    "corr": "q",
+    "ext": "q",
+    "flow": "q",
+    "nbytes": "q",
+}
+
+
+def _as_int(value) -> int:
+    """Integer ids and sizes as traces write them: ints, floats, decimal or hex strings."""
+    if type(value) is int:
+        return value
+    try:
+        if isinstance(value, float):
+            return int(value)
+        if isinstance(value, str):
+            return int(value, 0)
+    except (ValueError, OverflowError):  # not a number, or an infinite float
+        pass
+    return MISSING
+
+
+def _float_or_nan(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return _NAN
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if type(value) is str else str(value)
+
+
+def _normalised(ev: dict) -> dict:
+    """Copy of an event whose ph/cat/name/pid/tid are made hashable text where they are not."""
+    out = dict(ev)
+    for key in ("ph", "cat", "name", "pid", "tid"):
+        value = out.get(key)
+        if value is not None and not isinstance(value, str | int | float):
+            out[key] = orjson.dumps(value).decode()
+    if not isinstance(out.get("args"), dict):
+        out.pop("args", None)
+    return out
+
+
+class RowBuilder:
+    """Turns batches of event dicts into typed columns, keeping only the needed fields.
+
+    Events are keyed by their signature ``(ph, cat, name, pid, tid)``: one dict lookup per event
+    instead of four, and one int column that expands into phase/category/name/lane later.
+    Signatures, strings and lanes are numbered in order of first appearance.
+    """
+
+    def __init__(self) -> None:
+        self.strings: dict[str, int] = {"": 0}
+        self.lanes: dict[tuple, int] = {}
+        self.sigs: dict[tuple, int] = {}
+        self.sig_fields: list[tuple[int, int, int, int]] = []  # ph code, cat, name, lane
+        self.sig_flags: list[int] = []
+        self._string_list: list[str] = [""]
+        self._lane_list: list[tuple] = []
+        self._sent = (0, 0, 0)  # table entries already reported by table_delta
+        self.columns: dict[str, array[Any]] = {key: array(code) for key, code in COLUMNS.items()}
+        self.extra_args: dict[int, dict] = {}  # row -> args, for rare records
+        self.rows = 0
+
+    def add_batch(self, events: list) -> None:
+        rows: list[tuple] = []
+        self._collect(events, rows)
+        self._store(rows)
+
+    def result(self) -> dict:
+        """The columns and rare args gathered since the previous call (rows count from 0)."""
+        out: dict[str, Any] = dict(self.columns)
+        out["extra"] = self.extra_args
+        self.columns = {key: array(code) for key, code in COLUMNS.items()}
+        self.extra_args = {}
+        self.rows = 0
+        return out
+
+    def table_delta(self) -> tuple[list, list, list]:
+        """Strings, lanes and signature fields added since the previous call."""
+        s0, l0, f0 = self._sent
+        self._sent = (len(self._string_list), len(self._lane_list), len(self.sig_fields))
+        return self._string_list[s0:], self._lane_list[l0:], self.sig_fields[f0:]
+
+    def _new_sig(self, key: tuple) -> int:
+        ph, cat, name, pid, tid = key
+        if ph == "M" or cat in _DROPPED_CATS:
+            self.sigs[key] = _DROPPED
+            return _DROPPED
+        cat, name = _text(cat), _text(name)
+        cat_id = self._intern(cat)
+        name_id = self._intern(name)
+        lane = self.lanes.get((pid, tid))
+        if lane is None:
+            lane = self.lanes[(pid, tid)] = len(self.lanes)
+            self._lane_list.append((pid, tid))
+        code = _PHASE_CODES.get(ph, 0) if type(ph) is str else 0
+        flags = (
+            (_SIZE_FALLBACK if cat in _RUNTIME_SIZE_CATS else 0)
+            | (_KEEP_ARGS if cat in _ARGS_KEPT_CATS else 0)
+            | (_MAY_RECORD if cat in _RECORD_CATS else 0)
+            | (_FLOW if ph in _FLOW_PHASES else 0)
+        )
+        sig = self.sigs[key] = len(self.sig_fields)
+        self.sig_fields.append((code, cat_id, name_id, lane))
+        self.sig_flags.append(flags)
+        return sig
+
+    def _intern(self, text: str) -> int:
+        found = self.strings.get(text)
+        if found is None:
+            found = self.strings[text] = len(self.strings)
+            self._string_list.append(text)
+        return found
+
+    def _collect(self, events: list, rows: list[tuple], normalised: bool = False) -> None:
+        keep_row = rows.append
+        sigs_get, flags_of, new_sig = self.sigs.get, self.sig_flags, self._new_sig
+        extra = self.extra_args
+        first_row = self.rows
+        nan = _NAN
+        for ev in events:
+            try:
+                get = ev.get
+                key = (get("ph"), get("cat"), get("name"), get("pid"), get("tid"))
+                sig = sigs_get(key)
+                if sig is None:
+                    sig = new_sig(key)
+                if sig < 0:
+                    continue
+                flags = flags_of[sig]
+                if flags & _FLOW:
+                    fid = get("id", -1)
+                    if type(fid) is not int:
+                        fid = _as_int(fid)
+                else:
+                    fid = -1
+                args = get("args")
+                if args:
+                    aget = args.get
+                    corr = aget("correlation", -1)
+                    if type(corr) is not int:
+                        corr = _as_int(corr)
+                    ext = aget("External id", -1)
+                    if type(ext) is not int:
+                        ext = _as_int(ext)
+                    nbytes = aget("bytes")
+                    if nbytes is None:
+                        nbytes = aget("size", -1) if flags & _SIZE_FALLBACK else -1
+                    if type(nbytes) is not int:
+                        nbytes = _as_int(nbytes)
+                    if flags & _KEEP_ARGS or (flags & _MAY_RECORD and "kernel_backend" in args):
+                        extra[first_row + len(rows)] = args
+                else:
+                    corr = ext = nbytes = -1
+            except (TypeError, AttributeError):  # not a dict, or unhashable field values
+                if type(ev) is dict and not normalised:  # retried in place: rows keep event order
+                    self._collect([_normalised(ev)], rows, normalised=True)
+                continue
+            keep_row((sig, get("ts", nan), get("dur", nan), corr, ext, fid, nbytes))
+
+    def _store(self, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        for column, values in zip(self.columns.values(), zip(*rows, strict=True), strict=True):
+            try:
+                column.extend(array(column.typecode, values))
+            except (TypeError, ValueError, OverflowError):  # odd values: one by one
+                if column.typecode == "d":
+                    column.extend(array("d", [_float_or_nan(v) for v in values]))
+                else:
+                    column.extend(array("q", [v if -(2**63) <= v < 2**63 else -1 for v in values]))
+        self.rows += len(rows)
+
+
+# --- chunks parsed side by side ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -198,279 +410,297 @@ class Chunk:
 
 
 class Source:
-    """The document's bytes, in memory or in a file read piecewise (never whole)."""
+    """The document's bytes, read piecewise from an open file descriptor (never whole).
 
-    def __init__(self, data: bytes | None = None, path: str | None = None) -> None:
-        self.data = data
-        self.path = path
-        self._fd = -1 if path is None else os.open(path, os.O_RDONLY)
-        self.size = len(data) if data is not None else os.fstat(self._fd).st_size
+    ``size`` is the number of bytes available; whoever is still writing the file raises it.
+    """
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
 
     def read(self, start: int, stop: int) -> bytes:
         stop = min(stop, self.size)
-        if self.data is not None:
-            return self.data[start:stop]
-        return os.pread(self._fd, max(stop - start, 0), start)
+        return os.pread(self.fd, max(stop - start, 0), start)
 
-    def read_chunk(self, chunk: Chunk, into: bytearray) -> tuple[bytearray, int]:
+    def read_chunk(self, chunk: Chunk, into: bytearray) -> tuple[bytearray, int, int]:
         """Copy the chunk, with one byte of context on each side, into a reused buffer.
 
-        Returns the buffer and the document offset of its first byte.
+        Returns the buffer, the document offset of its first byte and the length copied.
         """
         base = chunk.start - 1
+        if chunk.end is None:  # planned once the file was complete: it is, by now
+            self.size = os.fstat(self.fd).st_size
         stop = self.size if chunk.end is None else chunk.end + 1
         n = stop - base
         if len(into) < n:
             into = bytearray(n + (n >> 3))
         with memoryview(into) as view:
-            if self.data is not None:
-                view[:n] = memoryview(self.data)[base:stop]
-            else:
-                got = os.preadv(self._fd, [view[:n]], base)
-                if got != n:
+            got = 0
+            while got < n:
+                if hasattr(os, "preadv"):
+                    k = os.preadv(self.fd, [view[got:n]], base + got)
+                else:
+                    part = os.pread(self.fd, n - got, base + got)
+                    k = len(part)
+                    view[got : got + k] = part
+                if k <= 0:
                     raise ScanFallback("file changed while reading")
-        return into, base
+                got += k
+        return into, base, n
 
 
-def plan_chunks(source: Source, first: int, parties: int, min_bytes: int, max_bytes: int):
-    """Guess chunk boundaries after ``first`` (the array's first byte after ``[``).
-
-    Chunk sizes shrink towards the end (a fraction of what is left, within the bounds), so that
-    the parties finish close together.
+class ChunkPlanner:
+    """Guesses chunk boundaries after ``first`` (the array's first byte after ``[``), as far as
+    the bytes available allow: full-size chunks while the document is still being written
+    (:meth:`grow`), then chunks that shrink towards the end (:meth:`finish`: a fraction of what
+    is left, within the bounds), so that the parties finish close together.
     """
-    chunks: list[Chunk] = []
-    start = first
-    while True:
-        left = source.size - start
-        step = max(min_bytes, min(max_bytes, left // (2 * parties)))
-        if left < step + min_bytes:
-            break
-        target = start + step
-        window = source.read(target, target + _CUT_WINDOW)
-        m = _CHUNK_CUT.search(window)
+
+    def __init__(self, source: Source, first: int, parties: int, min_bytes: int, max_bytes: int):
+        self.source = source
+        self.parties = parties
+        self.min_bytes, self.max_bytes = min_bytes, max_bytes
+        self.chunks: list[Chunk] = []
+        self._start = first
+        self._stuck = False  # no boundary found where one was looked for: wait for the end
+
+    def grow(self, available: int) -> list[Chunk]:
+        """Chunks of ``max_bytes`` that the first ``available`` bytes allow; the new ones."""
+        old = len(self.chunks)
+        while not self._stuck:
+            target = self._start + self.max_bytes
+            if target + _CUT_WINDOW > available:
+                break
+            self._stuck = not self._cut(target)
+        return self.chunks[old:]
+
+    def finish(self) -> list[Chunk]:
+        """The remaining chunks of a complete document (the last one runs to the array's end)."""
+        old = len(self.chunks)
+        while True:
+            left = self.source.size - self._start
+            step = max(self.min_bytes, min(self.max_bytes, left // (2 * self.parties)))
+            if left < step + self.min_bytes or not self._cut(self._start + step):
+                break
+        self.chunks.append(Chunk(len(self.chunks), self._start, None))
+        return self.chunks[old:]
+
+    def _cut(self, target: int) -> bool:
+        m = _CHUNK_CUT.search(self.source.read(target, target + _CUT_WINDOW))
         if m is None:
-            break
-        chunks.append(Chunk(len(chunks), start, target + m.start() + 1))
-        start = target + m.start(1)
-    chunks.append(Chunk(len(chunks), start, None))
-    return chunks
+            return False
+        self.chunks.append(Chunk(len(self.chunks), self._start, target + m.start() + 1))
+        self._start = target + m.start(1)
+        return True
 
 
-def run_chunks(
-    chunks: Sequence[Chunk],
-    parse_here: Callable[[Chunk], Any],
-    workers: list[ChunkWorker],
-) -> list[tuple[int, Any]]:
-    """Parse every chunk, here and in ``workers``; returns ``(party, result)`` per chunk, where
-    party 0 is this process and ``k`` is ``workers[k - 1]``.
+class ChunkParser:
+    """Parses chunks in one process, numbering signatures across all the chunks it sees.
 
-    Each party takes the next chunk nobody has taken. A worker that fails leaves its chunks to
-    this process; a chunk that fails to parse raises :class:`ScanFallback`.
+    Each result carries the chunk's columns (signatures in this parser's numbering), its rare
+    args, the table entries this parser added since its previous result, and for the last chunk
+    the position of the bracket that closes the array.
     """
-    results: list[tuple[int, Any] | None] = [None] * len(chunks)
-    lock = threading.Lock()
-    taken = [0]
 
-    def take() -> Chunk | None:
-        with lock:
-            i = taken[0]
-            if i >= len(chunks):
-                return None
-            taken[0] = i + 1
-        return chunks[i]
+    def __init__(self, source: Source, slice_bytes: int = SLICE_BYTES) -> None:
+        self.source = source
+        self.builder = RowBuilder()
+        self.slice_bytes = slice_bytes
+        self.buffer = bytearray()
 
-    for party, worker in enumerate(workers, start=1):
-        worker.begin(take, results, party)
+    def parse(self, chunk: Chunk) -> dict:
+        buf, base, size = self.source.read_chunk(chunk, self.buffer)
+        self.buffer = buf
+        end = None if chunk.end is None else chunk.end - base
+        close = scan_events(
+            buf, chunk.start - base, end, self.builder.add_batch, self.slice_bytes, size
+        )
+        out = self.builder.result()
+        out["close"] = close + base if chunk.end is None else None
+        out["table"] = self.builder.table_delta()
+        return out
+
+
+class Claims:
+    """A chunk counter shared between processes (a small file, locked while it is bumped)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def next(self) -> int:
+        """The next unclaimed chunk index (which may be past the last chunk)."""
+        assert fcntl is not None
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            (i,) = _FRAME.unpack(os.pread(self.fd, _FRAME.size, 0))
+            os.pwrite(self.fd, _FRAME.pack(i + 1), 0)
+            return i
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+
+def anonymous_file() -> int:
+    """An unnamed file (memory-backed where the platform allows) that children can inherit."""
     try:
-        while (chunk := take()) is not None:
-            results[chunk.index] = (0, parse_here(chunk))
-        for worker in workers:
-            worker.finish()
-    except BaseException:
-        for worker in workers:
-            worker.abort()
-        raise
-    for chunk in chunks:  # what a failed worker left undone
-        if results[chunk.index] is None:
-            results[chunk.index] = (0, parse_here(chunk))
-    for worker in workers:
-        if worker.failure is not None:
-            raise ScanFallback(worker.failure)
-    return [r for r in results if r is not None]
+        return os.memfd_create("profreport-trace", 0)
+    except (AttributeError, OSError):
+        with tempfile.TemporaryFile() as fh:  # already unlinked; the duplicate keeps it open
+            return os.dup(fh.fileno())
 
 
 class ChunkWorker:
-    """A helper process (``python -m profreport.analysis._scan``) that parses chunks on request.
+    """A helper process, ``python -m profreport.analysis._scan``, that claims and parses chunks.
 
-    Two threads talk to it: one sends requests (keeping one queued ahead, so it never waits for
-    the busy main thread), one receives results. Requests and results are length-prefixed
-    pickles on its stdin / stdout; in memory mode each request carries the chunk's bytes.
+    It inherits three descriptors: the document, the shared claim counter and its own results
+    file, where it appends one length-prefixed pickle per chunk; the chunk plan arrives on its
+    stdin. Nothing flows back while it works, so this process is never interrupted; the results
+    are read once it has exited.
     """
 
-    def __init__(self, source: Source, slice_bytes: int) -> None:
-        self.source = source
-        self.failure: str | None = None
-        env = dict(os.environ)
+    def __init__(self, source: Source, claims_fd: int, slice_bytes: int) -> None:
+        self.results_fd = anonymous_file()
+        fds = (source.fd, claims_fd, self.results_fd)
+        # This checkout's package first on the path (not whatever the working folder holds).
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "profreport.analysis._scan"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            close_fds=True,
+        boot = (
+            f"import sys; sys.path[0] = {root!r}; "
+            "from profreport.analysis._scan import _worker_main; _worker_main(sys.argv[1:])"
         )
-        header = {"path": source.path, "slice_bytes": slice_bytes}
-        self._pending: deque[Chunk] = deque()
-        self._slots = threading.Semaphore(2)  # requests in flight: one parsing, one queued
-        self._stop = threading.Event()
-        self._header = pickle.dumps(header)
-        self._threads: list[threading.Thread] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", boot, *map(str, fds), str(slice_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=fds,
+        )
 
-    def begin(self, take, results: list, party: int) -> None:
-        self._threads = [
-            threading.Thread(target=self._send, args=(take,), daemon=True),
-            threading.Thread(target=self._receive, args=(results, party), daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _send(self, take) -> None:
+    def send(self, chunks: Sequence[Chunk], last: bool = False) -> None:
+        """Add chunks to the worker's plan (``last``: the plan is complete)."""
         pipe = self.proc.stdin
         assert pipe is not None
         try:
-            _write_frame(pipe, self._header)
-            while True:
-                self._slots.acquire()
-                if self._stop.is_set():
-                    break
-                chunk = take()
-                if chunk is None:
-                    break
-                self._pending.append(chunk)
-                _write_frame(pipe, pickle.dumps((chunk.start, chunk.end)))
-                if self.source.data is not None:  # memory mode: the chunk goes along
-                    stop = self.source.size if chunk.end is None else chunk.end + 1
-                    with memoryview(self.source.data) as view:
-                        _write_frame(pipe, view[chunk.start - 1 : stop])
-                pipe.flush()
-        except (OSError, ValueError):
-            pass  # the worker is gone; _receive notices
-        finally:
-            with contextlib.suppress(OSError):
+            for c in chunks:
+                frame = pickle.dumps((c.start, c.end))
+                pipe.write(_FRAME.pack(len(frame)) + frame)
+            if last:
                 pipe.close()
+            else:
+                pipe.flush()
+        except OSError:
+            pass  # it died: its chunks stay unclaimed or are redone by the caller
 
-    def _receive(self, results: list, party: int) -> None:
-        pipe = self.proc.stdout
-        assert pipe is not None
-        try:
-            while (frame := _read_frame(pipe)) is not None:
-                status, result = pickle.loads(frame)
-                chunk = self._pending.popleft()
-                if status != "ok":
-                    self.failure = f"chunk at byte {chunk.start}: {result}"
-                    break
-                results[chunk.index] = (party, result)
-                self._slots.release()
-        except (OSError, EOFError, pickle.UnpicklingError, IndexError):
-            pass
-        finally:
-            self._stop.set()
-            self._slots.release()
+    def results(self) -> list[tuple[int, str, Any]]:
+        """Wait for the worker; ``(chunk index, "ok" | "error", result)`` for each chunk it did.
 
-    def finish(self) -> None:
-        for t in self._threads:
-            t.join()
-        self._close()
+        Columns come back as memoryviews of the mapped results file, not copies.
+        """
+        self.proc.wait()
+        size = os.fstat(self.results_fd).st_size
+        if not size:
+            return []
+        # Unmapped once the last view of it is gone (after the columns are joined).
+        data = memoryview(mmap.mmap(self.results_fd, size, access=mmap.ACCESS_READ))
+        out: list[tuple[int, str, Any]] = []
+        pos = 0
+        while pos + _FRAME.size <= size:
+            (n,) = _FRAME.unpack(data[pos : pos + _FRAME.size])
+            pos += _FRAME.size
+            if pos + n > size:
+                break  # cut short: the worker died while writing it
+            index, status, result = pickle.loads(data[pos : pos + n])
+            pos += n
+            if status == "ok":
+                for key, length in result.pop("lengths").items():
+                    if pos + length > size:
+                        return out
+                    result[key] = data[pos : pos + length]
+                    pos += length
+            out.append((index, status, result))
+        return out
 
-    def abort(self) -> None:
-        self._stop.set()
-        self._slots.release()
-        self.proc.kill()
-        for t in self._threads:
-            t.join()
-        self._close()
-
-    def _close(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+    def close(self) -> None:
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        if self.results_fd >= 0:
+            os.close(self.results_fd)
+            self.results_fd = -1
 
 
-def _write_frame(pipe: IO[bytes], payload: bytes | bytearray) -> None:
-    pipe.write(_FRAME.pack(len(payload)))
-    pipe.write(payload)
+def run_chunks(
+    chunks: Sequence[Chunk], parser: ChunkParser, claims: Claims, workers: list[ChunkWorker]
+) -> list[tuple[int, dict]]:
+    """Parse every chunk of a complete plan (already sent to ``workers``), here and there;
+    returns ``(party, result)`` in chunk order, where party 0 is this process and ``k`` is
+    ``workers[k - 1]``.
+
+    A chunk that fails to parse raises :class:`ScanFallback`; chunks a worker claimed but did
+    not finish (it died) are parsed here.
+    """
+    results: list[tuple[int, dict] | None] = [None] * len(chunks)
+    while (i := claims.next()) < len(chunks):
+        results[i] = (0, parser.parse(chunks[i]))
+    for party, worker in enumerate(workers, start=1):
+        for i, status, result in worker.results():
+            if status != "ok":
+                raise ScanFallback(f"chunk at byte {chunks[i].start}: {result}")
+            results[i] = (party, result)
+    for chunk in chunks:
+        if results[chunk.index] is None:
+            results[chunk.index] = (0, parser.parse(chunk))
+    return [r for r in results if r is not None]
 
 
-def _read_frame(pipe: IO[bytes], into: bytearray | None = None):
-    head = pipe.read(_FRAME.size)
-    if len(head) < _FRAME.size:
-        return None
-    (n,) = _FRAME.unpack(head)
-    if into is None:
-        data = pipe.read(n)
-        if len(data) < n:
-            raise EOFError("truncated frame")
-        return data
-    if len(into) < n + 2:
-        into = bytearray(n + 2 + (n >> 3))
-    with memoryview(into) as view:
-        got = 0
-        while got < n:
-            k = pipe.readinto(view[got:n])  # type: ignore[attr-defined]
-            if not k:
-                raise EOFError("truncated frame")
-            got += k
-    return into, n
+def _worker_main(argv: list[str]) -> None:
+    """A chunk worker: claim a chunk, parse it, append the result; until none is left.
 
-
-def _worker_main() -> None:
-    """Loop of a chunk worker: read a request, parse the chunk, write the result."""
+    The plan arrives on stdin a chunk at a time (the document may still be being written);
+    end of input means it is complete.
+    """
     import gc
 
     gc.disable()  # event dicts cannot form cycles; collecting them only costs time
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # a stray print must not corrupt the result stream
+    data_fd, claims_fd, results_fd, slice_bytes = map(int, argv)
+    source = Source(data_fd)
+    parser = ChunkParser(source, slice_bytes)
+    claims = Claims(claims_fd)
+    plan: list[Chunk] = []
     inp = sys.stdin.buffer
-    header = pickle.loads(_read_frame(inp))
-    from profreport.analysis.trace import ChunkParser
-
-    parser = ChunkParser(header["slice_bytes"])
-    source = Source(path=header["path"]) if header["path"] else None
-    buf = bytearray()
-    while (frame := _read_frame(inp)) is not None:
-        start, end = pickle.loads(frame)
-        chunk = Chunk(0, start, end)
+    complete = False
+    while True:
+        i = claims.next()
+        while i >= len(plan) and not complete:
+            frame = inp.read(_FRAME.size)
+            if len(frame) < _FRAME.size:
+                complete = True
+                break
+            start, end = pickle.loads(inp.read(_FRAME.unpack(frame)[0]))
+            plan.append(Chunk(len(plan), start, end))
+        if i >= len(plan):
+            break
+        columns: list[array[Any]] = []
         try:
-            if source is not None:
-                buf, base = source.read_chunk(chunk, buf)
-                size = (source.size if end is None else end + 1) - base
-            else:
-                got = _read_frame(inp, buf)
-                if got is None:
-                    break
-                buf, size = got
-                base = start - 1
-            reply = ("ok", parser.parse(buf, size, base, chunk))
+            result = parser.parse(plan[i])
+            columns = [result.pop(key) for key in COLUMNS]
+            result["lengths"] = {
+                key: len(c) * c.itemsize for key, c in zip(COLUMNS, columns, strict=True)
+            }
+            reply: tuple = (i, "ok", result)
         except Exception as exc:  # reported to the parent, which falls back
-            reply = ("error", f"{type(exc).__name__}: {exc}")
-        _write_frame(out, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
-        out.flush()
-        if reply[0] != "ok":
+            reply = (i, "error", f"{type(exc).__name__}: {exc}")
+        head = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        parts: list[bytes | array[Any]] = [_FRAME.pack(len(head)), head, *columns]
+        for part in parts:
+            left = memoryview(part).cast("B")
+            while left:
+                left = left[os.write(results_fd, left) :]
+        if reply[1] != "ok":
             break
 
 
 if __name__ == "__main__":
-    _worker_main()
+    _worker_main(sys.argv[1:])

@@ -202,10 +202,10 @@ def compile_fusion(
     for node in nodes:
         label = _kernel_label(node, kernel_names)
         entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
-        for key in ("read", "written"):
-            value = node.get(key)
-            current = entry[key]
-            entry[key] = None if value is None or current is None else current + value
+        for side in ("read", "written"):
+            value = node.get(side)
+            current = entry[side]
+            entry[side] = None if value is None or current is None else current + value
     summary["per_kernel"] = per_kernel
     return summary
 

@@ -14,9 +14,12 @@ Two definitions of a "kernel" exist, and every count says which one it used:
   ``External id``). Kernels with no API call found are counted in ``unlinked_kernels``.
 * **cpu** (CPU-only traces): a CPU kernel is a ``cpu_op`` (legacy ``Operator``) that is a
   dispatcher operator (``namespace::name``, e.g. ``aten::``, ``mkldnn::``, ``quantized::``,
-  ``prim::``) not in :data:`BOOKKEEPING_OPS`, or an Inductor-generated C++ kernel
-  (``cpp_fused_*``, ``graph_<N>_cpp_fused_*``), and that has no descendant which also qualifies
-  (nesting by time on the same pid/tid). Containers (``forward``, ``Torch-Compiled Region``,
+  ``prim::``) not in :data:`BOOKKEEPING_OPS`, an Inductor-generated C++ kernel (``cpp_fused_*``,
+  ``graph_<N>_cpp_fused_*``), or a TorchScript NNC (TensorExpr) fused CPU kernel (``fused_*``,
+  e.g. ``fused_sigmoid_tanh_mul``: recorded as a ``cpu_op`` with no namespace under the
+  TorchScript ``forward``, holding at most bookkeeping ops such as the ``aten::empty_strided``
+  of its output), and that has no descendant which also qualifies (nesting by time on the same
+  pid/tid). Containers (``forward``, ``Torch-Compiled Region``,
   ``TorchDynamo Cache Lookup``, ``## Call CompiledFxGraph ##``, ``ProfilerStep#N``, autograd
   nodes) never qualify. Each CPU kernel is one dispatch, so under this definition ``launches``
   equals ``kernels``.
@@ -91,8 +94,9 @@ DEVICE_DEFINITION_TEXT = (
 CPU_DEFINITION_TEXT = (
     "CPU definition: a CPU kernel is a profiled operator (`cpu_op`) that is a dispatcher "
     "operator (aten::, mkldnn::, quantized::, prim:: ...) other than the documented bookkeeping "
-    "ops that only allocate, alias or reshape (aten::empty, view, reshape, as_strided, t, ...), or "
-    "an Inductor-generated C++ kernel (cpp_fused_*), and that contains no other such operator. "
+    "ops that only allocate, alias or reshape (aten::empty, view, reshape, as_strided, t, ...), "
+    "an Inductor-generated C++ kernel (cpp_fused_*) or a TorchScript NNC fused CPU kernel "
+    "(fused_*), and that contains no other such operator. "
     "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
     "Each CPU kernel is one dispatch, so launches equal kernels under this definition."
 )
@@ -122,7 +126,23 @@ GRAPH_LAUNCH_RE = re.compile(r"^(?:cudaGraphLaunch|hipGraphLaunch)(?:_ptsz|_ptds
 STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 DISPATCHER_OP_RE = re.compile(r"^([A-Za-z_]\w*)::[A-Za-z_][\w.]*$")
 INDUCTOR_CPP_KERNEL_RE = re.compile(r"^(?:graph_\d+_)?cpp_fused_\w*$")
+# TorchScript's NNC fuser names its CPU kernels "fused_" + the fused node kinds.
+NNC_CPU_KERNEL_RE = re.compile(r"^fused_\w+$")
 _NOT_DISPATCHER_NAMESPACES = frozenset({"autograd", "torch", "c10", "profiler"})
+_DEVICE_BITS = 3  # the device kind code (1 kernel, 2 memcpy, 3 memset) in the low bits
+_RUNTIME_BIT = 4
+_CPU_OP_BIT = 8
+_STEP_CAT_BIT = 16
+
+
+def _cat_class(cat: str) -> int:
+    """Bit set of what complete (``X``) events of category ``cat`` can be."""
+    return (
+        _KIND_CODE.get(DEVICE_KINDS.get(cat, ""), 0)
+        | (_RUNTIME_BIT if cat.lower() in _RUNTIME_CATS else 0)
+        | (_CPU_OP_BIT if cat in _CPU_OP_CATS else 0)
+        | (_STEP_CAT_BIT if cat in _STEP_CATS else 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -182,9 +202,10 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     device kernel, memcpy or memset event, else cpu).
     """
     strings = trace.strings
-    is_x = trace.ph == ord("X")
-    cat_code = np.array([_KIND_CODE.get(DEVICE_KINDS.get(s, ""), 0) for s in strings], np.int8)
-    dev_code = np.where(is_x, cat_code[trace.cat], 0)
+    # One lookup per event: what its category makes of it (device kind, API call, op, step).
+    cat_class = np.fromiter((_cat_class(s) for s in strings), np.uint8, len(strings))
+    cls = np.where(trace.ph == ord("X"), cat_class[trace.cat], 0)
+    dev_code = cls & _DEVICE_BITS
     dev_rows = np.flatnonzero(dev_code)
     if definition == "auto":
         definition = "device" if dev_rows.size else "cpu"
@@ -192,14 +213,12 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
         raise ValueError(f"unknown kernel definition {definition!r} (device, cpu or auto)")
 
     launch_name = trace.string_table_mask(LAUNCH_API_RE.match)
-    runtime_cat = trace.string_table_mask(lambda s: s.lower() in _RUNTIME_CATS)
-    rt_rows = np.flatnonzero(is_x & runtime_cat[trace.cat])
+    rt_rows = np.flatnonzero(cls & _RUNTIME_BIT)
     launch_rows = rt_rows[launch_name[trace.name[rt_rows]]]
-    cpu_cat = trace.string_table_mask(_CPU_OP_CATS.__contains__)
-    cpu_rows = np.flatnonzero(is_x & cpu_cat[trace.cat] & (trace.dur_ns >= 0))
+    cpu_rows = np.flatnonzero((cls & _CPU_OP_BIT).astype(bool) & (trace.dur_ns >= 0))
     step_name = trace.string_table_mask(STEP_RE.match)
-    step_cat = trace.string_table_mask(_STEP_CATS.__contains__)
-    steps = Steps(trace, np.flatnonzero(is_x & step_name[trace.name] & step_cat[trace.cat]))
+    step_cand = np.flatnonzero(cls & _STEP_CAT_BIT)
+    steps = Steps(trace, step_cand[step_name[trace.name[step_cand]]])
     names, counts = np.unique(trace.name[launch_rows], return_counts=True)
     launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
     launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
@@ -223,7 +242,11 @@ def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps,
     rt_of_dev = match_ids(trace.correlation[dev_rows], trace.correlation[rt_rows], rt_rows)
     link_by_flow(trace, dev_rows, rt_of_dev, rt_rows)
     linked = rt_of_dev >= 0
-    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, rt_rows, _dispatcher_mask(trace, True))
+    # Only the calls that launched something need their op: a small share of all API calls.
+    is_used = np.zeros(len(trace), dtype=bool)
+    is_used[rt_of_dev[linked]] = True
+    used_rt = np.flatnonzero(is_used)
+    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, used_rt, _dispatcher_mask(trace, True))
     op_of_dev = np.where(linked, op_of_rt.get_many(rt_of_dev), -1)
     top_of_dev = np.where(linked, top_of_rt.get_many(rt_of_dev), -1)
     op_name = np.where(op_of_dev >= 0, trace.name[np.maximum(op_of_dev, 0)], -1)
@@ -365,8 +388,14 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
     end = start + trace.dur_ns[cpu_rows]
     parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
     inductor_cpp = {r["name"] for r in common["inductor_kernels"] if r.get("backend") == "cpp"}
+
+    def generated_kernel(name: str) -> bool:  # Inductor C++ or NNC fused CPU kernels
+        if name in inductor_cpp:
+            return True
+        return bool(INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name))
+
     compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
-        lambda s: bool(INDUCTOR_CPP_KERNEL_RE.match(s)) or s in inductor_cpp
+        generated_kernel
     )
     qual_local = np.flatnonzero(compute[trace.name[cpu_rows]])
     kernel_local = qual_local[~mark_ancestors(parent, qual_local)[qual_local]]

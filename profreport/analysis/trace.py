@@ -8,6 +8,9 @@ tests are exact even for microsecond timestamps around 1e15.
 Events that no analysis reads are dropped while loading: metadata (``ph == "M"``), Python stack
 samples (``python_function``), ``fwdbwd`` flows and CUDA sync records. Everything else is kept,
 including unknown categories.
+
+Large files are parsed in chunks by this process and helper processes together (see
+:mod:`profreport.analysis._scan`); the result is the same, row for row, as one pass would give.
 """
 
 from __future__ import annotations
@@ -17,24 +20,26 @@ import gzip
 import os
 import sys
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import is_, itemgetter
 
 import numpy as np
 import orjson
 
 from profreport.analysis._scan import (
-    CHUNK_SLICE_BYTES,
-    Chunk,
+    COLUMNS,
+    SLICE_BYTES,
+    ChunkParser,
+    ChunkPlanner,
     ChunkWorker,
+    Claims,
+    RowBuilder,
     ScanFallback,
     Source,
+    anonymous_file,
     locate_events,
     metadata_around,
-    plan_chunks,
     run_chunks,
-    scan_events,
     scan_sliced,
     scan_whole,
 )
@@ -43,13 +48,6 @@ __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 MISSING = -1
-# Categories whose events no analysis reads; dropping them while loading saves most of the
-# memory on traces recorded with ``with_stack=True``.
-_DROPPED_CATS = frozenset({"python_function", "fwdbwd", "cuda_sync"})
-# Categories whose whole ``args`` are kept (rare events, read by the kernel-record extraction).
-_ARGS_KEPT_CATS = frozenset({"cuda_profiler_range"})
-_RECORD_CATS = frozenset({"cpu_op", "Operator"})
-_RUNTIME_SIZE_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime"})
 
 
 class TraceError(Exception):
@@ -106,28 +104,36 @@ def load_trace(path: str | os.PathLike, workers: int | None = None) -> Trace:
     """Read a trace file (plain or gzip, detected by magic bytes) into a :class:`Trace`.
 
     Large files are parsed by this process and ``workers`` helper processes together (default:
-    one per spare CPU; 0 parses here only). The result does not depend on ``workers``.
+    one per spare CPU, see :func:`worker_count`; 0: this process only). A large gzip file is
+    decompressed here while the helpers parse what is already decompressed. The result does not
+    depend on ``workers``.
     """
     path_str = os.fspath(path)
     try:
-        with open(path_str, "rb") as fh:
-            magic = fh.read(2)
-            size = os.fstat(fh.fileno()).st_size
+        fd = os.open(path_str, os.O_RDONLY)
     except OSError as exc:
         raise _read_error(path_str, exc) from None
-    if magic != GZIP_MAGIC:
-        n = _worker_count(size, workers)
+    try:
+        try:
+            size = os.fstat(fd).st_size
+            magic = os.pread(fd, 2, 0)
+            gzipped = magic == GZIP_MAGIC
+            n = worker_count(_gunzipped_size(fd, size) if gzipped else size, workers)
+        except OSError as exc:
+            raise _read_error(path_str, exc) from None
         if n:
             try:
-                source = Source(path=path_str)
-            except OSError as exc:
-                raise _read_error(path_str, exc) from None
-            try:
-                return _parse_parallel(source, n, path_str)
+                if not gzipped:
+                    return _parse_parallel(Source(fd), n, path_str)
+                out = anonymous_file()
+                try:
+                    return _parse_parallel(Source(out), n, path_str, _gunzip(fd, out))
+                finally:
+                    os.close(out)
             except _ParallelFailed:
-                pass  # parsed again below, one slice at a time, for the exact error
-            finally:
-                source.close()
+                workers = 0  # parsed again below, one slice at a time, for the exact outcome
+    finally:
+        os.close(fd)
     raw = _read_bytes(path_str)
     if raw[:2] == GZIP_MAGIC:
         try:
@@ -139,19 +145,26 @@ def load_trace(path: str | os.PathLike, workers: int | None = None) -> Trace:
 
 def parse_trace(raw: bytes, path: str = "<memory>", workers: int | None = None) -> Trace:
     """Parse trace JSON bytes into a :class:`Trace`; :class:`TraceError` if it is not one."""
-    n = _worker_count(len(raw), workers)
+    n = worker_count(len(raw), workers)
     if n:
         try:
-            return _parse_parallel(Source(data=raw), n, path)
-        except _ParallelFailed:
-            pass
+            fd = _memory_file(raw)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                return _parse_parallel(Source(fd), n, path)
+            except _ParallelFailed:
+                pass
+            finally:
+                os.close(fd)
     with _gc_paused():
-        builder = _ColumnBuilder()
+        builder = RowBuilder()
         try:
             try:
                 metadata = scan_sliced(raw, builder.add_batch)
             except ScanFallback:
-                builder = _ColumnBuilder()
+                builder = RowBuilder()
                 metadata = scan_whole(raw, builder.add_batch)
         except orjson.JSONDecodeError as exc:
             raise TraceError(f"{path}: not valid JSON ({_one_line(exc)})") from None
@@ -161,10 +174,10 @@ def parse_trace(raw: bytes, path: str = "<memory>", workers: int | None = None) 
 
 
 def _parse_reference(raw: bytes, path: str = "<memory>") -> Trace:
-    """The plain way, for tests: one ``orjson.loads`` of the whole document, then one Python
-    loop over the event dicts. Must give the same :class:`Trace` as :func:`parse_trace`."""
+    """The plain way, for tests: one ``orjson.loads`` of the whole document and one loop over
+    its events. :func:`parse_trace` and :func:`load_trace` must give exactly the same Trace."""
     with _gc_paused():
-        builder = _ColumnBuilder(vectorised=False)
+        builder = RowBuilder()
         try:
             metadata = scan_whole(raw, builder.add_batch)
         except orjson.JSONDecodeError as exc:
@@ -176,139 +189,198 @@ def _parse_reference(raw: bytes, path: str = "<memory>") -> Trace:
 
 # --- parsing in parallel -------------------------------------------------------------------------
 
-PARALLEL_MIN_BYTES = 48 << 20  # below this, starting a helper process costs more than it saves
-_BYTES_PER_WORKER = 24 << 20
+PARALLEL_MIN_BYTES = 16 << 20  # below this, a helper process saves next to nothing
+BYTES_PER_WORKER = 8 << 20
 MAX_WORKERS = 7
 MIN_CHUNK_BYTES = 1 << 20
 MAX_CHUNK_BYTES = 8 << 20
-_HEAD_BYTES = 1 << 20
 WORKERS_ENV = "PROFREPORT_TRACE_WORKERS"
+_HEAD_BYTES = 1 << 20
+_GUNZIP_BLOCK = 1 << 20  # compressed bytes read at a time (~10 MiB of trace JSON)
 
 
 class _ParallelFailed(Exception):
     """The parallel parse cannot vouch for the document; the sequential scan decides."""
 
 
-def _worker_count(size: int, requested: int | None) -> int:
-    if requested is None:
-        env = os.environ.get(WORKERS_ENV, "").strip()
-        if env:
-            try:
-                requested = max(int(env), 0)
-            except ValueError:
-                requested = None
-    if requested is None:
-        if size < PARALLEL_MIN_BYTES:
-            return 0
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cpus = os.cpu_count() or 1
-        requested = min(cpus - 1, MAX_WORKERS, size // _BYTES_PER_WORKER - 1)
-    if not sys.executable:
+def worker_count(size: int, requested: int | None = None) -> int:
+    """Helper processes for a document of ``size`` bytes: ``requested`` if given; else none for
+    a small document, and for a large one the ``PROFREPORT_TRACE_WORKERS`` environment variable
+    or one per spare CPU (at most one per ``BYTES_PER_WORKER``)."""
+    if not sys.executable or os.name != "posix":
+        return 0  # helpers inherit file descriptors: POSIX only
+    if requested is not None:
+        return max(requested, 0)
+    if size < PARALLEL_MIN_BYTES:
         return 0
-    return max(requested, 0)
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env.isdigit():
+        return int(env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
 
 
-def _parse_parallel(source: Source, n_workers: int, path: str) -> Trace:
-    """Parse in chunks, here and in ``n_workers`` helper processes (started first: their start-up
-    overlaps the planning and this process's first chunk)."""
+def _memory_file(raw: bytes) -> int:
+    """The bytes in an unnamed file that helper processes can read."""
+    fd = anonymous_file()
+    try:
+        _write_at(fd, raw, 0)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_at(fd: int, data: bytes, pos: int) -> None:
+    with memoryview(data) as view:
+        done = 0
+        while done < len(view):
+            done += os.pwrite(fd, view[done : done + (64 << 20)], pos + done)
+
+
+def _gunzipped_size(fd: int, size: int) -> int:
+    """The decompressed size a gzip trailer announces (modulo 4 GiB: at least the file size)."""
+    announced = int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little")
+    return announced if announced >= size else size * 8
+
+
+def _gunzip(src: int, dst: int) -> Iterator[int]:
+    """Decompress one gzip member from ``src`` into ``dst``, yielding the bytes written so far.
+
+    Anything but exactly one complete member raises :class:`ScanFallback`: the plain path then
+    decompresses the file again and gives the exact outcome.
+    """
+    inflate = zlib.decompressobj(wbits=31)
+    pos = written = 0
+    while not inflate.eof:
+        block = os.pread(src, _GUNZIP_BLOCK, pos)
+        if not block:
+            raise ScanFallback("gzip data cut short")
+        pos += len(block)
+        try:
+            out = inflate.decompress(block)
+        except zlib.error as exc:
+            raise ScanFallback(f"corrupt gzip data ({exc})") from None
+        _write_at(dst, out, written)
+        written += len(out)
+        yield written
+    if inflate.unused_data or os.pread(src, 1, pos):
+        raise ScanFallback("more than one gzip member")
+
+
+def _parse_parallel(
+    source: Source, n_workers: int, path: str, fill: Iterator[int] | None = None
+) -> Trace:
+    """Parse in chunks here and in ``n_workers`` helper processes, started first so that their
+    start-up overlaps the planning and this process's first chunks.
+
+    ``fill``, when given, writes the document into ``source`` piece by piece and yields how many
+    bytes are there so far: the helpers start on the first chunks while the rest is coming.
+    """
+    claims_fd = anonymous_file()
     workers: list[ChunkWorker] = []
     try:
-        for _ in range(n_workers):
-            workers.append(ChunkWorker(source, CHUNK_SLICE_BYTES))
-    except OSError:
-        pass  # no helper process: this one parses alone
-    try:
+        os.pwrite(claims_fd, bytes(8), 0)
+        try:
+            for _ in range(n_workers):
+                workers.append(ChunkWorker(source, claims_fd, SLICE_BYTES))
+        except OSError:
+            pass  # fewer helpers (or none): this process parses the rest
         with _gc_paused():
-            return _run_parallel(source, workers, path)
-    except (ScanFallback, orjson.JSONDecodeError, ValueError) as exc:
+            return _run_parallel(source, Claims(claims_fd), workers, path, fill)
+    except (ScanFallback, orjson.JSONDecodeError, ValueError, OSError, EOFError) as exc:
         raise _ParallelFailed(str(exc)) from None
     finally:
         for worker in workers:
-            worker.abort()
+            worker.close()
+        os.close(claims_fd)
 
 
-def _run_parallel(source: Source, workers: list[ChunkWorker], path: str) -> Trace:
-    head = source.read(0, _HEAD_BYTES)
-    array_open, prefix = locate_events(head)
-    if head[array_open + 1 :].lstrip(b" \t\r\n")[:1] in (b"]", b""):
-        raise ScanFallback("no events, or a tiny document")
-    chunks = plan_chunks(
-        source, array_open + 1, len(workers) + 1, MIN_CHUNK_BYTES, MAX_CHUNK_BYTES
-    )
-    parser = ChunkParser(CHUNK_SLICE_BYTES)
-    buffer = [bytearray()]
-
-    def parse_here(chunk: Chunk) -> dict:
-        buf, base = source.read_chunk(chunk, buffer[0])
-        buffer[0] = buf
-        size = (source.size if chunk.end is None else chunk.end + 1) - base
-        return parser.parse(buf, size, base, chunk)
-
-    results = run_chunks(chunks, parse_here, workers)
+def _run_parallel(
+    source: Source,
+    claims: Claims,
+    workers: list[ChunkWorker],
+    path: str,
+    fill: Iterator[int] | None,
+) -> Trace:
+    parties = len(workers) + 1
+    planner: ChunkPlanner | None = None
+    prefix: bytes | None = None
+    look_from = _HEAD_BYTES  # bytes to have before looking for the event array (again)
+    for available in fill or ():
+        source.size = available
+        if planner is None and available >= look_from:
+            found = _planner(source, parties, complete=False)
+            if found is None:
+                look_from = 2 * available
+                continue
+            planner, prefix = found
+        if planner is not None:
+            for worker in workers:
+                worker.send(planner.grow(available))
+    if planner is None:
+        found = _planner(source, parties, complete=True)
+        assert found is not None
+        planner, prefix = found
+    final = planner.finish()
+    for worker in workers:
+        worker.send(final, last=True)
+    results = run_chunks(planner.chunks, ChunkParser(source, SLICE_BYTES), claims, workers)
     close = results[-1][1]["close"]
     metadata = metadata_around(prefix, source.read(close + 1, source.size))
-    tables: list[list] = [[] for _ in range(len(workers) + 1)]
-    for party, result in sorted(results, key=lambda r: r[1]["seq"]):
-        tables[party].append(result["table"])
-    return _assemble(path, metadata, results, [_joined(t) for t in tables])
+    # Each party's table, from its deltas in the order it produced them (= chunk order).
+    tables: list[tuple[list, list, list]] = [([], [], []) for _ in range(parties)]
+    for party, result in results:
+        for whole, part in zip(tables[party], result["table"], strict=True):
+            whole.extend(part)
+    return _assemble(path, metadata, results, tables)
 
 
-def _joined(deltas: list) -> tuple[list, list, list]:
-    """One party's table: its deltas, in the order it produced them."""
-    strings: list = []
-    lanes: list = []
-    fields: list = []
-    for s, la, f in deltas:
-        strings += s
-        lanes += la
-        fields += f
-    return strings, lanes, fields
-
-
-class ChunkParser:
-    """Parses chunks in one process, interning signatures across all the chunks it sees.
-
-    Each result carries the chunk's columns (signatures in this parser's numbering), its rare
-    args, and the table entries this parser added since its previous result.
-    """
-
-    def __init__(self, slice_bytes: int) -> None:
-        self.builder = _ColumnBuilder()
-        self.slice_bytes = slice_bytes
-        self.seq = 0
-
-    def parse(self, buf: bytearray, size: int, base: int, chunk: Chunk) -> dict:
-        end = None if chunk.end is None else chunk.end - base
-        close = scan_events(
-            buf, chunk.start - base, end, self.builder.add_batch, self.slice_bytes, size
-        )
-        out = self.builder.result()
-        out["close"] = close + base if chunk.end is None else None
-        out["table"] = self.builder.table_delta()
-        out["seq"] = self.seq = self.seq + 1
-        return out
+def _planner(
+    source: Source, parties: int, complete: bool
+) -> tuple[ChunkPlanner, bytes | None] | None:
+    """A planner from the event array's first byte, and the text before the array; ``None``
+    while the array is not in sight yet (big metadata first) and more bytes are coming."""
+    limit = _HEAD_BYTES
+    while True:
+        head = source.read(0, limit)
+        try:
+            array_open, prefix = locate_events(head)
+            break
+        except ScanFallback:
+            if limit >= source.size or head.lstrip(b" \t\r\n")[:1] != b"{":
+                if complete:
+                    raise
+                return None
+            limit *= 4
+    if head[array_open + 1 :].lstrip(b" \t\r\n")[:1] in (b"]", b""):
+        raise ScanFallback("no events, or no room for chunks")
+    first = array_open + 1
+    return ChunkPlanner(source, first, parties, MIN_CHUNK_BYTES, MAX_CHUNK_BYTES), prefix
 
 
 def _assemble(path: str, metadata: dict, results: list[tuple[int, dict]], tables: list) -> Trace:
     """Join per-chunk columns, in chunk order, into one :class:`Trace`.
 
     Signatures are renumbered into one table, registered in order of first appearance in the
-    document, so the string and lane tables come out exactly as a one-pass scan would build them.
+    document, so the string and lane tables come out exactly as a one-pass scan builds them.
     """
     strings: dict[str, int] = {"": 0}
     lanes: dict[tuple, int] = {}
     fields: list[tuple[int, int, int, int]] = []
     maps = [np.full(len(t[2]), -1, dtype=np.int64) for t in tables]
-    pieces: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+    pieces: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
     extra: dict[int, dict] = {}
     rows = 0
     for party, result in results:
         p_strings, p_lanes, p_fields = tables[party]
         gmap = maps[party]
-        sig = result["sig"]
-        new = gmap[sig] < 0
+        sig = np.frombuffer(result["sig"], dtype=np.int32)
+        global_sig = gmap[sig]
+        new = global_sig < 0
         if new.any():
             local, first = np.unique(sig[new], return_index=True)
             for s in local[np.argsort(first)].tolist():
@@ -318,38 +390,50 @@ def _assemble(path: str, metadata: dict, results: list[tuple[int, dict]], tables
                 lane_id = lanes.setdefault(p_lanes[lane], len(lanes))
                 gmap[s] = len(fields)
                 fields.append((code, cat_id, name_id, lane_id))
-        pieces["sig"].append(gmap[sig])
-        for key in _COLUMNS[1:]:
-            pieces[key].append(result[key])
+            global_sig = gmap[sig]
+        pieces["sig"].append(global_sig)
+        for key, code in COLUMNS.items():
+            if key != "sig":
+                pieces[key].append(np.frombuffer(result[key], dtype=_DTYPES[code]))
         for row, args in result["extra"].items():
             extra[rows + row] = args
         rows += int(sig.shape[0])
 
     def col(key: str) -> np.ndarray:
         parts = pieces[key]
-        if len(parts) == 1:
-            return parts[0]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        dtype = np.int64 if key == "sig" else _DTYPES[COLUMNS[key]]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     sig = col("sig")
-    table = np.array(fields, dtype=np.int64).reshape(-1, 4)
+    codes, cats, names, lane_ids = (
+        (list(f) for f in zip(*fields, strict=True)) if fields else ([],) * 4
+    )
+    dur_ns = _to_ns(col("dur"))
+    dur_ns[dur_ns < 0] = MISSING
     return Trace(
         path=path,
         metadata=metadata,
         strings=list(strings),
         lanes=list(lanes),
-        ph=table[sig, 0].astype(np.uint8),
-        cat=table[sig, 1].astype(np.int32),
-        name=table[sig, 2].astype(np.int32),
-        lane=table[sig, 3].astype(np.int32),
-        ts_ns=col("ts"),
-        dur_ns=col("dur"),
+        ph=np.array(codes, dtype=np.uint8)[sig],
+        cat=np.array(cats, dtype=np.int32)[sig],
+        name=np.array(names, dtype=np.int32)[sig],
+        lane=np.array(lane_ids, dtype=np.int32)[sig],
+        ts_ns=_to_ns(col("ts")),
+        dur_ns=dur_ns,
         correlation=col("corr"),
         external_id=col("ext"),
         flow_id=col("flow"),
         nbytes=col("nbytes"),
         extra_args=extra,
     )
+
+
+_DTYPES: dict[str, np.dtype] = {
+    "i": np.dtype(np.int32),
+    "d": np.dtype(np.float64),
+    "q": np.dtype(np.int64),
+}
 
 
 class _gc_paused:
@@ -385,335 +469,25 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _as_int(value) -> int:
-    """Integer ids and sizes as traces write them: ints, floats, decimal or hex strings."""
-    if type(value) is int:
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return MISSING
-    return MISSING
-
-
 def _to_ns(us: np.ndarray) -> np.ndarray:
     """Microseconds (float, NaN = missing) to exact integer nanoseconds (-1 = missing).
 
     The whole and fractional parts are scaled separately: 1.7e15 us * 1000 exceeds 2**53.
+    ``us`` is used as scratch space.
     """
     missing = ~np.isfinite(us)
-    us = np.where(missing, 0.0, us)
-    whole = np.floor(us)
-    ns = whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
+    if missing.any():
+        us[missing] = 0.0
+    if (us < 0).any():  # rare: floor and truncation differ
+        whole = np.floor(us)
+        ns = whole.astype(np.int64)
+        us -= whole
+    else:  # one fresh array less (each costs page faults at this size)
+        ns = us.astype(np.int64)
+        us -= ns
+    ns *= 1000
+    if us.any():  # fractions of a microsecond
+        us *= 1000.0
+        ns += np.rint(us, out=us).astype(np.int64)
     ns[missing] = MISSING
     return ns
-
-
-def _float_column(values) -> np.ndarray:
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_float_or_nan(v) for v in values], dtype=np.float64)
-
-
-def _int_column(values) -> np.ndarray:
-    """Integer column; anything out of int64 range becomes -1."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:
-        return np.array([v if -(2**63) <= v < 2**63 else MISSING for v in values], np.int64)
-
-
-def _exact_ints(values: list) -> np.ndarray:
-    """Raw JSON values as an int64 column with :func:`_as_int` semantics, fast when all are ints."""
-    types = set(map(type, values))
-    if not types <= {int}:
-        values = [v if type(v) is int else _as_int(v) for v in values]
-    return _int_column(values)
-
-
-def _float_or_nan(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-_PHASE_CODES = {p: ord(p[0]) for p in ("X", "B", "E", "i", "I", "C", "s", "t", "f", "b", "e", "n")}
-
-
-def _normalised(ev: dict) -> dict:
-    """Copy of an event whose ph/cat/name/pid/tid are made hashable text where they are not."""
-    out = dict(ev)
-    for key in ("ph", "cat", "name", "pid", "tid"):
-        value = out.get(key)
-        if value is not None and not isinstance(value, str | int | float):
-            out[key] = orjson.dumps(value).decode()
-    if not isinstance(out.get("args"), dict):
-        out.pop("args", None)
-    return out
-
-
-_COLUMNS = ("sig", "ts", "dur", "corr", "ext", "flow", "nbytes")
-_DROPPED = -1
-_UNSEEN = -2
-_SIZE_FALLBACK = 1  # flag: take args.size when args.bytes is missing (HIP memcpy API calls)
-_KEEP_ARGS = 2  # flag: keep the whole args dict (rare records)
-_MAY_RECORD = 4  # flag: a cpu_op, which may be an Inductor kernel record (args.kernel_backend)
-_FLOW = 8  # flag: a flow event (ph s/t/f), whose "id" is kept
-_FLOW_PHASES = frozenset({"s", "t", "f"})
-_NAN = float("nan")
-_NO_ARGS: dict = {}
-_EXACT_IN_FLOAT = float(2**53)
-
-
-def _text(value) -> str:
-    if value is None:
-        return ""
-    return value if type(value) is str else str(value)
-
-
-def _pick(items: list, rows: np.ndarray) -> list:
-    """``[items[i] for i in rows]``, with the loop in C."""
-    if rows.size == 1:
-        return [items[int(rows[0])]]
-    return list(itemgetter(*rows.tolist())(items)) if rows.size else []
-
-
-class _ColumnBuilder:
-    """Turns batches of event dicts into numpy column pieces, keeping only the needed fields.
-
-    Events are keyed by their signature ``(ph, cat, name, pid, tid)``: one dict lookup per event
-    instead of four, and one int32 column that expands into phase/category/name/lane at the end.
-
-    A batch is read field by field with the loops in C (``map(dict.get, ...)`` straight into
-    numpy); a batch with anything odd in it (an event that is not a dict, unhashable or null
-    fields, non-dict args) is read again by :meth:`_collect`, one event at a time.
-    """
-
-    def __init__(self, vectorised: bool = True) -> None:
-        self.vectorised = vectorised
-        self.strings: dict[str, int] = {"": 0}
-        self.lanes: dict[tuple, int] = {}
-        self.sigs: dict[tuple, int] = {}
-        self.sig_fields: list[tuple[int, int, int, int]] = []  # ph code, cat, name, lane
-        self.sig_flags: list[int] = []
-        self._flag_table = np.zeros(0, dtype=np.int64)
-        self._sent = (0, 0, 0)  # table entries already reported by table_delta (strings, ...)
-        self._string_list: list[str] = [""]
-        self._lane_list: list[tuple] = []
-        self.pieces: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-        self.extra_args: dict[int, dict] = {}
-        self.rows = 0
-
-    def add_batch(self, events: list) -> None:
-        if self.vectorised:
-            try:
-                columns = self._read_columns(events)
-            except (TypeError, ValueError, OverflowError, AttributeError):
-                columns = None  # something odd: the event-by-event loop copes with it
-            if columns is not None:
-                self._store_columns(events, *columns)
-                return
-        rows: list[tuple] = []
-        self._collect(events, rows)
-        self._store(rows)
-
-    def result(self) -> dict:
-        """The columns gathered since the last call (ts/dur in integer ns), and the rare args."""
-        out: dict = {}
-        for key in _COLUMNS:
-            parts = self.pieces[key]
-            dtype = np.int32 if key == "sig" else np.float64 if key in ("ts", "dur") else np.int64
-            out[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-            parts.clear()
-        out["ts"] = _to_ns(out["ts"])
-        dur_ns = _to_ns(out["dur"])
-        dur_ns[dur_ns < 0] = MISSING
-        out["dur"] = dur_ns
-        out["extra"], self.extra_args = self.extra_args, {}
-        self.rows = 0
-        return out
-
-    def table_delta(self) -> tuple[list, list, list]:
-        """Strings, lanes and signature fields added since the previous call."""
-        s0, l0, f0 = self._sent
-        self._sent = (len(self._string_list), len(self._lane_list), len(self.sig_fields))
-        return (
-            self._string_list[s0:],
-            self._lane_list[l0:],
-            self.sig_fields[f0:],
-        )
-
-    def _new_sig(self, key: tuple) -> int:
-        ph, cat, name, pid, tid = key
-        if ph == "M" or cat in _DROPPED_CATS:
-            self.sigs[key] = _DROPPED
-            return _DROPPED
-        cat, name = _text(cat), _text(name)
-        cat_id = self._intern(cat)
-        name_id = self._intern(name)
-        lane = self.lanes.get((pid, tid))
-        if lane is None:
-            lane = self.lanes[(pid, tid)] = len(self.lanes)
-            self._lane_list.append((pid, tid))
-        code = _PHASE_CODES.get(ph, 0) if type(ph) is str else 0
-        flags = (
-            (_SIZE_FALLBACK if cat in _RUNTIME_SIZE_CATS else 0)
-            | (_KEEP_ARGS if cat in _ARGS_KEPT_CATS else 0)
-            | (_MAY_RECORD if cat in _RECORD_CATS else 0)
-            | (_FLOW if ph in _FLOW_PHASES else 0)
-        )
-        sig = self.sigs[key] = len(self.sig_fields)
-        self.sig_fields.append((code, cat_id, name_id, lane))
-        self.sig_flags.append(flags)
-        return sig
-
-    def _intern(self, text: str) -> int:
-        found = self.strings.get(text)
-        if found is None:
-            found = self.strings[text] = len(self.strings)
-            self._string_list.append(text)
-        return found
-
-    def _read_columns(self, events: list) -> tuple:
-        """Every field of every event of the batch; raises on anything odd, changing nothing."""
-        n = len(events)
-        get = dict.get
-        keys = zip(
-            map(get, events, repeat("ph")),
-            map(get, events, repeat("cat")),
-            map(get, events, repeat("name")),
-            map(get, events, repeat("pid")),
-            map(get, events, repeat("tid")),
-            strict=True,
-        )
-        sig = np.fromiter(map(self.sigs.get, keys, repeat(_UNSEEN)), np.int32, n)
-        ts = np.fromiter(map(get, events, repeat("ts"), repeat(_NAN)), np.float64, n)
-        dur = np.fromiter(map(get, events, repeat("dur"), repeat(_NAN)), np.float64, n)
-        args = list(map(get, events, repeat("args"), repeat(_NO_ARGS)))
-        corr = list(map(get, args, repeat("correlation"), repeat(-1)))
-        ext = list(map(get, args, repeat("External id"), repeat(-1)))
-        nbytes = list(map(get, args, repeat("bytes")))
-        flow = list(map(get, events, repeat("id"), repeat(-1)))
-        return sig, ts, dur, args, corr, ext, nbytes, flow
-
-    def _store_columns(self, events, sig, ts, dur, args, corr, ext, nbytes, flow) -> None:
-        for i in np.flatnonzero(sig == _UNSEEN).tolist():
-            ev = events[i]
-            key = (ev.get("ph"), ev.get("cat"), ev.get("name"), ev.get("pid"), ev.get("tid"))
-            found = self.sigs.get(key)
-            sig[i] = self._new_sig(key) if found is None else found
-        if self._flag_table.shape[0] != len(self.sig_flags):
-            self._flag_table = np.array(self.sig_flags, dtype=np.int64)
-        keep = sig >= 0
-        flags = np.where(keep, self._flag_table[np.maximum(sig, 0)], 0)
-        corr_col = _exact_ints(corr)
-        ext_col = _exact_ints(ext)
-        flow_col = np.where(flags & _FLOW != 0, _exact_ints(flow), MISSING)
-        nbytes_col, no_bytes = _bytes_column(nbytes)
-        size_rows = np.flatnonzero(no_bytes & (flags & _SIZE_FALLBACK != 0))
-        if size_rows.size:
-            sizes = list(map(dict.get, _pick(args, size_rows), repeat("size"), repeat(-1)))
-            nbytes_col[size_rows] = _exact_ints(sizes)
-        self._keep_rare_args(args, flags, keep)
-        all_kept = bool(keep.all())
-        columns = (sig, ts, dur, corr_col, ext_col, flow_col, nbytes_col)
-        for key, values in zip(_COLUMNS, columns, strict=True):
-            self.pieces[key].append(values if all_kept else values[keep])
-        self.rows += int(np.count_nonzero(keep))
-
-    def _keep_rare_args(self, args: list, flags: np.ndarray, keep: np.ndarray) -> None:
-        """Rows whose whole args are kept: rare categories, and Inductor kernel records."""
-        wanted = np.flatnonzero(flags & _KEEP_ARGS)
-        maybe = np.flatnonzero(flags & _MAY_RECORD)
-        if maybe.size:
-            has = np.fromiter(
-                map(dict.__contains__, _pick(args, maybe), repeat("kernel_backend")),
-                bool,
-                maybe.size,
-            )
-            wanted = np.union1d(wanted, maybe[has]) if has.any() else wanted
-        if not wanted.size:
-            return
-        kept_before = np.cumsum(keep) - 1
-        for i in wanted.tolist():
-            if args[i]:
-                self.extra_args[self.rows + int(kept_before[i])] = args[i]
-
-    def _collect(self, events: list, rows: list[tuple], normalised: bool = False) -> None:
-        keep_row = rows.append
-        sigs_get, flags_of, new_sig = self.sigs.get, self.sig_flags, self._new_sig
-        extra = self.extra_args
-        first_row = self.rows
-        for ev in events:
-            try:
-                get = ev.get
-                key = (get("ph"), get("cat"), get("name"), get("pid"), get("tid"))
-                sig = sigs_get(key)
-                if sig is None:
-                    sig = new_sig(key)
-                if sig < 0:
-                    continue
-                flags = flags_of[sig]
-                if flags & _FLOW:
-                    fid = get("id", -1)
-                    if type(fid) is not int:
-                        fid = _as_int(fid)
-                else:
-                    fid = -1
-                args = get("args")
-                if args:
-                    aget = args.get
-                    corr = aget("correlation", -1)
-                    if type(corr) is not int:
-                        corr = _as_int(corr)
-                    ext = aget("External id", -1)
-                    if type(ext) is not int:
-                        ext = _as_int(ext)
-                    nbytes = aget("bytes")
-                    if nbytes is None:
-                        nbytes = aget("size", -1) if flags & _SIZE_FALLBACK else -1
-                    if type(nbytes) is not int:
-                        nbytes = _as_int(nbytes)
-                    if flags & _KEEP_ARGS or (flags & _MAY_RECORD and "kernel_backend" in args):
-                        extra[first_row + len(rows)] = args
-                else:
-                    corr = ext = nbytes = -1
-            except (TypeError, AttributeError):  # not a dict, or unhashable field values
-                if type(ev) is dict and not normalised:  # retried in place: rows keep event order
-                    self._collect([_normalised(ev)], rows, normalised=True)
-                continue
-            keep_row((sig, get("ts"), get("dur"), corr, ext, fid, nbytes))
-
-    def _store(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
-        columns = list(zip(*rows, strict=True))
-        p = self.pieces
-        p["sig"].append(np.array(columns[0], dtype=np.int32))
-        p["ts"].append(_float_column(columns[1]))
-        p["dur"].append(_float_column(columns[2]))
-        for key, values in zip(("corr", "ext", "flow", "nbytes"), columns[3:], strict=True):
-            p[key].append(_int_column(values))
-        self.rows += len(rows)
-
-
-def _bytes_column(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """``args.bytes`` as int64 (-1 when absent) and where it was absent (None)."""
-    n = len(values)
-    types = set(map(type, values))
-    if types <= {type(None)}:
-        return np.full(n, MISSING, dtype=np.int64), np.ones(n, dtype=bool)
-    if types == {int}:
-        return _int_column(values), np.zeros(n, dtype=bool)
-    if types == {int, type(None)}:
-        as_float = np.array(values, dtype=np.float64)  # None -> NaN
-        absent = np.isnan(as_float)
-        if not (np.abs(as_float[~absent]) >= _EXACT_IN_FLOAT).any():
-            return np.where(absent, MISSING, as_float).astype(np.int64), absent
-    absent = np.fromiter(map(is_, values, repeat(None)), bool, n)
-    return _exact_ints([MISSING if v is None else v for v in values]), absent
