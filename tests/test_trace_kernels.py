@@ -430,6 +430,41 @@ def test_cpu_definition_nesting_rules(tmp_path):
     assert by_name["aten::mul"].time_us == 40.0
 
 
+def test_cpu_helper_copies_belong_to_the_operator_that_makes_them(tmp_path):
+    base = 1_000_000
+    events = [
+        # addmm copies its bias into the output, then runs the GEMM itself
+        op("aten::linear", base, 40),
+        op("aten::addmm", base + 1, 38),
+        op("aten::copy_", base + 2, 5),
+        # mul by a Python scalar converts the scalar: to -> _to_copy -> copy_
+        op("aten::mul", base + 50, 20),
+        op("aten::to", base + 51, 6),
+        op("aten::_to_copy", base + 52, 4),
+        op("aten::copy_", base + 53, 2),
+        # a copy the model asked for is a kernel of its own
+        op("aten::to", base + 80, 10),
+        op("aten::_to_copy", base + 81, 8),
+        op("aten::copy_", base + 82, 6),
+        # zeros fills through fill_/zero_: the kernel is zeros
+        op("aten::zeros", base + 100, 10),
+        op("aten::empty", base + 101, 1),
+        op("aten::zero_", base + 103, 6),
+        op("aten::fill_", base + 104, 4),
+    ]
+    c = counts_of(tmp_path, events)
+    assert sorted(r.name for r in c.table) == [
+        "aten::addmm",
+        "aten::copy_",
+        "aten::mul",
+        "aten::zeros",
+    ]
+    assert c.kernels == 4
+    by_name = {r.name: r for r in c.table}
+    assert by_name["aten::copy_"].calls == 1  # only the top-level one
+    assert by_name["aten::addmm"].launched_by == "aten::linear"
+
+
 def test_bookkeeping_list_documented():
     required = [
         "empty",

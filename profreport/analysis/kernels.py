@@ -75,6 +75,11 @@ _has_compatible_shallow_copy_type record_stream
 _PRIM_BOOKKEEPING = (
     "ListConstruct ListUnpack TupleConstruct TupleUnpack Constant GetAttr NumToTensor device dtype"
 )
+# Copies an operator performs as part of its own work; inside another compute operator they are
+# counted as that operator, at top level they are kernels of their own.
+HELPER_OPS: frozenset[str] = frozenset(
+    {"aten::copy_", "aten::fill_", "aten::zero_", "aten::_to_copy"}
+)
 BOOKKEEPING_OPS: frozenset[str] = frozenset(
     [f"aten::{op}" for op in _ATEN_BOOKKEEPING.split()]
     + [f"prim::{op}" for op in _PRIM_BOOKKEEPING.split()]
@@ -96,7 +101,10 @@ CPU_DEFINITION_TEXT = (
     "operator (aten::, mkldnn::, quantized::, prim:: ...) other than the documented bookkeeping "
     "ops that only allocate, alias or reshape (aten::empty, view, reshape, as_strided, t, ...), "
     "an Inductor-generated C++ kernel (cpp_fused_*) or a TorchScript NNC fused CPU kernel "
-    "(fused_*), and that contains no other such operator. "
+    "(fused_*), and that contains no other such operator. Helper copies an operator makes for "
+    "itself (aten::copy_, fill_, zero_, _to_copy inside another compute operator, such as "
+    "addmm copying its bias into the output or mul converting a Python scalar) belong to that "
+    "operator, so the kernel is named after the operator the model called. "
     "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
     "Each CPU kernel is one dispatch, so launches equal kernels under this definition."
 )
@@ -397,7 +405,13 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
     compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
         generated_kernel
     )
-    qual_local = np.flatnonzero(compute[trace.name[cpu_rows]])
+    compute_local = compute[trace.name[cpu_rows]]
+    helper_local = trace.string_table_mask(lambda s: s in HELPER_OPS)[trace.name[cpu_rows]]
+    qual_local = np.flatnonzero(compute_local)
+    # A helper copy inside another compute operator is part of that operator's work.
+    helpers = np.flatnonzero(compute_local & helper_local)
+    absorbed = helpers[outermost_ancestor(parent, helpers, compute_local & ~helper_local) >= 0]
+    qual_local = np.setdiff1d(qual_local, absorbed, assume_unique=True)
     kernel_local = qual_local[~mark_ancestors(parent, qual_local)[qual_local]]
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
