@@ -95,6 +95,9 @@ def test_simple_model_kernels_are_named_and_honest(tmp_path):
     )
     x, w, b, y = 32 * 56 * 56 * 4, 64 * 32 * 9 * 4, 64 * 4, 64 * 56 * 56 * 4
     assert (conv_row["bytes_read"], conv_row["bytes_written"]) == (x + w + b, y)
+    # FLOPs of a 3x3 conv, 32 -> 64 channels, 56 x 56 output, batch 1: 2 * MACs
+    assert conv_row["flops"] == 2 * 64 * 56 * 56 * 32 * 9
+    assert conv_row["flops_per_byte"] == conv_row["flops"] / (x + w + b + y)
     fused_row = next(r for r in rec["modes"]["compile"]["kernels"]["table"] if "relu" in r["name"])
     assert (fused_row["bytes_read"], fused_row["bytes_written"]) == (y, y // 4)  # no indices
     opt = rec["modes"]["optimize"]

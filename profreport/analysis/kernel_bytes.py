@@ -40,8 +40,9 @@ def _candidates(row: dict[str, Any]) -> list[str]:
 
 def attach_kernel_bytes(mode: dict[str, Any]) -> None:
     """Add `bytes_read`, `bytes_written`, `bytes_op` and `bytes_shared_by` to each kernel row of
-    `mode` (a run-record mode entry with `kernels` and `bytes`); rows with no matching operation
-    get None, never 0."""
+    `mode` (a run-record mode entry with `kernels` and `bytes`), and the operation's FLOPs
+    (`flops`, `flops_per_byte`) where torch's flop counter has a formula; rows with no matching
+    operation get None, never 0."""
     ops = {r["op"]: r for r in mode["bytes"]["table"]}
     # compile's library calls are recorded as "extern <op>": findable by the op's own name.
     ops.update({r["op"].removeprefix("extern "): r for r in mode["bytes"]["table"]})
@@ -58,11 +59,15 @@ def attach_kernel_bytes(mode: dict[str, Any]) -> None:
     for row in mode["kernels"]["table"]:
         op = matches[row["name"]]
         if op is not None:
+            flops = ops[op].get("flops")
+            total = ops[op]["read"] + ops[op]["written"]
             row.update(
                 bytes_read=ops[op]["read"],
                 bytes_written=ops[op]["written"],
                 bytes_op=op,
                 bytes_shared_by=shared[op],
+                flops=flops,
+                flops_per_byte=None if flops is None or total == 0 else flops / total,
             )
         elif row["name"] in by_kernel:
             row.update(

@@ -99,6 +99,10 @@ def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
                     if r.get("bytes_read") is not None
                     else "-"
                 ),
+                "flops": _flops(r.get("flops")),
+                "intensity": "-"
+                if r.get("flops_per_byte") is None
+                else f"{r['flops_per_byte']:.2f}",
                 "bytes_note": (
                     f"op shared by {r['bytes_shared_by']} kernels"
                     if (r.get("bytes_shared_by") or 0) > 1
