@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,44 +30,30 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
+def _number(convert: type, minimum: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: `convert` the text, then require a finite value above (`strict`) or
+    at least `minimum`."""
+    noun = "an integer" if convert is int else "a number"
+    rule = f"must be {'above' if strict else 'at least'} {minimum:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number: {text}")
+        if value <= minimum if strict else value < minimum:
+            raise argparse.ArgumentTypeError(f"{rule}: {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more: {text}")
-    return value
+_positive_int = _number(int, 1, strict=False)
+_positive_float = _number(float, 0, strict=True)
+_non_negative_int = _number(int, 0, strict=False)
+_non_negative_float = _number(float, 0, strict=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,20 +208,6 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _parse_modes(text: str) -> tuple[str, ...]:
-    from profreport.modes import MODES
-
-    modes = tuple(m.strip() for m in text.split(",") if m.strip())
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        raise UsageError(
-            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}"
-        )
-    if len(set(modes)) != len(modes):
-        raise UsageError("--modes lists a mode twice")
-    return modes
-
-
 def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -271,19 +243,20 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import api
 
-    modes = _parse_modes(args.modes)
-    if args.active_steps < 3:
-        raise UsageError("--active-steps must be at least 3")
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     out_parent = Path(args.out)
     if out_parent.exists() and not out_parent.is_dir():
         raise UsageError(f"--out {out_parent} exists and is not a folder")
-    options = api.run_options(
-        modes,
-        active_steps=args.active_steps,
-        min_time_s=args.min_time,
-        max_time_s=args.max_time,
-        measure_bytes=args.measure_bytes,
-    )
+    try:
+        options = api.run_options(
+            modes,
+            active_steps=args.active_steps,
+            min_time_s=args.min_time,
+            max_time_s=args.max_time,
+            measure_bytes=args.measure_bytes,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
     import torch
 

@@ -208,7 +208,7 @@ def test_cli_json_output_parses(base, tmp_path, capsys):
         ("device", [], "cannot compare: different device types"),
         ("missing", [], "no such file"),
         ("schema", [], "not a profreport run record"),
-        (None, ["--max-bytes-increase", "-1"], "must be a finite number"),
+        (None, ["--max-bytes-increase", "-1"], "must be at least 0"),
         (None, ["--format", "pdf"], "invalid choice"),
     ],
 )
