@@ -93,6 +93,17 @@ def _group(
     }
 
 
+def _without_kernel(eager_calls: Sequence[dict[str, Any]], note: str) -> dict[str, Any]:
+    """A group of eager calls that no kernel of the mode performs: all their bytes are saved."""
+    return _group(
+        [_short(c["op"]) for c in eager_calls],
+        [],
+        _sum(_traffic(c) for c in eager_calls),
+        0,
+        note=note,
+    )
+
+
 def _summary(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
     fused = [g for g in groups if len(g["eager_ops"]) > 1]
     saved = _sum(g["saved_bytes"] for g in groups) if groups else 0
@@ -189,12 +200,8 @@ def compile_fusion(
     removed = [c for c in calls.untaken() if c["op"] not in bookkeeping]
     if removed:
         groups.append(
-            _group(
-                [_short(c["op"]) for c in removed],
-                [],
-                _sum(_traffic(c) for c in removed),
-                0,
-                note="eager ops with no compiled kernel (eliminated, or not matched)",
+            _without_kernel(
+                removed, "eager ops with no compiled kernel (eliminated, or not matched)"
             )
         )
     summary = _summary(groups, "Inductor scheduler nodes (original_aten provenance)")
@@ -287,15 +294,7 @@ def optimize_fusion(
         )
     folded = [c for calls in pending.values() for c in calls]
     if folded:
-        groups.append(
-            _group(
-                [_short(c["op"]) for c in folded],
-                [],
-                _sum(_traffic(c) for c in folded),
-                0,
-                note="folded away by freezing (no kernel left)",
-            )
-        )
+        groups.append(_without_kernel(folded, "folded away by freezing (no kernel left)"))
     if added:
         groups.append(
             _group(
