@@ -202,26 +202,27 @@ def _parse_number(text: str) -> Decimal | None:
     return value if value.is_finite() else None
 
 
-def bytes_from(value: str, unit: str) -> int | None:
-    """`("1,234.5", "Kbyte")` -> 1234500. ncu's byte prefixes are powers of 1000."""
+def _scaled(value: str, unit: str, factors: dict, kind: str) -> Decimal | None:
+    """`value` times the factor of `unit` in `factors`; None for ncu's "n/a"."""
     number = _parse_number(value)
     if number is None:
         return None
-    factor = _BYTE_UNITS.get(unit.strip().lower())
+    factor = factors.get(unit.strip().lower())
     if factor is None:
-        raise NcuParseError(f"unknown byte unit {unit!r}")
-    return int((number * factor).to_integral_value())
+        raise NcuParseError(f"unknown {kind} unit {unit!r}")
+    return number * factor
+
+
+def bytes_from(value: str, unit: str) -> int | None:
+    """`("1,234.5", "Kbyte")` -> 1234500. ncu's byte prefixes are powers of 1000."""
+    scaled = _scaled(value, unit, _BYTE_UNITS, "byte")
+    return None if scaled is None else int(scaled.to_integral_value())
 
 
 def nanoseconds_from(value: str, unit: str) -> float | None:
     """`("4.86", "usecond")` -> 4860.0."""
-    number = _parse_number(value)
-    if number is None:
-        return None
-    factor = _NS_PER_UNIT.get(unit.strip().lower())
-    if factor is None:
-        raise NcuParseError(f"unknown time unit {unit!r}")
-    return float(number * factor)
+    scaled = _scaled(value, unit, _NS_PER_UNIT, "time")
+    return None if scaled is None else float(scaled)
 
 
 def _is_header(fields: list[str]) -> bool:
