@@ -21,6 +21,7 @@ import os
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,16 +161,12 @@ def parse_trace(raw: bytes, path: str = "<memory>", workers: int | None = None) 
                 os.close(fd)
     with _gc_paused():
         builder = RowBuilder()
-        try:
+        with _as_trace_errors(path):
             try:
                 metadata = scan_sliced(raw, builder.add_batch)
             except ScanFallback:
                 builder = RowBuilder()
                 metadata = scan_whole(raw, builder.add_batch)
-        except orjson.JSONDecodeError as exc:
-            raise TraceError(f"{path}: not valid JSON ({_one_line(exc)})") from None
-        except ValueError as exc:
-            raise NotATraceError(f"{path}: {_one_line(exc)}") from None
         return _assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
 
 
@@ -178,12 +175,8 @@ def _parse_reference(raw: bytes, path: str = "<memory>") -> Trace:
     its events. :func:`parse_trace` and :func:`load_trace` must give exactly the same Trace."""
     with _gc_paused():
         builder = RowBuilder()
-        try:
+        with _as_trace_errors(path):
             metadata = scan_whole(raw, builder.add_batch)
-        except orjson.JSONDecodeError as exc:
-            raise TraceError(f"{path}: not valid JSON ({_one_line(exc)})") from None
-        except ValueError as exc:
-            raise NotATraceError(f"{path}: {_one_line(exc)}") from None
         return _assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
 
 
@@ -434,6 +427,17 @@ _DTYPES: dict[str, np.dtype] = {
     "d": np.dtype(np.float64),
     "q": np.dtype(np.int64),
 }
+
+
+@contextmanager
+def _as_trace_errors(path: str) -> Iterator[None]:
+    """Report a document that is not JSON, or JSON that is not a trace, as one line."""
+    try:
+        yield
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(f"{path}: not valid JSON ({_one_line(exc)})") from None
+    except ValueError as exc:
+        raise NotATraceError(f"{path}: {_one_line(exc)}") from None
 
 
 class _gc_paused:
