@@ -1,14 +1,17 @@
 """Command line: the only edge with side effects (arguments, progress, files, exit codes).
 
-Exit codes: 0 success, 1 the run finished but found a problem it was asked to gate on,
-2 bad input (one line on stderr, nothing written).
+Exit codes: 0 success, 1 the run finished but found a problem (a gate, or the model itself
+failed), 2 bad input (one line on stderr, nothing written), 3 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -16,9 +19,10 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from profreport import __version__
-from profreport.files import write_atomic
+from profreport.files import StagedFolder, write_atomic
 
-EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
 
 
 class UsageError(Exception):
@@ -59,9 +63,15 @@ _non_negative_float = _number(float, 0, strict=False)
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="profreport", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"profreport {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    # Accepted after the command too; SUPPRESS keeps a subcommand from resetting the flag.
+    debug = _Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    gen = sub.add_parser("generate", help="profile a model in every mode and write a report")
+    gen = sub.add_parser(
+        "generate", parents=[debug], help="profile a model in every mode and write a report"
+    )
     gen.add_argument(
         "--model", default="simple", help="built-in name, module:function or file.py:function"
     )
@@ -91,17 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="also measure DRAM bytes per kernel with Nsight Compute (CUDA + ncu)",
     )
     gen.add_argument("--quiet", action="store_true", help="no progress output")
+    gen.add_argument(
+        "--strict", action="store_true", help="exit 1 when any mode fails (default: only eager)"
+    )
 
-    sub.add_parser("models", help="list the built-in models")
+    sub.add_parser("models", parents=[debug], help="list the built-in models")
 
-    ren = sub.add_parser("render", help="re-render report.html and summary.md from a run record")
+    ren = sub.add_parser(
+        "render", parents=[debug], help="re-render report.html and summary.md from a run record"
+    )
     ren.add_argument("record", help="run.json or a run folder")
     ren.add_argument(
         "--out", default=None, help="folder to write into (default: beside the record)"
     )
 
     cmp = sub.add_parser(
-        "compare", help="compare two runs of one model; exit 1 on a regression beyond a threshold"
+        "compare",
+        parents=[debug],
+        help="compare two runs of one model; exit 1 on a regression beyond a threshold",
     )
     cmp.add_argument("base", help="run.json or run folder of the baseline")
     cmp.add_argument("head", help="run.json or run folder of the change")
@@ -129,27 +146,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate: latency median may grow by at most PCT percent (beyond noise)",
     )
 
-    ana = sub.add_parser("analyze", help="analyze Kineto traces (CUDA, ROCm, CPU)")
+    ana = sub.add_parser("analyze", parents=[debug], help="analyze Kineto traces (CUDA, ROCm, CPU)")
     from profreport import analyze
 
     analyze.add_arguments(ana)
     return parser
 
 
-# ---------------------------------------------------------------- file writing
+# ---------------------------------------------------------------- terminal text
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def new_run_dir(parent: Path, model: str, device: str, now: datetime) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "model"
-    base = parent / f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
-    candidate, n = base, 1
-    while True:
-        try:
-            candidate.mkdir(parents=True)
-            return candidate
-        except FileExistsError:  # never reuse a folder: earlier results stay untouched
-            n += 1
-            candidate = base.with_name(f"{base.name}-{n}")
+def terminal_text(text: str) -> str:
+    """Text from a model or a trace, made safe to print: control characters (an ANSI escape
+    sequence in an exception message, say) become `?`, line breaks a space."""
+    return _CONTROL.sub("?", text.replace("\r\n", " ").replace("\n", " "))
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 # ---------------------------------------------------------------- progress
@@ -165,7 +183,7 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
 
         console = Console(file=stream)
         with console.status("starting") as status:
-            yield lambda msg: status.update(msg)
+            yield lambda msg: status.update(escape(terminal_text(msg)))
         return
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
 
@@ -183,10 +201,13 @@ def _cmd_models(out: TextIO) -> int:
     return EXIT_OK
 
 
+REPORT_NAMES = ("report.html", "summary.md")
+
+
 def _write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
     from profreport.render import html, markdown
 
-    outputs = {"report.html": html.render(record), "summary.md": markdown.render(record)}
+    outputs = dict(zip(REPORT_NAMES, (html.render(record), markdown.render(record)), strict=True))
     written = []
     for name, content in outputs.items():
         write_atomic(folder / name, content)
@@ -202,7 +223,14 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     except run_record.RecordError as exc:
         raise UsageError(str(exc)) from None
     src = Path(args.record)
-    folder = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
+    own = src if src.is_dir() else src.parent
+    folder = Path(args.out) if args.out else own
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder} exists and is not a folder")
+    if folder.resolve() != own.resolve():  # the record's own reports may be re-rendered; others not
+        taken = [n for n in REPORT_NAMES if (folder / n).exists()]
+        if taken:
+            raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
     for path in _write_reports(rec, folder):
         print(path, file=out)
     return EXIT_OK
@@ -214,7 +242,10 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
 
     from profreport.format import fmt_bytes, fmt_ms
 
-    table = Table(title=f"{record['model']['name']} on {record['device']['type']}")
+    def cell(text: object) -> str:  # a model or error text must not act as Rich markup
+        return escape(terminal_text(str(text)))
+
+    table = Table(title=cell(f"{record['model']['name']} on {record['device']['type']}"))
     for col in (
         "mode",
         "status",
@@ -226,7 +257,7 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
         table.add_column(col)
     for name, m in record["modes"].items():
         if m["status"] != "ok":
-            table.add_row(name, m["status"], (m.get("error") or "")[:60], "", "", "")
+            table.add_row(cell(name), m["status"], cell((m.get("error") or "")[:60]), "", "", "")
             continue
         sp = m.get("speedup_vs_eager")
         table.add_row(
@@ -240,13 +271,60 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     Console(file=out, width=120).print(table)
 
 
+def _run_name(model: str, device: str, now: datetime) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"
+    return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Let `kill` (SIGTERM) unwind like Ctrl-C, so the staging folder is removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _staging(parent: Path, name: str) -> StagedFolder:
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"--out {parent} exists and is not a folder")
+    try:
+        return StagedFolder(parent, name)
+    except OSError as exc:
+        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
+
+
+def _exit_code(record: dict[str, Any], strict: bool, err: TextIO) -> int:
+    """0 when eager ran (or, without eager, any mode did); 1 when the model itself is broken,
+    or with --strict when any mode failed. Each failure is named on stderr."""
+    modes = record["modes"]
+    failed = {name: m for name, m in modes.items() if m["status"] != "ok"}
+    for name, mode in failed.items():
+        print(
+            f"{'error' if strict or name == 'eager' else 'warning'}: {name} failed: "
+            f"{terminal_text(mode.get('error') or mode['status'])}",
+            file=err,
+        )
+    if "eager" in failed:
+        print("error: the model does not run in eager mode; the report says so", file=err)
+        return EXIT_GATE
+    if len(failed) == len(modes) or (strict and failed):
+        return EXIT_GATE
+    return EXIT_OK
+
+
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import api
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    out_parent = Path(args.out)
-    if out_parent.exists() and not out_parent.is_dir():
-        raise UsageError(f"--out {out_parent} exists and is not a folder")
     try:
         options = api.run_options(
             modes,
@@ -260,7 +338,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     import torch
 
-    from profreport.env import resolve_device
+    from profreport.env import dtype_problem, resolve_device
     from profreport.models import ModelError, load_model
     from profreport.pipeline import DTYPES
 
@@ -270,28 +348,31 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         device = resolve_device(args.device)
     except (ValueError, RuntimeError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
+    problem = dtype_problem(device, DTYPES[args.dtype])
+    if problem:
+        raise UsageError(problem)
     try:
         model = load_model(
             args.model, device, DTYPES[args.dtype], args.batch_size, args.channels_last
         )
     except ModelError as exc:
         raise UsageError(str(exc)) from None
-    try:  # the device/dtype must run the model at all before we build five modes of it
-        api.check_eager(model, device, args.dtype)
-    except api.ModelRunError as exc:
-        raise UsageError(str(exc)) from None
 
     now = datetime.now(timezone.utc)
-    run_dir = new_run_dir(out_parent, model.name, device.type, now)
-    with progress_display(args.quiet, err) as progress:
+    with (
+        _staging(Path(args.out), _run_name(model.name, device.type, now)) as staged,
+        _sigterm_as_interrupt(),
+        progress_display(args.quiet, err) as progress,
+    ):
         result = api.profile_loaded(
-            model, device, args.dtype, run_dir, options, progress, now=lambda: now
+            model, device, args.dtype, staged.path, options, progress, now=lambda: now
         )
-    result.save(run_dir)
+        result.save(staged.path)
+        run_dir = result.run_dir = staged.publish()
     record = result.record
     _summary_table(record, out)
     for name, mode in record["modes"].items():
-        print(f"  {mode.get('verdict', name)}", file=out)
+        print(f"  {terminal_text(mode.get('verdict', name))}", file=out)
     if args.measure_bytes:
         reasons = {
             m["bytes"]["measured"]["reason"]
@@ -304,7 +385,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"record: {run_dir / 'run.json'}", file=out)
     print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
-    return EXIT_OK
+    return _exit_code(record, args.strict, err)
 
 
 def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -343,30 +424,56 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_GATE if comparison.regressed else EXIT_OK
 
 
+def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "models":
+        return _cmd_models(out)
+    if args.command == "render":
+        return _cmd_render(args, out)
+    if args.command == "analyze":
+        from profreport import analyze
+
+        return analyze.run(args, out)
+    if args.command == "compare":
+        return _cmd_compare(args, out, err)
+    return _cmd_generate(args, out, err)
+
+
+def _print_traceback(exc: BaseException, err: TextIO) -> None:
+    # A usage error is raised `from None` to keep its line short; --debug shows what caused it.
+    hidden = exc.__context__ if exc.__suppress_context__ and exc.__cause__ is None else None
+    if hidden is not None:
+        traceback.print_exception(type(hidden), hidden, hidden.__traceback__, file=err)
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
+    """Run one command. Exit codes: 0 ok, 1 a gate or the model failed, 2 bad input (one line
+    on stderr), 3 an internal error (a bug: one line, `--debug` for the traceback), 130 interrupted."""
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # known even when parsing itself fails
     try:
-        args = build_parser().parse_args(argv)
-        if args.command == "models":
-            return _cmd_models(out)
-        if args.command == "render":
-            return _cmd_render(args, out)
-        if args.command == "analyze":
-            from profreport import analyze
-
-            return analyze.run(args, out)
-        if args.command == "compare":
-            return _cmd_compare(args, out, err)
-        return _cmd_generate(args, out, err)
+        return _dispatch(build_parser().parse_args(argv), out, err)
     except UsageError as exc:
-        print(f"error: {exc}", file=err)
+        if debug:
+            _print_traceback(exc, err)
+        print(f"error: {terminal_text(str(exc))}", file=err)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("error: interrupted", file=err)
-        return 130
+        print("error: interrupted; nothing half-written was kept", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debug:
+            _print_traceback(exc, err)
+        first = (str(exc).splitlines() or [""])[0]
+        hint = "" if debug else "; rerun with --debug for the traceback"
+        print(
+            f"error: internal error: {type(exc).__name__}: {terminal_text(first)}{hint}", file=err
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

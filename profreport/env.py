@@ -36,7 +36,34 @@ def resolve_device(requested: str) -> torch.device:
         raise ValueError("--device cuda requested but CUDA is not available in this PyTorch build")
     if device.type not in {"cpu", "cuda"}:
         raise ValueError(f"unsupported device {requested!r}: use auto, cpu or cuda")
+    if device.type == "cuda" and device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            raise ValueError(f"--device {requested}: this machine has {count} CUDA device(s)")
     return device
+
+
+def dtype_problem(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why `dtype` cannot run on `device` (one line), or None when it can.
+
+    bfloat16 needs native support on CUDA (compute capability 8.0+); anything else is probed
+    with one small matmul and convolution, the ops every built-in model uses.
+    """
+    native_bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported(including_emulation=False)
+    if dtype == torch.bfloat16 and not native_bf16:
+        return f"bfloat16 is not supported natively on {torch.cuda.get_device_name(device)}"
+    try:
+        _probe_dtype(device, dtype)
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        return f"{str(dtype).removeprefix('torch.')} does not run on {device.type}: {first}"
+    return None
+
+
+def _probe_dtype(device: torch.device, dtype: torch.dtype) -> None:
+    x = torch.ones(1, 2, 4, 4, device=device, dtype=dtype)
+    torch.nn.functional.conv2d(x, torch.ones(2, 2, 3, 3, device=device, dtype=dtype))
+    torch.mm(x[0, 0], x[0, 1])
 
 
 def device_info(device: torch.device) -> dict[str, Any]:

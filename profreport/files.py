@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 
-def _default_mode() -> int:
+def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
@@ -25,8 +27,47 @@ def write_atomic(path: Path, content: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, _default_mode())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class StagedFolder:
+    """A run folder that appears complete or not at all.
+
+    Everything is written into a hidden sibling (`.<name>.partial-XXXX`); `publish()` renames it
+    to `<name>`, or to `<name>-2`, `<name>-3`, ... when that name is taken, so an earlier run is
+    never overwritten, even by a run started in the same second. Leaving the `with` block without
+    publishing (an error, Ctrl-C) deletes the staging folder.
+    """
+
+    def __init__(self, parent: Path, name: str) -> None:
+        self.parent, self.name = parent, name
+        self.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent))
+        os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 would hide reports from CI
+        self.published: Path | None = None
+
+    def publish(self) -> Path:
+        candidate, n = self.parent / self.name, 1
+        while True:
+            try:
+                # rename(2) replaces only an empty folder, so nothing written is ever lost; a
+                # folder that holds anything (another run) makes it fail and we take the next name.
+                os.rename(self.path, candidate)
+                self.published = self.path = candidate
+                return candidate
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+                n += 1
+                candidate = self.parent / f"{self.name}-{n}"
+
+    def __enter__(self) -> StagedFolder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.published is None:
+            shutil.rmtree(self.path, ignore_errors=True)

@@ -141,6 +141,12 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
 }
 
 
+def _describe(exc: BaseException) -> str:
+    """`Type: first line of the message`: errors reach the user as one line."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
     target, sep, func_name = spec.rpartition(":")
     if not sep or not target or not func_name:
@@ -161,15 +167,13 @@ def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
         sys.modules[mod_name] = module
         try:
             file_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise ModelError(f"importing {target} failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # a script that calls sys.exit() at import
+            raise ModelError(f"importing {target} failed: {_describe(exc)}") from exc
     else:
         try:
             module = importlib.import_module(target)
-        except Exception as exc:
-            raise ModelError(
-                f"cannot import module {target!r}: {type(exc).__name__}: {exc}"
-            ) from exc
+        except (Exception, SystemExit) as exc:
+            raise ModelError(f"cannot import module {target!r}: {_describe(exc)}") from exc
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ModelError(f"{target} has no callable {func_name!r}")
@@ -213,8 +217,8 @@ def load_model(
         name, factory = _import_factory(spec)
         try:
             result = factory()
-        except Exception as exc:
-            raise ModelError(f"{spec} raised {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise ModelError(f"{spec} raised {_describe(exc)}") from exc
         if not (
             isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module)
         ):
@@ -222,18 +226,28 @@ def load_model(
         module, inputs = result
         if isinstance(inputs, torch.Tensor):
             inputs = (inputs,)
-        if not isinstance(inputs, tuple) or not all(isinstance(t, torch.Tensor) for t in inputs):
-            raise ModelError(f"{spec}: example inputs must be a tuple of tensors")
+        if (
+            not isinstance(inputs, tuple)
+            or not inputs
+            or not all(isinstance(t, torch.Tensor) for t in inputs)
+        ):
+            raise ModelError(f"{spec}: example inputs must be a non-empty tuple of tensors")
         description = (module.__doc__ or type(module).__name__).strip().splitlines()[0]
         batch = None
-    module = module.to(device=device, dtype=dtype).eval()
-    if channels_last:
-        module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    try:
+        module = module.to(device=device, dtype=dtype).eval()
+        if channels_last:
+            module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        cast = _cast(inputs, device, dtype, channels_last)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ModelError(
+            f"{spec}: cannot move the model to {device} in {dtype}: {_describe(exc)}"
+        ) from exc
     return LoadedModel(
         name,
         description,
         module,
-        _cast(inputs, device, dtype, channels_last),
+        cast,
         batch,
         "channels_last" if channels_last else "contiguous",
         spec,

@@ -8,6 +8,7 @@ traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from profreport.analysis.verdict import verdict_for
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.opio import record_tensor_io
 from profreport.capture.profiling import ProfileSchedule, profile_mode
-from profreport.capture.timing import TimingConfig, measure_latency
+from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.env import collect_env, device_info
 from profreport.models import LoadedModel
 from profreport.modes import MODES, PreparedMode, prepare_mode
@@ -63,9 +64,17 @@ def make_sync(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
+_TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
+
+
 def _error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
+    """`Type: message`, one line. The TorchScript interpreter wraps the model's own exception
+    under a generic first line; the original (`builtins.ValueError: ...`) is the useful one."""
+    text = str(exc).strip()
+    reraised = _TORCHSCRIPT_RERAISE.search(text)
+    if reraised:
+        return f"{reraised[1]}: {reraised[2]} (in the TorchScript interpreter)"[:500]
+    first = (text.splitlines() or [""])[0]
     return f"{type(exc).__name__}: {first}"[:500]
 
 
@@ -249,6 +258,63 @@ def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
     }
 
 
+def _mark_failed(
+    entry: dict[str, Any], name: str, exc: BaseException, device: torch.device
+) -> None:
+    entry["status"] = "failed"
+    entry["error"] = _error_line(exc)
+    entry["traceback"] = "".join(traceback.format_exception(exc, limit=8))
+    if name == "compile":
+        torch._dynamo.reset()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _time_modes(
+    record: dict[str, Any],
+    prepared_modes: dict[str, PreparedMode],
+    inputs: tuple[torch.Tensor, ...],
+    device: torch.device,
+    sync: Callable[[], None],
+    options: RunOptions,
+    progress: Progress,
+) -> None:
+    """Time the prepared modes together; one that raises is marked failed (and dropped from
+    `prepared_modes`) and the others are timed again without it."""
+    while prepared_modes:
+        fns: dict[str, Callable[[], Any]] = {
+            name: partial(p.fn, *inputs) for name, p in prepared_modes.items()
+        }
+
+        def on_round(round_no: int, results, n_modes: int = len(fns)) -> None:
+            n = min(len(r.samples_ms) for r in results.values())
+            if round_no % 10 == 1:
+                progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
+
+        try:
+            timings = measure_latency(fns, sync, options.timing, on_round=on_round)
+        except TimingFailed as failure:
+            _mark_failed(record["modes"][failure.mode], failure.mode, failure.error, device)
+            del prepared_modes[failure.mode]
+            continue
+        for name, res in timings.items():
+            stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
+            stats.update(
+                calls_per_block=res.calls_per_block,
+                threads=torch.get_num_threads(),
+                samples=res.samples_ms,
+            )
+            record["modes"][name]["latency_ms"] = stats
+        base = timings.get("eager")
+        for name, res in timings.items():
+            if name == "eager" or base is None:
+                continue
+            record["modes"][name]["speedup_vs_eager"] = speedup(
+                base.samples_ms, res.samples_ms, resamples=options.bootstrap_resamples
+            ).to_dict()
+        return
+
+
 def collect_run(
     model: LoadedModel,
     device: torch.device,
@@ -308,46 +374,13 @@ def collect_run(
                 bytes_work[name] = _bytes_work(prepared, model, sync)
                 prepared_modes[name] = prepared
             except Exception as exc:  # one mode failing must not stop the others
-                entry["status"] = "failed"
-                entry["error"] = _error_line(exc)
-                entry["traceback"] = traceback.format_exc(limit=8)
-                if name == "compile":
-                    torch._dynamo.reset()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
+                _mark_failed(entry, name, exc, device)
 
-        if prepared_modes:
-            inputs = model.example_inputs
-            fns: dict[str, Callable[[], Any]] = {
-                name: partial(p.fn, *inputs) for name, p in prepared_modes.items()
-            }
-
-            def on_round(round_no: int, results) -> None:
-                n = min(len(r.samples_ms) for r in results.values())
-                if round_no % 10 == 1:
-                    progress(
-                        f"timing {len(fns)} modes interleaved: round {round_no}, {n} samples each"
-                    )
-
-            timings = measure_latency(fns, sync, options.timing, on_round=on_round)
-            for name, res in timings.items():
-                entry = record["modes"][name]
-                stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
-                stats.update(
-                    calls_per_block=res.calls_per_block,
-                    threads=torch.get_num_threads(),
-                    samples=res.samples_ms,
-                )
-                entry["latency_ms"] = stats
-            base = timings.get("eager")
-            for name, res in timings.items():
-                if name == "eager" or base is None:
-                    continue
-                record["modes"][name]["speedup_vs_eager"] = speedup(
-                    base.samples_ms, res.samples_ms, resamples=options.bootstrap_resamples
-                ).to_dict()
+        _time_modes(record, prepared_modes, model.example_inputs, device, sync, options, progress)
 
     for name, work in bytes_work.items():
+        if name not in prepared_modes:  # it failed while being timed
+            continue
         _derive_unrecorded(work, bytes_work.get("eager"))
         est = estimate(work.calls, work.method, work.not_modeled)
         record["modes"][name]["bytes"] = est.to_dict()

@@ -12,9 +12,26 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+
+class TimingFailed(Exception):
+    """A mode raised while being timed (out of memory, say); `mode` names it."""
+
+    def __init__(self, mode: str, error: BaseException) -> None:
+        super().__init__(f"{mode} failed while being timed: {type(error).__name__}: {error}")
+        self.mode, self.error = mode, error
+
+
+@contextmanager
+def _blame(mode: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        raise TimingFailed(mode, exc) from exc
 
 
 @dataclass(frozen=True)
@@ -60,14 +77,18 @@ def measure_latency(
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[int, dict[str, TimingResult]], None] | None = None,
 ) -> dict[str, TimingResult]:
-    """Time every callable in `fns` (already warmed up) in interleaved rounds."""
+    """Time every callable in `fns` (already warmed up) in interleaved rounds.
+
+    A callable that raises stops the timing with :class:`TimingFailed` naming it.
+    """
     results: dict[str, TimingResult] = {}
     for name, fn in fns.items():
-        warm_until = clock() + cfg.warmup_s
-        while clock() < warm_until:
-            fn()
-        sync()
-        results[name] = TimingResult(calls_per_block=_calibrate(fn, sync, cfg, clock))
+        with _blame(name):
+            warm_until = clock() + cfg.warmup_s
+            while clock() < warm_until:
+                fn()
+            sync()
+            results[name] = TimingResult(calls_per_block=_calibrate(fn, sync, cfg, clock))
 
     names = list(fns)
     started = clock()
@@ -76,7 +97,8 @@ def measure_latency(
         shift = round_no % len(names)
         for name in names[shift:] + names[:shift]:
             res = results[name]
-            elapsed = _time_block(fns[name], sync, res.calls_per_block, clock)
+            with _blame(name):
+                elapsed = _time_block(fns[name], sync, res.calls_per_block, clock)
             res.samples_ms.append(elapsed * 1000.0 / res.calls_per_block)
             res.measured_s += elapsed
         round_no += 1
