@@ -3,9 +3,9 @@ the content (JSON, Markdown or a self-contained HTML page); writing it is the ca
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
+
+from profreport.format import md_cell, md_line, md_table
 
 NAME_WIDTH = 90
 TEMPLATE_NAME = "analyze.html.j2"
@@ -154,26 +154,18 @@ def _delta_row(label: str, d: dict, style: str) -> tuple:
     )
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: list[str], rows: list, align: str) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |"]
-    lines.append("|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|")
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return lines
-
-
 def render_markdown(doc: dict, top: int = 15) -> str:
     vm = view_model(doc, top)
     out = ["# Trace analysis", ""]
     for i, t in enumerate(vm["traces"], 1):
-        out += [f"## {i}. {_md_cell(t['title'])}", ""]
-        out += [f"{t['device']} · {t['definition']} definition · {_steps_text(t['steps'])}", ""]
+        out += [f"## {i}. {md_cell(t['title'])}", ""]
+        out += [
+            f"{md_line(t['device'])} · {md_cell(t['definition'])} definition · {t['steps_text']}",
+            "",
+        ]
         header = ["", "whole trace", "per step (median)" if t["steps"] else ""]
-        out += [*_md_table(header, t["totals"], "lrr"), ""]
-        out += [f"Launch calls: {t['launch_apis']}", ""]
+        out += [*md_table(header, t["totals"], "lrr"), ""]
+        out += [f"Launch calls: {md_cell(t['launch_apis'])}", ""]
         shown = len(t["kernels"])
         out += [f"Top {shown} of {t['distinct_kernels']} distinct kernels by time:", ""]
         rows = [
@@ -182,22 +174,22 @@ def render_markdown(doc: dict, top: int = 15) -> str:
         ]
         if rows:
             header = ["#", "kernel", "kind", "calls", "time (µs)", "launched by"]
-            out += [*_md_table(header, rows, "rllrrl"), ""]
+            out += [*md_table(header, rows, "rllrrl"), ""]
     for c in vm["comparisons"]:
-        out += [f"## Comparison: {_md_cell(c['title'])}", ""]
+        out += [f"## Comparison: {md_cell(c['title'])}", ""]
         if c["note"]:
-            out += [f"**Note:** {c['note']}", ""]
-        out += _md_table(["whole trace", "baseline", "this", "Δ", "ratio"], c["totals"], "lrrrr")
-        out += ["", f"Per step (median; {c['steps']}):", ""]
-        out += _md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
+            out += [f"**Note:** {md_cell(c['note'])}", ""]
+        out += md_table(["whole trace", "baseline", "this", "Δ", "ratio"], c["totals"], "lrrrr")
+        out += ["", f"Per step (median; {md_cell(c['steps'])}):", ""]
+        out += md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
         out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
         changed = [
             (k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"])
             for k in c["kernels"]
         ]
-        out += _md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
+        out += md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
         out += ["", "Kernels per launching CPU op (where different):", ""]
-        out += [*_md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
+        out += [*md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
     out += ["## Method", ""]
     for text in vm["definitions"].values():
         out += [text, ""]
@@ -205,12 +197,9 @@ def render_markdown(doc: dict, top: int = 15) -> str:
 
 
 def render_html(doc: dict, top: int = 15) -> str:
-    import jinja2
+    from profreport.render.jinja import render_page
 
-    here = Path(__file__).resolve().parent
-    loader = jinja2.FileSystemLoader([str(here / "templates"), str(here.parent / "templates")])
-    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.get_template(TEMPLATE_NAME).render(vm=view_model(doc, top))
+    return render_page(TEMPLATE_NAME, vm=view_model(doc, top))
 
 
 RENDERERS = {"json": render_json, "md": render_markdown, "html": render_html}

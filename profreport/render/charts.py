@@ -1,8 +1,15 @@
-"""Charts as inline SVG strings (matplotlib, no network, no JavaScript)."""
+"""Charts as inline SVG strings (matplotlib, no network, no JavaScript).
+
+The report inlines these strings unescaped, so every chart is checked before it leaves here: only
+drawing elements, no event-handler attributes, no link outside the SVG. Labels are mode names from
+the record; matplotlib escapes text, and math parsing is off so a `$` in a label stays text.
+"""
 
 from __future__ import annotations
 
 import io
+import re
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 import matplotlib
@@ -10,18 +17,65 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "profreport"})
+plt.rcParams.update(
+    {"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "profreport", "text.parse_math": False}
+)
 
+# No Dublin Core block: an inline chart needs none, and it would be one more thing to vet.
+_NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 _COLORS = {"eager": "#7f7f7f", "script": "#1f77b4", "trace": "#17becf", "optimize": "#9467bd"}
 _DEFAULT = "#d62728"
 
 
 def _svg(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata=_NO_METADATA)
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg") :]  # drop the XML prologue and DOCTYPE for inline use
+    return checked_svg(text[text.index("<svg") :])  # no XML prologue or DOCTYPE inline
+
+
+# What matplotlib's SVG backend writes for bars, text, legends and error bars; none of these can
+# run script or fetch anything.
+_SVG_ELEMENTS = frozenset(
+    [
+        "svg",
+        "g",
+        "defs",
+        "path",
+        "rect",
+        "circle",
+        "ellipse",
+        "line",
+        "polyline",
+        "polygon",
+        "text",
+        "tspan",
+        "use",
+        "clipPath",
+        "pattern",
+        "style",
+    ]
+)
+_NONLOCAL_URL = re.compile(r"url\(\s*(?!['\"]?#)")
+
+
+def checked_svg(svg: str) -> str:
+    """Return `svg` unchanged if it holds only drawing elements and local references; raise
+    ValueError otherwise (the HTML renderer inlines it without escaping)."""
+    for element in ET.fromstring(svg).iter():
+        tag = element.tag.rpartition("}")[2]
+        if tag not in _SVG_ELEMENTS:
+            raise ValueError(f"unexpected <{tag}> element in a chart")
+        if tag == "style" and _NONLOCAL_URL.search(element.text or ""):
+            raise ValueError("external reference in a chart's style sheet")
+        for attribute, value in element.attrib.items():
+            name = attribute.rpartition("}")[2].lower()
+            if name.startswith("on"):
+                raise ValueError(f"event-handler attribute {name!r} in a chart")
+            if (name == "href" and not value.startswith("#")) or _NONLOCAL_URL.search(value):
+                raise ValueError(f"external reference {value!r} in a chart")
+    return svg
 
 
 def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> str:

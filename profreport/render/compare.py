@@ -7,12 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import jinja2
-
 from profreport.analysis.compare import Comparison, MetricChange, ModeComparison
-from profreport.format import fmt_bytes, fmt_ms, fmt_pct
+from profreport.format import (
+    MdMarkup,
+    fmt_bytes,
+    fmt_ms,
+    fmt_pct,
+    md_cell,
+    md_code,
+    md_line,
+    md_table,
+)
 from profreport.record import dumps
-from profreport.render.html import templates_dir
+from profreport.render.jinja import render_page
 
 FORMATS = ("md", "json", "html")
 
@@ -135,20 +142,18 @@ def build_compare_view(cmp: Comparison) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(cmp: Comparison) -> str:
     v = build_compare_view(cmp)
     mark = "❌" if v["regressed"] else "✅"
+    base, head = v["base"], v["head"]
     lines = [
-        f"### {v['title']}",
+        f"### {md_line(v['title'])}",
         "",
-        f"{mark} **{v['outcome']}** (thresholds: {v['thresholds']})",
+        f"{mark} **{md_cell(v['outcome'])}** (thresholds: {md_cell(v['thresholds'])})",
         "",
-        f"base `{v['base']['label']}` ({v['base']['created']}, torch {v['base']['torch']}) → "
-        f"head `{v['head']['label']}` ({v['head']['created']}, torch {v['head']['torch']})",
+        f"base {md_code(base['label'])} ({md_cell(base['created'])}, torch "
+        f"{md_cell(base['torch'])}) → head {md_code(head['label'])} ({md_cell(head['created'])}, "
+        f"torch {md_cell(head['torch'])})",
         "",
     ]
     header = ["mode", "status", "kernels / step"]
@@ -161,8 +166,7 @@ def render_markdown(cmp: Comparison) -> str:
         "latency change",
         "result",
     ]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---", "---"] + ["---:"] * (len(header) - 3) + ["---"]) + "|")
+    rows = []
     for row in v["rows"]:
         cells = [row["mode"], row["status"], row["kernels"]]
         if v["show_launches"]:
@@ -172,16 +176,16 @@ def render_markdown(cmp: Comparison) -> str:
             row["latency_base"],
             row["latency_head"],
             row["latency_change"],
-            f"**{row['result']}**" if row["regressed"] else row["result"],
+            MdMarkup(f"**{md_cell(row['result'])}**") if row["regressed"] else row["result"],
         ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    lines.append("")
-    lines += [f"- ❌ {_cell(msg)}" for msg in v["regressions"]]
-    lines += [f"- ⚠️ {_cell(w)}" for w in v["warnings"]]
+        rows.append(cells)
+    lines += [*md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l"), ""]
+    lines += [f"- ❌ {md_cell(msg)}" for msg in v["regressions"]]
+    lines += [f"- ⚠️ {md_cell(w)}" for w in v["warnings"]]
     if v["only_in_base"]:
-        lines.append(f"- only in base: {v['only_in_base']}")
+        lines.append(f"- only in base: {md_cell(v['only_in_base'])}")
     if v["only_in_head"]:
-        lines.append(f"- only in head: {v['only_in_head']}")
+        lines.append(f"- only in head: {md_cell(v['only_in_head'])}")
     lines.append(
         "<sub>kernels: profiler; bytes: modeled; latency: measured, median with a 95% bootstrap "
         "interval — a slowdown counts only when the intervals do not overlap.</sub>"
@@ -194,14 +198,7 @@ def render_json(cmp: Comparison) -> str:
 
 
 def render_html(cmp: Comparison) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template("compare.html.j2").render(**build_compare_view(cmp))
+    return render_page("compare.html.j2", **build_compare_view(cmp))
 
 
 def render(cmp: Comparison, fmt: str) -> str:

@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
 from profreport.render import charts
+from profreport.render.jinja import render_page
 from profreport.render.viewmodel import build_view
-
-
-def templates_dir() -> Path:
-    """Templates ship inside the wheel (profreport/templates) or sit at the repository root."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "templates", here.parent / "templates"):
-        if (candidate / "report.html.j2").is_file():
-            return candidate
-    raise FileNotFoundError("profreport templates not found")
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def build_charts(record: dict[str, Any]) -> dict[str, Markup]:
@@ -59,11 +39,12 @@ def build_charts(record: dict[str, Any]) -> dict[str, Markup]:
             [t["p10"] for t in timed.values()],
             [t["p90"] for t in timed.values()],
         )
-    # matplotlib's SVG is our own output, not user text: safe to inline.
+    # The only unescaped content on the page: each SVG passed charts.checked_svg (drawing
+    # elements only, no handlers, no outside links) and its labels are matplotlib-escaped text.
     return {k: Markup(v) for k, v in out.items()}
 
 
 def render(record: dict[str, Any]) -> str:
     view = build_view(record)
     view["charts"] = build_charts(record)
-    return _environment().get_template("report.html.j2").render(**view)
+    return render_page("report.html.j2", **view)

@@ -1,14 +1,15 @@
-"""Markdown renderer: a GitHub-flavoured summary short enough for a pull-request comment."""
+"""Markdown renderer: a GitHub-flavoured summary short enough for a pull-request comment.
+
+Every string from the record goes through `md_cell` / `md_line` / `md_code`: model and file names,
+errors and kernel names are user input, and TensorBoard's text plugin renders this same Markdown.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.render.viewmodel import build_view
-
-
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _kernels(row: dict[str, Any]) -> str:
@@ -21,26 +22,27 @@ def render(record: dict[str, Any]) -> str:
     model, env = view["model"], record.get("env", {})
     cuda = view["is_cuda"]
     lines = [
-        f"### {view['title']}",
+        f"### {md_line(view['title'])}",
         "",
-        f"`{model['name']}`: {model['description']}",
+        f"{md_code(model['name'])}: {md_cell(model['description'])}",
         "",
-        f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
-        f"torch {env.get('torch', 'n/a')}, {env.get('threads', 'n/a')} threads; "
-        f"recorded {view['created_utc']} UTC",
+        md_cell(
+            f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
+            f"torch {env.get('torch', 'n/a')}, {env.get('threads', 'n/a')} threads; "
+            f"recorded {view['created_utc']} UTC"
+        ),
         "",
     ]
+    if view["failure_notice"]:
+        lines += [f"**{md_cell(view['failure_notice'])}**", ""]
     header = ["mode", "status", "kernels/step (vs eager)"]
     header += ["launches/step"] if cuda else []
     header += ["read", "written", "latency median", "IQR", "speedup vs eager (95% CI)"]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|---|---|" + "---:|" * (len(header) - 2))
+    rows = []
     for row in view["summary"]:
         if row["status"] != "ok":
-            blanks = " |" * (len(header) - 3)
-            lines.append(
-                f"| {row['mode']} | {row['status']} | {_cell(row.get('error', ''))} |{blanks}"
-            )
+            blanks = [""] * (len(header) - 3)
+            rows.append([row["mode"], row["status"], row.get("error", ""), *blanks])
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
         cells = [row["mode"], row["status"], _kernels(row)]
@@ -52,11 +54,12 @@ def render(record: dict[str, Any]) -> str:
             row["iqr"],
             row["speedup"],
         ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    lines += ["", *[f"- {_cell(row['verdict'])}" for row in view["summary"]], ""]
+        rows.append(cells)
+    lines += md_table(header, rows, "ll" + "r" * (len(header) - 2))
+    lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
     lines.append(
-        f"<sub>kernels: profiler, {view['definition_name']} definition, per step; bytes: modeled "
-        "(compulsory traffic from tensor sizes; partial = some kernels not modeled); latency: "
-        "measured outside the profiler, speedup interval by bootstrap.</sub>"
+        f"<sub>kernels: profiler, {md_cell(view['definition_name'])} definition, per step; "
+        "bytes: modeled (compulsory traffic from tensor sizes; partial = some kernels not "
+        "modeled); latency: measured outside the profiler, speedup interval by bootstrap.</sub>"
     )
     return "\n".join(lines) + "\n"

@@ -67,8 +67,23 @@ def kernel_table(record: dict[str, Any]) -> pd.DataFrame:
     return out[["mode", *KERNEL_COLUMNS]]
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection), and kernel
+# and operator names come from the model and its trace.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(value: Any) -> Any:
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
 def kernel_csv(record: dict[str, Any], mode: str) -> str:
-    return kernel_frame(record, mode).to_csv(index=False)
+    """`kernel_frame` as CSV for spreadsheets: a text cell that would start a formula gets a
+    leading `'` (the usual neutraliser, shown by spreadsheets as text). No real kernel or op name
+    starts so; run.json and the DataFrames keep every name exactly."""
+    frame = kernel_frame(record, mode)
+    for column in frame.columns:
+        frame[column] = frame[column].map(_inert)
+    return frame.to_csv(index=False)
 
 
 def summary_frame(record: dict[str, Any]) -> pd.DataFrame:

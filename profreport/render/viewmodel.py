@@ -219,6 +219,24 @@ def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def failure_notice(modes: dict[str, Any]) -> str | None:
+    """One sentence at the top of a report when modes failed: a broken model must not read as a
+    report with a few blank cells."""
+    failed = [name for name, mode in modes.items() if mode["status"] == "failed"]
+    if not failed:
+        return None
+    if "eager" in failed:
+        error = modes["eager"].get("error") or "no error recorded"
+        return (
+            f"The model does not run in eager mode ({error}), so there is no baseline: fix the "
+            "model first. Each mode's error is below."
+        )
+    return (
+        f"{len(failed)} of {len(modes)} modes failed ({', '.join(failed)}); "
+        "their errors are below, and the other modes' numbers stand."
+    )
+
+
 def build_view(record: dict[str, Any]) -> dict[str, Any]:
     """Turn a run record into the dict the HTML and Markdown templates lay out."""
     modes = record["modes"]
@@ -254,6 +272,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "title": f"profreport: {model['name']} on {record['device'].get('name', record['device']['type'])}",
         "created_utc": record.get("created_utc"),
+        "failure_notice": failure_notice(modes),
         "tool_version": record.get("tool", {}).get("version"),
         "model": {
             "name": model["name"],
