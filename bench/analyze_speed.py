@@ -11,8 +11,9 @@ contender in a fresh process and reports wall time, in-process work time and pea
   (c)  Holistic Trace Analysis                    (TraceAnalysis load + get_gpu_kernel_breakdown)
 
 Peak memory is measured by a small wrapper process started for each contender: the largest sum
-of the resident sizes of the contender and every process it starts (sampled from /proc every
-few milliseconds, so parallel helper processes are counted together), and never less than the
+of the resident sizes of the contender and every process it starts, plus the memory files
+(memfd) they hold open, counted once (sampled from /proc every few milliseconds, so parallel
+helper processes and an inflated gzip trace are counted together), and never less than the
 peak of its largest single process (getrusage). ``--repeat N`` runs every contender N times
 and reports each run and the median.
 
@@ -34,6 +35,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT / "tests" / "data" / "a100_alexnet_inference.json.gz"
+DEFAULT_EVENTS = 1_000_000
 
 # Each contender prints one line: "RESULT <kernels> <work seconds>".
 PROFREPORT = """
@@ -74,31 +76,43 @@ df = analysis.t.get_trace(0)
 kernels = int((df["cat"] == analysis.t.symbol_table.sym_index["kernel"]).sum())
 print("RESULT", kernels, time.perf_counter() - t0)
 """
-# Runs one command and reports its exit code and peak memory: the largest sum of the resident
-# sizes of it and all its descendants, sampled every few milliseconds from /proc (so helper
-# processes count), and at least the peak of the largest single process (getrusage).
+# Runs one command and reports its exit code and peak memory: the largest sum of the memory of
+# it and all its descendants (resident pages and the memory files they hold), sampled every few
+# milliseconds from /proc (so helper processes count), and at least the peak of the largest
+# single process (getrusage).
 WRAPPER = """
 import os, resource, subprocess, sys, threading, time
 
-def tree_rss_kib(root):
-    total, todo = 0, [root]
+def tree_memory_kib(root):
+    # Private and file-backed resident pages of each process, plus each memory file (memfd)
+    # they hold open once: an inflated gzip trace lives in one without being mapped.
+    total, todo, memfds = 0, [root], {}
     while todo:
         pid = todo.pop()
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith(("RssAnon:", "RssFile:")):
+                        total += int(line.split()[1])
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                        st = os.stat(f"/proc/{pid}/fd/{fd}")
+                        memfds[(st.st_dev, st.st_ino)] = st.st_blocks // 2
+                except OSError:
+                    pass
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as fh:
                     todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError):
             pass
-    return total
+    return total + sum(memfds.values())
 
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 peak_tree = [0]
 def sample():
     while proc.poll() is None:
-        peak_tree[0] = max(peak_tree[0], tree_rss_kib(proc.pid))
+        peak_tree[0] = max(peak_tree[0], tree_memory_kib(proc.pid))
         time.sleep(0.004)
 if os.path.isdir("/proc/self/task"):
     threading.Thread(target=sample, daemon=True).start()
@@ -179,7 +193,10 @@ def measure(argv: list[str], env: dict | None = None) -> dict:
     parts = head.split()
     if done.returncode != 0 or len(parts) < 5 or parts[0] != "0":
         reason = tail or done.stderr.strip().splitlines()[-1:] or ["failed"]
-        return {"ok": False, "error": str(reason)[:120]}
+        failed = {"ok": False, "error": str(reason)[:240], "wall_s": wall}
+        if len(parts) > 1 and parts[1].isdigit():  # the wrapper ran: its figures still hold
+            failed["exit_code"], failed["peak_mib"] = parts[0], int(parts[1]) / 1024
+        return failed
     kernels, work = parts[3], parts[4]
     return {
         "ok": True,
@@ -202,7 +219,7 @@ def hta_available() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=DEFAULT_EVENTS)
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--keep", type=Path, help="build the trace in this folder and keep it")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender (interleaved)")

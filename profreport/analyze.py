@@ -21,6 +21,8 @@ from profreport.analysis.kernels import count_kernels
 from profreport.analysis.trace import NotATraceError, TraceError, load_trace
 from profreport.analysis.trace_compare import analysis_document
 from profreport.analyze_render import RENDERERS
+from profreport.files import write_atomic
+from profreport.text import terminal_text
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -117,18 +119,19 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     try:
         doc, skipped = analyze_paths(args.paths, args.definition, args.top)
     except (InputError, TraceError) as exc:
-        print(f"profreport analyze: error: {exc}", file=stderr)
+        print(f"profreport analyze: error: {terminal_text(str(exc))}", file=stderr)
         return EXIT_BAD_INPUT
     for name in skipped:
-        print(f"profreport analyze: skipped {name}: not a profiler trace", file=stderr)
+        print(
+            f"profreport analyze: skipped {terminal_text(name)}: not a profiler trace", file=stderr
+        )
     content = RENDERERS[args.format](doc, top=args.top)
     if not args.out:
         stdout.write(content)
         return EXIT_OK
     target = Path(args.out) / OUTPUT_NAMES[args.format]
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        write_atomic(target, content)
     except OSError as exc:
         print(f"profreport analyze: error: cannot write {target}: {exc.strerror}", file=stderr)
         return EXIT_BAD_INPUT

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TextIO
 
 from profreport import __version__
 from profreport.files import StagedFolder, write_atomic
+from profreport.text import terminal_text
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
@@ -154,14 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- terminal text
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def terminal_text(text: str) -> str:
-    """Text from a model or a trace, made safe to print: control characters (an ANSI escape
-    sequence in an exception message, say) become `?`, line breaks a space."""
-    return _CONTROL.sub("?", text.replace("\r\n", " ").replace("\n", " "))
 
 
 def escape(text: str) -> str:

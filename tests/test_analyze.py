@@ -106,6 +106,17 @@ def _not_json(tmp_path: Path) -> str:
     return str(path)
 
 
+def _empty_file(tmp_path: Path) -> str:
+    (tmp_path / "empty.json").write_bytes(b"")
+    return str(tmp_path / "empty.json")
+
+
+def _truncated_gzip(tmp_path: Path) -> str:
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(Path(ALEXNET).read_bytes()[:5000])
+    return str(path)
+
+
 def _empty_folder(tmp_path: Path) -> str:
     (tmp_path / "empty").mkdir()
     return str(tmp_path / "empty")
@@ -116,7 +127,9 @@ def _empty_folder(tmp_path: Path) -> str:
     [
         (lambda p: str(p / "missing.json"), "no such file"),
         (_not_json, "not valid JSON"),
-        (_not_a_trace, "not a profiler trace"),
+        (_not_a_trace, 'not a profiler trace: expected a JSON object with a "traceEvents" list'),
+        (_empty_file, "empty.json: empty file: expected a JSON object"),
+        (_truncated_gzip, "cut.json.gz: corrupt gzip data"),
         (_empty_folder, "no *.json or *.json.gz"),
     ],
 )

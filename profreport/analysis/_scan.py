@@ -55,25 +55,48 @@ _WHITESPACE = b" \t\r\n"
 _CUT_WINDOW = 1 << 18
 _FRAME = struct.Struct("<Q")
 MISSING = -1
+# Stands in for the event array when the text around it is parsed (see metadata_around).
+_PLACEHOLDER = "\u0000profreport: the traceEvents array scanned\u0000"
+_PLACEHOLDER_JSON = orjson.dumps(_PLACEHOLDER)
+
+
+EXPECTED = (
+    'expected a JSON object with a "traceEvents" list (the Chrome trace format torch.profiler '
+    "writes) or a JSON array of events"
+)
+_JSON_TYPES = {str: "a string", bool: "true or false", int: "a number", float: "a number"}
+
+
+def _shape(doc: object) -> str:
+    """What a JSON document is, in a few words, for an error line."""
+    if doc is None:
+        return "null"
+    if not isinstance(doc, dict):
+        return _JSON_TYPES.get(type(doc), type(doc).__name__)
+    if "traceEvents" in doc:
+        return f"traceEvents holding {_shape(doc['traceEvents'])}"
+    keys = [repr(k[:30]) for k in list(doc)[:4]]
+    more = ", ..." if len(doc) > 4 else ""
+    return f"an object with keys {', '.join(keys)}{more}" if keys else "an empty object"
 
 
 class ScanFallback(Exception):
     """The sliced scan cannot vouch for this document; parse it whole."""
 
 
-def scan_whole(raw: bytes, on_batch: Callable[[list], None]) -> dict:
+def scan_whole(raw: bytes | bytearray, on_batch: Callable[[list], None]) -> dict:
     """Parse the whole document at once; returns the top-level metadata (all but traceEvents)."""
     doc = orjson.loads(raw)
     if isinstance(doc, list):  # Chrome "JSON array format": just the events
         on_batch(doc)
         return {}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise ValueError("not a profiler trace (no traceEvents list)")
+        raise ValueError(f"not a profiler trace: {EXPECTED}, found {_shape(doc)}")
     on_batch(doc.pop("traceEvents"))
     return doc
 
 
-def locate_events(head: bytes) -> tuple[int, bytes | None]:
+def locate_events(head: bytes | bytearray) -> tuple[int, bytes | bytearray | None]:
     """Where the event array opens in a document starting with ``head``, and the text before the
     ``traceEvents`` key (``None`` for a bare JSON array). :class:`ScanFallback` if not found."""
     first = head.lstrip(_WHITESPACE)[:1]
@@ -87,23 +110,29 @@ def locate_events(head: bytes) -> tuple[int, bytes | None]:
     raise ScanFallback("not a JSON object or array")
 
 
-def metadata_around(prefix: bytes | None, suffix: bytes) -> dict:
-    """The top-level fields other than the events, from the text before and after the array."""
+def metadata_around(prefix: bytes | bytearray | None, suffix: bytes | bytearray) -> dict:
+    """The top-level fields other than the events, from the text before and after the array.
+
+    The array scanned must be the top-level ``traceEvents`` value that a whole parse keeps: not
+    one nested in another value, inside a key, or followed by another ``traceEvents`` key (the
+    last one wins). A placeholder stands in for it, and must come back as that value.
+    """
     if prefix is None:
         if suffix.strip(_WHITESPACE):
             raise ScanFallback("data after the event array")
         return {}
     try:
-        doc = orjson.loads(prefix + b'"traceEvents": []' + suffix)
+        doc = orjson.loads(prefix + b'"traceEvents": ' + _PLACEHOLDER_JSON + suffix)
     except orjson.JSONDecodeError as exc:
         raise ScanFallback("document around the events does not parse") from exc
-    if not isinstance(doc, dict):
-        raise ScanFallback("top level is not an object")
-    doc.pop("traceEvents", None)
+    if not isinstance(doc, dict) or doc.pop("traceEvents", None) != _PLACEHOLDER:
+        raise ScanFallback("the array scanned is not the top-level traceEvents")
     return doc
 
 
-def scan_sliced(raw: bytes, on_batch: Callable[[list], None], slice_bytes: int = SLICE_BYTES):
+def scan_sliced(
+    raw: bytes | bytearray, on_batch: Callable[[list], None], slice_bytes: int = SLICE_BYTES
+):
     """Feed the events to ``on_batch`` slice by slice; returns the top-level metadata."""
     array_open, prefix = locate_events(raw)
     pos = array_open + 1
@@ -251,13 +280,18 @@ def _text(value) -> str:
     return value if type(value) is str else str(value)
 
 
-def _normalised(ev: dict) -> dict:
-    """Copy of an event whose ph/cat/name/pid/tid are made hashable text where they are not."""
+def _normalised(ev: dict) -> dict | None:
+    """Copy of an event whose ph/cat/name/pid/tid are made hashable text where they are not;
+    ``None`` when one is nested too deeply to write as text (orjson writes 254 levels at most,
+    reads 1024): no analysis could use such an event."""
     out = dict(ev)
     for key in ("ph", "cat", "name", "pid", "tid"):
         value = out.get(key)
         if value is not None and not isinstance(value, str | int | float):
-            out[key] = orjson.dumps(value).decode()
+            try:
+                out[key] = orjson.dumps(value).decode()
+            except orjson.JSONEncodeError:
+                return None
     if not isinstance(out.get("args"), dict):
         out.pop("args", None)
     return out
@@ -377,7 +411,9 @@ class RowBuilder:
                     corr = ext = nbytes = -1
             except (TypeError, AttributeError):  # not a dict, or unhashable field values
                 if type(ev) is dict and not normalised:  # retried in place: rows keep event order
-                    self._collect([_normalised(ev)], rows, normalised=True)
+                    fixed = _normalised(ev)
+                    if fixed is not None:
+                        self._collect([fixed], rows, normalised=True)
                 continue
             keep_row((sig, get("ts", nan), get("dur", nan), corr, ext, fid, nbytes))
 

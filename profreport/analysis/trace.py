@@ -16,10 +16,8 @@ Large files are parsed in chunks by this process and helper processes together (
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import sys
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,8 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from profreport.analysis import _gunzip
+from profreport.analysis._errors import NotATraceError, TraceError
+from profreport.analysis._memory import MemoryBudget
 from profreport.analysis._scan import (
     COLUMNS,
+    EXPECTED,
     SLICE_BYTES,
     ChunkParser,
     ChunkPlanner,
@@ -49,14 +51,6 @@ __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 MISSING = -1
-
-
-class TraceError(Exception):
-    """The input cannot be read as a profiler trace; the message is one line."""
-
-
-class NotATraceError(TraceError):
-    """Valid JSON, but not a trace (no ``traceEvents`` list): e.g. a run record next to traces."""
 
 
 @dataclass(eq=False)
@@ -107,7 +101,8 @@ def load_trace(path: str | os.PathLike, workers: int | None = None) -> Trace:
     Large files are parsed by this process and ``workers`` helper processes together (default:
     one per spare CPU, see :func:`worker_count`; 0: this process only). A large gzip file is
     decompressed here while the helpers parse what is already decompressed. The result does not
-    depend on ``workers``.
+    depend on ``workers``. A file that would need more memory than is available is refused
+    with :class:`TraceError` before the memory is taken (see :mod:`profreport.analysis._memory`).
     """
     path_str = os.fspath(path)
     try:
@@ -117,35 +112,47 @@ def load_trace(path: str | os.PathLike, workers: int | None = None) -> Trace:
     try:
         try:
             size = os.fstat(fd).st_size
-            magic = os.pread(fd, 2, 0)
-            gzipped = magic == GZIP_MAGIC
-            n = worker_count(_gunzipped_size(fd, size) if gzipped else size, workers)
+            if size == 0:
+                raise TraceError(f"{path_str}: empty file: {EXPECTED}")
+            gzipped = os.pread(fd, 2, 0) == GZIP_MAGIC
+            announced = _gunzipped_size(fd, size) if gzipped else size
         except OSError as exc:
             raise _read_error(path_str, exc) from None
+        # A wrapped (or lying) gzip trailer: at least the file size, perhaps 8 times more.
+        doc_bytes = max(announced, size)
+        budget = MemoryBudget(path_str)
+        n = worker_count(announced if announced >= size else size * 8, workers)
         if n:
+            budget.check(doc_bytes, doc_in_memory=gzipped)
             try:
                 if not gzipped:
                     return _parse_parallel(Source(fd), n, path_str)
                 out = anonymous_file()
                 try:
-                    return _parse_parallel(Source(out), n, path_str, _gunzip(fd, out))
+                    fill = _gunzip_into(fd, out, budget)
+                    return _parse_parallel(Source(out), n, path_str, fill)
                 finally:
                     os.close(out)
             except _ParallelFailed:
                 workers = 0  # parsed again below, one slice at a time, for the exact outcome
+        budget.check(doc_bytes, doc_in_memory=True)
+        try:
+            raw = _gunzip_whole(fd, budget) if gzipped else _read_whole(fd)
+        except OSError as exc:
+            raise _read_error(path_str, exc) from None
     finally:
         os.close(fd)
-    raw = _read_bytes(path_str)
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path_str}: corrupt gzip data ({exc})") from None
     return parse_trace(raw, path_str, workers=workers)
 
 
-def parse_trace(raw: bytes, path: str = "<memory>", workers: int | None = None) -> Trace:
-    """Parse trace JSON bytes into a :class:`Trace`; :class:`TraceError` if it is not one."""
+def parse_trace(
+    raw: bytes | bytearray, path: str = "<memory>", workers: int | None = None
+) -> Trace:
+    """Parse trace JSON bytes into a :class:`Trace`; :class:`TraceError` if it is not one.
+
+    A bytearray is parsed in place (its bytes are briefly changed and restored, so no other
+    thread may read it meanwhile): that is how a decompressed trace arrives, without a copy.
+    """
     n = worker_count(len(raw), workers)
     if n:
         try:
@@ -163,8 +170,10 @@ def parse_trace(raw: bytes, path: str = "<memory>", workers: int | None = None) 
         builder = RowBuilder()
         with _as_trace_errors(path):
             try:
-                metadata = scan_sliced(raw, builder.add_batch)
+                metadata = scan_sliced(raw, builder.add_batch, SLICE_BYTES)
             except ScanFallback:
+                # The whole-document parse takes ~9 bytes per byte of JSON: ask first.
+                MemoryBudget(path).check(len(raw), doc_in_memory=False, whole=True)
                 builder = RowBuilder()
                 metadata = scan_whole(raw, builder.add_batch)
         return _assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
@@ -216,7 +225,7 @@ def worker_count(size: int, requested: int | None = None) -> int:
     return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
 
 
-def _memory_file(raw: bytes) -> int:
+def _memory_file(raw: bytes | bytearray) -> int:
     """The bytes in an unnamed file that helper processes can read."""
     fd = anonymous_file()
     try:
@@ -227,7 +236,7 @@ def _memory_file(raw: bytes) -> int:
     return fd
 
 
-def _write_at(fd: int, data: bytes, pos: int) -> None:
+def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
     with memoryview(data) as view:
         done = 0
         while done < len(view):
@@ -235,33 +244,48 @@ def _write_at(fd: int, data: bytes, pos: int) -> None:
 
 
 def _gunzipped_size(fd: int, size: int) -> int:
-    """The decompressed size a gzip trailer announces (modulo 4 GiB: at least the file size)."""
-    announced = int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little")
-    return announced if announced >= size else size * 8
+    """The decompressed size a gzip trailer announces (modulo 4 GiB, and only if it is honest)."""
+    return int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little")
 
 
-def _gunzip(src: int, dst: int) -> Iterator[int]:
-    """Decompress one gzip member from ``src`` into ``dst``, yielding the bytes written so far.
+def _inflate(fd: int, budget: MemoryBudget) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip file ``fd``, a piece at a time, within ``budget``."""
+    pos = 0
 
-    Anything but exactly one complete member raises :class:`ScanFallback`: the plain path then
-    decompresses the file again and gives the exact outcome.
-    """
-    inflate = zlib.decompressobj(wbits=31)
-    pos = written = 0
-    while not inflate.eof:
-        block = os.pread(src, _GUNZIP_BLOCK, pos)
-        if not block:
-            raise ScanFallback("gzip data cut short")
+    def read() -> bytes:
+        nonlocal pos
+        block = os.pread(fd, _GUNZIP_BLOCK, pos)
         pos += len(block)
-        try:
-            out = inflate.decompress(block)
-        except zlib.error as exc:
-            raise ScanFallback(f"corrupt gzip data ({exc})") from None
-        _write_at(dst, out, written)
-        written += len(out)
+        return block
+
+    try:
+        yield from _gunzip.inflate(read, budget.inflate_limit())
+    except _gunzip.CorruptGzip as exc:
+        raise TraceError(f"{budget.path}: corrupt gzip data ({exc})") from None
+    except _gunzip.InflatesTooFar as exc:
+        raise budget.inflated_too_far(exc.produced) from None
+
+
+def _gunzip_into(src: int, dst: int, budget: MemoryBudget) -> Iterator[int]:
+    """Decompress the gzip file ``src`` into ``dst``, yielding the bytes written so far."""
+    written = 0
+    for piece in _inflate(src, budget):
+        _write_at(dst, piece, written)
+        written += len(piece)
         yield written
-    if inflate.unused_data or os.pread(src, 1, pos):
-        raise ScanFallback("more than one gzip member")
+
+
+def _gunzip_whole(fd: int, budget: MemoryBudget) -> bytearray:
+    """Decompress the gzip file ``fd`` into memory (a bytearray grows in place: no copy)."""
+    raw = bytearray()
+    for piece in _inflate(fd, budget):
+        raw += piece
+    return raw
+
+
+def _read_whole(fd: int) -> bytes:
+    with open(fd, "rb", closefd=False) as fh:
+        return fh.read()
 
 
 def _parse_parallel(
@@ -301,7 +325,7 @@ def _run_parallel(
 ) -> Trace:
     parties = len(workers) + 1
     planner: ChunkPlanner | None = None
-    prefix: bytes | None = None
+    prefix: bytes | bytearray | None = None
     look_from = _HEAD_BYTES  # bytes to have before looking for the event array (again)
     for available in fill or ():
         source.size = available
@@ -334,7 +358,7 @@ def _run_parallel(
 
 def _planner(
     source: Source, parties: int, complete: bool
-) -> tuple[ChunkPlanner, bytes | None] | None:
+) -> tuple[ChunkPlanner, bytes | bytearray | None] | None:
     """A planner from the event array's first byte, and the text before the array; ``None``
     while the array is not in sight yet (big metadata first) and more bytes are coming."""
     limit = _HEAD_BYTES
@@ -461,25 +485,23 @@ def _read_error(path: str, exc: OSError) -> TraceError:
     return TraceError(f"{path}: cannot read ({exc.strerror or exc})")
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise _read_error(path, exc) from None
-
-
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+_MAX_US = 9.2e15  # 9.2e18 ns < 2**63
 
 
 def _to_ns(us: np.ndarray) -> np.ndarray:
     """Microseconds (float, NaN = missing) to exact integer nanoseconds (-1 = missing).
 
     The whole and fractional parts are scaled separately: 1.7e15 us * 1000 exceeds 2**53.
+    Times whose nanoseconds do not fit in int64 (beyond ~292 years) count as missing.
     ``us`` is used as scratch space.
     """
-    missing = ~np.isfinite(us)
+    missing = us < _MAX_US  # NaN compares False: missing either way
+    missing &= us > -_MAX_US
+    np.logical_not(missing, out=missing)
     if missing.any():
         us[missing] = 0.0
     if (us < 0).any():  # rare: floor and truncation differ
