@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 from typing import TextIO
 
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     try:
         doc, skipped = analyze_paths(args.paths, args.definition, args.top)
     except (InputError, TraceError) as exc:
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=stderr)
         print(f"profreport analyze: error: {terminal_text(str(exc))}", file=stderr)
         return EXIT_BAD_INPUT
     for name in skipped:

@@ -360,8 +360,13 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = api.profile_loaded(
             model, device, args.dtype, staged.path, options, progress, now=lambda: now
         )
-        result.save(staged.path)
-        run_dir = result.run_dir = staged.publish()
+        try:
+            result.save(staged.path)
+            run_dir = result.run_dir = staged.publish()
+        except OSError as exc:  # a full disk, a folder made read-only meanwhile: not a bug
+            raise UsageError(
+                f"cannot write the run under {args.out}: {exc.strerror or exc}"
+            ) from exc
     record = result.record
     _summary_table(record, out)
     for name, mode in record["modes"].items():

@@ -382,3 +382,28 @@ def test_model_and_error_text_cannot_drive_the_terminal(tmp_path, capsys):
     assert "error: eager failed: ValueError: ?[2J[/bold] cleared\n" in captured.err
     # Shown as text, not taken as Rich markup (an unmatched "[/bold]" would raise MarkupError).
     assert "[red]x:build on cpu" in captured.out and "[/bold] cleared" in captured.out
+
+
+def test_analyze_debug_shows_the_traceback_too(tmp_path, capsys):
+    (tmp_path / "t.json").write_text('{"traceEvents": 3}')
+    assert cli.main(["analyze", str(tmp_path / "t.json")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert cli.main(["analyze", str(tmp_path / "t.json"), "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.splitlines()[-1].startswith("profreport analyze: error: ")
+
+
+def test_a_disk_that_fills_up_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", full)  # every atomic write ends in os.replace
+    out = tmp_path / "out"
+    rc = cli.main(
+        _generate(out, "--model", "gated-residual", "--batch-size", "1", "--modes", "eager")
+    )
+    err = capsys.readouterr().err
+    _one_line_exit_2(rc, err)
+    assert f"cannot write the run under {out}: No space left on device" in err
+    assert list(out.iterdir()) == []
