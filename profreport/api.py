@@ -28,6 +28,7 @@ from profreport.capture.timing import TimingConfig
 from profreport.models import LoadedModel
 from profreport.modes import MODES
 from profreport.pipeline import DTYPES, RunOptions, collect_run
+from profreport.text import error_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,10 +77,9 @@ def check_eager(model: LoadedModel, device: torch.device, dtype_name: str) -> No
         with torch.no_grad():
             model.module(*model.example_inputs)
     except Exception as exc:
-        first = (str(exc).splitlines() or [""])[0]
         raise ModelRunError(
             f"{model.name} does not run in eager mode on {device.type} in {dtype_name}: "
-            f"{type(exc).__name__}: {first}"
+            f"{error_line(exc)}"
         ) from exc
 
 

@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TextIO
 
 from profreport import __version__
 from profreport.files import StagedFolder, write_atomic
-from profreport.text import terminal_text
+from profreport.text import error_line, first_line, terminal_text
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
@@ -218,8 +218,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     src = Path(args.record)
     own = src if src.is_dir() else src.parent
     folder = Path(args.out) if args.out else own
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {folder} exists and is not a folder")
+    _not_a_file(folder)
     if folder.resolve() != own.resolve():  # the record's own reports may be re-rendered; others not
         taken = [n for n in REPORT_NAMES if (folder / n).exists()]
         if taken:
@@ -286,9 +285,14 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _not_a_file(out: Path) -> None:
+    """An --out folder (made if missing) cannot be an existing file."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+
+
 def _staging(parent: Path, name: str) -> StagedFolder:
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--out {parent} exists and is not a folder")
+    _not_a_file(parent)
     try:
         return StagedFolder(parent, name)
     except OSError as exc:
@@ -340,7 +344,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         device = resolve_device(args.device)
     except (ValueError, RuntimeError) as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
+        raise UsageError(first_line(exc)) from None
     problem = dtype_problem(device, DTYPES[args.dtype])
     if problem:
         raise UsageError(problem)
@@ -466,11 +470,8 @@ def main(
     except Exception as exc:
         if debug:
             _print_traceback(exc, err)
-        first = (str(exc).splitlines() or [""])[0]
         hint = "" if debug else "; rerun with --debug for the traceback"
-        print(
-            f"error: internal error: {type(exc).__name__}: {terminal_text(first)}{hint}", file=err
-        )
+        print(f"error: internal error: {terminal_text(error_line(exc))}{hint}", file=err)
         return EXIT_INTERNAL
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from profreport.text import first_line
+
 
 def _cpu_name() -> str:
     try:
@@ -55,8 +57,9 @@ def dtype_problem(device: torch.device, dtype: torch.dtype) -> str | None:
     try:
         _probe_dtype(device, dtype)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
-        first = (str(exc).splitlines() or [""])[0]
-        return f"{str(dtype).removeprefix('torch.')} does not run on {device.type}: {first}"
+        return (
+            f"{str(dtype).removeprefix('torch.')} does not run on {device.type}: {first_line(exc)}"
+        )
     return None
 
 

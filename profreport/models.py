@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from profreport.text import error_line
+
 
 class ModelError(Exception):
     """A model could not be found, loaded or built; the message is one line for the user."""
@@ -141,12 +143,6 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
 }
 
 
-def _describe(exc: BaseException) -> str:
-    """`Type: first line of the message`: errors reach the user as one line."""
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
     target, sep, func_name = spec.rpartition(":")
     if not sep or not target or not func_name:
@@ -168,12 +164,12 @@ def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
         try:
             file_spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:  # a script that calls sys.exit() at import
-            raise ModelError(f"importing {target} failed: {_describe(exc)}") from exc
+            raise ModelError(f"importing {target} failed: {error_line(exc)}") from exc
     else:
         try:
             module = importlib.import_module(target)
         except (Exception, SystemExit) as exc:
-            raise ModelError(f"cannot import module {target!r}: {_describe(exc)}") from exc
+            raise ModelError(f"cannot import module {target!r}: {error_line(exc)}") from exc
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ModelError(f"{target} has no callable {func_name!r}")
@@ -218,7 +214,7 @@ def load_model(
         try:
             result = factory()
         except (Exception, SystemExit) as exc:
-            raise ModelError(f"{spec} raised {_describe(exc)}") from exc
+            raise ModelError(f"{spec} raised {error_line(exc)}") from exc
         if not (
             isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module)
         ):
@@ -241,7 +237,7 @@ def load_model(
         cast = _cast(inputs, device, dtype, channels_last)
     except (RuntimeError, TypeError, ValueError) as exc:
         raise ModelError(
-            f"{spec}: cannot move the model to {device} in {dtype}: {_describe(exc)}"
+            f"{spec}: cannot move the model to {device} in {dtype}: {error_line(exc)}"
         ) from exc
     return LoadedModel(
         name,

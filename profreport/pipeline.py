@@ -43,6 +43,7 @@ from profreport.env import collect_env, device_info
 from profreport.models import LoadedModel
 from profreport.modes import MODES, PreparedMode, prepare_mode
 from profreport.record import SCHEMA
+from profreport.text import error_line
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -74,8 +75,7 @@ def _error_line(exc: BaseException) -> str:
     reraised = _TORCHSCRIPT_RERAISE.search(text)
     if reraised:
         return f"{reraised[1]}: {reraised[2]} (in the TorchScript interpreter)"[:500]
-    first = (text.splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}"[:500]
+    return error_line(exc)[:500]
 
 
 def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
