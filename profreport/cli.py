@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         "generate", parents=[debug], help="profile a model in every mode and write a report"
     )
     gen.add_argument(
-        "--model", default="simple", help="built-in name, module:function or file.py:function"
+        "--model",
+        default="simple",
+        help="built-in name, hf:<zoo model>, module:function or file.py:function",
     )
     gen.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
     gen.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
@@ -84,7 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"
     )
-    gen.add_argument("--batch-size", type=_positive_int, default=None, help="built-in models only")
+    gen.add_argument(
+        "--batch-size", type=_positive_int, default=None, help="built-in and hf: models only"
+    )
+    gen.add_argument(
+        "--layers", type=_positive_int, default=None, help="hf: models: layers (blocks) to build"
+    )
+    gen.add_argument(
+        "--seq-len", type=_positive_int, default=None, help="hf: language models: tokens per input"
+    )
     gen.add_argument(
         "--out", default="reports", help="parent folder of the run folder (default reports/)"
     )
@@ -186,11 +196,15 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
 
 def _cmd_models(out: TextIO) -> int:
     from profreport.models import BUILTIN_MODELS
+    from profreport.zoo import HF_PREFIX, INSTALL_HINT, ZOO
 
-    width = max(len(n) for n in BUILTIN_MODELS)
+    width = max(len(n) for n in [*BUILTIN_MODELS, *(HF_PREFIX + z for z in ZOO)])
     for name, m in BUILTIN_MODELS.items():
         batches = ", ".join(f"N={b} on {d}" for d, b in m.default_batch.items())
         print(f"{name:<{width}}  {m.description} ({batches})", file=out)
+    print(f"\nzoo (transformers configs, random weights; {INSTALL_HINT}):", file=out)
+    for name, z in ZOO.items():
+        print(f"{HF_PREFIX + name:<{width}}  {z.describe(z.default)}", file=out)
     return EXIT_OK
 
 
@@ -285,6 +299,22 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+LOG_NAME = "run.log"
+
+
+@contextmanager
+def _library_output(log_path: Path, err: TextIO, debug: bool) -> Iterator[TextIO]:
+    """Libraries' own lines (Kineto, Inductor, the model's prints) go to run.log in the run
+    folder; with --debug they stay on the terminal."""
+    if debug:
+        yield err
+        return
+    from profreport.liboutput import library_output_to
+
+    with library_output_to(log_path, err) as terminal:
+        yield terminal
+
+
 def _not_a_file(out: Path) -> None:
     """An --out folder (made if missing) cannot be an existing file."""
     if out.exists() and not out.is_dir():
@@ -350,7 +380,13 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(problem)
     try:
         model = load_model(
-            args.model, device, DTYPES[args.dtype], args.batch_size, args.channels_last
+            args.model,
+            device,
+            DTYPES[args.dtype],
+            args.batch_size,
+            args.channels_last,
+            layers=args.layers,
+            seq_len=args.seq_len,
         )
     except ModelError as exc:
         raise UsageError(str(exc)) from None
@@ -359,7 +395,8 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with (
         _staging(Path(args.out), _run_name(model.name, device.type, now)) as staged,
         _sigterm_as_interrupt(),
-        progress_display(args.quiet, err) as progress,
+        _library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        progress_display(args.quiet, terminal) as progress,
     ):
         result = api.profile_loaded(
             model, device, args.dtype, staged.path, options, progress, now=lambda: now

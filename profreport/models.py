@@ -18,6 +18,14 @@ import torch
 from torch import nn
 
 from profreport.text import error_line
+from profreport.zoo import (
+    ZooError,
+    build_zoo_model,
+    is_zoo_spec,
+    parse_zoo_spec,
+    zoo_size,
+    zoo_spec,
+)
 
 
 class ModelError(Exception):
@@ -148,8 +156,8 @@ def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
     if not sep or not target or not func_name:
         known = ", ".join(BUILTIN_MODELS)
         raise ModelError(
-            f"unknown model {spec!r}: use a built-in name ({known}), module:function "
-            "or path/to/file.py:function"
+            f"unknown model {spec!r}: use a built-in name ({known}), hf:<zoo model>, "
+            "module:function or path/to/file.py:function"
         )
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
@@ -195,21 +203,37 @@ def load_model(
     dtype: torch.dtype,
     batch_size: int | None = None,
     channels_last: bool = False,
+    layers: int | None = None,
+    seq_len: int | None = None,
 ) -> LoadedModel:
     """Build the model named by `spec` on `device` in `dtype`, in eval mode.
 
     `channels_last` puts 4-D inputs and the module's 4-D weights in NHWC memory format, the
     layout oneDNN and cuDNN convolutions prefer (Inductor otherwise converts to it itself).
+    `layers` and `seq_len` size a zoo model (`hf:<name>`); they override the spec's own.
     """
     torch.manual_seed(0)
     builtin = BUILTIN_MODELS.get(spec)
+    if (layers is not None or seq_len is not None) and not is_zoo_spec(spec):
+        raise ModelError("--layers and --seq-len apply to hf: zoo models only")
     if builtin is not None:
         batch = batch_size or builtin.batch_for(device)
         module, inputs = builtin.build(batch)
         name, description = builtin.name, builtin.description
+    elif is_zoo_spec(spec):
+        try:
+            zoo, given = parse_zoo_spec(spec)
+            size = zoo_size(
+                zoo, batch_size, layers or given.get("layers"), seq_len or given.get("seq_len")
+            )
+            module, inputs = build_zoo_model(zoo, size)
+        except ZooError as exc:
+            raise ModelError(str(exc)) from None
+        name, description, batch = f"hf-{zoo.name}", zoo.describe(size), size.batch
+        spec = zoo_spec(zoo.name, size)
     else:
         if batch_size is not None:
-            raise ModelError("--batch-size applies to built-in models only")
+            raise ModelError("--batch-size applies to built-in and hf: zoo models only")
         name, factory = _import_factory(spec)
         try:
             result = factory()

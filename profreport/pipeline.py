@@ -246,6 +246,7 @@ def _fusion_record(name: str, entry: dict[str, Any], eager: dict[str, Any] | Non
 def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
     return {
         "name": model.name,
+        "spec": model.spec,
         "memory_format": model.memory_format,
         "description": model.description,
         "batch_size": model.batch_size,

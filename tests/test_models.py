@@ -90,5 +90,5 @@ def test_factory_with_wrong_return_type(tmp_path):
 def test_batch_size_rejected_for_user_models(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import torch\ndef build():\n    return torch.nn.ReLU(), (torch.randn(4),)\n")
-    with pytest.raises(ModelError, match="built-in models only"):
+    with pytest.raises(ModelError, match="built-in and hf: zoo models only"):
         load_model(f"{f}:build", CPU, torch.float32, batch_size=4)
