@@ -9,9 +9,11 @@ traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
 from __future__ import annotations
 
 import re
+import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -57,6 +59,23 @@ class RunOptions:
     timing: TimingConfig = field(default_factory=TimingConfig)
     bootstrap_resamples: int = 2000
     measure_bytes: bool = False  # re-run each mode under Nsight Compute (CUDA + ncu only)
+
+
+class PhaseClock:
+    """Wall seconds spent in each phase of a run (summed over modes), for `phases_s` in the
+    record: where a run's minute goes, and whether any phase grows faster than the kernels."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = self._clock()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
 def make_sync(device: torch.device) -> Callable[[], None]:
@@ -324,9 +343,11 @@ def collect_run(
     options: RunOptions = RunOptions(),
     progress: Progress = lambda _msg: None,
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     """Run all requested modes of `model` and return the run record (traces land in run_dir)."""
     sync = make_sync(device)
+    phases = PhaseClock(clock)
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "profreport", "version": __version__},
@@ -356,34 +377,42 @@ def collect_run(
             record["modes"][name] = entry
             try:
                 progress(f"{name}: building and warming up")
-                prepared = prepare_mode(name, model.module, model.example_inputs, sync)
+                with phases.phase("build"):
+                    prepared = prepare_mode(name, model.module, model.example_inputs, sync)
                 entry["compile_s"] = prepared.compile_s
                 entry["compiler"] = prepared.compiler
                 progress(f"{name}: profiling {options.profile.active} steps")
-                trace_path = profile_mode(
-                    prepared.fn,
-                    model.example_inputs,
-                    device,
-                    run_dir / "tensorboard" / name,
-                    name,
-                    sync,
-                    options.profile,
-                )
+                with phases.phase("profile"):
+                    trace_path = profile_mode(
+                        prepared.fn,
+                        model.example_inputs,
+                        device,
+                        run_dir / "tensorboard" / name,
+                        name,
+                        sync,
+                        options.profile,
+                    )
                 entry["trace"] = str(trace_path.relative_to(run_dir))
-                entry["kernels"] = _kernels_record(trace_path, prepared, device)
+                with phases.phase("kernels"):
+                    entry["kernels"] = _kernels_record(trace_path, prepared, device)
                 progress(f"{name}: modeling memory traffic")
-                bytes_work[name] = _bytes_work(prepared, model, sync)
+                with phases.phase("bytes"):
+                    bytes_work[name] = _bytes_work(prepared, model, sync)
                 prepared_modes[name] = prepared
             except Exception as exc:  # one mode failing must not stop the others
                 _mark_failed(entry, name, exc, device)
 
-        _time_modes(record, prepared_modes, model.example_inputs, device, sync, options, progress)
+        with phases.phase("timing"):
+            _time_modes(
+                record, prepared_modes, model.example_inputs, device, sync, options, progress
+            )
 
     for name, work in bytes_work.items():
         if name not in prepared_modes:  # it failed while being timed
             continue
-        _derive_unrecorded(work, bytes_work.get("eager"))
-        est = estimate(work.calls, work.method, work.not_modeled)
+        with phases.phase("bytes"):
+            _derive_unrecorded(work, bytes_work.get("eager"))
+            est = estimate(work.calls, work.method, work.not_modeled)
         record["modes"][name]["bytes"] = est.to_dict()
         if options.measure_bytes:
             progress(f"{name}: measuring DRAM bytes with Nsight Compute")
@@ -391,10 +420,12 @@ def collect_run(
             name, model, device, dtype, options
         )
     eager_entry = record["modes"].get("eager")
-    for name, entry in record["modes"].items():
-        if entry["status"] == "ok":
-            entry["fusion"] = _fusion_record(name, entry, eager_entry)
-            attach_kernel_bytes(entry)
-    for name, entry in record["modes"].items():
-        entry["verdict"] = verdict_for(name, record)
+    with phases.phase("fusion_map"):
+        for name, entry in record["modes"].items():
+            if entry["status"] == "ok":
+                entry["fusion"] = _fusion_record(name, entry, eager_entry)
+                attach_kernel_bytes(entry)
+        for name, entry in record["modes"].items():
+            entry["verdict"] = verdict_for(name, record)
+    record["phases_s"] = {k: round(v, 3) for k, v in phases.seconds.items()}
     return record

@@ -227,3 +227,24 @@ def test_measure_bytes_without_a_gpu_says_why(tmp_path, capsys):
     measured = load(run)["modes"]["eager"]["bytes"]["measured"]
     assert measured["available"] is False and measured["read"] is None
     assert "Measured bytes: not available (device is cpu" in (run / "report.html").read_text()
+
+
+def test_phase_clock_sums_each_phase_with_an_injected_clock():
+    from profreport.pipeline import PhaseClock
+
+    ticks = iter([0.0, 1.5, 2.0, 2.25, 10.0, 11.0])
+    phases = PhaseClock(lambda: next(ticks))
+    with phases.phase("build"):
+        pass
+    with phases.phase("bytes"):
+        pass
+    with phases.phase("build"):
+        pass
+    assert phases.seconds == {"build": 2.5, "bytes": 0.25}
+
+
+def test_run_record_says_where_the_time_went(gated_run):
+    phases = load(gated_run / "run.json")["phases_s"]
+    assert set(phases) == {"build", "profile", "kernels", "bytes", "timing", "fusion_map"}
+    assert all(v >= 0 for v in phases.values())
+    assert phases["build"] > 0 and phases["timing"] > 0
