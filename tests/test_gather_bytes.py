@@ -13,6 +13,7 @@ from profreport.analysis.bytes_model import model_from_inductor_nodes, model_fro
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.modes import prepare_mode
+from profreport.render.viewmodel import _compiler_view
 
 F32, I64 = 4, 8
 
@@ -166,7 +167,13 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     assert est.written == 4 * 64 * 512 * F32 == 524_288
     (table,) = [r for n in nodes for r in n["indirect_reads"]]
     assert table["full_bytes"] == 50_000 * 512 * F32 == 102_400_000
+    assert table["scheduler_bytes"] == 102_400_000  # what Inductor's sizing gave the fused node
     assert table["counted_bytes"] == 4 * 64 * 512 * F32
+    summary = _compiler_view(
+        "compile", {"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}}
+    )["inductor_summary"]
+    assert "1 buffer access(es) through an index tensor" in summary
+    assert "(512.00 KiB) where Inductor's per-kernel sizing gives 97.66 MiB" in summary
 
 
 class _GatherAwareReads(TorchDispatchMode):

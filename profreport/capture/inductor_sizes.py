@@ -55,7 +55,12 @@ def _sized(node: Any, deps: Any, accesses: dict[str, int]) -> tuple[int, list[di
         touched = max(hint(sympy_product(d.size), fallback=0) for d in by_buffer[name])
         counted = min(full, touched * element)
         resized.append(
-            {"buffer": name, "full_bytes": full, "inductor_bytes": bytes_, "counted_bytes": counted}
+            {
+                "buffer": name,
+                "full_bytes": full,
+                "scheduler_bytes": bytes_,
+                "counted_bytes": counted,
+            }
         )
         accesses[name] = counted
     return sum(accesses.values()), resized
