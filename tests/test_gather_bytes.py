@@ -176,6 +176,38 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     assert "(512.00 KiB) where Inductor's per-kernel sizing gives 97.66 MiB" in summary
 
 
+def _extern_node(nodes):
+    (node,) = [n for n in nodes if n["kind"] == "extern" and n["indirect_reads"]]
+    return node
+
+
+def test_compiled_embedding_bag_library_call_reads_the_bagged_rows():
+    bag = nn.EmbeddingBag(5_000, 16, mode="sum")
+    node = _extern_node(_compile_nodes(bag, torch.randint(0, 5_000, (8, 10))))
+    # Inductor calls aten::_embedding_bag: 80 rows of 16 float32 + the 80 int64 indices + the
+    # 8 int64 bag offsets it computed; Inductor's sizing counts the 320,000-byte table whole
+    assert node["read"] == 80 * 16 * F32 + 80 * I64 + 8 * I64 == 5_824
+    (table,) = node["indirect_reads"]
+    assert (table["full_bytes"], table["counted_bytes"]) == (5_000 * 16 * F32, 80 * 16 * F32)
+
+
+class _ScatterAdd(nn.Module):
+    def forward(self, x, index, src):
+        y = x * 2
+        return y.scatter_add_(0, index, src)
+
+
+def test_compiled_scatter_add_library_call_touches_the_scattered_elements():
+    index = torch.randint(0, 1_000, (20, 16))
+    nodes = _compile_nodes(_ScatterAdd(), torch.zeros(1_000, 16), index, torch.ones(20, 16))
+    node = _extern_node(nodes)
+    # scatter_reduce_(sum) on the 64,000-byte product: reads the 320 elements it adds to, the
+    # 320 int64 indices and the 320 float32 sources; writes those 320 elements only
+    assert node["read"] == 320 * F32 + 320 * I64 + 320 * F32 == 5_120
+    assert node["written"] == 320 * F32 == 1_280
+    assert node["indirect_writes"][0]["scheduler_bytes"] == 1_000 * 16 * F32
+
+
 class _GatherAwareReads(TorchDispatchMode):
     """Independent reference for the eager figure: each dispatched op that is not bookkeeping
     and does not return a view reads its distinct input tensors, except that a lookup reads

@@ -18,7 +18,8 @@ Model (a lower bound on what the memory system moves, not a measurement):
 - for torch.compile, Inductor's scheduler reports, per kernel, the bytes of the buffers crossing
   its boundary (intermediates kept inside a fused kernel count zero): the same model, applied by
   the compiler to the kernels it generated; a buffer it loads through an indirect index counts
-  the elements loaded (see profreport.modes), as above.
+  the elements loaded (see profreport.capture.inductor_sizes), as above; so does a library
+  call of one of the operators above.
 """
 
 from __future__ import annotations

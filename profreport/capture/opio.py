@@ -153,7 +153,11 @@ def _touched_elements(spec: IndirectSpec, bound: dict[str, Any], out: Any) -> in
     return _advanced_index_numel(tuple(target.shape), list(index))
 
 
-def _indirect_access(name: str, schema: Any, args, kwargs, out: Any) -> IndirectAccess | None:
+def indirect_target(
+    name: str, schema: Any, args: Any, kwargs: dict[str, Any], out: Any
+) -> tuple[torch.Tensor, IndirectAccess] | None:
+    """For an operator in INDIRECT_OPS called with these arguments (real or meta tensors), the
+    tensor it reaches through its indices and how; None for any other operator."""
     spec = INDIRECT_OPS.get(name)
     if spec is None:
         return None
@@ -162,7 +166,7 @@ def _indirect_access(name: str, schema: Any, args, kwargs, out: Any) -> Indirect
     if not isinstance(target, torch.Tensor) or bound.get(spec.index) is None:
         return None
     rmw = spec.read_modify_write
-    return IndirectAccess(
+    return target, IndirectAccess(
         target=_ref(target),
         touched_bytes=_touched_elements(spec, bound, out) * target.element_size(),
         writes=spec.writes,
@@ -197,6 +201,7 @@ class _Recorder(TorchDispatchMode):
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
         name = _op_name(func)
+        found = indirect_target(name, schema, args, kwargs, out)
         self.ops.append(
             OpIO(
                 op=name,
@@ -205,7 +210,7 @@ class _Recorder(TorchDispatchMode):
                 mutated=tuple(mutated),
                 aliases_input=aliases,
                 flops=flops,
-                indirect=_indirect_access(name, schema, args, kwargs, out),
+                indirect=found[1] if found else None,
             )
         )
         return out
