@@ -64,6 +64,8 @@ def _extern_call(kernel: Any) -> tuple[Any, Any, dict[str, Any], dict[int, str]]
     hint = V.graph.sizevars.optimization_hint
     metas, names = [], {}
     for x in kernel.inputs:
+        if not isinstance(x, ir.IRNode):  # a list argument (index_put's indices): not rebuilt
+            return None
         meta = torch.empty_strided(
             [hint(s) for s in x.get_size()],
             [hint(s) for s in x.get_stride()],

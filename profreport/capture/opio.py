@@ -201,7 +201,10 @@ class _Recorder(TorchDispatchMode):
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
         name = _op_name(func)
-        found = indirect_target(name, schema, args, kwargs, out)
+        try:
+            found = indirect_target(name, schema, args, kwargs, out)
+        except Exception:  # arguments this rule cannot read: the op counts whole, as before
+            found = None
         self.ops.append(
             OpIO(
                 op=name,
