@@ -119,6 +119,18 @@ def test_scatter_add_reads_and_writes_the_scattered_elements():
     assert written == 600 * F32 == 2_400  # the 6,000-byte destination is not written whole
 
 
+def test_index_add_touches_one_slice_per_index_along_dim():
+    index = torch.tensor([0, 2])
+    source = torch.ones(10, 2, 4)
+    read, written = _one_op(
+        lambda t: t.index_add_(1, index, source), torch.zeros(10, 3, 4), op="aten::index_add_"
+    )
+    # 2 indices along dim 1, each a 10x4 slice: 80 float32 elements added to
+    assert written == 2 * 10 * 4 * F32 == 320
+    # the 2 int64 indices + the 80-element source + the 80 elements read before adding
+    assert read == 2 * I64 + 80 * F32 + 80 * F32 == 656
+
+
 def test_out_of_place_scatter_copies_the_destination_whole():
     index = torch.randint(0, 50, (20, 30))
     src = torch.ones(20, 30)
