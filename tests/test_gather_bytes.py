@@ -188,6 +188,18 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     assert "(512.00 KiB) where Inductor's per-kernel sizing gives 97.66 MiB" in summary
 
 
+@pytest.mark.parametrize("mode", ["script", "trace", "optimize"])
+def test_torchscript_modes_read_the_rows_too(mode):
+    module = _EmbeddingThen(layer_norm=False).eval()
+    idx = torch.randint(0, 50_000, (4, 64))
+    with torch.no_grad():
+        prepared = prepare_mode(mode, module, (idx,), lambda: None)
+        ops = record_tensor_io(prepared.fn, (idx,), lambda: None)
+    rows = {r.op: r for r in model_from_tensor_io(ops, BOOKKEEPING_OPS).table}
+    # the same lookup as eager, dispatched by the TorchScript interpreter
+    assert rows["aten::embedding"].read == 4 * 64 * I64 + 4 * 64 * 512 * F32 == 526_336
+
+
 def _extern_node(nodes):
     (node,) = [n for n in nodes if n["kind"] == "extern" and n["indirect_reads"]]
     return node
