@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from profreport.capture.inductor_sizes import node_buffer_bytes
+
 MODES = ("eager", "script", "trace", "optimize", "compile")
 
 # TorchScript's own warm-up: the profiling executor records shapes on the first call and runs its
@@ -286,17 +288,18 @@ def _describe_inductor_node(
                 continue
             if name not in origins:
                 origins.append(name)
-    try:
-        read, written = int(node.get_read_buffer_sizes()), int(node.get_write_buffer_sizes())
-    except Exception:  # outside a graph context Inductor cannot size buffers
-        read, written = None, None
+    sizes = node_buffer_bytes(node)
     return {
         "name": node.get_name(),
         "kind": "extern" if type(node).__name__.startswith("Extern") else "generated",
         "origins": origins,
         "eager_ops": _eager_instances(node, cache),
-        "read": read,
-        "written": written,
+        "read": sizes["read"],
+        "written": sizes["written"],
+        # Buffers reached through an index tensor, counted by the elements touched rather than
+        # whole (profreport.capture.inductor_sizes): why `read` can be below Inductor's figure.
+        "indirect_reads": sizes["indirect_reads"],
+        "indirect_writes": sizes["indirect_writes"],
         # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
         "inductor_bytes": num_elem * 4,
     }

@@ -6,9 +6,20 @@ Model (a lower bound on what the memory system moves, not a measurement):
 - a tensor's bytes = numel x element size as the operation sees it; scalars count zero;
 - bookkeeping operations (views, reshapes, allocations; the CPU kernel definition's list) and
   operations whose output aliases their input move nothing;
+- indirect access counts what it touches, never more than the whole tensor. A gather (embedding,
+  embedding_bag, index_select, gather, index.Tensor, take_along_dim) reads its indices plus the
+  gathered elements (elements gathered x element size; embedding: indices x embedding_dim). An
+  in-place scatter (scatter_, scatter_add_, scatter_reduce_, index_put_, index_add_, index_copy_)
+  writes only the elements it scatters and reads them first only when it combines with them (add,
+  accumulate, reduce); its other inputs count as usual. Exact when the indices are distinct; a
+  repeated index is counted each time (a cache may serve the repeat), hence capped at the
+  tensor's bytes. A tensor that is also passed in another role counts in full. Out-of-place
+  scatters copy the destination whole, so the usual full count is exact for them;
 - for torch.compile, Inductor's scheduler reports, per kernel, the bytes of the buffers crossing
   its boundary (intermediates kept inside a fused kernel count zero): the same model, applied by
-  the compiler to the kernels it generated.
+  the compiler to the kernels it generated; a buffer it loads through an indirect index counts
+  the elements loaded (see profreport.capture.inductor_sizes), as above; so does a library
+  call of one of the operators above.
 """
 
 from __future__ import annotations
@@ -100,7 +111,23 @@ def op_traffic(op: OpIO, bookkeeping: frozenset[str]) -> tuple[int, int]:
     if op.op in bookkeeping or op.aliases_input:
         return 0, 0
     # An in-place op returns the tensor it mutates: _distinct_bytes counts that write once.
-    return _distinct_bytes(op.inputs), _distinct_bytes([*op.outputs, *op.mutated])
+    outputs = [*op.outputs, *op.mutated]
+    access = op.indirect
+    if access is None:
+        return _distinct_bytes(op.inputs), _distinct_bytes(outputs)
+    key = access.target.key
+    others = [r for r in op.inputs if r.key != key]
+    touched = min(access.target.nbytes, access.touched_bytes)
+    if len(op.inputs) - len(others) > 1:  # also passed in another role: read whole
+        target_read = access.target.nbytes
+    elif access.writes:
+        target_read = touched if access.read_modify_write else 0
+    else:
+        target_read = touched
+    if not access.writes:
+        return _distinct_bytes(others) + target_read, _distinct_bytes(outputs)
+    written = _distinct_bytes(r for r in outputs if r.key != key) + touched
+    return _distinct_bytes(others) + target_read, written
 
 
 def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> list[OpCall]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import torch
@@ -27,6 +28,16 @@ class TensorRef:
 
 
 @dataclass(frozen=True)
+class IndirectAccess:
+    """The part of one tensor an indexing operation reaches through its indices."""
+
+    target: TensorRef  # the tensor gathered from (writes=False) or scattered into in place
+    touched_bytes: int  # elements reached x element size; a repeated index counts each time
+    writes: bool  # True: the touched elements are written in place (scatter, index_put_)
+    read_modify_write: bool  # the written elements are read first (add, accumulate, reduce)
+
+
+@dataclass(frozen=True)
 class OpIO:
     op: str  # "aten::relu_" style
     inputs: tuple[TensorRef, ...]
@@ -34,6 +45,42 @@ class OpIO:
     mutated: tuple[TensorRef, ...]  # inputs written in place (schema alias info says is_write)
     aliases_input: bool  # the output is a view of an input: no data moves
     flops: int | None = None  # torch.utils.flop_counter's formula, where it has one
+    indirect: IndirectAccess | None = None  # indexing ops only (INDIRECT_OPS)
+
+
+@dataclass(frozen=True)
+class IndirectSpec:
+    """How an indexing operator reaches its target: schema argument names and the rule that
+    counts the elements one call touches (see `_touched_elements`)."""
+
+    target: str  # the argument reached through the indices
+    index: str  # the argument holding the indices
+    count: str  # "output" | "index" | "index_rows" | "index_slices" | "advanced"
+    writes: bool = False
+    # True, or the name of the argument whose truth makes the write read-modify-write.
+    read_modify_write: bool | str = False
+
+
+_EMBEDDING_BAG = IndirectSpec("weight", "indices", "index_rows")
+# Out-of-place scatter/index_put/index_add are absent on purpose: they copy the whole destination
+# into a new tensor, so reading it and writing the result in full is their exact traffic.
+INDIRECT_OPS: dict[str, IndirectSpec] = {
+    "aten::embedding": IndirectSpec("weight", "indices", "output"),
+    "aten::embedding_bag": _EMBEDDING_BAG,
+    "aten::_embedding_bag": _EMBEDDING_BAG,
+    "aten::_embedding_bag_forward_only": _EMBEDDING_BAG,
+    "aten::index_select": IndirectSpec("self", "index", "output"),
+    "aten::gather": IndirectSpec("self", "index", "output"),
+    "aten::index": IndirectSpec("self", "indices", "output"),
+    "aten::take_along_dim": IndirectSpec("self", "indices", "output"),
+    "aten::scatter_": IndirectSpec("self", "index", "index", True, "reduce"),
+    "aten::scatter_add_": IndirectSpec("self", "index", "index", True, True),
+    "aten::scatter_reduce_": IndirectSpec("self", "index", "index", True, "include_self"),
+    "aten::index_put_": IndirectSpec("self", "indices", "advanced", True, "accumulate"),
+    "aten::_index_put_impl_": IndirectSpec("self", "indices", "advanced", True, "accumulate"),
+    "aten::index_add_": IndirectSpec("self", "index", "index_slices", True, True),
+    "aten::index_copy_": IndirectSpec("self", "index", "index_slices", True),
+}
 
 
 def _ref(t: torch.Tensor) -> TensorRef:
@@ -56,6 +103,75 @@ def _ref(t: torch.Tensor) -> TensorRef:
 def _op_name(func: Any) -> str:
     name = func._schema.name  # e.g. "aten::max_pool2d_with_indices"
     return str(name)
+
+
+def _bind(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args):
+            bound[arg.name] = args[i]
+        elif arg.name in kwargs:
+            bound[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            bound[arg.name] = arg.default_value
+    return bound
+
+
+def _advanced_index_numel(shape: tuple[int, ...], indices: list[Any]) -> int:
+    """numel of `t[indices]` for a tensor of `shape` (the elements index_put_ writes)."""
+    index_shapes: list[tuple[int, ...]] = []
+    kept = 1  # dims not consumed by an index tensor are taken whole
+    dim = 0
+    for ix in indices:
+        if ix is None:
+            kept *= shape[dim]
+            dim += 1
+        elif ix.dtype in (torch.bool, torch.uint8):  # a mask selects its nonzero positions
+            index_shapes.append((int(ix.count_nonzero()),))
+            dim += ix.dim()
+        else:
+            index_shapes.append(tuple(ix.shape))
+            dim += 1
+    kept *= prod(shape[dim:])
+    return prod(torch.broadcast_shapes(*index_shapes)) * kept if index_shapes else kept
+
+
+def _touched_elements(spec: IndirectSpec, bound: dict[str, Any], out: Any) -> int:
+    target, index = bound[spec.target], bound[spec.index]
+    if spec.count == "output":  # one gathered element per output element
+        first = out[0] if isinstance(out, tuple | list) else out
+        return first.numel()
+    if spec.count == "index":  # scatter: one element per index
+        return index.numel()
+    row = target.numel() // target.shape[0] if target.dim() and target.shape[0] else 0
+    if spec.count == "index_rows":  # embedding_bag: one row per index, before pooling
+        return index.numel() * row
+    if spec.count == "index_slices":  # index_add_/index_copy_: one slice along dim per index
+        dim = bound["dim"] % max(target.dim(), 1)
+        size = target.shape[dim] if target.dim() else 1
+        return index.numel() * (target.numel() // size if size else 0)
+    return _advanced_index_numel(tuple(target.shape), list(index))
+
+
+def indirect_target(
+    name: str, schema: Any, args: Any, kwargs: dict[str, Any], out: Any
+) -> tuple[torch.Tensor, IndirectAccess] | None:
+    """For an operator in INDIRECT_OPS called with these arguments (real or meta tensors), the
+    tensor it reaches through its indices and how; None for any other operator."""
+    spec = INDIRECT_OPS.get(name)
+    if spec is None:
+        return None
+    bound = _bind(schema, args, kwargs)
+    target = bound.get(spec.target)
+    if not isinstance(target, torch.Tensor) or bound.get(spec.index) is None:
+        return None
+    rmw = spec.read_modify_write
+    return target, IndirectAccess(
+        target=_ref(target),
+        touched_bytes=_touched_elements(spec, bound, out) * target.element_size(),
+        writes=spec.writes,
+        read_modify_write=bool(bound.get(rmw) if isinstance(rmw, str) else rmw),
+    )
 
 
 class _Recorder(TorchDispatchMode):
@@ -84,14 +200,20 @@ class _Recorder(TorchDispatchMode):
                 flops = None
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
+        name = _op_name(func)
+        try:
+            found = indirect_target(name, schema, args, kwargs, out)
+        except Exception:  # arguments this rule cannot read: the op counts whole, as before
+            found = None
         self.ops.append(
             OpIO(
-                op=_op_name(func),
+                op=name,
                 inputs=tuple(_ref(t) for t in flat_in if isinstance(t, torch.Tensor)),
                 outputs=tuple(_ref(t) for t in flat_out if isinstance(t, torch.Tensor)),
                 mutated=tuple(mutated),
                 aliases_input=aliases,
                 flops=flops,
+                indirect=found[1] if found else None,
             )
         )
         return out

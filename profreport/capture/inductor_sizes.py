@@ -1,0 +1,150 @@
+"""Size the buffers an Inductor scheduler node reads and writes, gather-aware.
+
+Must run while the graph being compiled is current (inside Inductor's metrics log record).
+Inductor's own per-buffer figure (`get_read_write_buffer_accesses`) is min(buffer size, the
+node's iteration count x its dependencies on that buffer), but a fused node has no iteration
+count and gets the whole buffer: a token table looked up inside a fused LayerNorm kernel counts
+whole although the kernel loads a few rows. A dependency whose index holds an indirect symbol
+(`tmpN`/`indirect`, see torch/_inductor/dependencies.py) is a load or store through an index
+tensor; it touches at most one element per iteration of its ranges. So a buffer reached only
+through such dependencies counts min(buffer bytes, the largest dependency's iterations x element
+size), once per kernel (a lookup recomputed in several loops of one kernel touches the same
+elements). Every other buffer keeps Inductor's figure.
+
+A library (extern) kernel that runs an indexing operator of profreport.capture.opio.INDIRECT_OPS
+(a FallbackKernel such as `_embedding_bag`, or a ScatterFallback `scatter_`/`scatter_reduce_`)
+is sized by the dispatcher rule instead: its call is rebuilt on meta tensors of its input
+buffers' shapes. Inductor's IndexPutFallback is not rebuilt and keeps Inductor's figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from profreport.capture.opio import indirect_target
+
+
+def _indirect_only(deps: list[Any]) -> bool:
+    from torch._inductor.dependencies import MemoryDep
+
+    return all(isinstance(d, MemoryDep) and d.is_indirect() for d in deps)
+
+
+def _full_bytes(name: str) -> int:
+    """Bytes of buffer `name`; a mutation's output names the buffer it mutates."""
+    from torch._inductor.utils import get_dtype_size
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    name = getattr(graph.scheduler, "mutation_real_name", {}).get(name, name)
+    buf = graph.name_to_buffer.get(name)
+    if buf is not None and not buf.has_tensor_output() and buf.get_mutation_names():
+        name = buf.get_mutation_names()[0]
+    numel = graph.sizevars.optimization_hint(graph.get_numel(name), fallback=0)
+    return numel * get_dtype_size(graph.get_dtype(name))
+
+
+def _resized(name: str, full: int, accesses: dict[str, int], counted: int) -> dict[str, Any]:
+    entry = {"buffer": name, "full_bytes": full, "scheduler_bytes": accesses[name]}
+    accesses[name] = entry["counted_bytes"] = counted
+    return entry
+
+
+def _extern_call(kernel: Any) -> tuple[Any, Any, dict[str, Any], dict[int, str]] | None:
+    """(op overload, args, kwargs, {id(meta tensor): buffer name}) of an extern kernel's call,
+    its tensors replaced by meta tensors of the same shapes; None if it cannot be rebuilt."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    op = getattr(kernel, "op_overload", None)
+    if not isinstance(kernel, ir.ScatterFallback | ir.FallbackKernel) or op is None:
+        return None
+    hint = V.graph.sizevars.optimization_hint
+    metas, names = [], {}
+    for x in kernel.inputs:
+        if not isinstance(x, ir.IRNode):  # a list argument (index_put's indices): not rebuilt
+            return None
+        meta = torch.empty_strided(
+            [hint(s) for s in x.get_size()],
+            [hint(s) for s in x.get_stride()],
+            dtype=x.get_dtype(),
+            device="meta",
+        )
+        metas.append(meta)
+        names[id(meta)] = x.get_name()
+    if isinstance(kernel, ir.FallbackKernel):
+        args, kwargs = kernel.unflatten_args(metas, kernel.constant_args)
+        return op, args, kwargs, names
+    dim, *scalar = kernel.constant_args  # ScatterFallback: (self, dim, index, src) + reduce
+    src = metas[2] if kernel.src_is_tensor else scalar[0]
+    wanted = {a.name for a in op._schema.arguments}
+    kwargs = {k: v for k, v in kernel.kwargs.items() if k in wanted and v is not None}
+    return op, (metas[0], dim, metas[1], src), kwargs, names
+
+
+def _extern_indirect(
+    node: Any, reads: dict[str, int], writes: dict[str, int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Re-size an extern indexing kernel's target buffer by the dispatcher rule."""
+    try:
+        call = _extern_call(node.node)
+        if call is None:
+            return [], []
+        op, args, kwargs, names = call
+        out = op(*args, **kwargs)
+        found = indirect_target(str(op._schema.name), op._schema, args, kwargs, out)
+    except Exception:  # a call that cannot be rebuilt keeps Inductor's sizing
+        return [], []
+    name = None if found is None else names.get(id(found[0]))
+    if found is None or name not in reads:
+        return [], []
+    access = found[1]
+    full = _full_bytes(name)
+    counted = min(full, access.touched_bytes)
+    if not access.writes:
+        return [_resized(name, full, reads, counted)], []
+    read = counted if access.read_modify_write else 0
+    # the kernel's only write is the mutated target (Inductor sizes it whole)
+    return [_resized(name, full, reads, read)], [_resized(w, full, writes, counted) for w in writes]
+
+
+def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
+    """The buffers of one direction (reads or writes) reached only through an indirect index,
+    re-sized in `accesses`."""
+    from torch._inductor.utils import get_dtype_size, sympy_product
+    from torch._inductor.virtualized import V
+
+    by_buffer: dict[str, list[Any]] = {}
+    for dep in deps:
+        by_buffer.setdefault(dep.name, []).append(dep)
+    hint = V.graph.sizevars.optimization_hint
+    resized = []
+    for name in list(accesses):
+        if not _indirect_only(by_buffer.get(name, [None])):
+            continue
+        element = get_dtype_size(V.graph.get_dtype(name))
+        full = _full_bytes(name)
+        touched = max(hint(sympy_product(d.size), fallback=0) for d in by_buffer[name])
+        resized.append(_resized(name, full, accesses, min(full, touched * element)))
+    return resized
+
+
+def node_buffer_bytes(node: Any) -> dict[str, Any]:
+    """{"read", "written", "indirect_reads", "indirect_writes"} of one scheduler node; read and
+    written are None when Inductor cannot size the buffers (no graph context)."""
+    try:
+        reads = dict(node.get_read_write_buffer_accesses(include_reads=True, include_writes=False))
+        writes = dict(node.get_read_write_buffer_accesses(include_reads=False, include_writes=True))
+        indirect_reads, indirect_writes = _extern_indirect(node, reads, writes)
+        indirect_reads += _sized(node.read_writes.reads, reads)
+        indirect_writes += _sized(node.read_writes.writes, writes)
+    except Exception:  # outside a graph context Inductor cannot size buffers
+        return {"read": None, "written": None, "indirect_reads": [], "indirect_writes": []}
+    return {
+        "read": int(sum(reads.values())),
+        "written": int(sum(writes.values())),
+        "indirect_reads": indirect_reads,
+        "indirect_writes": indirect_writes,
+    }
