@@ -300,6 +300,8 @@ def _describe_inductor_node(
         # whole (profreport.capture.inductor_sizes): why `read` can be below Inductor's figure.
         "indirect_reads": sizes["indirect_reads"],
         "indirect_writes": sizes["indirect_writes"],
+        # Buffers a fused kernel reads only a slice of, counted by the slice.
+        "sliced_reads": sizes["sliced_reads"],
         # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
         "inductor_bytes": num_elem * 4,
     }

@@ -283,3 +283,30 @@ def test_gpt2_eager_matches_reference_and_compile_moves_less():
     compiled = model_from_inductor_nodes(_compile_nodes(model, ids))
     assert not compiled.not_modeled
     assert compiled.read + compiled.written < eager.read + eager.written
+
+
+class _SlicedTableThenLayerNorm(torch.nn.Module):
+    """GPT-2's position lookup as Inductor sees it: a contiguous slice of a 1,024-row table,
+    fused with the residual add and the LayerNorm reduction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(1024, 64))
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x + self.pos[: x.shape[0]], (64,))
+
+
+def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
+    nodes = _compile_nodes(_SlicedTableThenLayerNorm(), torch.randn(128, 64))
+    est = model_from_inductor_nodes(nodes)
+    # x (128 x 64 float32) + the first 128 rows of the table in, the normalised rows out
+    assert est.read == 128 * 64 * F32 + 128 * 64 * F32 == 65_536
+    assert est.written == 128 * 64 * F32 == 32_768
+    (table,) = [r for n in nodes for r in n["sliced_reads"]]
+    assert table["full_bytes"] == table["scheduler_bytes"] == 1024 * 64 * F32
+    assert table["counted_bytes"] == 128 * 64 * F32
+    summary = _compiler_view(
+        "compile", {"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}}
+    )["inductor_summary"]
+    assert "1 buffer access(es) of a slice of a buffer inside a fused kernel" in summary

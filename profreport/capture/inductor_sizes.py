@@ -9,7 +9,12 @@ whole although the kernel loads a few rows. A dependency whose index holds an in
 tensor; it touches at most one element per iteration of its ranges. So a buffer reached only
 through such dependencies counts min(buffer bytes, the largest dependency's iterations x element
 size), once per kernel (a lookup recomputed in several loops of one kernel touches the same
-elements). Every other buffer keeps Inductor's figure.
+elements). A buffer reached only through direct dependencies (a slice, a row range: GPT-2's
+position table read for 128 of its 1,024 positions) counts min(Inductor's figure, the distinct
+elements its dependencies can touch: each dependency's ranges over the variables its index
+uses, summed over distinct dependencies) x element size; Inductor itself applies that bound only
+to unfused nodes and counts whole buffers in fused ones. Every other buffer (star or weak
+dependencies) keeps Inductor's figure.
 
 A library (extern) kernel that runs an indexing operator of profreport.capture.opio.INDIRECT_OPS
 (a FallbackKernel such as `_embedding_bag`, or a ScatterFallback `scatter_`/`scatter_reduce_`)
@@ -131,6 +136,29 @@ def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
     return resized
 
 
+def _sliced(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
+    """The buffers of one direction reached only through direct dependencies whose index
+    ranges cover less than Inductor counted, re-sized in `accesses`."""
+    from torch._inductor.dependencies import MemoryDep
+    from torch._inductor.utils import get_dtype_size
+    from torch._inductor.virtualized import V
+
+    by_buffer: dict[str, list[Any]] = {}
+    for dep in deps:
+        by_buffer.setdefault(dep.name, []).append(dep)
+    hint = V.graph.sizevars.optimization_hint
+    resized = []
+    for name in list(accesses):
+        found = by_buffer.get(name, [])
+        if not found or not all(isinstance(d, MemoryDep) and not d.is_indirect() for d in found):
+            continue
+        element = get_dtype_size(V.graph.get_dtype(name))
+        touched = sum(hint(d.get_numel(), fallback=0) for d in set(found)) * element
+        if 0 < touched < accesses[name]:
+            resized.append(_resized(name, _full_bytes(name), accesses, touched))
+    return resized
+
+
 def node_buffer_bytes(node: Any) -> dict[str, Any]:
     """{"read", "written", "indirect_reads", "indirect_writes"} of one scheduler node; read and
     written are None when Inductor cannot size the buffers (no graph context)."""
@@ -140,11 +168,19 @@ def node_buffer_bytes(node: Any) -> dict[str, Any]:
         indirect_reads, indirect_writes = _extern_indirect(node, reads, writes)
         indirect_reads += _sized(node.read_writes.reads, reads)
         indirect_writes += _sized(node.read_writes.writes, writes)
+        sliced_reads = _sliced(node.read_writes.reads, reads)
     except Exception:  # outside a graph context Inductor cannot size buffers
-        return {"read": None, "written": None, "indirect_reads": [], "indirect_writes": []}
+        return {
+            "read": None,
+            "written": None,
+            "indirect_reads": [],
+            "indirect_writes": [],
+            "sliced_reads": [],
+        }
     return {
         "read": int(sum(reads.values())),
         "written": int(sum(writes.values())),
         "indirect_reads": indirect_reads,
         "indirect_writes": indirect_writes,
+        "sliced_reads": sliced_reads,
     }

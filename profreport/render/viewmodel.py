@@ -180,18 +180,22 @@ def _measured_view(mode: dict[str, Any]) -> dict[str, Any]:
 def _indirect_note(nodes: list[dict[str, Any]]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
     tensor count the elements touched (runs recorded before this have no such entries)."""
-    resized = [
-        r for n in nodes for r in [*n.get("indirect_reads", []), *n.get("indirect_writes", [])]
-    ]
-    if not resized:
-        return ""
-    counted = sum(r["counted_bytes"] for r in resized)
-    scheduler = sum(r["scheduler_bytes"] for r in resized)
-    return (
-        f"; {len(resized)} buffer access(es) through an index tensor modeled as the elements "
-        f"touched ({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
-        f"{fmt_bytes(scheduler)}"
-    )
+    notes = []
+    for keys, what in (
+        (("indirect_reads", "indirect_writes"), "through an index tensor"),
+        (("sliced_reads",), "of a slice of a buffer inside a fused kernel"),
+    ):
+        resized = [r for n in nodes for key in keys for r in n.get(key, [])]
+        if not resized:
+            continue
+        counted = sum(r["counted_bytes"] for r in resized)
+        scheduler = sum(r["scheduler_bytes"] for r in resized)
+        notes.append(
+            f"; {len(resized)} buffer access(es) {what} modeled as the elements touched "
+            f"({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
+            f"{fmt_bytes(scheduler)}"
+        )
+    return "".join(notes)
 
 
 def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
