@@ -115,23 +115,39 @@ def _extern_indirect(
     return [_resized(name, full, reads, read)], [_resized(w, full, writes, counted) for w in writes]
 
 
-def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
-    """The buffers of one direction (reads or writes) reached only through an indirect index,
-    re-sized in `accesses`."""
-    from torch._inductor.utils import get_dtype_size, sympy_product
+def _per_buffer(deps: Any, accesses: dict[str, int]) -> Any:
+    """(buffer name, its dependencies, size hint) for each buffer in `accesses`."""
     from torch._inductor.virtualized import V
 
     by_buffer: dict[str, list[Any]] = {}
     for dep in deps:
         by_buffer.setdefault(dep.name, []).append(dep)
     hint = V.graph.sizevars.optimization_hint
-    resized = []
     for name in list(accesses):
-        if not _indirect_only(by_buffer.get(name, [None])):
+        found = by_buffer.get(name, [])
+        if found:
+            yield name, found, hint
+
+
+def _element_size(name: str) -> int:
+    from torch._inductor.utils import get_dtype_size
+    from torch._inductor.virtualized import V
+
+    return int(get_dtype_size(V.graph.get_dtype(name)))
+
+
+def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
+    """The buffers of one direction (reads or writes) reached only through an indirect index,
+    re-sized in `accesses`."""
+    from torch._inductor.utils import sympy_product
+
+    resized = []
+    for name, found, hint in _per_buffer(deps, accesses):
+        if not _indirect_only(found):
             continue
-        element = get_dtype_size(V.graph.get_dtype(name))
+        element = _element_size(name)
         full = _full_bytes(name)
-        touched = max(hint(sympy_product(d.size), fallback=0) for d in by_buffer[name])
+        touched = max(hint(sympy_product(d.size), fallback=0) for d in found)
         resized.append(_resized(name, full, accesses, min(full, touched * element)))
     return resized
 
@@ -140,20 +156,15 @@ def _sliced(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
     """The buffers of one direction reached only through direct dependencies whose index
     ranges cover less than Inductor counted, re-sized in `accesses`."""
     from torch._inductor.dependencies import MemoryDep
-    from torch._inductor.utils import get_dtype_size
-    from torch._inductor.virtualized import V
 
-    by_buffer: dict[str, list[Any]] = {}
-    for dep in deps:
-        by_buffer.setdefault(dep.name, []).append(dep)
-    hint = V.graph.sizevars.optimization_hint
     resized = []
-    for name in list(accesses):
-        found = by_buffer.get(name, [])
-        if not found or not all(isinstance(d, MemoryDep) and not d.is_indirect() for d in found):
+    for name, found, hint in _per_buffer(deps, accesses):
+        if not all(isinstance(d, MemoryDep) and not d.is_indirect() for d in found):
             continue
-        element = get_dtype_size(V.graph.get_dtype(name))
-        touched = sum(hint(d.get_numel(), fallback=0) for d in set(found)) * element
+        try:
+            touched = sum(hint(d.get_numel(), fallback=0) for d in set(found)) * _element_size(name)
+        except Exception:  # a buffer Inductor cannot type here keeps Inductor's figure
+            continue
         if 0 < touched < accesses[name]:
             resized.append(_resized(name, _full_bytes(name), accesses, touched))
     return resized
