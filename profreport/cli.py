@@ -7,6 +7,7 @@ failed), 2 bad input (one line on stderr, nothing written), 3 internal error, 13
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 import traceback
@@ -275,8 +276,16 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     Console(file=out, width=120).print(table)
 
 
+# With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
+# a slug this long stays far below the 255-byte limit on a file name.
+SLUG_MAX = 96
+
+
 def _run_name(model: str, device: str, now: datetime) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"  # ASCII: chars = bytes
+    if len(slug) > SLUG_MAX:  # recognisable by its start, told apart by a hash of the whole name
+        digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        slug = f"{slug[: SLUG_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
     return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
 
 
