@@ -102,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-time", type=_positive_float, default=1.0, help="measured seconds per mode, at least"
     )
     gen.add_argument(
-        "--max-time", type=_positive_float, default=60.0, help="latency timing budget, seconds"
+        "--max-time",
+        type=_positive_float,
+        default=60.0,
+        help="latency timing budget, seconds (bounds the timing rounds only)",
     )
     gen.add_argument("--threads", type=_positive_int, default=None, help="torch intra-op threads")
     gen.add_argument(

@@ -264,3 +264,30 @@ def test_library_profile_reports_sys_exit_as_a_model_error():
 
     with pytest.raises(api.ModelRunError, match="SystemExit: 2"):
         api.profile(Exits(), torch.randn(2, 2), modes=("eager",), device="cpu")
+
+
+def test_the_handlers_are_in_place_before_the_command_starts(monkeypatch):
+    """Before arguments are parsed, torch is imported or the model loads."""
+    seen = []
+
+    def dispatch(*_args):
+        seen.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", dispatch)
+    assert cli.main(["models"]) == 0
+    assert seen == [(interrupts._interrupt, interrupts._interrupt)]
+
+
+def test_library_ctrl_c_in_the_profiler_start_is_not_a_model_failure(monkeypatch):
+    """profreport.profile installs no handler (a notebook keeps its own); the KeyboardInterrupt
+    behind torch.profiler's AssertionError still ends the run."""
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.profiler.profile, "prepare_trace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        api.profile(
+            torch.nn.ReLU(), torch.randn(4, 4), modes=("eager",), device="cpu", min_time_s=0.05
+        )
