@@ -402,10 +402,8 @@ def collect_run(
                 with phases.phase("bytes"):
                     bytes_work[name] = _bytes_work(prepared, model, sync)
                 prepared_modes[name] = prepared
-            # One mode failing must not stop the others; sys.exit() in the model is a failure
-            # of the model. An interrupt that a library turned into an exception is neither.
-            except (Exception, SystemExit) as exc:
-                interrupts.reraise_if_interrupted(exc, start)
+            except (Exception, SystemExit) as exc:  # one failing mode must not stop the others
+                interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
 
         with phases.phase("timing"):
