@@ -96,6 +96,7 @@ def analyze_paths(inputs: list[str], definition: str = "auto", top: int = 15):
     paths = find_traces(inputs)
     skipped: list[str] = []
     counted = []
+    events: list[int] = []
     for path in paths:
         try:
             trace = load_trace(path)
@@ -105,10 +106,11 @@ def analyze_paths(inputs: list[str], definition: str = "auto", top: int = 15):
             skipped.append(str(path))
             continue
         counted.append((str(path), count_kernels(trace, definition)))
+        events.append(len(trace))
         del trace
     if not counted:
         raise InputError(f"{', '.join(inputs)}: no profiler traces found")
-    return analysis_document(counted, top=top), skipped
+    return analysis_document(counted, top=top, events=events), skipped
 
 
 def run(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -9,6 +9,7 @@ from profreport.format import md_cell, md_line, md_table
 
 NAME_WIDTH = 90
 TEMPLATE_NAME = "analyze.html.j2"
+EMPTY_TRACE = "The trace holds no events."
 ROWS = (
     ("kernels", "kernels", "int"),
     ("launches", "launch calls", "int"),
@@ -68,12 +69,13 @@ def view_model(doc: dict, top: int = 15) -> dict:
                 "definition": t["definition"],
                 "steps": step["steps"],
                 "steps_text": _steps_text(step["steps"]),
+                "empty": t.get("events") == 0,
                 "totals": [
                     (label, fmt(t[key], style), fmt(step.get(key), style) if step["steps"] else "")
                     for key, label, style in ROWS
                 ],
                 "launch_apis": ", ".join(f"{k} × {v:,}" for k, v in t["launch_api_counts"].items())
-                or "none",
+                or ("none (CPU work has no launch API)" if t["definition"] == "cpu" else "none"),
                 "kernels": [
                     {
                         "name": short(k["name"]),
@@ -163,6 +165,7 @@ def render_markdown(doc: dict, top: int = 15) -> str:
             f"{md_line(t['device'])} · {md_cell(t['definition'])} definition · {t['steps_text']}",
             "",
         ]
+        out += [EMPTY_TRACE, ""] if t["empty"] else []
         header = ["", "whole trace", "per step (median)" if t["steps"] else ""]
         out += [*md_table(header, t["totals"], "lrr"), ""]
         out += [f"Launch calls: {md_cell(t['launch_apis'])}", ""]
@@ -199,7 +202,7 @@ def render_markdown(doc: dict, top: int = 15) -> str:
 def render_html(doc: dict, top: int = 15) -> str:
     from profreport.render.jinja import render_page
 
-    return render_page(TEMPLATE_NAME, vm=view_model(doc, top))
+    return render_page(TEMPLATE_NAME, vm=view_model(doc, top), empty_trace=EMPTY_TRACE)
 
 
 RENDERERS = {"json": render_json, "md": render_markdown, "html": render_html}

@@ -76,7 +76,7 @@ def check_eager(model: LoadedModel, device: torch.device, dtype_name: str) -> No
     try:
         with torch.no_grad():
             model.module(*model.example_inputs)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in forward is the model failing
         raise ModelRunError(
             f"{model.name} does not run in eager mode on {device.type} in {dtype_name}: "
             f"{error_line(exc)}"

@@ -7,10 +7,9 @@ failed), 2 bad input (one line on stderr, nothing written), 3 internal error, 13
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
-import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from profreport import __version__
+from profreport import __version__, interrupts
 from profreport.files import StagedFolder, write_atomic
 from profreport.text import error_line, first_line, terminal_text
 
@@ -103,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-time", type=_positive_float, default=1.0, help="measured seconds per mode, at least"
     )
     gen.add_argument(
-        "--max-time", type=_positive_float, default=60.0, help="latency timing budget, seconds"
+        "--max-time",
+        type=_positive_float,
+        default=60.0,
+        help="latency timing budget, seconds (bounds the timing rounds only)",
     )
     gen.add_argument("--threads", type=_positive_int, default=None, help="torch intra-op threads")
     gen.add_argument(
@@ -277,26 +279,17 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     Console(file=out, width=120).print(table)
 
 
+# With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
+# a slug this long stays far below the 255-byte limit on a file name.
+SLUG_MAX = 96
+
+
 def _run_name(model: str, device: str, now: datetime) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"  # ASCII: chars = bytes
+    if len(slug) > SLUG_MAX:  # recognisable by its start, told apart by a hash of the whole name
+        digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        slug = f"{slug[: SLUG_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
     return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let `kill` (SIGTERM) unwind like Ctrl-C, so the staging folder is removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 LOG_NAME = "run.log"
@@ -351,6 +344,8 @@ def _exit_code(record: dict[str, Any], strict: bool, err: TextIO) -> int:
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import api
 
+    started = interrupts.mark()
+
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     try:
         options = api.run_options(
@@ -394,7 +389,6 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     now = datetime.now(timezone.utc)
     with (
         _staging(Path(args.out), _run_name(model.name, device.type, now)) as staged,
-        _sigterm_as_interrupt(),
         _library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
@@ -403,6 +397,8 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         try:
             result.save(staged.path)
+            if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
+                raise KeyboardInterrupt
             run_dir = result.run_dir = staged.publish()
         except OSError as exc:  # a full disk, a folder made read-only meanwhile: not a bug
             raise UsageError(
@@ -490,12 +486,24 @@ def main(
 ) -> int:
     """Run one command. Exit codes: 0 ok, 1 a gate or the model failed, 2 bad input (one line
     on stderr), 3 an internal error (a bug: one line, `--debug` for the traceback), 130 interrupted."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    argv = list(sys.argv[1:] if argv is None else argv)
+    # First of all, so that SIGTERM while a model loads or torch imports is an interrupt too.
+    with interrupts.signals_as_interrupt():
+        return _main(
+            list(sys.argv[1:] if argv is None else argv), out or sys.stdout, err or sys.stderr
+        )
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    started = interrupts.mark()
     debug = "--debug" in argv  # known even when parsing itself fails
     try:
-        return _dispatch(build_parser().parse_args(argv), out, err)
+        try:
+            return _dispatch(build_parser().parse_args(argv), out, err)
+        except Exception as exc:
+            # Whatever a library made of an interrupt (an error loading the model, say), it is
+            # the interrupt.
+            interrupts.reraise_if_interrupted(exc, started)
+            raise
     except UsageError as exc:
         if debug:
             _print_traceback(exc, err)

@@ -151,6 +151,11 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
 }
 
 
+def _shown(path: str, limit: int = 200) -> str:
+    """A path short enough for a one-line message: its start and its end."""
+    return path if len(path) <= limit else f"{path[: limit - 61]}…{path[-60:]}"
+
+
 def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
     target, sep, func_name = spec.rpartition(":")
     if not sep or not target or not func_name:
@@ -161,8 +166,12 @@ def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
         )
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
-        if not path.is_file():
-            raise ModelError(f"model file not found: {target}")
+        try:
+            found = path.is_file()
+        except OSError as exc:  # a name or path longer than the file system allows, say
+            raise ModelError(f"model file not found: {_shown(target)} ({exc.strerror})") from None
+        if not found:
+            raise ModelError(f"model file not found: {_shown(target)}")
         mod_name = f"profreport_user_model_{abs(hash(path.resolve()))}"
         file_spec = importlib.util.spec_from_file_location(mod_name, path)
         if file_spec is None or file_spec.loader is None:

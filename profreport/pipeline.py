@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from profreport import __version__
+from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import (
     DISPATCH_METHOD,
@@ -301,6 +301,7 @@ def _time_modes(
 ) -> None:
     """Time the prepared modes together; one that raises is marked failed (and dropped from
     `prepared_modes`) and the others are timed again without it."""
+    start = interrupts.mark()
     while prepared_modes:
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in prepared_modes.items()
@@ -314,6 +315,7 @@ def _time_modes(
         try:
             timings = measure_latency(fns, sync, options.timing, on_round=on_round)
         except TimingFailed as failure:
+            interrupts.reraise_if_interrupted(failure.error, start)
             _mark_failed(record["modes"][failure.mode], failure.mode, failure.error, device)
             del prepared_modes[failure.mode]
             continue
@@ -375,6 +377,7 @@ def collect_run(
         for name in options.modes:
             entry: dict[str, Any] = {"status": "ok", "error": None, "compile_s": None}
             record["modes"][name] = entry
+            start = interrupts.mark()
             try:
                 progress(f"{name}: building and warming up")
                 with phases.phase("build"):
@@ -399,7 +402,8 @@ def collect_run(
                 with phases.phase("bytes"):
                     bytes_work[name] = _bytes_work(prepared, model, sync)
                 prepared_modes[name] = prepared
-            except Exception as exc:  # one mode failing must not stop the others
+            except (Exception, SystemExit) as exc:  # one failing mode must not stop the others
+                interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
 
         with phases.phase("timing"):

@@ -201,3 +201,83 @@ def test_subprocess_module_entry(tmp_path):
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
     assert bad.stderr.strip().endswith("no such file or folder")
+
+
+def _cpu_trace(tmp_path: Path) -> str:
+    """A CPU-only trace: one ProfilerStep holding three compute operators (CPU kernels)."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1, "dur": 30},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 40, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 50, "dur": 5},
+    ]  # fmt: skip
+    path = tmp_path / "cpu.pt.trace.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return str(path)
+
+
+@pytest.mark.parametrize("definition", ["auto", "cpu"])
+def test_cpu_trace_has_no_launch_calls_anywhere(tmp_path, definition):
+    """One definition everywhere: CPU work has no launch API, so the CPU definition counts 0
+    launch calls, in the table, the per-step column, the "Launch calls" line and the JSON."""
+    trace = _cpu_trace(tmp_path)
+    code, out = run_cli(trace, "--format", "json", "--definition", definition)
+    (t,) = orjson.loads(out)["traces"]
+    assert (t["definition"], t["kernels"]) == ("cpu", 3)
+    assert (t["launches"], t["per_step"]["launches"], t["steps"][0]["launches"]) == (0, 0, 0)
+    assert t["launch_api_counts"] == {}
+    code, md = run_cli(trace, "--definition", definition)
+    assert code == 0
+    assert "| launch calls | 0 | 0 |" in md
+    assert "Launch calls: none (CPU work has no launch API)" in md
+    assert "launches equal kernels" not in md
+
+
+def test_forcing_the_cpu_definition_on_a_gpu_trace_counts_no_launches():
+    code, out = run_cli(ALEXNET, "--format", "json", "--definition", "cpu")
+    (t,) = orjson.loads(out)["traces"]
+    assert code == 0 and t["definition"] == "cpu" and t["kernels"] > 0
+    assert (t["launches"], t["launch_api_counts"]) == (0, {})
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        (b"[1, 2, 3]", "3 values and no event object"),
+        (b'{"traceEvents": [1, 2, 3]}', "3 values and no event object"),
+        (b'{"traceEvents": ["a", null, [1]]}', "3 values and no event object"),
+        (b"[7]", "1 value and no event object"),
+    ],
+)
+def test_an_event_list_without_event_objects_is_not_a_trace(tmp_path, capsys, content, found):
+    path = tmp_path / "numbers.json"
+    path.write_bytes(content)
+    code, out = run_cli(str(path))
+    err = capsys.readouterr().err
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert f"numbers.json: not a profiler trace: its event list holds {found}" in err
+
+
+def test_an_empty_event_list_is_an_empty_trace_and_says_so(tmp_path):
+    path = tmp_path / "empty.pt.trace.json"
+    path.write_bytes(b'{"traceEvents": []}')
+    code, md = run_cli(str(path))
+    assert code == 0
+    assert "The trace holds no events." in md
+    code, out = run_cli(str(path), "--format", "json")
+    assert orjson.loads(out)["traces"][0]["events"] == 0
+    assert "The trace holds no events." in render_html(orjson.loads(out))
+    code, md = run_cli(_cpu_trace(tmp_path))
+    assert "holds no events" not in md
+
+
+def test_a_folder_skips_an_array_of_numbers(tmp_path, capsys):
+    (tmp_path / "numbers.json").write_bytes(b"[1, 2, 3]")
+    _cpu_trace(tmp_path)
+    code, out = run_cli(str(tmp_path), "--format", "json")
+    assert code == 0
+    assert [t["kernels"] for t in orjson.loads(out)["traces"]] == [3]
+    assert capsys.readouterr().err.endswith("numbers.json: not a profiler trace\n")

@@ -317,8 +317,11 @@ class RowBuilder:
         self.columns: dict[str, array[Any]] = {key: array(code) for key, code in COLUMNS.items()}
         self.extra_args: dict[int, dict] = {}  # row -> args, for rare records
         self.rows = 0
+        self.events = 0  # items of the event list seen, objects or not
+        self.non_objects = 0  # items that are no JSON object (a number, a string, null, a list)
 
     def add_batch(self, events: list) -> None:
+        self.events += len(events)
         rows: list[tuple] = []
         self._collect(events, rows)
         self._store(rows)
@@ -327,9 +330,10 @@ class RowBuilder:
         """The columns and rare args gathered since the previous call (rows count from 0)."""
         out: dict[str, Any] = dict(self.columns)
         out["extra"] = self.extra_args
+        out["events"], out["non_objects"] = self.events, self.non_objects
         self.columns = {key: array(code) for key, code in COLUMNS.items()}
         self.extra_args = {}
-        self.rows = 0
+        self.rows = self.events = self.non_objects = 0
         return out
 
     def table_delta(self) -> tuple[list, list, list]:
@@ -410,7 +414,9 @@ class RowBuilder:
                 else:
                     corr = ext = nbytes = -1
             except (TypeError, AttributeError):  # not a dict, or unhashable field values
-                if type(ev) is dict and not normalised:  # retried in place: rows keep event order
+                if type(ev) is not dict:
+                    self.non_objects += 1
+                elif not normalised:  # retried in place: rows keep event order
                     fixed = _normalised(ev)
                     if fixed is not None:
                         self._collect([fixed], rows, normalised=True)

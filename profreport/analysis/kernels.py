@@ -21,8 +21,8 @@ Two definitions of a "kernel" exist, and every count says which one it used:
   of its output), and that has no descendant which also qualifies (nesting by time on the same
   pid/tid). Containers (``forward``, ``Torch-Compiled Region``,
   ``TorchDynamo Cache Lookup``, ``## Call CompiledFxGraph ##``, ``ProfilerStep#N``, autograd
-  nodes) never qualify. Each CPU kernel is one dispatch, so under this definition ``launches``
-  equals ``kernels``.
+  nodes) never qualify. CPU work has no launch API: under this definition ``launches`` (and
+  ``launch_api_counts``) are 0, whatever runtime calls a GPU trace holds.
 
 BOOKKEEPING_OPS (metadata, allocation and aliasing ops that move no data): ``aten::`` empty,
 empty_strided, empty_like, new_empty, new_empty_strided, resize_, as_strided, as_strided_, view,
@@ -106,7 +106,7 @@ CPU_DEFINITION_TEXT = (
     "addmm copying its bias into the output or mul converting a Python scalar) belong to that "
     "operator, so the kernel is named after the operator the model called. "
     "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
-    "Each CPU kernel is one dispatch, so launches equal kernels under this definition."
+    "CPU work has no launch API, so there are no launch calls under this definition."
 )
 
 DEVICE_KINDS = {
@@ -236,8 +236,8 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
         "inductor_kernels": inductor_records(trace),
         "counter_ranges": counter_ranges(trace),
     }
-    if definition == "cpu":
-        return _count_cpu(trace, cpu_rows, steps, common)
+    if definition == "cpu":  # no launch API: a GPU trace's runtime calls launch no CPU kernel
+        return _count_cpu(trace, cpu_rows, steps, {**common, "launch_api_counts": {}})
     return _count_device(
         trace, dev_rows, dev_code[dev_rows], rt_rows, launch_rows, cpu_rows, steps, common
     )
@@ -424,7 +424,7 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
     per_step_kernels = np.bincount(k_step[in_step], minlength=n_steps)[:n_steps]
     per_step_ns = np.bincount(k_step[in_step], weights=dur[in_step], minlength=n_steps)[:n_steps]
     step_counts = [
-        StepCounts(name, int(k), int(k), 0, 0, 0, float(t) / 1000.0)
+        StepCounts(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
         for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
     ]
     # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level).
@@ -452,7 +452,7 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
         kernels=n_kernels,
         memcpy=0,
         memset=0,
-        launches=n_kernels,
+        launches=0,  # CPU work has no launch API
         graph_launches=0,
         memcpy_bytes=0,
         memset_bytes=0,

@@ -380,11 +380,18 @@ def _planner(
 
 
 def _assemble(path: str, metadata: dict, results: list[tuple[int, dict]], tables: list) -> Trace:
-    """Join per-chunk columns, in chunk order, into one :class:`Trace`.
+    """Join per-chunk columns, in chunk order, into one :class:`Trace`; an event list with items
+    but no event object among them is :class:`NotATraceError` (an empty one is an empty trace).
 
     Signatures are renumbered into one table, registered in order of first appearance in the
     document, so the string and lane tables come out exactly as a one-pass scan builds them.
     """
+    events = sum(result["events"] for _, result in results)
+    if events and sum(result["non_objects"] for _, result in results) == events:
+        values = f"{events:,} value{'s' if events > 1 else ''}"
+        raise NotATraceError(
+            f"{path}: not a profiler trace: its event list holds {values} and no event object"
+        )
     strings: dict[str, int] = {"": 0}
     lanes: dict[tuple, int] = {}
     fields: list[tuple[int, int, int, int]] = []

@@ -32,9 +32,16 @@ PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", 
 DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
 
 
-def analysis_document(traces: list[tuple[str, TraceCounts]], top: int = 15) -> dict:
-    """The whole ``analyze`` result: a summary per trace, later traces compared to the first."""
+def analysis_document(
+    traces: list[tuple[str, TraceCounts]], top: int = 15, events: list[int] | None = None
+) -> dict:
+    """The whole ``analyze`` result: a summary per trace, later traces compared to the first.
+
+    ``events``: how many events each trace held (after the ones no analysis reads were dropped).
+    """
     summaries = [trace_summary(path, counts, top) for path, counts in traces]
+    for summary, n in zip(summaries, events or [], strict=False):
+        summary["events"] = n
     comparison = []
     if len(traces) > 1:
         base_path, base = traces[0]

@@ -30,7 +30,7 @@ class TimingFailed(Exception):
 def _blame(mode: str) -> Iterator[None]:
     try:
         yield
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in a model is that model failing
         raise TimingFailed(mode, exc) from exc
 
 
