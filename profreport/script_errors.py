@@ -102,7 +102,9 @@ def _type_problem(text: str) -> str | None:
 
 
 def script_failure_line(exc: BaseException, model_name: str) -> str:
-    """`torch.jit.script cannot compile <model> (<place>): <cause>`, one line."""
+    """`torch.jit.script cannot compile <model> (<place>): <cause>`, one line; an exception that
+    is not TorchScript's (raised by the model's own code while it was scripted) keeps its own
+    `Type: message` line."""
     chain = _chain(exc)
     text = "\n".join(str(e) for e in chain)
     cause = next((c for e in chain if (c := _missing_source(e, str(e)))), None)
@@ -120,6 +122,8 @@ def script_failure_line(exc: BaseException, model_name: str) -> str:
         else:
             cause = _type_problem(text)
     if cause is None:
-        cause = one_line(text) if place else error_line(exc)
+        if place is None:  # not a TorchScript compile error (the model's own code raised)
+            return error_line(exc)
+        cause = one_line(text)
     where = f" ({place})" if place else ""
     return one_line(f"torch.jit.script cannot compile {model_name}{where}: {cause}")

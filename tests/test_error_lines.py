@@ -5,9 +5,11 @@ import dataclasses
 import inspect
 import warnings
 
+import pytest
 import torch
 from torch import nn
 
+from profreport import api
 from profreport.script_errors import script_failure_line
 from profreport.text import MAX_LINE_CHARS, error_line, full_error, one_line, without_tensor_reprs
 
@@ -187,3 +189,55 @@ def test_missing_source_names_the_function_and_the_attribute():
         "Settings.__init__, which inspect.getsource cannot find (attribute 'settings' of "
         "HoldsSettings holds a Settings, which TorchScript compiles as a class)"
     )
+
+
+def test_a_failed_script_mode_records_the_line_and_keeps_the_full_message():
+    res = api.profile(
+        TakesKwargs(),
+        (torch.randn(4, 4),),
+        modes=("eager", "script"),
+        device="cpu",
+        min_time_s=0.02,
+        bootstrap_resamples=100,
+    )
+    script = res.record["modes"]["script"]
+    assert script["status"] == "failed"
+    assert script["error"].startswith("torch.jit.script cannot compile TakesKwargs (forward, ")
+    assert script["error_full"].startswith("ModeError: torch.jit.script cannot compile")
+    assert (
+        "NotSupportedError: Compiled functions can't take variable number" in (script["error_full"])
+    )
+    assert "<--- HERE" in script["error_full"] and "Traceback" in script["traceback"]
+    assert script["verdict"] == f"script: failed - {script['error']}"
+
+
+@pytest.mark.parametrize("mode", ["trace", "optimize"])
+def test_trace_and_optimize_run_a_model_that_returns_a_dataclass(mode):
+    res = api.profile(
+        ReturnsDataclass(),
+        (torch.arange(16.0).reshape(4, 4),),
+        modes=("eager", mode),
+        device="cpu",
+        min_time_s=0.02,
+        bootstrap_resamples=100,
+    )
+    entry = res.record["modes"][mode]
+    assert entry["status"] == "ok", entry.get("error")
+    assert entry["compiler"]["outputs"] == (
+        "flattened dataclass Out to a tuple of 1 tensor; dropped str (not a tensor, and "
+        "torch.utils._pytree cannot look inside it)"
+    )
+    assert entry["output_check"]["within_tolerance"] is True
+    assert entry["output_check"]["max_abs_err"] == 0.0
+
+
+class RefusesToBeScripted(nn.Module):
+    def forward(self, x):
+        return x
+
+    def __prepare_scriptable__(self):
+        raise RuntimeError("this model cannot be scripted\nsee the docs")
+
+
+def test_the_models_own_exception_while_scripting_keeps_its_own_line():
+    assert _script_line(RefusesToBeScripted()) == "RuntimeError: this model cannot be scripted"
