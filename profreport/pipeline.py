@@ -401,14 +401,18 @@ def collect_run(
     with torch.no_grad():
         reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
         for name in options.modes:
-            entry: dict[str, Any] = {"status": "ok", "error": None, "compile_s": None}
+            entry: dict[str, Any] = {
+                "status": "ok",
+                "error": None,
+                "compile_s": None,
+                "output_check": None,
+            }
             record["modes"][name] = entry
             try:
                 progress(f"{name}: building and warming up")
                 prepared = prepare_mode(name, model.module, model.example_inputs, sync)
                 entry["compile_s"] = prepared.compile_s
                 entry["compiler"] = prepared.compiler
-                entry["output_check"] = None
                 if name != "eager" and reference is not None:
                     progress(f"{name}: checking its output against eager's")
                     entry["output_check"] = _output_check(
