@@ -9,6 +9,7 @@ first call (that call is timed separately as `compile_s`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -19,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from profreport.capture.inductor_sizes import node_buffer_bytes
+from profreport.script_errors import script_failure_line
 
 MODES = ("eager", "script", "trace", "optimize", "compile")
 
@@ -56,7 +59,7 @@ NOT_COMPUTE_KINDS = frozenset({"prim::ConstantMKLDNNTensor"})
 
 
 class ModeError(Exception):
-    pass
+    """A mode cannot be built; the message is the one line the report shows."""
 
 
 @dataclass
@@ -182,9 +185,107 @@ def _jit_graph_after_warmup(fn, inputs, sync) -> torch._C.Graph | None:
     return torch.jit.last_executed_optimized_graph()
 
 
+@dataclass(frozen=True)
+class FlatOutput:
+    """A model output as the tensors it holds, in torch.utils._pytree order."""
+
+    tensors: tuple[torch.Tensor, ...]
+    container: str  # what held them: "tensor", "tuple", "dict", "ModelOutput (...)", ...
+    dropped: tuple[str, ...]  # type names of the leaves that are not tensors
+    plain: bool  # a tensor or (nested) tuples of tensors: what strict torch.jit.trace accepts
+
+    def describe(self) -> str:
+        n = len(self.tensors)
+        text = f"flattened {self.container} to a tuple of {n} tensor{'s' if n != 1 else ''}"
+        if self.dropped:
+            counts = Counter(self.dropped)
+            text += "; dropped " + ", ".join(f"{k} x{v}" if v > 1 else k for k, v in counts.items())
+            several = len(self.dropped) > 1
+            text += (
+                " (not tensors, and torch.utils._pytree cannot look inside them)"
+                if several
+                else " (not a tensor, and torch.utils._pytree cannot look inside it)"
+            )
+        return text
+
+
+def _container_name(out: Any) -> str:
+    kind = type(out)
+    if isinstance(out, torch.Tensor):
+        return "tensor"
+    if any(c.__name__ == "ModelOutput" for c in kind.__mro__[1:]):
+        return f"ModelOutput ({kind.__name__})"
+    if kind in (tuple, list, dict):
+        return kind.__name__
+    if isinstance(out, tuple) and hasattr(out, "_fields"):
+        return f"namedtuple {kind.__name__}"
+    if dataclasses.is_dataclass(out):
+        return f"dataclass {kind.__name__}"
+    return kind.__name__
+
+
+def _is_plain(out: Any) -> bool:
+    if isinstance(out, torch.Tensor):
+        return True
+    return type(out) is tuple and all(_is_plain(x) for x in out)
+
+
+def _leaves(out: Any, tensors: list[torch.Tensor], dropped: list[str]) -> None:
+    for leaf in pytree.tree_leaves(out):
+        if isinstance(leaf, torch.Tensor):
+            tensors.append(leaf)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            # a dataclass pytree does not know: its fields, in declaration order
+            fields = [getattr(leaf, f.name) for f in dataclasses.fields(leaf)]
+            _leaves(fields, tensors, dropped)
+        else:
+            dropped.append("None" if leaf is None else type(leaf).__name__)
+
+
+def flatten_output(out: Any) -> FlatOutput:
+    """The tensors of a model output (a tensor, tuples, lists, dicts, dataclasses, a transformers
+    ModelOutput, which registers itself as a pytree node). Leaves that are not tensors are
+    dropped: a transformers DynamicCache is one (pytree cannot open it), so its key/value tensors
+    are not outputs; a cache class registered with pytree would have its tensors kept."""
+    tensors: list[torch.Tensor] = []
+    dropped: list[str] = []
+    _leaves(out, tensors, dropped)
+    return FlatOutput(tuple(tensors), _container_name(out), tuple(dropped), _is_plain(out))
+
+
+class TensorOutputs(nn.Module):
+    """Runs the model and returns its output's tensors as a tuple: what torch.jit.trace types."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs: Any) -> tuple[torch.Tensor, ...]:
+        return flatten_output(self.model(*inputs)).tensors
+
+
+def _traceable(module: nn.Module, inputs, sync) -> tuple[nn.Module, str | None]:
+    """The module to trace and, when its outputs had to be flattened, what was done.
+
+    One eager call shows the output's structure. A tensor or tuples of tensors trace as they
+    are (strict tracing, as before); anything else is wrapped in TensorOutputs."""
+    flat = flatten_output(_call(module, inputs, sync))
+    if flat.plain:
+        return module, None
+    if not flat.tensors:
+        raise ModeError(
+            f"torch.jit.trace needs tensor outputs, and {type(module).__name__}'s output "
+            f"({flat.container}) holds none"
+        )
+    return TensorOutputs(module).eval(), flat.describe()
+
+
 def _build_script(module: nn.Module, inputs, sync) -> PreparedMode:
     with quiet_torchscript_deprecations():
-        scripted = torch.jit.script(module)
+        try:
+            scripted = torch.jit.script(module)
+        except Exception as exc:
+            raise ModeError(script_failure_line(exc, type(module).__name__)) from exc
         graph = _jit_graph_after_warmup(scripted, inputs, sync)
     compiler = describe_graph(graph) if graph is not None else {}
     return PreparedMode("script", scripted, compiler=compiler)
@@ -192,21 +293,27 @@ def _build_script(module: nn.Module, inputs, sync) -> PreparedMode:
 
 def _build_trace(module: nn.Module, inputs, sync) -> PreparedMode:
     with quiet_torchscript_deprecations():
-        traced = torch.jit.trace(module, inputs)
+        target, flattened = _traceable(module, inputs, sync)
+        traced = torch.jit.trace(target, inputs)
         graph = _jit_graph_after_warmup(traced, inputs, sync)
     compiler = describe_graph(graph) if graph is not None else {}
+    if flattened:
+        compiler["outputs"] = flattened
     return PreparedMode("trace", traced, compiler=compiler)
 
 
 def _build_optimize(module: nn.Module, inputs, sync) -> PreparedMode:
     notes = []
+    flattened = None
     with quiet_torchscript_deprecations():
         try:
             base = torch.jit.script(module)
             notes.append("scripted, then frozen and optimized for inference")
         except Exception as exc:  # models that cannot be scripted can often be traced
-            base = torch.jit.trace(module, inputs)
-            notes.append(f"torch.jit.script failed ({type(exc).__name__}); traced instead")
+            why = script_failure_line(exc, type(module).__name__)
+            target, flattened = _traceable(module, inputs, sync)
+            base = torch.jit.trace(target, inputs)
+            notes.append(f"traced instead of scripted ({why})")
         before = describe_graph(base.inlined_graph)["op_counts"]
         frozen = torch.jit.freeze(base.eval())
         optimized = torch.jit.optimize_for_inference(frozen)
@@ -214,6 +321,8 @@ def _build_optimize(module: nn.Module, inputs, sync) -> PreparedMode:
     compiler = describe_graph(optimized.graph)
     compiler["op_counts_before"] = before
     compiler["notes"] = notes
+    if flattened:
+        compiler["outputs"] = flattened
     return PreparedMode("optimize", optimized, compiler=compiler)
 
 

@@ -35,6 +35,7 @@ from profreport.analysis.bytes_model import (
 from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_fusion
 from profreport.analysis.kernel_bytes import attach_kernel_bytes
 from profreport.analysis.latency import speedup, summarize
+from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.trace import load_trace
 from profreport.analysis.verdict import verdict_for
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
@@ -43,9 +44,16 @@ from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.env import collect_env, device_info
 from profreport.models import LoadedModel
-from profreport.modes import MODES, PreparedMode, prepare_mode
+from profreport.modes import (
+    MODES,
+    FlatOutput,
+    ModeError,
+    PreparedMode,
+    flatten_output,
+    prepare_mode,
+)
 from profreport.record import SCHEMA
-from profreport.text import error_line
+from profreport.text import error_line, full_error, one_line
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -88,13 +96,16 @@ _TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
 
 
 def _error_line(exc: BaseException) -> str:
-    """`Type: message`, one line. The TorchScript interpreter wraps the model's own exception
-    under a generic first line; the original (`builtins.ValueError: ...`) is the useful one."""
+    """`Type: message`, one line without tensor reprs. The TorchScript interpreter wraps the
+    model's own exception under a generic first line; the original (`builtins.ValueError: ...`)
+    is the useful one. A ModeError's message is already the line to show."""
+    if isinstance(exc, ModeError):
+        return one_line(str(exc))
     text = str(exc).strip()
     reraised = _TORCHSCRIPT_RERAISE.search(text)
     if reraised:
-        return f"{reraised[1]}: {reraised[2]} (in the TorchScript interpreter)"[:500]
-    return error_line(exc)[:500]
+        return one_line(f"{reraised[1]}: {one_line(reraised[2])} (in the TorchScript interpreter)")
+    return error_line(exc)
 
 
 def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
@@ -283,11 +294,51 @@ def _mark_failed(
 ) -> None:
     entry["status"] = "failed"
     entry["error"] = _error_line(exc)
+    entry["error_full"] = full_error(exc)
     entry["traceback"] = "".join(traceback.format_exception(exc, limit=8))
     if name == "compile":
         torch._dynamo.reset()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+@dataclass
+class _Reference:
+    """Eager's output on the example inputs (tensors cloned), or why there is none."""
+
+    output: FlatOutput | None
+    error: str | None = None
+
+
+def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference:
+    start = interrupts.mark()
+    try:
+        flat = flatten_output(model.module(*model.example_inputs))
+        sync()
+    except (Exception, SystemExit) as exc:  # eager's own failure is recorded by its mode
+        interrupts.reraise_if_interrupted(exc, start)
+        return _Reference(None, _error_line(exc))
+    cloned = tuple(t.detach().clone() for t in flat.tensors)
+    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain))
+
+
+def _output_check(
+    prepared: PreparedMode, inputs: tuple[torch.Tensor, ...], reference: _Reference, sync
+) -> dict[str, Any]:
+    """One call of the built mode on the example inputs, its tensors compared with eager's."""
+    if reference.output is None:
+        return {
+            "max_abs_err": None,
+            "max_rel_err": None,
+            "atol": None,
+            "rtol": None,
+            "within_tolerance": None,
+            "compared_tensors": 0,
+            "note": f"not checked: eager raised {reference.error}",
+        }
+    actual = flatten_output(prepared.fn(*inputs))
+    sync()
+    return compare_outputs(actual.tensors, reference.output.tensors).to_dict()
 
 
 def _time_modes(
@@ -374,8 +425,14 @@ def collect_run(
     prepared_modes: dict[str, PreparedMode] = {}
     bytes_work: dict[str, _BytesWork] = {}
     with torch.no_grad():
+        reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
         for name in options.modes:
-            entry: dict[str, Any] = {"status": "ok", "error": None, "compile_s": None}
+            entry: dict[str, Any] = {
+                "status": "ok",
+                "error": None,
+                "compile_s": None,
+                "output_check": None,
+            }
             record["modes"][name] = entry
             start = interrupts.mark()
             try:
@@ -384,6 +441,11 @@ def collect_run(
                     prepared = prepare_mode(name, model.module, model.example_inputs, sync)
                 entry["compile_s"] = prepared.compile_s
                 entry["compiler"] = prepared.compiler
+                if name != "eager" and reference is not None:
+                    progress(f"{name}: checking its output against eager's")
+                    entry["output_check"] = _output_check(
+                        prepared, model.example_inputs, reference, sync
+                    )
                 progress(f"{name}: profiling {options.profile.active} steps")
                 with phases.phase("profile"):
                     trace_path = profile_mode(

@@ -5,17 +5,64 @@ from __future__ import annotations
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_TENSOR_OPEN = re.compile(r"(?<![\w.])tensor\(")
+
+# An error line is read in a terminal row, a table cell and a verdict: a few clauses, never a
+# paragraph. The full message stays in run.json (`error_full`, `traceback`).
+MAX_LINE_CHARS = 300
+
+
+def without_tensor_reprs(text: str) -> str:
+    """`text` with every printed tensor (`tensor([[1.30, ...]])`, which may span many lines)
+    replaced by `tensor(...)`. A scalar such as `tensor(3.)` is short and kept."""
+    out: list[str] = []
+    pos = 0
+    for match in _TENSOR_OPEN.finditer(text):
+        if match.start() < pos:  # inside a repr already replaced
+            continue
+        depth, end = 1, match.end()
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        inner = text[match.end() : end - 1 if depth == 0 else end]
+        if not inner.lstrip().startswith("[") and "\n" not in inner and depth == 0:
+            continue
+        out.append(text[pos : match.start()] + "tensor(...)")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """The first non-blank line of `text`, tensor reprs shortened, cut to `limit` characters."""
+    lines = [ln.strip() for ln in without_tensor_reprs(text).splitlines()]
+    line = next((ln for ln in lines if ln), "")
+    line = re.sub(r"\s+", " ", line)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message: what a user reads of it in one line."""
-    return (str(exc).strip().splitlines() or [""])[0]
+    return one_line(str(exc))
 
 
 def error_line(exc: BaseException) -> str:
-    """`Type: first line of the message` (just `Type` when there is no message)."""
+    """`Type: first line of the message` (just `Type` when there is no message), one line of at
+    most MAX_LINE_CHARS characters and without tensor reprs."""
     first = first_line(exc)
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return one_line(f"{type(exc).__name__}: {first}") if first else type(exc).__name__
+
+
+def full_error(exc: BaseException) -> str:
+    """`Type: whole message` of an exception and of the exceptions it was raised from."""
+    parts = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(f"{type(current).__name__}: {current}".rstrip())
+        current = current.__cause__ or current.__context__
+    return "\n\nraised from\n\n".join(parts)
 
 
 def terminal_text(text: str) -> str:

@@ -94,6 +94,31 @@ def _latency_clause(mode: dict[str, Any]) -> str:
     return f"latency unchanged within noise (speedup {sp['median']:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def output_clause(mode: dict[str, Any]) -> str:
+    """The first thing a verdict says when the mode's output is not eager's: a speedup that
+    changes the result is not a speedup. Empty when it matches or was not checked."""
+    check = mode.get("output_check")
+    if not check or check.get("within_tolerance") is not False:
+        return ""
+    facts = []
+    if check.get("compared_tensors"):
+        facts.append(
+            f"max abs err {_num(check.get('max_abs_err'))}, max rel err "
+            f"{_num(check.get('max_rel_err'))}; tolerance rtol {_num(check.get('rtol'))}, "
+            f"atol {_num(check.get('atol'))}"
+        )
+    if check.get("note"):
+        facts.append(check["note"])
+    return (
+        f"OUTPUT DIFFERS from eager ({'; '.join(facts)}): "
+        "a speedup that changes the result is not a speedup"
+    )
+
+
 def verdict_for(name: str, record: dict[str, Any]) -> str:
     mode = record["modes"][name]
     if mode["status"] == "failed":
@@ -107,6 +132,8 @@ def verdict_for(name: str, record: dict[str, Any]) -> str:
         lat = mode.get("latency_ms", {}).get("median")
         lat_s = f", median {lat:.3f} ms" if lat is not None else ""
         base = "baseline" if name == "eager" else "no eager baseline to compare"
+        differs = output_clause(mode)
+        base = f"{differs}; {base}" if differs else base
         return f"{name}: {base} - {k} kernels per step, {fmt_bytes(total)} modeled traffic{lat_s}"
     ek = eager["kernels"]["per_step"]
     etotal = eager["bytes"]["read"] + eager["bytes"]["written"]
@@ -116,7 +143,7 @@ def verdict_for(name: str, record: dict[str, Any]) -> str:
         kernels = f"{k} kernels per step, more than eager's {ek}"
     else:
         kernels = f"kernel count unchanged ({k} per step)"
-    parts = [kernels, _fusion_evidence(name, mode, record)]
+    parts = [output_clause(mode), kernels, _fusion_evidence(name, mode, record)]
     partial = sorted(
         set(mode["bytes"].get("not_modeled", []) + eager["bytes"].get("not_modeled", []))
     )

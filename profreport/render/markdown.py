@@ -17,6 +17,11 @@ def _kernels(row: dict[str, Any]) -> str:
     return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
+def _output(view: dict[str, Any]) -> str:
+    # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
+    return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
+
+
 def render(record: dict[str, Any]) -> str:
     view = build_view(record)
     model, env = view["model"], record.get("env", {})
@@ -38,6 +43,7 @@ def render(record: dict[str, Any]) -> str:
     header = ["mode", "status", "kernels/step (vs eager)"]
     header += ["launches/step"] if cuda else []
     header += ["read", "written", "latency median", "IQR", "speedup vs eager (95% CI)"]
+    header += ["output vs eager"]
     rows = []
     for row in view["summary"]:
         if row["status"] != "ok":
@@ -53,13 +59,22 @@ def render(record: dict[str, Any]) -> str:
             row["median"],
             row["iqr"],
             row["speedup"],
+            _output(row["output"]),
         ]
         rows.append(cells)
-    lines += md_table(header, rows, "ll" + "r" * (len(header) - 2))
+    lines += md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l")
     lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
+    flattened = [
+        f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"
+        for d in view["details"]
+        if d["status"] == "ok" and d["compiler"].get("outputs")
+    ]
+    lines += [*flattened, ""] if flattened else []
     lines.append(
         f"<sub>kernels: profiler, {md_cell(view['definition_name'])} definition, per step; "
         "bytes: modeled (compulsory traffic from tensor sizes; partial = some kernels not "
-        "modeled); latency: measured outside the profiler, speedup interval by bootstrap.</sub>"
+        "modeled); latency: measured outside the profiler, speedup interval by bootstrap; "
+        "output vs eager: measured on the example inputs, max abs err and norm-wise rel err "
+        "against torch.testing's tolerances for the dtype.</sub>"
     )
     return "\n".join(lines) + "\n"

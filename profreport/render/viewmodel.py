@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from profreport.format import fmt_bytes, fmt_ms
+from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
 
@@ -33,6 +34,17 @@ METHOD = {
         "of each block). Speedup = eager median / mode median with a 95% percentile-bootstrap "
         "interval ({resamples} resamples)."
     ),
+    "output": (
+        "Measured: after a mode is built and warmed up, one more call on the example inputs (no "
+        "gradients, outside the profiler) is compared with eager's output on the same inputs. "
+        "Both outputs are flattened the same way (torch.utils._pytree order, tensors only) and "
+        "compared pairwise in float64: abs err = max |mode - eager|, rel err = abs err / max "
+        "|eager| (norm-wise, so elements near zero do not inflate it). A pair is within "
+        "tolerance when abs err <= atol + rtol x max |eager|; tolerances per dtype from "
+        "torch.testing (float32 rtol 1e-4, atol 1e-5; float16 1e-3, 1e-3; bfloat16 1.6e-2, "
+        "1e-5; float64 1e-5, 1e-8; integers and bool exact). A different number of tensors, "
+        "shape or dtype is flagged as a difference."
+    ),
     "compile_s": (
         "compile: wall time of the first call (Dynamo capture, Inductor code generation and C++/"
         "Triton build; Inductor's FX graph cache disabled). script / trace / optimize: "
@@ -46,6 +58,34 @@ def _num(x: float | None, fmt: str = "{:.3g}") -> str:
     return "n/a" if x is None else fmt.format(x)
 
 
+def _err(x: float | None) -> str:
+    return "n/a" if x is None else ("0" if x == 0 else f"{x:.2g}")
+
+
+def output_check_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
+    """The output check of one mode as text: `state` is reference / ok / DIFFERS / not checked."""
+    check = mode.get("output_check")
+    if name == "eager":
+        return {"state": "reference", "text": "reference", "differs": False, "note": ""}
+    if not check:
+        return {"state": "not checked", "text": "not checked", "differs": False, "note": ""}
+    within = check.get("within_tolerance")
+    state = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
+    text = state
+    if check.get("compared_tensors"):
+        text += (
+            f": max abs err {_err(check.get('max_abs_err'))}, rel {_err(check.get('max_rel_err'))}"
+            f" (rtol {_err(check.get('rtol'))}, atol {_err(check.get('atol'))};"
+            f" {check['compared_tensors']} tensor{'s' if check['compared_tensors'] != 1 else ''})"
+        )
+    return {
+        "state": state,
+        "text": text,
+        "differs": within is False,
+        "note": check.get("note") or "",
+    }
+
+
 def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "mode": name,
@@ -53,7 +93,9 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
         "verdict": mode.get("verdict", ""),
     }
     if mode["status"] != "ok":
-        row["error"] = mode.get("error") or ""
+        # a record written before error lines were cleaned may still hold a tensor repr
+        row["error"] = one_line(mode.get("error") or "")
+        row["verdict"] = without_tensor_reprs(row["verdict"])
         return row
     k, b = mode["kernels"], mode["bytes"]
     lat = mode.get("latency_ms") or {}
@@ -76,6 +118,7 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
             f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline"
         ),
         compile_s=_num(mode.get("compile_s"), "{:.2f} s"),
+        output=output_check_view(name, mode),
     )
     if eager and eager.get("status") == "ok" and name != "eager":
         row["kernel_delta"] = k["per_step"] - eager["kernels"]["per_step"]
@@ -200,7 +243,11 @@ def _indirect_note(nodes: list[dict[str, Any]]) -> str:
 
 def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
     c = mode.get("compiler") or {}
-    view: dict[str, Any] = {"notes": c.get("notes", []), "op_changes": []}
+    view: dict[str, Any] = {
+        "notes": c.get("notes", []),
+        "op_changes": [],
+        "outputs": c.get("outputs") or "",
+    }
     if "graph" in c:
         view["graph"] = c["graph"]
         view["fusion_groups"] = [
@@ -247,7 +294,7 @@ def failure_notice(modes: dict[str, Any]) -> str | None:
     if not failed:
         return None
     if "eager" in failed:
-        error = modes["eager"].get("error") or "no error recorded"
+        error = one_line(modes["eager"].get("error") or "no error recorded")
         return (
             f"The model does not run in eager mode ({error}), so there is no baseline: fix the "
             "model first. Each mode's error is below."
@@ -285,8 +332,10 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             d["measured"] = _measured_view(mode)
             d["compiler"] = _compiler_view(name, mode)
             d["trace"] = mode.get("trace")
+            d["output"] = output_check_view(name, mode)
         else:
-            d["error"] = mode.get("error")
+            d["verdict"] = without_tensor_reprs(d["verdict"])
+            d["error"] = one_line(mode.get("error") or "")
             d["traceback"] = mode.get("traceback")
         details.append(d)
     env = record["env"]
@@ -334,5 +383,6 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
                 resamples=settings.get("bootstrap_resamples", 2000),
             ),
             "compile_s": METHOD["compile_s"].format(jit_calls=3),
+            "output": METHOD["output"],
         },
     }

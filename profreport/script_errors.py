@@ -1,0 +1,129 @@
+"""One line that names why torch.jit.script could not compile a model.
+
+TorchScript's messages are long (overload lists, source excerpts with `<--- HERE` markers) and the
+useful part is rarely the first line; a model holding an object TorchScript cannot type fails deep
+inside type inference with an OSError about `inspect.getsource`. This module maps the common
+failure classes to a short cause and the place: missing source, unsupported Python feature
+(`NotSupportedError`), `*args`/`**kwargs`, type annotation and type inference problems.
+"""
+
+from __future__ import annotations
+
+import re
+from types import TracebackType
+
+from profreport.text import error_line, one_line
+
+_NO_SOURCE = re.compile(
+    r"(?:Failed to get|Can't get) source for <(?:function|class|bound method|built-in function)?"
+    r"\s*([\w.<>]+)"
+)
+_LOCATION = re.compile(r'File "([^"]+)", line (\d+)')
+_DEF = re.compile(r"^\s*def (\w+)\(", re.MULTILINE)
+_UNCONVERTIBLE_ATTRIBUTE = re.compile(
+    r"Module '(\w+)' has no attribute '(\w+)' \(This attribute exists on the Python module, but "
+    r"we failed to convert Python type: '([^']+)'"
+)
+_SCHEMA = re.compile(r"^\s*([\w]+::\w+)(?:\.\w+)?\(", re.MULTILINE)
+_EXPECTED = re.compile(r"^\s*(Expected a value of type .*)$", re.MULTILINE)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _short_path(path: str) -> str:
+    return path.rsplit("site-packages/", 1)[-1]
+
+
+def _place(text: str) -> str | None:
+    """`function, file:line` of the first source location a TorchScript message points at."""
+    loc = _LOCATION.search(text)
+    if loc is None:
+        return None
+    where = f"{_short_path(loc[1])}:{loc[2]}"
+    func = _DEF.search(text, loc.end())
+    return f"{func[1]}, {where}" if func else where
+
+
+def _attribute_being_typed(tb: TracebackType | None) -> tuple[str, str, str] | None:
+    """(attribute, its type, owner class) when the failure happened while TorchScript inferred
+    the type of a module attribute (torch.jit._recursive.infer_concrete_type_builder)."""
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "infer_concrete_type_builder":
+            names = frame.f_locals
+            if "name" in names and "value" in names and "nn_module" in names:
+                found = (
+                    str(names["name"]),
+                    type(names["value"]).__name__,
+                    type(names["nn_module"]).__name__,
+                )
+        tb = tb.tb_next
+    return found
+
+
+def _missing_source(exc: BaseException, text: str) -> str | None:
+    match = _NO_SOURCE.search(text)
+    if match is None:
+        return None
+    cause = (
+        f"TorchScript needs the Python source of {match[1]}, which inspect.getsource cannot find"
+    )
+    attribute = _attribute_being_typed(exc.__traceback__)
+    if attribute is None:
+        return cause
+    name, kind, owner = attribute
+    return f"{cause} (attribute {name!r} of {owner} holds a {kind}, which TorchScript compiles as a class)"
+
+
+def _type_problem(text: str) -> str | None:
+    attr = _UNCONVERTIBLE_ATTRIBUTE.search(text)
+    if attr:
+        return (
+            f"attribute {attr[2]!r} of {attr[1]} holds a Python {attr[3]}, which TorchScript "
+            "cannot type (annotate it, or make it a constant)"
+        )
+    unknown = re.search(r"Unknown type name '([^']+)'", text)
+    if unknown:
+        return f"type annotation problem: unknown type name {unknown[1]!r}"
+    expected = _EXPECTED.search(text)
+    if expected:
+        schema = _SCHEMA.search(text)
+        call = f" in a call to {schema[1]}" if schema and schema.start() < expected.start() else ""
+        return f"type error{call}: {expected[1]}"
+    return None
+
+
+def script_failure_line(exc: BaseException, model_name: str) -> str:
+    """`torch.jit.script cannot compile <model> (<place>): <cause>`, one line; an exception that
+    is not TorchScript's (raised by the model's own code while it was scripted) keeps its own
+    `Type: message` line."""
+    chain = _chain(exc)
+    text = "\n".join(str(e) for e in chain)
+    cause = next((c for e in chain if (c := _missing_source(e, str(e)))), None)
+    place = None if cause else _place(text)
+    if cause is None:
+        names = {type(e).__name__ for e in chain}
+        if names & {"NotSupportedError", "UnsupportedNodeError"}:
+            first = one_line(text).rstrip(":")
+            if "variable number of arguments" in first:
+                cause = (
+                    f"TorchScript cannot compile a function that takes *args or **kwargs ({first})"
+                )
+            else:
+                cause = f"unsupported Python feature: {first}"
+        else:
+            cause = _type_problem(text)
+    if cause is None:
+        if place is None:  # not a TorchScript compile error (the model's own code raised)
+            return error_line(exc)
+        cause = one_line(text)
+    where = f" ({place})" if place else ""
+    return one_line(f"torch.jit.script cannot compile {model_name}{where}: {cause}")
