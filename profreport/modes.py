@@ -14,7 +14,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +223,10 @@ class _InductorNodeCapture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.INFO)
         self.nodes: list[dict[str, Any]] = []
+        # Filled during code generation (see _recording_kernel_names): the kernel each scheduler
+        # node was emitted into, as (profiled name, kernel call number).
+        self.kernel_of: dict[Any, tuple[str, int]] = {}
+        self.kernel_calls = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         payload = record.args if isinstance(record.args, dict) else None
@@ -232,7 +236,86 @@ class _InductorNodeCapture(logging.Handler):
             return
         cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
-            self.nodes.append(_describe_inductor_node(node, int(num_elem), cache))
+            described = _describe_inductor_node(node, int(num_elem), cache)
+            described.update(self._kernel(node))
+            self.nodes.append(described)
+        self.kernel_of.clear()  # the next graph's nodes are new objects
+
+    def _kernel(self, node: Any) -> dict[str, Any]:
+        """The generated kernel this node went into, or None (extern calls, nodes with no
+        kernel, or a node whose parts went into different kernels)."""
+        # Nodes that run no kernel: Inductor's no-op nodes, and the unpacking of a library call's
+        # multiple outputs (an extern node that only indexes the previous call's result).
+        nop = type(node).__name__ == "NopKernelSchedulerNode" or (
+            type(getattr(node, "node", None)).__name__ == "MultiOutput"
+        )
+        found = {self.kernel_of.get(sub) for sub in node.get_nodes()}
+        if len(found) != 1 or None in found:
+            return {"kernel": None, "kernel_call": None, "nop": nop}
+        name, call = found.pop()  # type: ignore[misc]
+        return {"kernel": name, "kernel_call": call, "nop": nop}
+
+    def record_kernel(self, scheduling: Any, node_schedule: Any, kernel_name: Any) -> None:
+        """One generated kernel call: its name as the profiler records it, and its nodes."""
+        if not kernel_name:
+            return
+        from torch._inductor.virtualized import V
+
+        name = str(kernel_name)
+        graph_id = getattr(V.graph, "graph_id", None)
+        if type(scheduling).__name__ == "CppScheduling" and graph_id is not None:
+            # The C++ kernel's RECORD_FUNCTION is "graph_<id>_<kernel name>" (codegen/cpp.py).
+            name = f"graph_{graph_id}_{name}"
+        call = self.kernel_calls
+        self.kernel_calls += 1
+        for snode in node_schedule:
+            get_nodes = getattr(snode, "get_nodes", None)
+            if get_nodes is None:  # EnableReduction / DisableReduction markers
+                continue
+            for sub in get_nodes():
+                self.kernel_of[sub] = (name, call)
+
+
+def _scheduling_classes() -> list[type]:
+    """Inductor's scheduling backends that define `codegen_comment`, the hook every backend calls
+    once per emitted kernel with the scheduler nodes it holds and the kernel's name."""
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.scheduler import BaseScheduling
+
+    classes: list[type] = [BaseScheduling, CppScheduling]
+    try:
+        from torch._inductor.codegen.triton import TritonScheduling
+
+        classes.append(TritonScheduling)
+    except Exception:  # no Triton in this build: no Triton kernels either
+        pass
+    return [c for c in classes if "codegen_comment" in vars(c)]
+
+
+@contextmanager
+def _recording_kernel_names(capture: _InductorNodeCapture) -> Iterator[None]:
+    """While Inductor generates code, note which kernel each scheduler node is emitted into.
+
+    On CPU one C++ kernel holds every scheduler node between two library calls, so a node's
+    kernel is only known at code generation; it is read from the backend's own announcement,
+    never guessed from the kernel's descriptive name."""
+    originals = {cls: vars(cls)["codegen_comment"] for cls in _scheduling_classes()}
+
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def codegen_comment(self: Any, node_schedule: Any, kernel_name: Any = None) -> Any:
+            with suppress(Exception):  # bookkeeping must never break compilation
+                capture.record_kernel(self, node_schedule, kernel_name)
+            return original(self, node_schedule, kernel_name)
+
+        return codegen_comment
+
+    for cls, original in originals.items():
+        cls.codegen_comment = wrap(original)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.codegen_comment = original  # type: ignore[attr-defined]
 
 
 def _op_name(target: Any) -> str | None:
@@ -247,29 +330,56 @@ def _graph_positions(graph: Any, cache: dict[int, dict[Any, int]]) -> dict[Any, 
     return cache[key]
 
 
+def _eager_call(origin: Any) -> tuple[str, str] | None:
+    """(ATen op, Dynamo node) of the eager call an FX node of Inductor's graph came from."""
+    meta = getattr(origin, "meta", None) or {}
+    aten = _op_name(meta.get("original_aten"))
+    if aten is None:
+        return None
+    parents = meta.get("from_node") or []
+    return aten, parents[0].name if parents else origin.name
+
+
+def _module_path(origin: Any) -> str:
+    """The module the eager call ran in ("layers.0.self_attn"), from Dynamo's module stack."""
+    stack = (getattr(origin, "meta", None) or {}).get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = str(list(stack.values())[-1][0])
+    for prefix in ("L['self'].", "L['args'][0].", "L['self']", "L['args'][0]"):
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
 def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[str, Any]]:
     """The eager operations whose computation this scheduler node performs.
 
     Every FX node Inductor lowered into the kernel carries `original_aten` (the ATen op before
     decomposition) and `from_node` (the Dynamo graph node it came from): together they name one
     eager op call. An extern (library) kernel's origins also list the producers of its inputs,
-    so for it only the call matching its own operator is kept.
+    so it keeps only its own call: the one its `origin_node` came from, else the call of its own
+    operator; an extern with neither (a multi-output unpacking, say) claims no eager call.
     """
+    own: set[tuple[str, str]] | None = None
     extern_op = None
     if type(node).__name__.startswith("Extern"):
+        own_call = _eager_call(getattr(node.node, "origin_node", None))
+        own = {own_call} if own_call is not None else set()
         extern_op = _op_name(getattr(node.node, "op_overload", None))
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for sub in node.get_nodes():
         for origin in getattr(sub.node, "origins", ()) or ():
-            aten = _op_name(origin.meta.get("original_aten")) if hasattr(origin, "meta") else None
-            if aten is None:
+            key = _eager_call(origin)
+            if key is None:
                 continue
-            if extern_op is not None and aten != extern_op:
+            if own is not None and key not in own and (own or key[0] != extern_op):
                 continue
-            parents = origin.meta.get("from_node") or []
-            source = parents[0].name if parents else origin.name
             pos = _graph_positions(origin.graph, cache).get(origin, 0)
-            entry = found.setdefault((aten, source), {"op": aten, "source": source, "pos": pos})
+            entry = found.setdefault(
+                key,
+                {"op": key[0], "source": key[1], "pos": pos, "module": _module_path(origin)},
+            )
             entry["pos"] = min(entry["pos"], pos)
     return sorted(found.values(), key=lambda e: e["pos"])
 
@@ -319,7 +429,8 @@ def _build_compile(module: nn.Module, inputs, sync) -> PreparedMode:
     try:
         compiled = torch.compile(module)
         start = time.perf_counter()
-        _call(compiled, inputs, sync)
+        with _recording_kernel_names(handler):
+            _call(compiled, inputs, sync)
         compile_s = time.perf_counter() - start
     finally:
         logger.removeHandler(handler)
