@@ -6,9 +6,20 @@ what the mode's kernels move; the difference is what fusion (or folding) saved, 
 the mode added work such as layout conversions.
 
 Sources of the mapping:
-- compile: Inductor's scheduler nodes; each lists the eager op calls it computes (ATen op before
-  decomposition + the Dynamo graph node it came from). Nodes that share an eager call (a fused
-  producer recomputed by two kernels, say) form one group, so group savings add up.
+- compile: one group per kernel call Inductor emitted: a generated kernel (all the scheduler
+  nodes code generation put into it, named as the profiler records it) or a library (extern)
+  call. Each node lists the eager op calls it computes (ATen op before decomposition + the
+  Dynamo graph node it came from); in-place eager ops pair with their functional lowering.
+  Counting, so that group savings add up to eager total - compiled total:
+  - an eager call computed by several kernels (a norm recomputed in each consumer) is listed in
+    each, marked `recomputed`, and its eager bytes are counted once: in its library call if it
+    is one, else in the first kernel computing it (`counted_elsewhere` in the others);
+  - a library call is its own group ("library call"); the library op is never listed in a
+    generated kernel, whose part of it (operand layout conversion, an attention mask made
+    additive) is noted as `library_operands`;
+  - a graph op with no eager call to pair with adds no eager bytes (noted); eager calls no
+    kernel computes end in one last group with no kernel;
+  - `fused`: a generated kernel computing at least two eager calls.
 - script / trace: TorchScript fusion groups (NNC `prim::TensorExprGroup`, ...); the group's
   boundary tensors come from the profiled graph's tensor types.
 - optimize: freeze + optimize_for_inference leave no per-op mapping; the map compares the
