@@ -307,3 +307,21 @@ def test_kernel_rows_take_their_operations_bytes():
     )
     assert b["bytes_shared_by"] == 2
     assert c["bytes_read"] is None and c["bytes_op"] is None
+
+
+def test_compile_fusion_pairs_an_extra_graph_op_without_shifting_the_rest():
+    # the compiled graph builds something eager skips (an attention mask's add): the residual
+    # add late in the graph still pairs with the late eager add, not the one before it
+    eager = [_call("aten::add", 10, 10), _call("aten::mul", 1, 1), _call("aten::add", 500, 100)]
+    nodes = [
+        _node("op0", "generated", [_inst("aten::add", "embed_add", 0)], 20, 10, "k_0", 0),
+        _node("op1", "generated", [_inst("aten::add", "mask_add", 1)], 1, 1, "k_1", 1),
+        _node("op2", "generated", [_inst("aten::mul", "m", 2)], 1, 1, "k_2", 2),
+        _node("op3", "generated", [_inst("aten::add", "residual", 3)], 500, 100, "k_3", 3),
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, ["k_0", "k_1", "k_2", "k_3"])
+    embed, mask, _, residual = fm["groups"]
+    # paired in order, the mask's add would take the residual's eager call
+    assert mask["eager_bytes"] == 0 and "no eager call found for add" in mask["note"]
+    assert embed["eager_bytes"] == 20 and residual["eager_bytes"] == 600
+    assert fm["saved_bytes"] == (20 + 2 + 600) - (30 + 2 + 2 + 600)

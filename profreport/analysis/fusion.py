@@ -9,7 +9,9 @@ Sources of the mapping:
 - compile: one group per kernel call Inductor emitted: a generated kernel (all the scheduler
   nodes code generation put into it, named as the profiler records it) or a library (extern)
   call. Each node lists the eager op calls it computes (ATen op before decomposition + the
-  Dynamo graph node it came from); in-place eager ops pair with their functional lowering.
+  Dynamo graph node it came from), paired with the eager calls of the same op: in order where
+  the counts agree, else by nearest relative position (the graph may build what eager skips);
+  in-place eager ops pair with their functional lowering.
   Counting, so that group savings add up to eager total - compiled total:
   - an eager call computed by several kernels (a norm recomputed in each consumer) is listed in
     each, marked `recomputed`, and its eager bytes are counted once: in its library call if it
@@ -30,8 +32,10 @@ Sources of the mapping:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 # Inductor names some eager ops by their functional export-level variant.
 _OP_ALIASES = {
@@ -57,12 +61,10 @@ def _short(op: str) -> str:
 class _EagerCalls:
     """Eager op calls in execution order, handed out by name in order of first use."""
 
-    def __init__(
-        self, sequence: Sequence[dict[str, Any]], key: Callable[[str], str] = lambda op: op
-    ) -> None:
+    def __init__(self, sequence: Sequence[dict[str, Any]]) -> None:
         self._by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for call in sequence:
-            self._by_name[key(call["op"])].append(call)
+            self._by_name[call["op"]].append(call)
         self._next: Counter[str] = Counter()
 
     def take(self, op: str) -> dict[str, Any] | None:
@@ -134,6 +136,68 @@ def _summary(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
         "eager_ops_fused": sum(len(g["eager_ops"]) for g in fused),
         "saved_bytes": saved,
     }
+
+
+def _monotone_pairs(short: np.ndarray, long: np.ndarray) -> list[int]:
+    """For each of `short` (relative positions, ascending), the index in `long` it pairs with:
+    every short item paired, order kept, total position distance smallest (dynamic programming,
+    one cumulative minimum per row)."""
+    n, m = len(short), len(long)
+    idx = np.arange(m)
+    prev = np.zeros(m)  # cost of pairing the first i short items within long[:j+1]
+    choices = []
+    for i in range(n):
+        before = np.concatenate(([0.0] if i == 0 else [np.inf], prev[:-1]))
+        vals = before + np.abs(long - short[i])
+        vals[:i] = np.inf  # i items before need i places
+        best = np.minimum.accumulate(vals)
+        choices.append(np.maximum.accumulate(np.where(vals == best, idx, -1)))
+        prev = best
+    pairs = [0] * n
+    j = m - 1
+    for i in range(n - 1, -1, -1):
+        k = int(choices[i][j])
+        pairs[i] = k
+        j = k - 1
+    return pairs
+
+
+def _pair_with_eager(
+    keys: list[tuple[str, str]], eager_sequence: Sequence[dict[str, Any]]
+) -> tuple[dict[tuple[str, str], dict[str, Any] | None], list[dict[str, Any]]]:
+    """Pair the graph's op calls (in graph order) with eager calls of the same op.
+
+    Where the counts agree, the k-th relu of the graph is the k-th eager relu. Where they do not
+    (the compiled graph builds an attention mask eager skips, say), each op's calls are paired in
+    order with the eager calls nearest in relative position, so an extra graph add does not shift
+    every later add onto the wrong eager call. Returns the pairs and the eager calls left over."""
+    graph_at: dict[str, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        graph_at[key[0]].append(i)
+    eager_at: dict[str, list[int]] = defaultdict(list)
+    for j, call in enumerate(eager_sequence):
+        eager_at[_norm(call["op"])].append(j)
+    matched: dict[tuple[str, str], dict[str, Any] | None] = {key: None for key in keys}
+    taken: set[int] = set()
+    for op, graph_idx in graph_at.items():
+        eager_idx = eager_at.get(op, [])
+        pairs: list[tuple[int, int]]
+        if len(graph_idx) == len(eager_idx):
+            pairs = list(zip(graph_idx, eager_idx, strict=True))
+        elif eager_idx:
+            g = np.array(graph_idx) / max(len(keys), 1)
+            e = np.array(eager_idx) / max(len(eager_sequence), 1)
+            if len(graph_idx) < len(eager_idx):
+                pairs = [(graph_idx[a], eager_idx[b]) for a, b in enumerate(_monotone_pairs(g, e))]
+            else:
+                pairs = [(graph_idx[b], eager_idx[a]) for a, b in enumerate(_monotone_pairs(e, g))]
+        else:
+            pairs = []
+        for gi, ej in pairs:
+            matched[keys[gi]] = eager_sequence[ej]
+            taken.add(ej)
+    untaken = [c for j, c in enumerate(eager_sequence) if j not in taken]
+    return matched, untaken
 
 
 def _node_bytes(node: dict[str, Any]) -> int | None:
@@ -215,9 +279,7 @@ def compile_fusion(
                     owner.setdefault(key, c)
                     computed_by[key] += 1
 
-    # Hand out eager calls in graph order so the k-th relu of the graph is the k-th eager relu.
-    eager = _EagerCalls(eager_sequence, key=_norm)
-    matched = {key: eager.take(key[0]) for key in sorted(owner, key=lambda k: first_pos[k])}
+    matched, untaken = _pair_with_eager(sorted(owner, key=lambda k: first_pos[k]), eager_sequence)
 
     profiled = set(kernel_names)
     groups = []
@@ -284,9 +346,7 @@ def compile_fusion(
                     else current + sum(int(v) for v in values)
                 )
     removed = [
-        c
-        for c in eager.untaken()
-        if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
+        c for c in untaken if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
     ]
     if removed:
         groups.append(
