@@ -121,6 +121,12 @@ def test_llama_fusion_groups_are_per_kernel_and_never_merge_layers(llama_record)
         assert len(layers) <= 2 and (len(layers) < 2 or layers[1] - layers[0] == 1), g
     recomputed = [g for g in groups if g["recomputed"]]
     assert recomputed and all("recomputed: " in g["note"] for g in recomputed)
+    # one name per op: the eager kernel table (embedding, not index_select; mean, not sum +
+    # div_; _to_copy, not copy_) lists exactly the ops and calls of the bytes table
+    eager = llama_record["modes"]["eager"]
+    assert {r["name"]: r["calls_per_step"] for r in eager["kernels"]["table"]} == {
+        r["op"]: r["calls"] for r in eager["bytes"]["table"]
+    }
     verdict = llama_record["modes"]["compile"]["verdict"]
     assert "_scaled_dot_product" not in verdict.split(";")[1]
     assert "more fused kernel(s)" in verdict and len(verdict) < 600
@@ -140,3 +146,23 @@ def test_bottleneck_in_place_residual_matches_and_savings_are_sized(bottleneck_r
     assert [g["eager_ops"] for g in libraries] == [["convolution"]] * 3
     verdict = bottleneck_record["modes"]["compile"]["verdict"]
     assert "add_" not in verdict and "fusion map:" in verdict
+
+
+@pytest.mark.slow
+def test_transformers_resnet_bottleneck_map_and_kernel_names():
+    torch.manual_seed(0)
+    config = transformers.ResNetConfig(
+        depths=[1], hidden_sizes=[64], embedding_size=32, layer_type="bottleneck"
+    )
+    record = _profile(transformers.ResNetModel(config), (torch.randn(1, 3, 64, 64),))
+    groups = _check_map_against_profile(record)
+    # `hidden_state += residual` pairs with Inductor's add, inside the block's last kernel
+    assert not any(g["note"].startswith("eager ops with no compiled kernel") for g in groups)
+    (tail,) = [g for g in groups if "add" in g["eager_ops"]]
+    assert tail["fused"] and {"native_batch_norm", "add", "relu"} <= set(tail["eager_ops"])
+    # eager kernel table and bytes table name the same ops: relu not clamp_min, convolution
+    # not its backend, mean (adaptive pooling) not sum + div_, no _nnpack_available query
+    eager = record["modes"]["eager"]
+    kernel_names = {r["name"] for r in eager["kernels"]["table"]}
+    assert kernel_names == {r["op"] for r in eager["bytes"]["table"]}
+    assert eager["kernels"]["per_step"] == sum(r["calls"] for r in eager["bytes"]["table"])
