@@ -297,7 +297,7 @@ def compile_fusion(
         # A graph op with no eager call to pair with (Dynamo traced code eager does not
         # dispatch, such as a Python scalar made a tensor) adds no eager bytes.
         unpaired = [k for k in counted if matched[k] is None]
-        eager_calls = [matched[k] for k in counted if matched[k] is not None]
+        eager_calls = [call for k in counted if (call := matched[k]) is not None]
         recomputed = [k for k in own if computed_by[k] > 1]
         notes = [note] if note else []
         if unpaired:
@@ -338,13 +338,7 @@ def compile_fusion(
         if not is_extern and members[0].get("kernel"):
             entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
             for side in ("read", "written"):
-                values = [m.get(side) for m in members]
-                current = entry[side]
-                entry[side] = (
-                    None
-                    if current is None or any(v is None for v in values)
-                    else current + sum(int(v) for v in values)
-                )
+                entry[side] = _sum([entry[side], *(m.get(side) for m in members)])
     removed = [
         c for c in untaken if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
     ]
