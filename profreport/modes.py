@@ -14,12 +14,14 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+
+from profreport.capture.inductor_kernels import KernelCalls, recording_kernel_calls
 
 MODES = ("eager", "script", "trace", "optimize", "compile")
 
@@ -218,15 +220,13 @@ def _build_optimize(module: nn.Module, inputs, sync) -> PreparedMode:
 class _InductorNodeCapture(logging.Handler):
     """Receives Inductor's per-graph metrics log record and, while the graph being compiled is
     still current (the record is emitted during compilation), reads each scheduler node's read
-    and written buffer bytes: one node per generated or extern kernel."""
+    and written buffer bytes, and the generated kernel each went into (several nodes can share
+    one kernel; see capture/inductor_kernels)."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.INFO)
         self.nodes: list[dict[str, Any]] = []
-        # Filled during code generation (see _recording_kernel_names): the kernel each scheduler
-        # node was emitted into, as (profiled name, kernel call number).
-        self.kernel_of: dict[Any, tuple[str, int]] = {}
-        self.kernel_calls = 0
+        self.kernels = KernelCalls()  # filled during code generation
 
     def emit(self, record: logging.LogRecord) -> None:
         payload = record.args if isinstance(record.args, dict) else None
@@ -237,85 +237,9 @@ class _InductorNodeCapture(logging.Handler):
         cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
             described = _describe_inductor_node(node, int(num_elem), cache)
-            described.update(self._kernel(node))
+            described.update(self.kernels.of_node(node))
             self.nodes.append(described)
-        self.kernel_of.clear()  # the next graph's nodes are new objects
-
-    def _kernel(self, node: Any) -> dict[str, Any]:
-        """The generated kernel this node went into, or None (extern calls, nodes with no
-        kernel, or a node whose parts went into different kernels)."""
-        # Nodes that run no kernel: Inductor's no-op nodes, and the unpacking of a library call's
-        # multiple outputs (an extern node that only indexes the previous call's result).
-        nop = type(node).__name__ == "NopKernelSchedulerNode" or (
-            type(getattr(node, "node", None)).__name__ == "MultiOutput"
-        )
-        found = {self.kernel_of.get(sub) for sub in node.get_nodes()}
-        if len(found) != 1 or None in found:
-            return {"kernel": None, "kernel_call": None, "nop": nop}
-        name, call = found.pop()  # type: ignore[misc]
-        return {"kernel": name, "kernel_call": call, "nop": nop}
-
-    def record_kernel(self, scheduling: Any, node_schedule: Any, kernel_name: Any) -> None:
-        """One generated kernel call: its name as the profiler records it, and its nodes."""
-        if not kernel_name:
-            return
-        from torch._inductor.virtualized import V
-
-        name = str(kernel_name)
-        graph_id = getattr(V.graph, "graph_id", None)
-        if type(scheduling).__name__ == "CppScheduling" and graph_id is not None:
-            # The C++ kernel's RECORD_FUNCTION is "graph_<id>_<kernel name>" (codegen/cpp.py).
-            name = f"graph_{graph_id}_{name}"
-        call = self.kernel_calls
-        self.kernel_calls += 1
-        for snode in node_schedule:
-            get_nodes = getattr(snode, "get_nodes", None)
-            if get_nodes is None:  # EnableReduction / DisableReduction markers
-                continue
-            for sub in get_nodes():
-                self.kernel_of[sub] = (name, call)
-
-
-def _scheduling_classes() -> list[type]:
-    """Inductor's scheduling backends that define `codegen_comment`, the hook every backend calls
-    once per emitted kernel with the scheduler nodes it holds and the kernel's name."""
-    from torch._inductor.codegen.cpp import CppScheduling
-    from torch._inductor.scheduler import BaseScheduling
-
-    classes: list[type] = [BaseScheduling, CppScheduling]
-    try:
-        from torch._inductor.codegen.triton import TritonScheduling
-
-        classes.append(TritonScheduling)
-    except Exception:  # no Triton in this build: no Triton kernels either
-        pass
-    return [c for c in classes if "codegen_comment" in vars(c)]
-
-
-@contextmanager
-def _recording_kernel_names(capture: _InductorNodeCapture) -> Iterator[None]:
-    """While Inductor generates code, note which kernel each scheduler node is emitted into.
-
-    On CPU one C++ kernel holds every scheduler node between two library calls, so a node's
-    kernel is only known at code generation; it is read from the backend's own announcement,
-    never guessed from the kernel's descriptive name."""
-    originals = {cls: vars(cls)["codegen_comment"] for cls in _scheduling_classes()}
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def codegen_comment(self: Any, node_schedule: Any, kernel_name: Any = None) -> Any:
-            with suppress(Exception):  # bookkeeping must never break compilation
-                capture.record_kernel(self, node_schedule, kernel_name)
-            return original(self, node_schedule, kernel_name)
-
-        return codegen_comment
-
-    for cls, original in originals.items():
-        cls.codegen_comment = wrap(original)  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        for cls, original in originals.items():
-            cls.codegen_comment = original  # type: ignore[attr-defined]
+        self.kernels.clear()  # the next graph's nodes are new objects
 
 
 def _op_name(target: Any) -> str | None:
@@ -429,7 +353,7 @@ def _build_compile(module: nn.Module, inputs, sync) -> PreparedMode:
     try:
         compiled = torch.compile(module)
         start = time.perf_counter()
-        with _recording_kernel_names(handler):
+        with recording_kernel_calls(handler.kernels):
             _call(compiled, inputs, sync)
         compile_s = time.perf_counter() - start
     finally:
