@@ -322,6 +322,34 @@ def test_compile_fusion_pairs_an_extra_graph_op_without_shifting_the_rest():
     fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, ["k_0", "k_1", "k_2", "k_3"])
     embed, mask, _, residual = fm["groups"]
     # paired in order, the mask's add would take the residual's eager call
-    assert mask["eager_bytes"] == 0 and "no eager call found for add" in mask["note"]
+    assert (mask["eager_ops"], mask["graph_only"], mask["eager_bytes"]) == ([], ["add"], 0)
+    assert "graph ops with no eager call: add" in mask["note"] and not mask["fused"]
     assert embed["eager_bytes"] == 20 and residual["eager_bytes"] == 600
     assert fm["saved_bytes"] == (20 + 2 + 600) - (30 + 2 + 2 + 600)
+
+
+def test_compile_fusion_leaves_top_level_graph_ops_unpaired_first():
+    # position alone would give the layer's eager add to the mask add the model builds in its
+    # own forward; graph calls outside every submodule are the first left without a partner
+    eager = [
+        _call("aten::sub", 1, 1),
+        _call("aten::add", 200, 100),
+        _call("aten::mul", 1, 1),
+        _call("aten::add", 500, 100),
+    ]
+    specs = [
+        ("aten::add", "layer_add", "h.0"),
+        ("aten::add", "mask_add", ""),
+        ("aten::mul", "m", "h.0"),
+        ("aten::add", "residual", "h.1"),
+    ]
+    nodes = [
+        _node(f"op{i}", "generated", [_inst(op, src, i, module)], 1, 1, f"k_{i}", i)
+        for i, (op, src, module) in enumerate(specs)
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, [f"k_{i}" for i in range(4)])
+    layer, mask, _, residual = fm["groups"][:4]
+    assert (layer["eager_bytes"], residual["eager_bytes"]) == (300, 600)
+    assert layer["modules"] == ["h.0"]
+    assert mask["graph_only"] == ["add"] and mask["eager_bytes"] == 0
+    assert fm["groups"][-1]["eager_ops"] == ["sub"]  # no kernel computes it

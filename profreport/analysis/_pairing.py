@@ -9,17 +9,20 @@ from typing import Any
 import numpy as np
 
 
-def _monotone_pairs(short: np.ndarray, long: np.ndarray) -> list[int]:
+def _monotone_pairs(
+    short: np.ndarray, long: np.ndarray, long_cost: np.ndarray | None = None
+) -> list[int]:
     """For each of `short` (relative positions, ascending), the index in `long` it pairs with:
-    every short item paired, order kept, total position distance smallest (dynamic programming,
-    one cumulative minimum per row)."""
+    every short item paired, order kept, total position distance (plus `long_cost` of each
+    `long` item used) smallest (dynamic programming, one cumulative minimum per row)."""
+    extra = np.zeros(len(long)) if long_cost is None else long_cost
     n, m = len(short), len(long)
     idx = np.arange(m)
     prev = np.zeros(m)  # cost of pairing the first i short items within long[:j+1]
     choices = []
     for i in range(n):
         before = np.concatenate(([0.0] if i == 0 else [np.inf], prev[:-1]))
-        vals = before + np.abs(long - short[i])
+        vals = before + np.abs(long - short[i]) + extra
         vals[:i] = np.inf  # i items before need i places
         best = np.minimum.accumulate(vals)
         choices.append(np.maximum.accumulate(np.where(vals == best, idx, -1)))
@@ -37,14 +40,17 @@ def pair_with_eager(
     keys: list[tuple[str, str]],
     eager_sequence: Sequence[dict[str, Any]],
     norm: Callable[[str], str],
+    top_level: frozenset[tuple[str, str]] = frozenset(),
 ) -> tuple[dict[tuple[str, str], dict[str, Any] | None], list[dict[str, Any]]]:
     """Pair the graph's op calls (in graph order) with eager calls of the same op.
 
     Where the counts agree, the k-th relu of the graph is the k-th eager relu. Where they do not
     (the compiled graph builds an attention mask eager skips, say), each op's calls are paired in
     order with the eager calls nearest in relative position, so an extra graph add does not shift
-    every later add onto the wrong eager call. `norm` names an eager op as the graph does
-    (add_ -> add). Returns the pairs and the eager calls left over."""
+    every later add onto the wrong eager call; graph calls made outside every submodule
+    (`top_level`: mask building in the model's own forward) are the first left unpaired. `norm`
+    names an eager op as the graph does (add_ -> add). Returns the pairs and the eager calls
+    left over."""
     graph_at: dict[str, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         graph_at[key[0]].append(i)
@@ -64,7 +70,10 @@ def pair_with_eager(
             if len(graph_idx) < len(eager_idx):
                 pairs = [(graph_idx[a], eager_idx[b]) for a, b in enumerate(_monotone_pairs(g, e))]
             else:
-                pairs = [(graph_idx[b], eager_idx[a]) for a, b in enumerate(_monotone_pairs(e, g))]
+                cost = np.array([float(keys[i] in top_level) for i in graph_idx])
+                pairs = [
+                    (graph_idx[b], eager_idx[a]) for a, b in enumerate(_monotone_pairs(e, g, cost))
+                ]
         else:
             pairs = []
         for gi, ej in pairs:

@@ -19,8 +19,9 @@ Sources of the mapping:
   - a library call is its own group ("library call"); the library op is never listed in a
     generated kernel, whose part of it (operand layout conversion, an attention mask made
     additive) is noted as `library_operands`;
-  - a graph op with no eager call to pair with adds no eager bytes (noted); eager calls no
-    kernel computes end in one last group with no kernel;
+  - a graph op with no eager call to pair with (`graph_only`: an attention mask the compiled
+    graph builds and eager skips) is not listed as an eager op and adds no eager bytes; eager
+    calls no kernel computes end in one last group with no kernel;
   - `fused`: a generated kernel computing at least two eager calls.
 - script / trace: TorchScript fusion groups (NNC `prim::TensorExprGroup`, ...); the group's
   boundary tensors come from the profiled graph's tensor types.
@@ -218,7 +219,10 @@ def compile_fusion(
                     computed_by[key] += 1
 
     matched, untaken = pair_with_eager(
-        sorted(owner, key=lambda k: first_pos[k]), eager_sequence, _norm
+        sorted(owner, key=lambda k: first_pos[k]),
+        eager_sequence,
+        _norm,
+        frozenset(k for k in owner if not module_of.get(k)),
     )
 
     profiled = set(kernel_names)
@@ -233,15 +237,20 @@ def compile_fusion(
         if is_extern and not own and not kernel_bytes:
             continue  # an extern that runs no library call (unpacking a multi-output result)
         label, note = _call_label(members, [_short(k[0]) for k in own])
+        # A graph op with no eager call to pair with (code eager does not run, such as the
+        # attention mask a compiled graph builds and eager skips) is no eager op: it adds no
+        # eager bytes and does not make a kernel fused.
+        graph_only = [k for k in own if matched[k] is None]
+        own = [k for k in own if matched[k] is not None]
         counted = [k for k in own if owner[k] == c]
-        # A graph op with no eager call to pair with (Dynamo traced code eager does not
-        # dispatch, such as a Python scalar made a tensor) adds no eager bytes.
-        unpaired = [k for k in counted if matched[k] is None]
         eager_calls = [call for k in counted if (call := matched[k]) is not None]
         recomputed = [k for k in own if computed_by[k] > 1]
         notes = [note] if note else []
-        if unpaired:
-            notes.append("no eager call found for " + ", ".join(_short(k[0]) for k in unpaired))
+        if graph_only:
+            notes.append(
+                "graph ops with no eager call: "
+                + ", ".join(dict.fromkeys(_short(k[0]) for k in graph_only))
+            )
         if not is_extern and members[0].get("kernel") and profiled and label not in profiled:
             notes.append("kernel not seen in the profile")
         if prepares:
@@ -250,7 +259,7 @@ def compile_fusion(
             # layout (or dtype) conversion, or an attention mask made additive.
             notes.append(
                 f"operand layout conversion for library call {what}"
-                if not own
+                if not own and not graph_only
                 else f"also prepares operands of library call {what}"
             )
         if recomputed:
@@ -272,6 +281,7 @@ def compile_fusion(
             recomputed=[_short(k[0]) for k in recomputed],
             counted_elsewhere=[_short(k[0]) for k in own if owner[k] != c],
             library_operands=[_short(k[0]) for k in prepares],
+            graph_only=[_short(k[0]) for k in graph_only],
             modules=sorted({module_of[k] for k in own if module_of.get(k)}),
         )
         groups.append(group)
