@@ -23,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from profreport.capture.inductor_kernels import KernelCalls, recording_kernel_calls
 from profreport.capture.inductor_sizes import node_buffer_bytes
 from profreport.script_errors import script_failure_line
 
@@ -329,11 +330,13 @@ def _build_optimize(module: nn.Module, inputs, sync) -> PreparedMode:
 class _InductorNodeCapture(logging.Handler):
     """Receives Inductor's per-graph metrics log record and, while the graph being compiled is
     still current (the record is emitted during compilation), reads each scheduler node's read
-    and written buffer bytes: one node per generated or extern kernel."""
+    and written buffer bytes, and the generated kernel each went into (several nodes can share
+    one kernel; see capture/inductor_kernels)."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.INFO)
         self.nodes: list[dict[str, Any]] = []
+        self.kernels = KernelCalls()  # filled during code generation
 
     def emit(self, record: logging.LogRecord) -> None:
         payload = record.args if isinstance(record.args, dict) else None
@@ -343,7 +346,10 @@ class _InductorNodeCapture(logging.Handler):
             return
         cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
-            self.nodes.append(_describe_inductor_node(node, int(num_elem), cache))
+            described = _describe_inductor_node(node, int(num_elem), cache)
+            described.update(self.kernels.of_node(node))
+            self.nodes.append(described)
+        self.kernels.clear()  # the next graph's nodes are new objects
 
 
 def _op_name(target: Any) -> str | None:
@@ -358,29 +364,56 @@ def _graph_positions(graph: Any, cache: dict[int, dict[Any, int]]) -> dict[Any, 
     return cache[key]
 
 
+def _eager_call(origin: Any) -> tuple[str, str] | None:
+    """(ATen op, Dynamo node) of the eager call an FX node of Inductor's graph came from."""
+    meta = getattr(origin, "meta", None) or {}
+    aten = _op_name(meta.get("original_aten"))
+    if aten is None:
+        return None
+    parents = meta.get("from_node") or []
+    return aten, parents[0].name if parents else origin.name
+
+
+def _module_path(origin: Any) -> str:
+    """The module the eager call ran in ("layers.0.self_attn"), from Dynamo's module stack."""
+    stack = (getattr(origin, "meta", None) or {}).get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = str(list(stack.values())[-1][0])
+    for prefix in ("L['self'].", "L['args'][0].", "L['self']", "L['args'][0]"):
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
 def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[str, Any]]:
     """The eager operations whose computation this scheduler node performs.
 
     Every FX node Inductor lowered into the kernel carries `original_aten` (the ATen op before
     decomposition) and `from_node` (the Dynamo graph node it came from): together they name one
     eager op call. An extern (library) kernel's origins also list the producers of its inputs,
-    so for it only the call matching its own operator is kept.
+    so it keeps only its own call: the one its `origin_node` came from, else the call of its own
+    operator; an extern with neither (a multi-output unpacking, say) claims no eager call.
     """
+    own: set[tuple[str, str]] | None = None
     extern_op = None
     if type(node).__name__.startswith("Extern"):
+        own_call = _eager_call(getattr(node.node, "origin_node", None))
+        own = {own_call} if own_call is not None else set()
         extern_op = _op_name(getattr(node.node, "op_overload", None))
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for sub in node.get_nodes():
         for origin in getattr(sub.node, "origins", ()) or ():
-            aten = _op_name(origin.meta.get("original_aten")) if hasattr(origin, "meta") else None
-            if aten is None:
+            key = _eager_call(origin)
+            if key is None:
                 continue
-            if extern_op is not None and aten != extern_op:
+            if own is not None and key not in own and (own or key[0] != extern_op):
                 continue
-            parents = origin.meta.get("from_node") or []
-            source = parents[0].name if parents else origin.name
             pos = _graph_positions(origin.graph, cache).get(origin, 0)
-            entry = found.setdefault((aten, source), {"op": aten, "source": source, "pos": pos})
+            entry = found.setdefault(
+                key,
+                {"op": key[0], "source": key[1], "pos": pos, "module": _module_path(origin)},
+            )
             entry["pos"] = min(entry["pos"], pos)
     return sorted(found.values(), key=lambda e: e["pos"])
 
@@ -433,7 +466,8 @@ def _build_compile(module: nn.Module, inputs, sync) -> PreparedMode:
     try:
         compiled = torch.compile(module)
         start = time.perf_counter()
-        _call(compiled, inputs, sync)
+        with recording_kernel_calls(handler.kernels):
+            _call(compiled, inputs, sync)
         compile_s = time.perf_counter() - start
     finally:
         logger.removeHandler(handler)

@@ -44,59 +44,122 @@ def test_conv_bn_relu_eager_bytes_from_shapes():
     assert calls[0].flops == 2 * 2 * 64 * 28 * 28 * 32 * 9
 
 
-def test_compile_fusion_groups_share_eager_calls_and_add_up():
+def _inst(op, src, pos, module=""):
+    return {"op": op, "source": src, "pos": pos, "module": module}
+
+
+def _node(name, kind, eager_ops, read, written, kernel=None, call=None):
+    return {
+        "name": name,
+        "kind": kind,
+        "eager_ops": eager_ops,
+        "read": read,
+        "written": written,
+        "kernel": kernel,
+        "kernel_call": call,
+    }
+
+
+def test_compile_fusion_one_group_per_kernel_call_and_savings_add_up():
     T = 1000
     eager = [
         _call("aten::convolution", 3 * T, T),
         _call("aten::relu", T, T),
         _call("aten::max_pool2d_with_indices", T, 3 * T),
     ]
-    inst = lambda op, src, pos: {"op": op, "source": src, "pos": pos}  # noqa: E731
+    conv = _inst("aten::convolution", "c", 1)
+    layout_kernel = "graph_0_cpp_fused_convolution_0"
+    pool_kernel = "graph_0_cpp_fused_max_pool2d_with_indices_relu_1"
     nodes = [
-        {
-            "name": "op0",
-            "kind": "generated",
-            "eager_ops": [inst("aten::convolution", "c", 1)],
-            "read": 2 * T,
-            "written": 2 * T,
-        },
-        {
-            "name": "op1",
-            "kind": "extern",
-            "eager_ops": [inst("aten::convolution", "c", 1)],
-            "read": 3 * T,
-            "written": T,
-        },
-        {
-            "name": "op2",
-            "kind": "generated",
-            "eager_ops": [
-                inst("aten::relu", "r", 2),
-                inst("aten::max_pool2d_with_indices", "p", 3),
-            ],
-            "read": T,
-            "written": T // 4,
-        },
+        # Inductor's channels-last conversion of the convolution's input: its provenance is the
+        # convolution, which the library call computes.
+        _node("op0", "generated", [conv], 2 * T, 2 * T, layout_kernel, 0),
+        _node("op1", "extern", [conv], 3 * T, T),
+        # one C++ kernel holding two scheduler nodes
+        _node("op2", "generated", [_inst("aten::relu", "r", 2)], T, T, pool_kernel, 1),
+        _node(
+            "op3",
+            "generated",
+            [_inst("aten::max_pool2d_with_indices", "p", 3)],
+            T,
+            T // 4,
+            pool_kernel,
+            1,
+        ),
     ]
-    fm = compile_fusion(
-        nodes, eager, BOOKKEEPING_OPS, ["graph_0_cpp_fused_max_pool2d_with_indices_relu_1"]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, [layout_kernel, pool_kernel])
+    layout, library, pool = fm["groups"]
+    assert (layout["eager_ops"], layout["kernels"], layout["library_operands"]) == (
+        [],
+        [layout_kernel],
+        ["convolution"],
     )
-    conv, pool = fm["groups"]
-    assert conv["eager_ops"] == ["convolution"] and conv["kernels"] == [
-        "op0",
-        "library convolution",
-    ]
-    assert (conv["eager_bytes"], conv["kernel_bytes"], conv["saved_bytes"]) == (
+    assert (layout["eager_bytes"], layout["kernel_bytes"], layout["saved_bytes"]) == (
+        0,
         4 * T,
-        8 * T,
         -4 * T,
     )
-    assert "layout" in conv["note"]
+    assert "layout" in layout["note"] and not layout["fused"]
+    assert library["eager_ops"] == ["convolution"] and library["kernels"] == ["library convolution"]
+    assert library["note"] == "library call" and not library["fused"]
+    assert (library["eager_bytes"], library["kernel_bytes"]) == (4 * T, 4 * T)
     assert pool["eager_ops"] == ["relu", "max_pool2d_with_indices"]
-    assert pool["kernels"] == ["graph_0_cpp_fused_max_pool2d_with_indices_relu_1"]
-    assert pool["saved_bytes"] == (2 * T + 4 * T) - (T + T // 4)
-    assert fm["saved_bytes"] == conv["saved_bytes"] + pool["saved_bytes"]
+    assert pool["kernels"] == [pool_kernel] and pool["fused"]
+    assert pool["kernel_bytes"] == 2 * T + T + T // 4
+    assert pool["saved_bytes"] == (2 * T + 4 * T) - (3 * T + T // 4)
+    assert fm["saved_bytes"] == -4 * T + 0 + pool["saved_bytes"]
     assert (fm["fused_groups"], fm["eager_ops_fused"]) == (1, 2)
+    assert fm["per_kernel"] == {
+        layout_kernel: {"read": 2 * T, "written": 2 * T},
+        pool_kernel: {"read": 2 * T, "written": T + T // 4},
+    }
+
+
+def test_compile_fusion_recomputed_op_is_listed_in_each_kernel_and_counted_once():
+    eager = [
+        _call("aten::pow", 10, 10),
+        _call("aten::mean", 10, 1),
+        _call("aten::mul", 11, 10),
+        _call("aten::add_", 20, 10),  # in place in eager, functional `add` in the graph
+    ]
+    pow_, mean = _inst("aten::pow", "pow_1", 0), _inst("aten::mean", "variance", 1)
+    mul, add = _inst("aten::mul", "mul", 2), _inst("aten::add", "add", 3)
+    nodes = [
+        _node("op0", "generated", [pow_, mean, mul], 10, 10, "k_0", 0),
+        _node("op1", "generated", [pow_, mean, add], 20, 10, "k_1", 1),
+        # a node whose kernel code generation did not report: named by itself, never by k_1
+        _node("op2", "generated", [add], 20, 10),
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, ["k_0", "k_1"])
+    first, second, unknown = fm["groups"]
+    assert first["eager_ops"] == ["pow", "mean", "mul"] and first["kernels"] == ["k_0"]
+    assert first["recomputed"] == ["pow", "mean"] and first["counted_elsewhere"] == []
+    assert first["eager_bytes"] == 20 + 11 + 21
+    assert second["eager_ops"] == ["pow", "mean", "add"] and second["kernels"] == ["k_1"]
+    assert second["recomputed"] == ["pow", "mean", "add"]
+    assert second["counted_elsewhere"] == ["pow", "mean"]
+    assert second["eager_bytes"] == 30  # the eager add_ only: pow and mean count in k_0
+    assert "recomputed: pow, mean" in second["note"]
+    assert unknown["kernels"] == ["op2"] and "not identified" in unknown["note"]
+    assert unknown["eager_bytes"] == 0 and unknown["counted_elsewhere"] == ["add"]
+    assert "op2" not in fm["per_kernel"] and set(fm["per_kernel"]) == {"k_0", "k_1"}
+    # every eager byte counted once, every kernel byte once
+    assert fm["saved_bytes"] == (20 + 11 + 21 + 30) - (20 + 30 + 30)
+    assert not any(g["note"].startswith("eager ops with no compiled kernel") for g in fm["groups"])
+
+
+def test_compile_fusion_keeps_library_ops_out_of_generated_kernels():
+    eager = [_call("aten::mm", 30, 10), _call("aten::where", 10, 10)]
+    sdpa_prep = [_inst("aten::where", "w", 0), _inst("aten::mm", "mm", 1)]
+    nodes = [
+        _node("op0", "generated", sdpa_prep, 10, 10, "k_0", 0),
+        _node("op1", "extern", [_inst("aten::mm", "mm", 1)], 30, 10),
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, ["k_0"])
+    prep, library = fm["groups"]
+    assert prep["eager_ops"] == ["where"] and not prep["fused"]
+    assert prep["library_operands"] == ["mm"] and "operands of library call mm" in prep["note"]
+    assert library["eager_ops"] == ["mm"] and library["eager_bytes"] == 40
 
 
 def test_compile_fusion_reports_eager_ops_without_kernel():
@@ -244,3 +307,49 @@ def test_kernel_rows_take_their_operations_bytes():
     )
     assert b["bytes_shared_by"] == 2
     assert c["bytes_read"] is None and c["bytes_op"] is None
+
+
+def test_compile_fusion_pairs_an_extra_graph_op_without_shifting_the_rest():
+    # the compiled graph builds something eager skips (an attention mask's add): the residual
+    # add late in the graph still pairs with the late eager add, not the one before it
+    eager = [_call("aten::add", 10, 10), _call("aten::mul", 1, 1), _call("aten::add", 500, 100)]
+    nodes = [
+        _node("op0", "generated", [_inst("aten::add", "embed_add", 0)], 20, 10, "k_0", 0),
+        _node("op1", "generated", [_inst("aten::add", "mask_add", 1)], 1, 1, "k_1", 1),
+        _node("op2", "generated", [_inst("aten::mul", "m", 2)], 1, 1, "k_2", 2),
+        _node("op3", "generated", [_inst("aten::add", "residual", 3)], 500, 100, "k_3", 3),
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, ["k_0", "k_1", "k_2", "k_3"])
+    embed, mask, _, residual = fm["groups"]
+    # paired in order, the mask's add would take the residual's eager call
+    assert (mask["eager_ops"], mask["graph_only"], mask["eager_bytes"]) == ([], ["add"], 0)
+    assert "graph ops with no eager call: add" in mask["note"] and not mask["fused"]
+    assert embed["eager_bytes"] == 20 and residual["eager_bytes"] == 600
+    assert fm["saved_bytes"] == (20 + 2 + 600) - (30 + 2 + 2 + 600)
+
+
+def test_compile_fusion_leaves_top_level_graph_ops_unpaired_first():
+    # position alone would give the layer's eager add to the mask add the model builds in its
+    # own forward; graph calls outside every submodule are the first left without a partner
+    eager = [
+        _call("aten::sub", 1, 1),
+        _call("aten::add", 200, 100),
+        _call("aten::mul", 1, 1),
+        _call("aten::add", 500, 100),
+    ]
+    specs = [
+        ("aten::add", "layer_add", "h.0"),
+        ("aten::add", "mask_add", ""),
+        ("aten::mul", "m", "h.0"),
+        ("aten::add", "residual", "h.1"),
+    ]
+    nodes = [
+        _node(f"op{i}", "generated", [_inst(op, src, i, module)], 1, 1, f"k_{i}", i)
+        for i, (op, src, module) in enumerate(specs)
+    ]
+    fm = compile_fusion(nodes, eager, BOOKKEEPING_OPS, [f"k_{i}" for i in range(4)])
+    layer, mask, _, residual = fm["groups"][:4]
+    assert (layer["eager_bytes"], residual["eager_bytes"]) == (300, 600)
+    assert layer["modules"] == ["h.0"]
+    assert mask["graph_only"] == ["add"] and mask["eager_bytes"] == 0
+    assert fm["groups"][-1]["eager_ops"] == ["sub"]  # no kernel computes it

@@ -6,9 +6,23 @@ what the mode's kernels move; the difference is what fusion (or folding) saved, 
 the mode added work such as layout conversions.
 
 Sources of the mapping:
-- compile: Inductor's scheduler nodes; each lists the eager op calls it computes (ATen op before
-  decomposition + the Dynamo graph node it came from). Nodes that share an eager call (a fused
-  producer recomputed by two kernels, say) form one group, so group savings add up.
+- compile: one group per kernel call Inductor emitted: a generated kernel (all the scheduler
+  nodes code generation put into it, named as the profiler records it) or a library (extern)
+  call. Each node lists the eager op calls it computes (ATen op before decomposition + the
+  Dynamo graph node it came from), paired with the eager calls of the same op: in order where
+  the counts agree, else by nearest relative position (the graph may build what eager skips);
+  in-place eager ops pair with their functional lowering.
+  Counting, so that group savings add up to eager total - compiled total:
+  - an eager call computed by several kernels (a norm recomputed in each consumer) is listed in
+    each, marked `recomputed`, and its eager bytes are counted once: in its library call if it
+    is one, else in the first kernel computing it (`counted_elsewhere` in the others);
+  - a library call is its own group ("library call"); the library op is never listed in a
+    generated kernel, whose part of it (operand layout conversion, an attention mask made
+    additive) is noted as `library_operands`;
+  - a graph op with no eager call to pair with (`graph_only`: an attention mask the compiled
+    graph builds and eager skips) is not listed as an eager op and adds no eager bytes; eager
+    calls no kernel computes end in one last group with no kernel;
+  - `fused`: a generated kernel computing at least two eager calls.
 - script / trace: TorchScript fusion groups (NNC `prim::TensorExprGroup`, ...); the group's
   boundary tensors come from the profiled graph's tensor types.
 - optimize: freeze + optimize_for_inference leave no per-op mapping; the map compares the
@@ -22,6 +36,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from profreport.analysis._pairing import pair_with_eager
+
 # Inductor names some eager ops by their functional export-level variant.
 _OP_ALIASES = {
     "aten::_native_batch_norm_legit_no_training": "aten::native_batch_norm",
@@ -31,7 +47,12 @@ _OP_ALIASES = {
 
 
 def _norm(op: str) -> str:
-    return _OP_ALIASES.get(op, op)
+    """The functional op an eager call is lowered as: aliases resolved, and an in-place variant
+    (aten::add_, relu_) named by its functional form (add, relu), as functionalization does."""
+    op = _OP_ALIASES.get(op, op)
+    if op.endswith("_") and not op.endswith("__"):
+        return op[:-1]
+    return op
 
 
 def _short(op: str) -> str:
@@ -90,6 +111,8 @@ def _group(
         "saved_bytes": saved,
         "flops": eager_flops,
         "note": note,
+        # Several eager calls computed by one kernel (a compiled group may say otherwise).
+        "fused": bool(kernels) and len(eager_ops) > 1,
     }
 
 
@@ -105,7 +128,7 @@ def _without_kernel(eager_calls: Sequence[dict[str, Any]], note: str) -> dict[st
 
 
 def _summary(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    fused = [g for g in groups if len(g["eager_ops"]) > 1]
+    fused = [g for g in groups if g["fused"]]
     saved = _sum(g["saved_bytes"] for g in groups) if groups else 0
     return {
         "source": source,
@@ -116,17 +139,42 @@ def _summary(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
     }
 
 
-def _kernel_label(node: dict[str, Any], kernel_names: Sequence[str]) -> str:
-    """Name a scheduler node by the profiled kernel that ran it where the names tell: Inductor
-    names a generated kernel after the eager ops it fuses (cpp_fused_relu_max_pool2d_..._1)."""
-    if node["kind"] == "extern":
-        names = sorted({_short(e["op"]) for e in node.get("eager_ops", [])})
-        return "library " + (", ".join(names) or node["name"])
-    fused = {_short(_norm(e["op"])) for e in node.get("eager_ops", [])}
-    for kernel in kernel_names:
-        if fused and all(op in kernel for op in fused):
-            return kernel
-    return node["name"]
+def _node_bytes(node: dict[str, Any]) -> int | None:
+    if node.get("read") is None or node.get("written") is None:
+        return None
+    return int(node["read"]) + int(node["written"])
+
+
+def _kernel_calls(nodes: Sequence[dict[str, Any]]) -> list[list[int]]:
+    """Scheduler nodes grouped by the kernel call they were emitted into, in execution order.
+
+    A generated node knows its kernel call from code generation (`kernel_call`); an extern node
+    is its own call; a node with neither stays alone (its kernel is not identified). Nodes that
+    generate no code (Inductor's NopKernelSchedulerNode) are left out."""
+    calls: list[list[int]] = []
+    index: dict[Any, int] = {}
+    for i, node in enumerate(nodes):
+        if node.get("nop"):
+            continue
+        call = node.get("kernel_call")
+        if node["kind"] != "extern" and call is not None:
+            if call in index:
+                calls[index[call]].append(i)
+                continue
+            index[call] = len(calls)
+        calls.append([i])
+    return calls
+
+
+def _call_label(members: list[dict[str, Any]], own_ops: list[str]) -> tuple[str, str]:
+    """(kernel name, note) of one kernel call: the profiled name Inductor gave the generated
+    kernel, "library <op>" for an extern call, the scheduler node's name when unidentified."""
+    first = members[0]
+    if first["kind"] == "extern":
+        return "library " + (", ".join(own_ops) or first["name"]), "library call"
+    if first.get("kernel"):
+        return str(first["kernel"]), ""
+    return "+".join(m["name"] for m in members), "generated kernel not identified"
 
 
 def compile_fusion(
@@ -135,84 +183,122 @@ def compile_fusion(
     bookkeeping: frozenset[str],
     kernel_names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Fusion map of a torch.compile'd model from Inductor's scheduler nodes.
+    """Fusion map of a torch.compile'd model: one group per kernel call Inductor emitted.
 
-    `kernel_names` are the generated kernels seen in the profile, used to label nodes."""
-    # Union scheduler nodes that compute a common eager call.
-    parent = list(range(len(nodes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[tuple[str, str], int] = {}
-    for i, node in enumerate(nodes):
-        for inst in node.get("eager_ops", []):
-            if _norm(inst["op"]) in bookkeeping:
-                continue
-            key = (inst["op"], inst["source"])
-            if key in owner:
-                parent[find(i)] = find(owner[key])
-            else:
-                owner[key] = i
-    members: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(nodes)):
-        members[find(i)].append(i)
-
-    calls = _EagerCalls(eager_sequence)
+    `kernel_names` (the kernels seen in the profile) are only checked against: a generated
+    kernel's name comes from code generation, and one missing from the profile is noted."""
+    calls = _kernel_calls(nodes)
+    keys_of: list[list[tuple[str, str]]] = []
     first_pos: dict[tuple[str, str], int] = {}
-    for node in nodes:
-        for inst in node.get("eager_ops", []):
-            key = (inst["op"], inst["source"])
-            first_pos[key] = min(first_pos.get(key, inst["pos"]), inst["pos"])
-    # Hand out eager calls in graph order so the k-th relu of the graph is the k-th eager relu.
-    matched: dict[tuple[str, str], dict[str, Any] | None] = {
-        key: calls.take(_norm(key[0])) for key in sorted(owner, key=lambda k: first_pos[k])
-    }
+    module_of: dict[tuple[str, str], str] = {}
+    for idx in calls:
+        keys: dict[tuple[str, str], None] = {}
+        for i in idx:
+            for inst in nodes[i].get("eager_ops", []):
+                if inst["op"] in bookkeeping or _norm(inst["op"]) in bookkeeping:
+                    continue
+                key = (_norm(inst["op"]), inst["source"])
+                keys[key] = None
+                first_pos[key] = min(first_pos.get(key, inst["pos"]), inst["pos"])
+                module_of.setdefault(key, inst.get("module", ""))
+        keys_of.append(sorted(keys, key=lambda k: first_pos[k]))
 
+    # Who counts each eager call's bytes: its library call, else the first kernel computing it.
+    owner: dict[tuple[str, str], int] = {}
+    for c, idx in enumerate(calls):
+        if nodes[idx[0]]["kind"] == "extern":
+            for key in keys_of[c]:
+                owner.setdefault(key, c)
+    library = set(owner)
+    computed_by: Counter[tuple[str, str]] = Counter()
+    for c, idx in enumerate(calls):
+        if nodes[idx[0]]["kind"] != "extern":
+            for key in keys_of[c]:
+                if key not in library:
+                    owner.setdefault(key, c)
+                    computed_by[key] += 1
+
+    matched, untaken = pair_with_eager(
+        sorted(owner, key=lambda k: first_pos[k]),
+        eager_sequence,
+        _norm,
+        frozenset(k for k in owner if not module_of.get(k)),
+    )
+
+    profiled = set(kernel_names)
     groups = []
-    for root in sorted(members, key=lambda r: min(members[r])):
-        idx = members[root]
-        keys = sorted({k for k, o in owner.items() if find(o) == root}, key=lambda k: first_pos[k])
-        kernel_bytes = _sum(
-            None if nodes[i]["read"] is None else nodes[i]["read"] + nodes[i]["written"]
-            for i in idx
-        )
-        eager_calls = [matched[k] for k in keys]
-        eager_bytes = _sum(_traffic(c) for c in eager_calls) if keys else 0
-        flops = _sum(c.get("flops") if c else None for c in eager_calls) if keys else None
-        kinds = {nodes[i]["kind"] for i in idx}
-        note = ""
-        if kinds == {"extern"} or (len(keys) == 1 and "extern" in kinds and len(idx) > 1):
-            note = "library call" + (" + operand layout conversion" if len(idx) > 1 else "")
-        groups.append(
-            _group(
-                [_short(_norm(k[0])) for k in keys],
-                list(dict.fromkeys(_kernel_label(nodes[i], kernel_names) for i in idx)),
-                eager_bytes,
-                kernel_bytes,
-                flops,
-                note,
+    per_kernel: dict[str, dict[str, int | None]] = {}
+    for c, idx in enumerate(calls):
+        members = [nodes[i] for i in idx]
+        is_extern = members[0]["kind"] == "extern"
+        own = [k for k in keys_of[c] if is_extern or k not in library]
+        prepares = [k for k in keys_of[c] if not is_extern and k in library]
+        kernel_bytes = _sum(_node_bytes(m) for m in members)
+        if is_extern and not own and not kernel_bytes:
+            continue  # an extern that runs no library call (unpacking a multi-output result)
+        label, note = _call_label(members, [_short(k[0]) for k in own])
+        # A graph op with no eager call to pair with (code eager does not run, such as the
+        # attention mask a compiled graph builds and eager skips) is no eager op: it adds no
+        # eager bytes and does not make a kernel fused.
+        graph_only = [k for k in own if matched[k] is None]
+        own = [k for k in own if matched[k] is not None]
+        counted = [k for k in own if owner[k] == c]
+        eager_calls = [call for k in counted if (call := matched[k]) is not None]
+        recomputed = [k for k in own if computed_by[k] > 1]
+        notes = [note] if note else []
+        if graph_only:
+            notes.append(
+                "graph ops with no eager call: "
+                + ", ".join(dict.fromkeys(_short(k[0]) for k in graph_only))
             )
+        if not is_extern and members[0].get("kernel") and profiled and label not in profiled:
+            notes.append("kernel not seen in the profile")
+        if prepares:
+            what = ", ".join(dict.fromkeys(_short(k[0]) for k in prepares))
+            # Work Inductor lowered from a library op outside the library call itself: operand
+            # layout (or dtype) conversion, or an attention mask made additive.
+            notes.append(
+                f"operand layout conversion for library call {what}"
+                if not own and not graph_only
+                else f"also prepares operands of library call {what}"
+            )
+        if recomputed:
+            notes.append(
+                "recomputed: "
+                + ", ".join(_short(k[0]) for k in recomputed)
+                + " (eager bytes counted once, in the first kernel computing them)"
+            )
+        group = _group(
+            [_short(k[0]) for k in own],
+            [label],
+            _sum(_traffic(e) for e in eager_calls),
+            kernel_bytes,
+            _sum(e.get("flops") for e in eager_calls) if eager_calls else None,
+            "; ".join(notes),
         )
-    removed = [c for c in calls.untaken() if c["op"] not in bookkeeping]
+        group.update(
+            fused=not is_extern and len(own) > 1,
+            recomputed=[_short(k[0]) for k in recomputed],
+            counted_elsewhere=[_short(k[0]) for k in own if owner[k] != c],
+            library_operands=[_short(k[0]) for k in prepares],
+            graph_only=[_short(k[0]) for k in graph_only],
+            modules=sorted({module_of[k] for k in own if module_of.get(k)}),
+        )
+        groups.append(group)
+        if not is_extern and members[0].get("kernel"):
+            entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
+            for side in ("read", "written"):
+                entry[side] = _sum([entry[side], *(m.get(side) for m in members)])
+    removed = [
+        c for c in untaken if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
+    ]
     if removed:
         groups.append(
             _without_kernel(
                 removed, "eager ops with no compiled kernel (eliminated, or not matched)"
             )
         )
-    summary = _summary(groups, "Inductor scheduler nodes (original_aten provenance)")
-    per_kernel: dict[str, dict[str, int | None]] = {}
-    for node in nodes:
-        label = _kernel_label(node, kernel_names)
-        entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
-        for side in ("read", "written"):
-            value = node.get(side)
-            current = entry[side]
-            entry[side] = None if value is None or current is None else current + value
+    summary = _summary(groups, "Inductor kernel calls (scheduler nodes, original_aten provenance)")
     summary["per_kernel"] = per_kernel
     return summary
 

@@ -6,8 +6,8 @@ the operation it ran under: its own name, else the op that launched it, else the
 around it (with the composite names the dispatcher never sees mapped to the op it does see:
 conv2d -> convolution, linear -> addmm, ...). When several kernels run under one operation (a
 cuDNN convolution launching two kernels), each row carries the operation's bytes and says how many
-kernels share them. Inductor's generated kernels take the bytes of the scheduler nodes named after
-them (see the fusion map).
+kernels share them. Inductor's generated kernels take the bytes of the scheduler nodes that code
+generation put into them, matched by the kernel's exact name (see the fusion map's `per_kernel`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def attach_kernel_bytes(mode: dict[str, Any]) -> None:
     # compile's library calls are recorded as "extern <op>": findable by the op's own name.
     ops.update({r["op"].removeprefix("extern "): r for r in mode["bytes"]["table"]})
     fusion = mode.get("fusion") or {}
-    # Inductor's generated kernels, by the name the fusion map matched them to.
+    # Inductor's generated kernels, by their exact name (a kernel called twice sums both calls).
     by_kernel: dict[str, dict[str, int | None]] = fusion.get("per_kernel") or {}
     matches: dict[str, str | None] = {}
     for row in mode["kernels"]["table"]:

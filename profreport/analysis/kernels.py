@@ -18,11 +18,18 @@ Two definitions of a "kernel" exist, and every count says which one it used:
   ``graph_<N>_cpp_fused_*``), or a TorchScript NNC (TensorExpr) fused CPU kernel (``fused_*``,
   e.g. ``fused_sigmoid_tanh_mul``: recorded as a ``cpu_op`` with no namespace under the
   TorchScript ``forward``, holding at most bookkeeping ops such as the ``aten::empty_strided``
-  of its output), and that has no descendant which also qualifies (nesting by time on the same
-  pid/tid). Containers (``forward``, ``Torch-Compiled Region``,
-  ``TorchDynamo Cache Lookup``, ``## Call CompiledFxGraph ##``, ``ProfilerStep#N``, autograd
-  nodes) never qualify. CPU work has no launch API: under this definition ``launches`` (and
-  ``launch_api_counts``) are 0, whatever runtime calls a GPU trace holds.
+  of its output), that is not one of :data:`FORWARDING_OPS` (operators that only forward to
+  others: ``conv2d`` -> ``convolution``, ``linear`` -> ``addmm``, ``layer_norm``, ``matmul``,
+  ``scaled_dot_product_attention``, TorchScript ``prim::If`` ...), and that has no ancestor
+  which also qualifies (nesting by time on the same pid/tid). The kernel is thus the operator
+  the model called, named as the bytes model names it; what runs inside it is its work (the
+  ``copy_`` of ``addmm``'s bias, ``index_select`` under ``embedding``, ``clamp_min`` under
+  ``relu``, ``sum`` + ``div_`` under ``mean``, the ``clone`` a layer norm makes of a
+  non-contiguous input, ``_nnpack_available`` queried by ``convolution``). Containers
+  (``forward``, ``Torch-Compiled Region``, ``TorchDynamo Cache Lookup``,
+  ``## Call CompiledFxGraph ##``, ``ProfilerStep#N``, autograd nodes) never qualify. CPU work has
+  no launch API: under this definition ``launches`` (and ``launch_api_counts``) are 0, whatever
+  runtime calls a GPU trace holds.
 
 BOOKKEEPING_OPS (metadata, allocation and aliasing ops that move no data): ``aten::`` empty,
 empty_strided, empty_like, new_empty, new_empty_strided, resize_, as_strided, as_strided_, view,
@@ -47,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from profreport.analysis._linking import Steps, launching_ops, link_by_flow, match_ids, most_common
-from profreport.analysis._nesting import innermost_container, mark_ancestors, outermost_ancestor
+from profreport.analysis._nesting import innermost_container, outermost_ancestor
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
 from profreport.analysis.trace import Trace
 
@@ -55,6 +62,7 @@ __all__ = [
     "BOOKKEEPING_OPS",
     "CPU_DEFINITION_TEXT",
     "DEVICE_DEFINITION_TEXT",
+    "FORWARDING_OPS",
     "KernelRow",
     "StepCounts",
     "TraceCounts",
@@ -75,10 +83,24 @@ _has_compatible_shallow_copy_type record_stream
 _PRIM_BOOKKEEPING = (
     "ListConstruct ListUnpack TupleConstruct TupleUnpack Constant GetAttr NumToTensor device dtype"
 )
-# Copies an operator performs as part of its own work; inside another compute operator they are
-# counted as that operator, at top level they are kernels of their own.
-HELPER_OPS: frozenset[str] = frozenset(
-    {"aten::copy_", "aten::fill_", "aten::zero_", "aten::_to_copy"}
+# Operators that only forward to other operators (CompositeImplicitAutograd in ATen: the
+# dispatcher decomposes them before any kernel runs, so the bytes model never sees them) and
+# TorchScript control/grouping nodes. A CPU kernel is never one of these but the operator they
+# forward to: conv2d -> convolution, linear -> addmm, layer_norm -> native_layer_norm.
+_ATEN_FORWARDING = """
+conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d linear bilinear matmul
+einsum layer_norm group_norm instance_norm batch_norm _batch_norm_impl_index rms_norm dropout
+feature_dropout alpha_dropout scaled_dot_product_attention max_pool1d max_pool2d max_pool3d
+avg_pool1d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d softmax log_softmax
+cross_entropy_loss nll_loss nll_loss_nd pad diff square multiply divide subtract true_divide
+"""
+_PRIM_FORWARDING = (
+    "If Loop CallFunction CallMethod DifferentiableGraph RequiresGradCheck TypeCheck BailOut "
+    "TensorExprGroup TensorExprDynamicGroup FusionGroup CudaFusionGroup"
+)
+FORWARDING_OPS: frozenset[str] = frozenset(
+    [f"aten::{op}" for op in _ATEN_FORWARDING.split()]
+    + [f"prim::{op}" for op in _PRIM_FORWARDING.split()]
 )
 BOOKKEEPING_OPS: frozenset[str] = frozenset(
     [f"aten::{op}" for op in _ATEN_BOOKKEEPING.split()]
@@ -97,14 +119,16 @@ DEVICE_DEFINITION_TEXT = (
     "unlinked, never dropped. Counts are per ProfilerStep when the trace has steps."
 )
 CPU_DEFINITION_TEXT = (
-    "CPU definition: a CPU kernel is a profiled operator (`cpu_op`) that is a dispatcher "
-    "operator (aten::, mkldnn::, quantized::, prim:: ...) other than the documented bookkeeping "
-    "ops that only allocate, alias or reshape (aten::empty, view, reshape, as_strided, t, ...), "
-    "an Inductor-generated C++ kernel (cpp_fused_*) or a TorchScript NNC fused CPU kernel "
-    "(fused_*), and that contains no other such operator. Helper copies an operator makes for "
-    "itself (aten::copy_, fill_, zero_, _to_copy inside another compute operator, such as "
-    "addmm copying its bias into the output or mul converting a Python scalar) belong to that "
-    "operator, so the kernel is named after the operator the model called. "
+    "CPU definition: a CPU kernel is the operator the model called: a profiled operator "
+    "(`cpu_op`) that is a dispatcher operator (aten::, mkldnn::, quantized::, prim:: ...) other "
+    "than the documented bookkeeping ops that only allocate, alias or reshape (aten::empty, view, "
+    "reshape, as_strided, t, ...) and other than operators that only forward to another "
+    "(conv2d -> convolution, linear -> addmm, layer_norm -> native_layer_norm, matmul, "
+    "scaled_dot_product_attention, ...), an Inductor-generated C++ kernel (cpp_fused_*) or a "
+    "TorchScript NNC fused CPU kernel (fused_*), and that runs inside no other such operator. "
+    "What runs inside it is its work (addmm copying its bias, index_select under embedding, "
+    "clamp_min under relu, sum and div_ under mean, the clone a layer norm makes of its input), "
+    "so the kernel table and the bytes table name the same operator. "
     "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
     "CPU work has no launch API, so there are no launch calls under this definition."
 )
@@ -390,7 +414,8 @@ def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges
 
 
 def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -> TraceCounts:
-    """CPU definition: leaf-most compute operators (see module docstring)."""
+    """CPU definition: the outermost compute operators, the ones the model called (see the
+    module docstring)."""
     strings = trace.strings
     start = trace.ts_ns[cpu_rows]
     end = start + trace.dur_ns[cpu_rows]
@@ -405,14 +430,12 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
     compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
         generated_kernel
     )
-    compute_local = compute[trace.name[cpu_rows]]
-    helper_local = trace.string_table_mask(lambda s: s in HELPER_OPS)[trace.name[cpu_rows]]
-    qual_local = np.flatnonzero(compute_local)
-    # A helper copy inside another compute operator is part of that operator's work.
-    helpers = np.flatnonzero(compute_local & helper_local)
-    absorbed = helpers[outermost_ancestor(parent, helpers, compute_local & ~helper_local) >= 0]
-    qual_local = np.setdiff1d(qual_local, absorbed, assume_unique=True)
-    kernel_local = qual_local[~mark_ancestors(parent, qual_local)[qual_local]]
+    forwarding = trace.string_table_mask(lambda s: s in FORWARDING_OPS)
+    called_local = (compute & ~forwarding)[trace.name[cpu_rows]]
+    # The kernel is the operator the model called: everything that runs inside it (helper
+    # copies, the index_select of an embedding, the sum and division of a mean) is its work.
+    called = np.flatnonzero(called_local)
+    kernel_local = called[outermost_ancestor(parent, called, called_local) < 0]
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
     k_rows = cpu_rows[kernel_local]

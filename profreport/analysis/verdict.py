@@ -23,6 +23,31 @@ def _counted(verb: str, ops: list[str]) -> str:
     return verb + " " + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
+# How many fused groups and ops per group a verdict names before it says "+N more".
+_SHOWN_GROUPS = 4
+_SHOWN_OPS = 6
+
+
+def _fused_sets(fused: list[dict[str, Any]]) -> str:
+    """ "[a + b] x2, [c + d + e + 3 more] and 5 more fused kernel(s)": the eager ops of each fused
+    kernel (the first few; identical sets once, with a count), for the first few kernels."""
+    counts: dict[tuple[str, ...], int] = {}
+    for g in fused:
+        key = tuple(g["eager_ops"])
+        counts[key] = counts.get(key, 0) + 1
+    sets = []
+    for ops, n in list(counts.items())[:_SHOWN_GROUPS]:
+        shown = " + ".join(ops[:_SHOWN_OPS])
+        if len(ops) > _SHOWN_OPS:
+            shown += f" + {len(ops) - _SHOWN_OPS} more"
+        sets.append(f"[{shown}]" + (f" x{n}" if n > 1 else ""))
+    text = ", ".join(sets)
+    rest = sum(list(counts.values())[_SHOWN_GROUPS:])
+    if rest:
+        text += f" and {rest} more fused kernel(s)"
+    return text
+
+
 def _fusion_evidence(name: str, mode: dict[str, Any], record: dict[str, Any]) -> str:
     compiler = mode.get("compiler") or {}
     device = record["device"].get("type")
@@ -63,17 +88,23 @@ def _fusion_evidence(name: str, mode: dict[str, Any], record: dict[str, Any]) ->
             return "freeze + optimize_for_inference changed no operation"
         return "freeze + optimize_for_inference " + "; ".join(found)
     if name == "compile":
-        fused = [g for g in groups if len(g["eager_ops"]) > 1]
+        fused = [g for g in groups if g.get("fused", len(g["eager_ops"]) > 1)]
         layout = [g for g in groups if "layout" in g["note"]]
         parts = []
         if fused:
-            sets = ", ".join("[" + " + ".join(g["eager_ops"]) + "]" for g in fused)
-            parts.append(f"Inductor fused {sets}")
+            parts.append(f"Inductor fused {_fused_sets(fused)}")
         else:
             parts.append("Inductor fused no operations together")
         if layout:
-            ops = sorted({op for g in layout for op in g["eager_ops"]})
+            ops = sorted({op for g in layout for op in g.get("library_operands") or g["eager_ops"]})
             parts.append(f"it added layout conversion for {', '.join(ops)}")
+        saved = (mode.get("fusion") or {}).get("saved_bytes")
+        if fused and saved is not None:
+            parts.append(
+                f"fusion map: {fmt_bytes(saved)} modeled traffic saved"
+                if saved >= 0
+                else f"fusion map: {fmt_bytes(-saved)} more modeled traffic"
+            )
         compiler = mode.get("compiler") or {}
         breaks = compiler.get("graph_breaks") or 0
         if breaks:
