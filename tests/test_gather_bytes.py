@@ -310,3 +310,24 @@ def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
         "compile", {"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}}
     )["inductor_summary"]
     assert "1 buffer access(es) of a slice of a buffer inside a fused kernel" in summary
+
+
+@pytest.mark.parametrize("spec", ["hf:bert", "hf:llama", "hf:t5"])
+def test_zoo_eager_bytes_match_the_reference_and_compile_moves_less(spec):
+    pytest.importorskip("transformers")
+    from profreport.models import load_model
+
+    model = load_model(spec, torch.device("cpu"), torch.float32, layers=1, seq_len=32)
+    inputs = model.example_inputs
+    with torch.no_grad():
+        eager = model_from_tensor_io(
+            record_tensor_io(model.module, inputs, lambda: None), BOOKKEEPING_OPS
+        )
+        reference = _GatherAwareReads()
+        with reference:
+            model.module(*inputs)
+    assert eager.read == reference.read
+    assert any(r.op == "aten::embedding" for r in eager.table)
+    compiled = model_from_inductor_nodes(_compile_nodes(model.module, *inputs))
+    assert not compiled.not_modeled
+    assert compiled.read + compiled.written < eager.read + eager.written
