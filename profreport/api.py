@@ -26,7 +26,7 @@ from torch import nn
 from profreport.capture.profiling import ProfileSchedule
 from profreport.capture.timing import TimingConfig
 from profreport.models import LoadedModel
-from profreport.modes import MODES
+from profreport.modes import default_modes, mode_names
 from profreport.pipeline import DTYPES, RunOptions, collect_run
 from profreport.text import error_line
 
@@ -50,11 +50,12 @@ def run_options(
     measure_bytes: bool = False,
 ) -> RunOptions:
     """Options of one run; raise ValueError on an unknown mode or a schedule too short."""
-    chosen = tuple(modes) if modes is not None else MODES
-    unknown = [m for m in chosen if m not in MODES]
+    known = mode_names()
+    chosen = tuple(modes) if modes is not None else default_modes()
+    unknown = [m for m in chosen if m not in known]
     if unknown or not chosen:
         raise ValueError(
-            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}"
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(known)}"
         )
     if len(set(chosen)) != len(chosen):
         raise ValueError("a mode is listed twice")

@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TextIO
 
 from profreport import __version__, interrupts
 from profreport.files import StagedFolder, write_atomic
+from profreport.modes import default_modes, mode_names
 from profreport.text import error_line, first_line, terminal_text
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -80,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
     gen.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     gen.add_argument(
-        "--modes", default="eager,script,trace,optimize,compile", help="comma-separated modes"
+        "--modes",
+        default=",".join(default_modes()),
+        help=f"comma-separated modes, from: {', '.join(mode_names())}",
     )
     gen.add_argument(
         "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"

@@ -24,34 +24,27 @@ import torch
 
 from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
-from profreport.analysis.bytes_model import (
-    DISPATCH_METHOD,
-    INDUCTOR_METHOD,
-    OpCall,
-    calls_from_tensor_io,
-    estimate,
-    inductor_calls,
-)
-from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_fusion
+from profreport.analysis.bytes_model import OpCall, estimate
 from profreport.analysis.kernel_bytes import attach_kernel_bytes
 from profreport.analysis.latency import speedup, summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.trace import load_trace
 from profreport.analysis.verdict import verdict_for
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
-from profreport.capture.opio import record_tensor_io
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.env import collect_env, device_info
 from profreport.models import LoadedModel
 from profreport.modes import (
-    MODES,
-    FlatOutput,
+    BytesWork,
     ModeError,
     PreparedMode,
-    flatten_output,
+    default_modes,
+    get_mode,
+    mode_for,
     prepare_mode,
 )
+from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.text import error_line, full_error, one_line
 
@@ -62,7 +55,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class RunOptions:
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = field(default_factory=default_modes)
     profile: ProfileSchedule = field(default_factory=ProfileSchedule)
     timing: TimingConfig = field(default_factory=TimingConfig)
     bootstrap_resamples: int = 2000
@@ -169,37 +162,14 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
     }
 
 
-@dataclass
-class _BytesWork:
-    calls: list[OpCall]
-    method: str
-    not_modeled: list[str]
+def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> BytesWork:
+    """The operations the mode's bytes model sums, from where the mode says its bytes come from."""
+    source = get_mode(prepared.name).bytes_source
+    assert source is not None  # set when the mode was registered
+    return source.capture(prepared, model.example_inputs, sync)
 
 
-def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> _BytesWork:
-    compiler = prepared.compiler
-    if prepared.name == "compile":
-        calls, unsized = inductor_calls(compiler.get("inductor_nodes", []))
-        if compiler.get("graph_breaks"):
-            unsized.append("code outside the compiled graphs (graph breaks)")
-        return _BytesWork(calls, INDUCTOR_METHOD, unsized)
-    ops = record_tensor_io(prepared.fn, model.example_inputs, sync)
-    calls = calls_from_tensor_io(ops, kernel_analysis.BOOKKEEPING_OPS)
-    method = DISPATCH_METHOD
-    not_modeled = []
-    groups = compiler.get("fusion_groups", [])
-    for g in groups:  # fused kernels bypass the dispatcher: size them from the graph's types
-        if g.get("read") is None:
-            not_modeled.append(g["kind"])
-        else:
-            calls.append(OpCall(g["kind"], g["read"], g["written"], None, "graph types"))
-    if groups:
-        method += "; fusion groups from the profiled graph's tensor types"
-    not_modeled += compiler.get("unrecorded_ops", [])
-    return _BytesWork(calls, method, not_modeled)
-
-
-def _derive_unrecorded(work: _BytesWork, eager: _BytesWork | None) -> None:
+def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> None:
     """prim::mkldnn_convolution computes the same convolution on the same shapes as eager's
     aten::convolution (a folded BatchNorm only adds a C_out-element bias): take its bytes from
     the matching eager call, in order."""
@@ -248,29 +218,7 @@ def _measured_bytes(
 def _fusion_record(name: str, entry: dict[str, Any], eager: dict[str, Any] | None) -> dict | None:
     if name == "eager" or eager is None or eager.get("status") != "ok":
         return None
-    eager_seq = eager["bytes"]["sequence"]
-    compiler = entry.get("compiler", {})
-    if name == "compile":
-        generated = [
-            r["name"]
-            for r in entry["kernels"]["table"]
-            if "fused" in r["name"] or r["name"].startswith("triton_")
-        ]
-        return compile_fusion(
-            compiler.get("inductor_nodes", []),
-            eager_seq,
-            kernel_analysis.BOOKKEEPING_OPS,
-            generated,
-        )
-    if name == "optimize":
-        return optimize_fusion(
-            eager_seq, entry["bytes"]["sequence"], kernel_analysis.BOOKKEEPING_OPS
-        )
-    groups = [
-        dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
-        for g in compiler.get("fusion_groups", [])
-    ]
-    return script_fusion(groups, eager_seq)
+    return mode_for(name).fusion_map(entry, eager)
 
 
 def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
@@ -296,8 +244,7 @@ def _mark_failed(
     entry["error"] = _error_line(exc)
     entry["error_full"] = full_error(exc)
     entry["traceback"] = "".join(traceback.format_exception(exc, limit=8))
-    if name == "compile":
-        torch._dynamo.reset()
+    mode_for(name).reset_after_failure()
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
@@ -423,7 +370,7 @@ def collect_run(
         "modes": {},
     }
     prepared_modes: dict[str, PreparedMode] = {}
-    bytes_work: dict[str, _BytesWork] = {}
+    bytes_work: dict[str, BytesWork] = {}
     with torch.no_grad():
         reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
         for name in options.modes:

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from profreport import api, modes
-from profreport.modes import PreparedMode, TensorOutputs, flatten_output, prepare_mode
+from profreport.modes import PreparedMode, prepare_mode
+from profreport.modes.outputs import TensorOutputs, flatten_output
 from profreport.render import html, markdown
 
 Pair = namedtuple("Pair", "first second")
@@ -83,7 +84,7 @@ def _profile_with_trace_replaced(monkeypatch, fn_of_module):
     def fake_trace(module, inputs, sync):
         return PreparedMode("trace", fn_of_module(module))
 
-    monkeypatch.setitem(modes.BUILDERS, "trace", fake_trace)
+    monkeypatch.setattr(modes.get_mode("trace"), "build", fake_trace)
     return api.profile(
         Doubles(),
         (torch.arange(16.0).reshape(4, 4),),

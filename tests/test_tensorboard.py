@@ -11,10 +11,11 @@ import urllib.request
 
 import pytest
 
+from profreport.modes import default_modes
 from profreport.record import load
 from profreport.render.tensorboard_summary import TEXT_TAG, scalars
 
-MODES = ["compile", "eager", "optimize", "script", "trace"]
+MODES = sorted(default_modes())
 
 
 def _free_port() -> int:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from profreport.capture.profiling import SINGLE_PROCESS_RANK, add_rank_info
+from profreport.modes import default_modes
 from profreport.record import load
 
 DATA = Path(__file__).parent / "data"
-MODES = ["eager", "script", "trace", "optimize", "compile"]
+MODES = list(default_modes())
 
 
 def _trace(run: Path, mode: str) -> Path:

@@ -17,14 +17,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from profreport.modes import mode_color
+
 plt.rcParams.update(
     {"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "profreport", "text.parse_math": False}
 )
 
 # No Dublin Core block: an inline chart needs none, and it would be one more thing to vet.
 _NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
-_COLORS = {"eager": "#7f7f7f", "script": "#1f77b4", "trace": "#17becf", "optimize": "#9467bd"}
-_DEFAULT = "#d62728"
 
 
 def _svg(fig) -> str:
@@ -80,7 +80,7 @@ def checked_svg(svg: str) -> str:
 
 def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> str:
     fig, ax = plt.subplots(figsize=(4.2, 2.6))
-    bars = ax.bar(modes, values, color=[_COLORS.get(m, _DEFAULT) for m in modes])
+    bars = ax.bar(modes, values, color=[mode_color(m) for m in modes])
     ax.bar_label(bars, labels=[f"{v:g}" for v in values], fontsize=8)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
@@ -109,7 +109,7 @@ def latency_chart(
     fig, ax = plt.subplots(figsize=(4.2, 2.6))
     lower = [m - lo for m, lo in zip(median, p10, strict=True)]
     upper = [hi - m for m, hi in zip(median, p90, strict=True)]
-    ax.bar(modes, median, color=[_COLORS.get(m, _DEFAULT) for m in modes])
+    ax.bar(modes, median, color=[mode_color(m) for m in modes])
     ax.errorbar(modes, median, yerr=[lower, upper], fmt="none", ecolor="black", capsize=3)
     ax.set_title("Latency: median, whiskers p10-p90")
     ax.set_ylabel("ms per call (measured)")

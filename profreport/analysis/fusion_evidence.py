@@ -1,0 +1,117 @@
+"""The verdict's clause about what each kind of compiler fused, from the run record's evidence.
+
+Pure functions over a mode entry and its record; each mode (profreport.modes) names the one it uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profreport.format import fmt_bytes
+
+
+def _short(op: str) -> str:
+    return op.split("::", 1)[-1]
+
+
+def _counted(verb: str, ops: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return verb + " " + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
+# How many fused groups and ops per group a verdict names before it says "+N more".
+_SHOWN_GROUPS = 4
+_SHOWN_OPS = 6
+
+
+def _fused_sets(fused: list[dict[str, Any]]) -> str:
+    """ "[a + b] x2, [c + d + e + 3 more] and 5 more fused kernel(s)": the eager ops of each fused
+    kernel (the first few; identical sets once, with a count), for the first few kernels."""
+    counts: dict[tuple[str, ...], int] = {}
+    for g in fused:
+        key = tuple(g["eager_ops"])
+        counts[key] = counts.get(key, 0) + 1
+    sets = []
+    for ops, n in list(counts.items())[:_SHOWN_GROUPS]:
+        shown = " + ".join(ops[:_SHOWN_OPS])
+        if len(ops) > _SHOWN_OPS:
+            shown += f" + {len(ops) - _SHOWN_OPS} more"
+        sets.append(f"[{shown}]" + (f" x{n}" if n > 1 else ""))
+    text = ", ".join(sets)
+    rest = sum(list(counts.values())[_SHOWN_GROUPS:])
+    if rest:
+        text += f" and {rest} more fused kernel(s)"
+    return text
+
+
+def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
+    """TorchScript fusion groups (NNC, ...) in the optimized graph, or why there are none."""
+    compiler = mode.get("compiler") or {}
+    device = record["device"].get("type")
+    fusers = record["env"].get("fusers", {})
+    groups = compiler.get("fusion_groups") or []
+    if groups:
+        sets = "; ".join(" + ".join(_short(o) for o in g["ops"]) for g in groups)
+        return f"TorchScript fused {len(groups)} group(s): {sets}"
+    if device == "cpu" and not fusers.get("nnc_can_fuse_on_cpu"):
+        why = (
+            "needs LLVM, which this PyTorch build lacks"
+            if not fusers.get("llvm_available")
+            else "is disabled"
+        )
+        return f"nothing fused (TorchScript's CPU fuser {why})"
+    return "nothing fused (NNC fuses pointwise chains only, never convolutions or GEMMs)"
+
+
+def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
+    """What freeze + optimize_for_inference folded, fused, added or replaced."""
+    groups = (mode.get("fusion") or {}).get("groups") or []
+    found = []
+    for g in groups:
+        if g["note"].startswith("folded"):
+            found.append(_counted("folded away", g["eager_ops"]))
+        elif len(g["eager_ops"]) > 1:
+            found.append(f"fused {' + '.join(g['eager_ops'])} into {g['kernels'][0]}")
+        elif g["note"].startswith("added"):
+            found.append(_counted("added", g["kernels"]))
+    replaced = sorted(
+        {
+            f"{g['eager_ops'][0]} -> {g['kernels'][0]}"
+            for g in groups
+            if g["note"] == "replaced" and g["eager_ops"][0] != g["kernels"][0]
+        }
+    )
+    if replaced:
+        found.append("replaced " + ", ".join(replaced))
+    if not found:
+        return "freeze + optimize_for_inference changed no operation"
+    return "freeze + optimize_for_inference " + "; ".join(found)
+
+
+def inductor_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
+    """The eager ops each Inductor kernel fused, layout conversions, traffic saved, breaks."""
+    groups = (mode.get("fusion") or {}).get("groups") or []
+    fused = [g for g in groups if g.get("fused", len(g["eager_ops"]) > 1)]
+    layout = [g for g in groups if "layout" in g["note"]]
+    parts = []
+    if fused:
+        parts.append(f"Inductor fused {_fused_sets(fused)}")
+    else:
+        parts.append("Inductor fused no operations together")
+    if layout:
+        ops = sorted({op for g in layout for op in g.get("library_operands") or g["eager_ops"]})
+        parts.append(f"it added layout conversion for {', '.join(ops)}")
+    saved = (mode.get("fusion") or {}).get("saved_bytes")
+    if fused and saved is not None:
+        parts.append(
+            f"fusion map: {fmt_bytes(saved)} modeled traffic saved"
+            if saved >= 0
+            else f"fusion map: {fmt_bytes(-saved)} more modeled traffic"
+        )
+    compiler = mode.get("compiler") or {}
+    breaks = compiler.get("graph_breaks") or 0
+    if breaks:
+        parts.append(f"{breaks} graph break(s)")
+    return "; ".join(parts)

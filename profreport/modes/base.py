@@ -1,0 +1,99 @@
+"""What an execution mode is: one object that says how to build and warm it, where its bytes come
+from, how its fusion evidence becomes a fusion map and a verdict clause, and what to reset after it
+fails. The pipeline, the analysis and the renderers ask the mode; none checks a mode's name.
+
+This module imports no torch: `profreport render` and the analysis read modes through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profreport.analysis.bytes_model import OpCall
+
+Sync = Callable[[], None]
+
+# Calls made before profiling and timing, beyond whatever the mode's compiler needs itself.
+WARMUP_CALLS = 3
+
+
+class ModeError(Exception):
+    """A mode cannot be built; the message is the one line the report shows."""
+
+
+@dataclass
+class PreparedMode:
+    name: str
+    fn: Callable[..., Any]
+    compile_s: float | None = None
+    compiler: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BytesWork:
+    """The operations a mode's bytes model sums, how they were found, and what was left out."""
+
+    calls: list[OpCall]
+    method: str
+    not_modeled: list[str]
+
+
+class BytesSource:
+    """Where a mode's modeled bytes come from (capture side: may run the model)."""
+
+    name = "abstract"
+
+    def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
+        raise NotImplementedError
+
+
+class Mode:
+    """An execution mode. Subclass it, set `name`, override `build`, and register an instance
+    (`profreport.modes.register`); everything else has a default that suits an eager-like mode.
+
+    - `build(module, inputs, sync)`: build and warm up (under no_grad, module in eval).
+    - `bytes_source`: dispatcher log (default), Inductor's scheduler, ...
+    - `fusion_map(entry, eager)`: the fusion map from the run record's evidence (pure), or None.
+    - `fusion_evidence(entry, record)`: the verdict's clause about what the compiler fused (pure).
+    - `reset_after_failure()`: global state to clear when this mode failed.
+    - `unavailable_reason(device_type)`: why it cannot run on that device, or None.
+    """
+
+    name: str = ""
+    color: str = "#d62728"  # its bars in the report's charts
+    summary: str = ""  # one line for `profreport models`-style tables and docs
+    bytes_source: BytesSource | None = None  # None: the dispatcher log (set at registration)
+    timed_build: bool = True  # compile_s = build time (a mode may set its own compile_s)
+
+    def unavailable_reason(self, device_type: str) -> str | None:
+        return None
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        raise NotImplementedError
+
+    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+        return None
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return ""
+
+    def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
+        """The kernels of its profiler table that its compiler generated (none by default)."""
+        return []
+
+    def reset_after_failure(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<mode {self.name}>"
+
+
+class UnknownMode(Mode):
+    """A mode named in a record but not registered here (an old or foreign record): its evidence
+    is shown as recorded, and nothing is derived from it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name

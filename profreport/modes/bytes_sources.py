@@ -1,0 +1,58 @@
+"""Where a mode's modeled bytes come from: the dispatcher's tensor-I/O log of one forward, or the
+scheduler nodes Inductor reported while it compiled (the dispatcher cannot see Inductor's kernels).
+
+The analysis modules are imported when bytes are captured, so that the registry stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from profreport.modes.base import BytesSource, BytesWork, PreparedMode, Sync
+
+
+class DispatcherLog(BytesSource):
+    """Every dispatched operation of one forward (TorchDispatchMode); TorchScript fusion groups,
+    which bypass the dispatcher, sized from the profiled graph's tensor types."""
+
+    name = "dispatcher"
+
+    def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
+        from profreport.analysis.bytes_model import DISPATCH_METHOD, OpCall, calls_from_tensor_io
+        from profreport.analysis.kernels import BOOKKEEPING_OPS
+        from profreport.capture.opio import record_tensor_io
+
+        ops = record_tensor_io(prepared.fn, tuple(inputs), sync)
+        calls = calls_from_tensor_io(ops, BOOKKEEPING_OPS)
+        method = DISPATCH_METHOD
+        not_modeled: list[str] = []
+        groups = prepared.compiler.get("fusion_groups", [])
+        for g in groups:  # fused kernels bypass the dispatcher: size them from the graph's types
+            if g.get("read") is None:
+                not_modeled.append(g["kind"])
+            else:
+                calls.append(OpCall(g["kind"], g["read"], g["written"], None, "graph types"))
+        if groups:
+            method += "; fusion groups from the profiled graph's tensor types"
+        not_modeled += prepared.compiler.get("unrecorded_ops", [])
+        return BytesWork(calls, method, not_modeled)
+
+
+class InductorScheduler(BytesSource):
+    """The scheduler nodes Inductor reported at compile time (captured by the mode's build)."""
+
+    name = "inductor"
+
+    def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
+        from profreport.analysis.bytes_model import INDUCTOR_METHOD, inductor_calls
+
+        compiler = prepared.compiler
+        calls, unsized = inductor_calls(compiler.get("inductor_nodes", []))
+        if compiler.get("graph_breaks"):
+            unsized.append("code outside the compiled graphs (graph breaks)")
+        return BytesWork(calls, INDUCTOR_METHOD, unsized)
+
+
+DISPATCHER_LOG = DispatcherLog()
+INDUCTOR_SCHEDULER = InductorScheduler()

@@ -1,0 +1,108 @@
+"""compile: torch.compile. Its bytes come from Inductor's scheduler nodes (the dispatcher cannot
+see Inductor's kernels), its fusion map pairs each generated kernel with the eager calls it
+computes, and after a failure Dynamo's caches are reset. Variants (another backend, Inductor
+options such as max-autotune) are instances with other parameters, registered under their own name.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from profreport.analysis.fusion import compile_fusion
+from profreport.analysis.fusion_evidence import inductor_evidence
+from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
+from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
+
+# Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
+# appear in the profiler, and no FX-graph cache hit skips code generation and its metrics.
+_CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+
+
+class CompileMode(Mode):
+    bytes_source = INDUCTOR_SCHEDULER
+    timed_build = False  # compile_s is the first call (Dynamo capture + Inductor codegen)
+
+    def __init__(
+        self,
+        name: str = "compile",
+        *,
+        color: str = "#d62728",
+        compile_kwargs: dict[str, Any] | None = None,
+        inductor_options: dict[str, Any] | None = None,
+        summary: str = "torch.compile (Inductor)",
+    ) -> None:
+        self.name = name
+        self.color = color
+        self.summary = summary
+        self.compile_kwargs = dict(compile_kwargs or {})
+        self.inductor_options = dict(inductor_options or {})
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        import torch
+        import torch._inductor.config as inductor_config
+        from torch._dynamo.utils import counters
+        from torch._inductor import compile_fx, metrics
+
+        from profreport.capture.inductor_kernels import recording_kernel_calls
+        from profreport.modes.inductor_capture import InductorNodeCapture
+
+        torch._dynamo.reset()
+        metrics.reset()
+        logger = compile_fx.inductor_metrics_log
+        handler = InductorNodeCapture()
+        old_level, old_propagate = logger.level, logger.propagate
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        config = {**_CAPTURE_CONFIG, **self.inductor_options}
+        with inductor_config.patch(config):
+            try:
+                compiled: Callable[..., Any] = torch.compile(module, **self.compile_kwargs)
+                start = time.perf_counter()
+                with recording_kernel_calls(handler.kernels):
+                    compiled(*inputs)
+                    sync()
+                compile_s = time.perf_counter() - start
+            finally:
+                logger.removeHandler(handler)
+                logger.setLevel(old_level)
+                logger.propagate = old_propagate
+            compiler: dict[str, Any] = {
+                "inductor_nodes": handler.nodes,
+                "inductor_bytes_accessed": int(metrics.num_bytes_accessed),
+                "generated_kernel_count": int(metrics.generated_kernel_count),
+                "graphs": int(counters["stats"].get("unique_graphs", 0)),
+                "graph_breaks": int(sum(counters["graph_break"].values())),
+            }
+            for _ in range(WARMUP_CALLS):
+                compiled(*inputs)
+                sync()
+        return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
+
+    def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
+        return [
+            r["name"]
+            for r in kernel_table
+            if "fused" in r["name"] or r["name"].startswith("triton_")
+        ]
+
+    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+        from profreport.analysis.kernels import BOOKKEEPING_OPS
+
+        return compile_fusion(
+            (entry.get("compiler") or {}).get("inductor_nodes", []),
+            eager["bytes"]["sequence"],
+            BOOKKEEPING_OPS,
+            self.generated_kernels(entry["kernels"]["table"]),
+        )
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return inductor_evidence(entry, record)
+
+    def reset_after_failure(self) -> None:
+        import torch
+
+        torch._dynamo.reset()

@@ -1,0 +1,20 @@
+"""eager: the model as written, the baseline every other mode is compared with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
+
+
+class EagerMode(Mode):
+    name = "eager"
+    color = "#7f7f7f"
+    summary = "the model as written (the baseline)"
+    timed_build = False
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        for _ in range(WARMUP_CALLS):
+            module(*inputs)
+            sync()
+        return PreparedMode(self.name, module)

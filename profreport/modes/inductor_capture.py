@@ -1,0 +1,133 @@
+"""What Inductor produced while it compiled: each scheduler node's read and written bytes, the eager
+calls it computes, and the generated kernel it went into (read from Inductor's metrics log record
+while the graph is still current)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from profreport.capture.inductor_kernels import KernelCalls
+from profreport.capture.inductor_sizes import node_buffer_bytes
+
+
+class InductorNodeCapture(logging.Handler):
+    """Receives Inductor's per-graph metrics log record and, while the graph being compiled is
+    still current (the record is emitted during compilation), reads each scheduler node's read
+    and written buffer bytes, and the generated kernel each went into (several nodes can share
+    one kernel; see capture/inductor_kernels)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.nodes: list[dict[str, Any]] = []
+        self.kernels = KernelCalls()  # filled during code generation
+
+    def emit(self, record: logging.LogRecord) -> None:
+        payload = record.args if isinstance(record.args, dict) else None
+        if payload is None and isinstance(record.args, tuple) and record.args:
+            payload = record.args[0] if isinstance(record.args[0], dict) else None
+        if not payload or "nodes_num_elem" not in payload:
+            return
+        cache: dict[int, dict[Any, int]] = {}
+        for node, num_elem in payload["nodes_num_elem"]:
+            described = _describe_inductor_node(node, int(num_elem), cache)
+            described.update(self.kernels.of_node(node))
+            self.nodes.append(described)
+        self.kernels.clear()  # the next graph's nodes are new objects
+
+
+def _op_name(target: Any) -> str | None:
+    schema = getattr(target, "_schema", None)
+    return None if schema is None else str(schema.name)
+
+
+def _graph_positions(graph: Any, cache: dict[int, dict[Any, int]]) -> dict[Any, int]:
+    key = id(graph)
+    if key not in cache:
+        cache[key] = {n: i for i, n in enumerate(graph.nodes)}
+    return cache[key]
+
+
+def _eager_call(origin: Any) -> tuple[str, str] | None:
+    """(ATen op, Dynamo node) of the eager call an FX node of Inductor's graph came from."""
+    meta = getattr(origin, "meta", None) or {}
+    aten = _op_name(meta.get("original_aten"))
+    if aten is None:
+        return None
+    parents = meta.get("from_node") or []
+    return aten, parents[0].name if parents else origin.name
+
+
+def _module_path(origin: Any) -> str:
+    """The module the eager call ran in ("layers.0.self_attn"), from Dynamo's module stack."""
+    stack = (getattr(origin, "meta", None) or {}).get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = str(list(stack.values())[-1][0])
+    for prefix in ("L['self'].", "L['args'][0].", "L['self']", "L['args'][0]"):
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[str, Any]]:
+    """The eager operations whose computation this scheduler node performs.
+
+    Every FX node Inductor lowered into the kernel carries `original_aten` (the ATen op before
+    decomposition) and `from_node` (the Dynamo graph node it came from): together they name one
+    eager op call. An extern (library) kernel's origins also list the producers of its inputs,
+    so it keeps only its own call: the one its `origin_node` came from, else the call of its own
+    operator; an extern with neither (a multi-output unpacking, say) claims no eager call.
+    """
+    own: set[tuple[str, str]] | None = None
+    extern_op = None
+    if type(node).__name__.startswith("Extern"):
+        own_call = _eager_call(getattr(node.node, "origin_node", None))
+        own = {own_call} if own_call is not None else set()
+        extern_op = _op_name(getattr(node.node, "op_overload", None))
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for sub in node.get_nodes():
+        for origin in getattr(sub.node, "origins", ()) or ():
+            key = _eager_call(origin)
+            if key is None:
+                continue
+            if own is not None and key not in own and (own or key[0] != extern_op):
+                continue
+            pos = _graph_positions(origin.graph, cache).get(origin, 0)
+            entry = found.setdefault(
+                key,
+                {"op": key[0], "source": key[1], "pos": pos, "module": _module_path(origin)},
+            )
+            entry["pos"] = min(entry["pos"], pos)
+    return sorted(found.values(), key=lambda e: e["pos"])
+
+
+def _describe_inductor_node(
+    node: Any, num_elem: int, cache: dict[int, dict[Any, int]] | None = None
+) -> dict[str, Any]:
+    cache = {} if cache is None else cache
+    origins: list[str] = []
+    for sub in node.get_nodes():
+        for origin in sorted(getattr(sub.node, "origins", ()) or (), key=str):
+            name = _op_name(getattr(origin, "target", None))
+            if name is None:  # Python-level glue such as operator.getitem moves no data
+                continue
+            if name not in origins:
+                origins.append(name)
+    sizes = node_buffer_bytes(node)
+    return {
+        "name": node.get_name(),
+        "kind": "extern" if type(node).__name__.startswith("Extern") else "generated",
+        "origins": origins,
+        "eager_ops": _eager_instances(node, cache),
+        "read": sizes["read"],
+        "written": sizes["written"],
+        # Buffers reached through an index tensor, counted by the elements touched rather than
+        # whole (profreport.capture.inductor_sizes): why `read` can be below Inductor's figure.
+        "indirect_reads": sizes["indirect_reads"],
+        "indirect_writes": sizes["indirect_writes"],
+        # Buffers a fused kernel reads only a slice of, counted by the slice.
+        "sliced_reads": sizes["sliced_reads"],
+        # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
+        "inductor_bytes": num_elem * 4,
+    }

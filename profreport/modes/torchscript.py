@@ -1,0 +1,129 @@
+"""The TorchScript modes: script (torch.jit.script), trace (torch.jit.trace) and optimize
+(torch.jit.freeze + torch.jit.optimize_for_inference). Their bytes come from the dispatcher log plus
+the optimized graph's fusion groups; the TorchScript profiling executor specialises only after a few
+calls, so building includes that warm-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profreport.analysis.fusion import optimize_fusion, script_fusion
+from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_evidence
+from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
+
+
+def _bookkeeping() -> frozenset[str]:
+    from profreport.analysis.kernels import BOOKKEEPING_OPS
+
+    return frozenset(BOOKKEEPING_OPS)
+
+
+class _TorchScriptGroups(Mode):
+    """script and trace: fusion evidence is the optimized graph's fusion groups."""
+
+    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+        groups = [
+            dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
+            for g in (entry.get("compiler") or {}).get("fusion_groups", [])
+        ]
+        return script_fusion(groups, eager["bytes"]["sequence"])
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return torchscript_evidence(entry, record)
+
+
+class ScriptMode(_TorchScriptGroups):
+    name = "script"
+    color = "#1f77b4"
+    summary = "torch.jit.script"
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        import torch
+
+        from profreport.modes.torchscript_graph import (
+            describe_graph,
+            jit_graph_after_warmup,
+            quiet_torchscript_deprecations,
+        )
+        from profreport.script_errors import script_failure_line
+
+        with quiet_torchscript_deprecations():
+            try:
+                scripted = torch.jit.script(module)
+            except Exception as exc:
+                raise ModeError(script_failure_line(exc, type(module).__name__)) from exc
+            graph = jit_graph_after_warmup(scripted, inputs, sync)
+        compiler = describe_graph(graph) if graph is not None else {}
+        return PreparedMode(self.name, scripted, compiler=compiler)
+
+
+class TraceMode(_TorchScriptGroups):
+    name = "trace"
+    color = "#17becf"
+    summary = "torch.jit.trace"
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        import torch
+
+        from profreport.modes.torchscript_graph import (
+            describe_graph,
+            jit_graph_after_warmup,
+            quiet_torchscript_deprecations,
+            traceable,
+        )
+
+        with quiet_torchscript_deprecations():
+            target, flattened = traceable(module, inputs, sync)
+            traced = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
+            graph = jit_graph_after_warmup(traced, inputs, sync)
+        compiler = describe_graph(graph) if graph is not None else {}
+        if flattened:
+            compiler["outputs"] = flattened
+        return PreparedMode(self.name, traced, compiler=compiler)
+
+
+class OptimizeMode(Mode):
+    name = "optimize"
+    color = "#9467bd"
+    summary = "torch.jit.freeze + torch.jit.optimize_for_inference"
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        import torch
+
+        from profreport.modes.torchscript_graph import (
+            describe_graph,
+            jit_graph_after_warmup,
+            quiet_torchscript_deprecations,
+            traceable,
+        )
+        from profreport.script_errors import script_failure_line
+
+        notes = []
+        flattened = None
+        with quiet_torchscript_deprecations():
+            try:
+                base = torch.jit.script(module)
+                notes.append("scripted, then frozen and optimized for inference")
+            except Exception as exc:  # models that cannot be scripted can often be traced
+                why = script_failure_line(exc, type(module).__name__)
+                target, flattened = traceable(module, inputs, sync)
+                base = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
+                notes.append(f"traced instead of scripted ({why})")
+            before = describe_graph(base.inlined_graph)["op_counts"]
+            frozen = torch.jit.freeze(base.eval())
+            optimized = torch.jit.optimize_for_inference(frozen)
+            jit_graph_after_warmup(optimized, inputs, sync)
+        compiler = describe_graph(optimized.graph)
+        compiler["op_counts_before"] = before
+        compiler["notes"] = notes
+        if flattened:
+            compiler["outputs"] = flattened
+        return PreparedMode(self.name, optimized, compiler=compiler)
+
+    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+        return optimize_fusion(
+            eager["bytes"]["sequence"], entry["bytes"]["sequence"], _bookkeeping()
+        )
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return optimize_evidence(entry, record)

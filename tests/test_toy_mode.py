@@ -1,0 +1,120 @@
+"""A mode is one object plus one registry entry: a toy mode defined here, outside the package, gets
+a full run (kernels, bytes, fusion map, verdict), a report with its own chart colour, CLI re-render,
+and its failure reset, without any name check in profreport knowing it."""
+
+import io
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import profreport
+from profreport import cli, modes
+from profreport.api import run_options
+from profreport.modes import Mode, PreparedMode
+
+TOY_COLOR = "#2ca02c"
+
+
+class Gate(nn.Module):
+    def forward(self, x, g):
+        return torch.sigmoid(g) * torch.tanh(x)
+
+
+class ToyMode(Mode):
+    """Runs the model through a Python closure; says what it 'fused' from the record's evidence."""
+
+    name = "toy"
+    color = TOY_COLOR
+    summary = "the model behind a closure (test only)"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.resets = 0
+
+    def build(self, module, inputs, sync):
+        if self.fail:
+            raise RuntimeError("toy cannot build this model")
+
+        def run(*args):
+            return module(*args)
+
+        run(*inputs)
+        sync()
+        return PreparedMode(self.name, run, compiler={"wrapped": type(module).__name__})
+
+    def fusion_map(self, entry, eager):
+        ops = [c["op"] for c in eager["bytes"]["sequence"]]
+        return {"source": "toy: one group per eager op", "groups": [], "ops_seen": ops}
+
+    def fusion_evidence(self, entry, record):
+        return f"toy wrapped {entry['compiler']['wrapped']}"
+
+    def reset_after_failure(self):
+        self.resets += 1
+
+
+@pytest.fixture
+def toy():
+    mode = modes.register(ToyMode())
+    yield mode
+    modes.unregister("toy")
+
+
+def _profile(mode_names):
+    inputs = (torch.randn(4, 64), torch.randn(4, 64))
+    return profreport.profile(
+        Gate(), inputs, modes=mode_names, device="cpu", min_time_s=0.02, bootstrap_resamples=100
+    )
+
+
+def test_a_toy_mode_registered_from_a_test_gets_a_full_report(toy, tmp_path):
+    assert "toy" in modes.mode_names()
+    assert "toy" not in modes.default_modes()  # registered without default=True
+    assert run_options(("eager", "toy")).modes == ("eager", "toy")
+
+    res = _profile(("eager", "toy"))
+    rec = res.record
+    eager, entry = rec["modes"]["eager"], rec["modes"]["toy"]
+    assert entry["status"] == "ok"
+    assert entry["kernels"]["per_step"] == eager["kernels"]["per_step"] == 3
+    # its bytes come from the dispatcher log (the default source): the same ops as eager
+    assert entry["bytes"]["read"] == eager["bytes"]["read"] > 0
+    assert entry["bytes"]["written"] == eager["bytes"]["written"] > 0
+    assert entry["fusion"]["ops_seen"] == ["aten::sigmoid", "aten::tanh", "aten::mul"]
+    assert entry["verdict"].startswith("toy: kernel count unchanged (3 per step)")
+    assert "toy wrapped Gate" in entry["verdict"]
+    assert all(r["bytes_read"] is not None for r in entry["kernels"]["table"])
+
+    folder = res.save(tmp_path / "run")
+    html = (folder / "report.html").read_text()
+    assert "toy wrapped Gate" in html
+    assert TOY_COLOR in html.lower()  # its bars in the charts use the mode's own colour
+    assert "toy wrapped Gate" in (folder / "summary.md").read_text()
+    assert json.loads((folder / "run.json").read_text())["modes"]["toy"]["status"] == "ok"
+
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(
+        ["render", str(folder / "run.json"), "--out", str(tmp_path / "again")], out, err
+    )
+    assert code == 0, err.getvalue()
+    assert "toy wrapped Gate" in (tmp_path / "again" / "report.html").read_text()
+
+
+def test_a_failing_toy_mode_is_recorded_and_reset():
+    mode = modes.register(ToyMode(fail=True))
+    try:
+        res = _profile(("eager", "toy"))
+    finally:
+        modes.unregister("toy")
+    entry = res.record["modes"]["toy"]
+    assert entry["status"] == "failed"
+    assert entry["error"] == "RuntimeError: toy cannot build this model"
+    assert mode.resets == 1
+    assert res.record["modes"]["eager"]["status"] == "ok"
+
+
+def test_an_unregistered_mode_is_refused_with_the_registry_names():
+    with pytest.raises(ValueError, match=r"unknown mode.*toy.*choose from eager, script, trace"):
+        run_options(("eager", "toy"))
