@@ -33,6 +33,8 @@ from profreport.text import error_line
 if TYPE_CHECKING:
     import pandas as pd
 
+    from profreport.analysis.derive import Findings
+
 Progress = Callable[[str], None]
 
 
@@ -98,6 +100,13 @@ class RunResult:
             f"RunResult(model={self.record['model']['name']!r}, "
             f"device={self.record['device']['type']!r}, modes={modes}, run_dir={str(self.run_dir)!r})"
         )
+
+    @property
+    def findings(self) -> Findings:
+        """Today's fusion maps, per-kernel bytes and verdicts derived from the record's evidence."""
+        from profreport.analysis.derive import derive
+
+        return derive(self.record)
 
     def to_html(self) -> str:
         from profreport.render import html as html_render

@@ -229,11 +229,13 @@ def _write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     from profreport import record as run_record
+    from profreport.analysis.derive import with_findings
 
     try:
         rec = run_record.load(Path(args.record))
     except run_record.RecordError as exc:
         raise UsageError(str(exc)) from None
+    rec = with_findings(rec)  # today's analysis of the stored evidence, not the stored verdicts
     src = Path(args.record)
     own = src if src.is_dir() else src.parent
     folder = Path(args.out) if args.out else own
@@ -332,7 +334,7 @@ def _exit_code(record: dict[str, Any], strict: bool, err: TextIO) -> int:
     failed = {name: m for name, m in modes.items() if m["status"] != "ok"}
     for name, mode in failed.items():
         print(
-            f"{'error' if strict or name == 'eager' else 'warning'}: {name} failed: "
+            f"{'error' if strict or name == 'eager' else 'warning'}: {name} {mode['status']}: "
             f"{terminal_text(mode.get('error') or mode['status'])}",
             file=err,
         )
@@ -429,6 +431,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
     from profreport.analysis.compare import CompareError, Thresholds, compare_runs
+    from profreport.analysis.derive import with_findings
     from profreport.render import compare as compare_render
 
     out_path = Path(args.out) if args.out else None
@@ -437,7 +440,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     records = []
     for source in (args.base, args.head):
         try:
-            records.append(run_record.load(Path(source)))
+            records.append(with_findings(run_record.load(Path(source))))
         except run_record.RecordError as exc:
             raise UsageError(str(exc)) from None
     thresholds = Thresholds(

@@ -25,11 +25,10 @@ import torch
 from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import OpCall, estimate
-from profreport.analysis.kernel_bytes import attach_kernel_bytes
+from profreport.analysis.derive import with_findings
 from profreport.analysis.latency import speedup, summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.trace import load_trace
-from profreport.analysis.verdict import verdict_for
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
@@ -215,12 +214,6 @@ def _measured_bytes(
     ).to_dict()
 
 
-def _fusion_record(name: str, entry: dict[str, Any], eager: dict[str, Any] | None) -> dict | None:
-    if name == "eager" or eager is None or eager.get("status") != "ok":
-        return None
-    return mode_for(name).fusion_map(entry, eager)
-
-
 def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
     return {
         "name": model.name,
@@ -381,6 +374,10 @@ def collect_run(
                 "output_check": None,
             }
             record["modes"][name] = entry
+            unavailable = mode_for(name).unavailable_reason(device.type)
+            if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
+                entry.update(status="skipped", error=unavailable)
+                continue
             start = interrupts.mark()
             try:
                 progress(f"{name}: building and warming up")
@@ -432,13 +429,8 @@ def collect_run(
         record["modes"][name]["bytes"]["measured"] = _measured_bytes(
             name, model, device, dtype, options
         )
-    eager_entry = record["modes"].get("eager")
     with phases.phase("fusion_map"):
-        for name, entry in record["modes"].items():
-            if entry["status"] == "ok":
-                entry["fusion"] = _fusion_record(name, entry, eager_entry)
-                attach_kernel_bytes(entry)
-        for name, entry in record["modes"].items():
-            entry["verdict"] = verdict_for(name, record)
+        # run.json keeps a copy of today's findings for other tools; readers derive their own.
+        record = with_findings(record)
     record["phases_s"] = {k: round(v, 3) for k, v in phases.seconds.items()}
     return record

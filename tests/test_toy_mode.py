@@ -118,3 +118,22 @@ def test_a_failing_toy_mode_is_recorded_and_reset():
 def test_an_unregistered_mode_is_refused_with_the_registry_names():
     with pytest.raises(ValueError, match=r"unknown mode.*toy.*choose from eager, script, trace"):
         run_options(("eager", "toy"))
+
+
+class NeedsAccelerator(ToyMode):
+    name = "toy"
+
+    def unavailable_reason(self, device_type):
+        return None if device_type == "cuda" else "needs a CUDA device"
+
+
+def test_a_mode_that_cannot_run_on_the_device_is_skipped_with_its_reason():
+    mode = modes.register(NeedsAccelerator())
+    try:
+        res = _profile(("eager", "toy"))
+    finally:
+        modes.unregister("toy")
+    entry = res.record["modes"]["toy"]
+    assert (entry["status"], entry["error"]) == ("skipped", "needs a CUDA device")
+    assert entry["verdict"] == "toy: skipped - needs a CUDA device"
+    assert mode.resets == 0

@@ -15,6 +15,16 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+# The fields attach_kernel_bytes adds to a kernel row (findings: derived, never read back).
+KERNEL_BYTES_FIELDS = (
+    "bytes_read",
+    "bytes_written",
+    "bytes_op",
+    "bytes_shared_by",
+    "flops",
+    "flops_per_byte",
+)
+
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
 _DISPATCH_NAME = {
     "aten::conv1d": "aten::convolution",

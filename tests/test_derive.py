@@ -1,0 +1,75 @@
+"""Findings are derived from evidence: `analysis.derive` recomputes fusion maps, per-kernel bytes
+and verdicts from what a record observed, so an old run.json renders with today's analysis.
+
+`data/run1_simple_cpu_before.json.gz` is a profreport.run/1 record of `generate --model simple
+--device cpu` (all five modes) written by the release before the record's findings were derived."""
+
+import copy
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from profreport import cli
+from profreport.analysis.derive import derive, with_findings
+from profreport.record import validate
+
+BEFORE = Path(__file__).parent / "data" / "run1_simple_cpu_before.json.gz"
+
+
+@pytest.fixture(scope="module")
+def before():
+    return validate(json.loads(gzip.decompress(BEFORE.read_bytes())), str(BEFORE))
+
+
+def test_the_before_record_is_run1_with_all_five_modes(before):
+    assert before["schema"] == "profreport.run/1"
+    assert list(before["modes"]) == ["eager", "script", "trace", "optimize", "compile"]
+    assert {m["status"] for m in before["modes"].values()} == {"ok"}
+
+
+def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
+    derived = with_findings(before)
+    assert derived == before  # same fusion maps, kernel bytes and verdicts, key order aside
+    assert json.dumps(derived) == json.dumps(before)  # and the same key order
+    findings = derive(before)
+    assert findings.verdict("compile") == before["modes"]["compile"]["verdict"]
+    assert findings.modes["compile"].fusion == before["modes"]["compile"]["fusion"]
+    rows = before["modes"]["compile"]["kernels"]["table"]
+    assert [k["bytes_read"] for k in findings.modes["compile"].kernel_bytes] == [
+        r["bytes_read"] for r in rows
+    ]
+    assert findings.modes["eager"].fusion is None
+
+
+def test_stored_findings_are_never_read_back_as_truth(before):
+    stale = copy.deepcopy(before)
+    for entry in stale["modes"].values():
+        entry["verdict"] = "yesterday's verdict"
+        entry.pop("fusion", None)
+        for row in entry["kernels"]["table"]:
+            row["bytes_read"] = -1
+    derived = with_findings(stale)
+    assert derived["modes"]["compile"]["verdict"] == before["modes"]["compile"]["verdict"]
+    assert derived["modes"]["compile"]["fusion"] == before["modes"]["compile"]["fusion"]
+    assert (
+        derived["modes"]["eager"]["kernels"]["table"]
+        == before["modes"]["eager"]["kernels"]["table"]
+    )
+    assert stale["modes"]["eager"]["verdict"] == "yesterday's verdict"  # the input is not changed
+
+
+def test_render_of_the_before_record_shows_todays_analysis(before, tmp_path):
+    stale = copy.deepcopy(before)
+    stale["modes"]["compile"]["verdict"] = "compile: yesterday's verdict"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "run.json").write_text(json.dumps(stale))
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["render", str(tmp_path / "old" / "run.json")], out, err)
+    assert code == 0, err.getvalue()
+    summary = (tmp_path / "old" / "summary.md").read_text()
+    assert "yesterday's verdict" not in summary
+    assert r"Inductor fused \[relu + max_pool2d_with_indices\]" in summary  # Markdown-escaped
+    assert "yesterday's verdict" not in (tmp_path / "old" / "report.html").read_text()
