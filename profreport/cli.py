@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TextIO
 from profreport import __version__, interrupts
 from profreport.files import StagedFolder, write_atomic
 from profreport.modes import default_modes, mode_names
+from profreport.record.model import Run
 from profreport.text import error_line, first_line, terminal_text
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -249,7 +250,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _summary_table(record: dict[str, Any], out: TextIO) -> None:
+def _summary_table(run: Run, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -258,7 +259,7 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     def cell(text: object) -> str:  # a model or error text must not act as Rich markup
         return escape(terminal_text(str(text)))
 
-    table = Table(title=cell(f"{record['model']['name']} on {record['device']['type']}"))
+    table = Table(title=cell(f"{run.model.name} on {run.device.type}"))
     for col in (
         "mode",
         "status",
@@ -268,18 +269,18 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
         "speedup (95% CI)",
     ):
         table.add_column(col)
-    for name, m in record["modes"].items():
-        if m["status"] != "ok":
-            table.add_row(cell(name), m["status"], cell((m.get("error") or "")[:60]), "", "", "")
+    for name, m in run.modes.items():
+        if not m.ok or m.kernels is None or m.bytes is None:
+            table.add_row(cell(name), m.status, cell((m.error or "")[:60]), "", "", "")
             continue
-        sp = m.get("speedup_vs_eager")
+        sp = m.speedup_vs_eager
         table.add_row(
             name,
             "ok",
-            str(m["kernels"]["per_step"]),
-            fmt_bytes(m["bytes"]["read"] + m["bytes"]["written"]),
-            fmt_ms(m.get("latency_ms", {}).get("median")),
-            f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline",
+            str(m.kernels.per_step),
+            fmt_bytes(m.bytes.read + m.bytes.written),
+            fmt_ms(m.latency_ms.median if m.latency_ms is not None else None),
+            f"{sp.median:.2f}x ({sp.ci95[0]:.2f}-{sp.ci95[1]:.2f})" if sp else "baseline",
         )
     Console(file=out, width=120).print(table)
 
@@ -327,21 +328,20 @@ def _staging(parent: Path, name: str) -> StagedFolder:
         raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
 
 
-def _exit_code(record: dict[str, Any], strict: bool, err: TextIO) -> int:
+def _exit_code(run: Run, strict: bool, err: TextIO) -> int:
     """0 when eager ran (or, without eager, any mode did); 1 when the model itself is broken,
     or with --strict when any mode failed. Each failure is named on stderr."""
-    modes = record["modes"]
-    failed = {name: m for name, m in modes.items() if m["status"] != "ok"}
+    failed = {name: m for name, m in run.modes.items() if not m.ok}
     for name, mode in failed.items():
         print(
-            f"{'error' if strict or name == 'eager' else 'warning'}: {name} {mode['status']}: "
-            f"{terminal_text(mode.get('error') or mode['status'])}",
+            f"{'error' if strict or name == 'eager' else 'warning'}: {name} {mode.status}: "
+            f"{terminal_text(mode.error or mode.status)}",
             file=err,
         )
     if "eager" in failed:
         print("error: the model does not run in eager mode; the report says so", file=err)
         return EXIT_GATE
-    if len(failed) == len(modes) or (strict and failed):
+    if len(failed) == len(run.modes) or (strict and failed):
         return EXIT_GATE
     return EXIT_OK
 
@@ -409,15 +409,15 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise UsageError(
                 f"cannot write the run under {args.out}: {exc.strerror or exc}"
             ) from exc
-    record = result.record
-    _summary_table(record, out)
-    for name, mode in record["modes"].items():
-        print(f"  {terminal_text(mode.get('verdict', name))}", file=out)
+    run = Run.from_json(result.record)
+    _summary_table(run, out)
+    for name, mode in run.modes.items():
+        print(f"  {terminal_text(mode.verdict if mode.has('verdict') else name)}", file=out)
     if args.measure_bytes:
         reasons = {
-            m["bytes"]["measured"]["reason"]
-            for m in record["modes"].values()
-            if m["status"] == "ok" and not m["bytes"]["measured"]["available"]
+            m.bytes.measured["reason"]
+            for m in run.modes.values()
+            if m.ok and m.bytes and m.bytes.measured and not m.bytes.measured["available"]
         }
         for reason in sorted(reasons):
             print(f"warning: measured bytes not available: {reason}", file=err)
@@ -425,7 +425,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"record: {run_dir / 'run.json'}", file=out)
     print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
-    return _exit_code(record, args.strict, err)
+    return _exit_code(run, args.strict, err)
 
 
 def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

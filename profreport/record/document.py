@@ -1,4 +1,4 @@
-"""The run record: a versioned JSON document, the pivot between collection and everything after.
+"""The run record as a versioned JSON document: dump, load, and the fields `validate` checks.
 
 Renderers and comparisons read only this record (and the traces beside it), so a run collected on
 a GPU box re-renders anywhere. The names under `modes.<mode>` are a contract for other tools.

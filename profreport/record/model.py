@@ -1,0 +1,359 @@
+"""The run record as frozen dataclasses: what readers use instead of string keys.
+
+`Run.from_json(document)` reads a `profreport.run/1` document (today's, and every one written
+since run/1); `to_json()` gives back the same document: the same keys, in the same order, with the
+same values. Keys a class does not declare (a newer writer's additions, or another tool's) are kept
+in `extra` and written back, so nothing is lost on the way through.
+
+Deeply nested compiler evidence (Inductor's nodes, TorchScript graphs, fusion maps) stays JSON
+(`Mapping`); the sections readers compute with are typed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar, TypeVar
+
+JSON = Mapping[str, Any]
+_T = TypeVar("_T", bound="Section")
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Section):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_dump(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Section:
+    """One object of the record. `json_keys`: the keys as read, in order (None, for an object
+    built in code: every declared field, in declaration order); `extra`: keys this class does not
+    declare."""
+
+    json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
+    extra: JSON = field(default_factory=dict, kw_only=True, repr=False)
+
+    # field name -> Section class of its value (an object), of its items (a list), or of the
+    # values of a name -> object mapping
+    _objects: ClassVar[Mapping[str, type[Section]]] = {}
+    _lists: ClassVar[Mapping[str, type[Section]]] = {}
+    _maps: ClassVar[Mapping[str, type[Section]]] = {}
+    # fields that hold a list of plain values, read as a tuple
+    _tuples: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def _declared(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.name not in ("json_keys", "extra")]
+
+    @classmethod
+    def from_json(cls: type[_T], data: JSON) -> _T:
+        declared = set(cls._declared())
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in declared:
+                extra[key] = value
+            elif value is None:
+                kwargs[key] = None
+            elif key in cls._objects:
+                kwargs[key] = cls._objects[key].from_json(value)
+            elif key in cls._lists:
+                kwargs[key] = tuple(cls._lists[key].from_json(v) for v in value)
+            elif key in cls._maps:
+                kwargs[key] = {k: cls._maps[key].from_json(v) for k, v in value.items()}
+            elif key in cls._tuples:
+                kwargs[key] = tuple(value)
+            else:
+                kwargs[key] = value
+        return cls(**kwargs, json_keys=tuple(data), extra=extra)
+
+    def to_json(self) -> dict[str, Any]:
+        keys = (*self._declared(), *self.extra) if self.json_keys is None else self.json_keys
+        out: dict[str, Any] = {}
+        for key in keys:
+            value = self.extra[key] if key in self.extra else getattr(self, key)
+            out[key] = _dump(value)
+        return out
+
+    def has(self, key: str) -> bool:
+        """Whether the document this came from had `key` (an absent field reads as None)."""
+        return self.json_keys is None or key in self.json_keys
+
+
+@dataclass(frozen=True)
+class Tool(Section):
+    name: str = "profreport"
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec(Section):
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    _tuples = frozenset({"shape"})
+
+
+@dataclass(frozen=True)
+class ModelInfo(Section):
+    name: str = ""
+    spec: str | None = None
+    memory_format: str = "contiguous"
+    description: str = ""
+    batch_size: int | None = None
+    dtype: str | None = None
+    parameters: int | None = None
+    inputs: tuple[InputSpec, ...] = ()
+    _lists = MappingProxyType({"inputs": InputSpec})
+
+
+@dataclass(frozen=True)
+class Device(Section):
+    type: str = "cpu"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Environment(Section):
+    torch: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    threads: int | None = None
+    interop_threads: int | None = None
+    cuda_runtime: str | None = None
+    hip_runtime: str | None = None
+    cudnn: Any = None
+    mkldnn: Any = None
+    fusers: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProfileSchedule(Section):
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+
+
+@dataclass(frozen=True)
+class TimingSettings(Section):
+    min_time_s: float | None = None
+    max_time_s: float | None = None
+    block_s: float | None = None
+    min_blocks: int | None = None
+    warmup_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Settings(Section):
+    profile_schedule: ProfileSchedule | None = None
+    timing: TimingSettings | None = None
+    bootstrap_resamples: int | None = None
+    _objects = MappingProxyType({"profile_schedule": ProfileSchedule, "timing": TimingSettings})
+
+
+@dataclass(frozen=True)
+class KernelDefinition(Section):
+    name: str | None = None
+    text: str | None = None
+    bookkeeping_ops: tuple[str, ...] = ()
+    _tuples = frozenset({"bookkeeping_ops"})
+
+
+@dataclass(frozen=True)
+class KernelRow(Section):
+    """One kernel (or CPU operator) of a mode's profiler table. The bytes fields are findings
+    (profreport.analysis.derive), present when the record was written with them."""
+
+    name: str = ""
+    kind: str = ""
+    calls: int | None = None
+    calls_per_step: float | None = None
+    time_us: float | None = None
+    time_us_per_step: float | None = None
+    launched_by: str | None = None
+    launched_by_top: str | None = None
+    source: str | None = None
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    bytes_op: str | None = None
+    bytes_shared_by: int | None = None
+    flops: float | None = None
+    flops_per_byte: float | None = None
+
+
+@dataclass(frozen=True)
+class KernelCounts(Section):
+    """A mode's kernels per profiled step, and its profiler table."""
+
+    definition: str | None = None
+    per_step: int = 0
+    launches: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    graph_launches: int | None = None
+    steps: int | None = None
+    unrecorded: tuple[str, ...] = ()
+    whole_trace: JSON | None = None
+    table: tuple[KernelRow, ...] = ()
+    _lists = MappingProxyType({"table": KernelRow})
+    _tuples = frozenset({"unrecorded"})
+
+
+@dataclass(frozen=True)
+class OpBytes(Section):
+    """Modeled bytes of one operation (summed over its calls in one forward)."""
+
+    op: str = ""
+    calls: int = 0
+    read: int = 0
+    written: int = 0
+    flops: float | None = None
+    flops_per_byte: float | None = None
+
+
+@dataclass(frozen=True)
+class TensorIO(Section):
+    """One call in the order it ran: the tensor-I/O sequence the fusion map pairs."""
+
+    op: str = ""
+    read: int | None = None
+    written: int | None = None
+    flops: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Bytes(Section):
+    """Modeled memory traffic of one forward (and Nsight Compute's, when measured)."""
+
+    read: int = 0
+    written: int = 0
+    total: int | None = None
+    source: str = ""
+    method: str = ""
+    not_modeled: tuple[str, ...] = ()
+    table: tuple[OpBytes, ...] = ()
+    sequence: tuple[TensorIO, ...] = ()
+    measured: JSON | None = None
+    _lists = MappingProxyType({"table": OpBytes, "sequence": TensorIO})
+    _tuples = frozenset({"not_modeled"})
+
+    @property
+    def traffic(self) -> int:
+        """read + written (what `total` holds where the writer stored it)."""
+        return self.total if self.total is not None else self.read + self.written
+
+
+@dataclass(frozen=True)
+class Latency(Section):
+    median: float = 0.0
+    iqr: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    mean: float | None = None
+    min: float | None = None
+    n: int | None = None
+    calls_per_block: int | None = None
+    threads: int | None = None
+    samples: tuple[float, ...] = ()
+    _tuples = frozenset({"samples"})
+
+
+@dataclass(frozen=True)
+class Speedup(Section):
+    median: float = 1.0
+    ci95: tuple[float, ...] = ()
+    resamples: int | None = None
+    _tuples = frozenset({"ci95"})
+
+
+@dataclass(frozen=True)
+class CompilerEvidence(Section):
+    """What the mode's compiler produced (which fields are present depends on the mode)."""
+
+    graph: str | None = None
+    fusion_groups: tuple[JSON, ...] = ()
+    fused_library_ops: tuple[str, ...] = ()
+    unrecorded_ops: tuple[str, ...] = ()
+    op_counts: JSON | None = None
+    op_counts_before: JSON | None = None
+    notes: tuple[str, ...] = ()
+    outputs: str | None = None
+    inductor_nodes: tuple[JSON, ...] = ()
+    inductor_bytes_accessed: int | None = None
+    generated_kernel_count: int | None = None
+    graphs: int | None = None
+    graph_breaks: int | None = None
+    _tuples = frozenset(
+        {"fusion_groups", "fused_library_ops", "unrecorded_ops", "notes", "inductor_nodes"}
+    )
+
+
+@dataclass(frozen=True)
+class ModeResult(Section):
+    """One mode of a run: evidence (compiler, kernels, bytes, latency) and stored findings
+    (`fusion`, `verdict`: a copy for other tools; readers derive their own)."""
+
+    status: str = "ok"
+    error: str | None = None
+    error_full: str | None = None
+    traceback: str | None = None
+    compile_s: float | None = None
+    output_check: JSON | None = None
+    compiler: CompilerEvidence | None = None
+    trace: str | None = None
+    kernels: KernelCounts | None = None
+    latency_ms: Latency | None = None
+    speedup_vs_eager: Speedup | None = None
+    bytes: Bytes | None = None
+    fusion: JSON | None = None
+    verdict: str | None = None
+    _objects = MappingProxyType(
+        {
+            "compiler": CompilerEvidence,
+            "kernels": KernelCounts,
+            "latency_ms": Latency,
+            "speedup_vs_eager": Speedup,
+            "bytes": Bytes,
+        }
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Run(Section):
+    """A whole run record (`profreport.run/1`)."""
+
+    schema: str = ""
+    tool: Tool | None = None
+    created_utc: str | None = None
+    model: ModelInfo = field(default_factory=ModelInfo)
+    device: Device = field(default_factory=Device)
+    env: Environment = field(default_factory=Environment)
+    settings: Settings | None = None
+    kernel_definition: KernelDefinition | None = None
+    modes: Mapping[str, ModeResult] = field(default_factory=dict)
+    phases_s: JSON | None = None
+    _objects = MappingProxyType(
+        {
+            "tool": Tool,
+            "model": ModelInfo,
+            "device": Device,
+            "env": Environment,
+            "settings": Settings,
+            "kernel_definition": KernelDefinition,
+        }
+    )
+    _maps = MappingProxyType({"modes": ModeResult})
+
+    def mode(self, name: str) -> ModeResult:
+        return self.modes[name]

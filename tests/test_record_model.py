@@ -1,0 +1,100 @@
+"""The typed run record: a profreport.run/1 document read into frozen dataclasses and written
+back unchanged (names, values, key order), including records written before the record was typed."""
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from profreport.record import (
+    SCHEMA,
+    Bytes,
+    KernelCounts,
+    ModeResult,
+    RecordError,
+    Run,
+    dumps,
+    load_run,
+    parse,
+)
+
+BEFORE = Path(__file__).parent / "data" / "run1_simple_cpu_before.json.gz"
+
+
+@pytest.fixture(scope="module")
+def document():
+    return json.loads(gzip.decompress(BEFORE.read_bytes()))
+
+
+def test_a_run1_record_from_before_loads_with_attributes(document):
+    run = parse(document, str(BEFORE))
+    assert run.schema == SCHEMA == "profreport.run/1"
+    assert run.model.name == "simple" and run.device.type == "cpu"
+    assert run.model.inputs[0].shape == (8, 32, 56, 56)
+    assert list(run.modes) == ["eager", "script", "trace", "optimize", "compile"]
+    compile_ = run.mode("compile")
+    assert isinstance(compile_, ModeResult) and compile_.ok
+    assert isinstance(compile_.kernels, KernelCounts) and compile_.kernels.per_step == 3
+    assert isinstance(compile_.bytes, Bytes)
+    assert compile_.bytes.traffic == compile_.bytes.read + compile_.bytes.written == 24305920
+    assert (
+        compile_.kernels.table[0].name
+        == document["modes"]["compile"]["kernels"]["table"][0]["name"]
+    )
+    assert compile_.compiler is not None and compile_.compiler.graph_breaks == 0
+    assert run.mode("eager").speedup_vs_eager is None  # absent in the document
+    assert run.mode("script").speedup_vs_eager.ci95[0] <= run.mode("script").speedup_vs_eager.median
+    assert run.settings.profile_schedule.active == 3
+
+
+def test_to_json_gives_back_the_same_document(document):
+    again = Run.from_json(document).to_json()
+    assert again == document
+    assert dumps(again) == dumps(document)  # same key order, byte for byte
+
+
+def test_records_are_frozen(document):
+    run = Run.from_json(document)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.mode("eager").status = "failed"  # type: ignore[misc]
+
+
+def test_unknown_keys_survive_the_round_trip(document):
+    doc = json.loads(json.dumps(document))
+    doc["modes"]["eager"]["kernels"]["from_a_newer_writer"] = {"x": [1, 2]}
+    doc["another_tool"] = "kept"
+    run = Run.from_json(doc)
+    assert run.mode("eager").kernels.extra["from_a_newer_writer"] == {"x": [1, 2]}
+    assert run.to_json() == doc
+
+
+def test_a_failed_mode_has_only_what_was_recorded():
+    doc = {
+        "schema": SCHEMA,
+        "model": {"name": "m"},
+        "device": {"type": "cpu"},
+        "env": {},
+        "modes": {"trace": {"status": "failed", "error": "RuntimeError: no", "verdict": "x"}},
+    }
+    run = parse(doc)
+    trace = run.mode("trace")
+    assert (trace.ok, trace.error, trace.kernels, trace.bytes) == (
+        False,
+        "RuntimeError: no",
+        None,
+        None,
+    )
+    assert trace.has("error") and not trace.has("kernels")
+    assert run.to_json() == doc
+
+
+def test_a_document_that_is_not_a_run_record_is_refused():
+    with pytest.raises(RecordError, match="not a profreport run record"):
+        parse({"schema": "profreport.run/0"}, "old.json")
+
+
+def test_load_run_reads_a_folder(tmp_path, document):
+    (tmp_path / "run.json").write_text(json.dumps(document))
+    assert load_run(tmp_path).to_json() == document
