@@ -7,7 +7,7 @@
 
 This module is the command's edge: it parses arguments, reads files, writes the output and picks
 the exit code. Counting lives in :mod:`profreport.analysis.kernels`, rendering in
-:mod:`profreport.analyze_render`.
+:mod:`profreport.render.analyze` (through the renderer registry).
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from typing import TextIO
 from profreport.analysis.kernels import count_kernels
 from profreport.analysis.trace import NotATraceError, TraceError, load_trace
 from profreport.analysis.trace_compare import analysis_document
-from profreport.analyze_render import RENDERERS
 from profreport.files import write_atomic
+from profreport.render.registry import ANALYSIS, formats, get
 from profreport.text import terminal_text
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
-OUTPUT_NAMES = {"json": "analysis.json", "md": "analysis.md", "html": "analysis.html"}
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -44,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=sorted(RENDERERS),
+        choices=sorted(formats(ANALYSIS)),
         default="md",
         help="output format (default: md, a readable table)",
     )
@@ -130,11 +129,12 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
         print(
             f"profreport analyze: skipped {terminal_text(name)}: not a profiler trace", file=stderr
         )
-    content = RENDERERS[args.format](doc, top=args.top)
+    renderer = get(ANALYSIS, args.format)
+    content = renderer.render(doc, top=args.top)
     if not args.out:
         stdout.write(content)
         return EXIT_OK
-    target = Path(args.out) / OUTPUT_NAMES[args.format]
+    target = Path(args.out) / renderer.filename
     try:
         write_atomic(target, content)
     except OSError as exc:

@@ -153,20 +153,17 @@ class RunResult:
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
-        from profreport import record as run_record
         from profreport.files import write_atomic
         from profreport.render import tensorboard_summary
+        from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
 
         target = Path(folder) if folder is not None else self.run_dir
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
-        markdown = self.to_markdown()
-        outputs = {
-            "run.json": run_record.dumps(self.record),
-            "report.html": self.to_html(),
-            "summary.md": markdown,
-        }
+        outputs = {r.filename: r.render(self.record) for r in renderers(RUN)}
+        markdown = outputs["summary.md"]  # also the TensorBoard summary's text
+        assert isinstance(markdown, str)
         for name, mode in self.record["modes"].items():
             if mode["status"] == "ok":
                 outputs[f"kernels_{name}.csv"] = kernel_csv(self.record, name)

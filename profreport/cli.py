@@ -21,6 +21,7 @@ from profreport import __version__, interrupts
 from profreport.files import StagedFolder, write_atomic
 from profreport.modes import default_modes, mode_names
 from profreport.record.model import Run
+from profreport.render.registry import COMPARISON, formats, report_renderers
 from profreport.text import error_line, first_line, terminal_text
 
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -139,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("base", help="run.json or run folder of the baseline")
     cmp.add_argument("head", help="run.json or run folder of the change")
-    cmp.add_argument("--format", default="md", choices=["md", "json", "html"])
+    cmp.add_argument("--format", default="md", choices=list(formats(COMPARISON)))
     cmp.add_argument("--out", default=None, help="file to write (default: standard output)")
     cmp.add_argument(
         "--max-kernel-increase",
@@ -214,17 +215,11 @@ def _cmd_models(out: TextIO) -> int:
     return EXIT_OK
 
 
-REPORT_NAMES = ("report.html", "summary.md")
-
-
 def _write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
-    from profreport.render import html, markdown
-
-    outputs = dict(zip(REPORT_NAMES, (html.render(record), markdown.render(record)), strict=True))
     written = []
-    for name, content in outputs.items():
-        write_atomic(folder / name, content)
-        written.append(folder / name)
+    for renderer in report_renderers():
+        write_atomic(folder / renderer.filename, renderer.render(record))
+        written.append(folder / renderer.filename)
     return written
 
 
@@ -242,7 +237,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     folder = Path(args.out) if args.out else own
     _not_a_file(folder)
     if folder.resolve() != own.resolve():  # the record's own reports may be re-rendered; others not
-        taken = [n for n in REPORT_NAMES if (folder / n).exists()]
+        taken = [r.filename for r in report_renderers() if (folder / r.filename).exists()]
         if taken:
             raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
     for path in _write_reports(rec, folder):

@@ -15,7 +15,7 @@ import pytest
 
 from profreport import analyze
 from profreport.analysis.trace_compare import SCHEMA
-from profreport.analyze_render import render_html, render_markdown, view_model
+from profreport.render.analyze import render_html, render_markdown, view_model
 
 DATA = Path(__file__).parent / "data"
 ALEXNET = str(DATA / "a100_alexnet_inference.json.gz")

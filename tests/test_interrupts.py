@@ -17,6 +17,7 @@ import torch
 
 from profreport import api, cli, interrupts, pipeline
 from profreport.capture import timing
+from profreport.render import html as html_render
 from tests.conftest import FAST, run_dir_in
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,7 +183,7 @@ PHASES = {
     "profiling": (pipeline, "profile_mode"),
     "bytes": (pipeline, "_bytes_work"),
     "timing": (timing, "_time_block"),
-    "rendering": (api.RunResult, "to_html"),
+    "rendering": (html_render, "render"),  # what RunResult.save renders report.html with
 }
 
 

@@ -40,21 +40,15 @@ class ScriptMode(_TorchScriptGroups):
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
 
-        from profreport.modes.torchscript_graph import (
-            describe_graph,
-            jit_graph_after_warmup,
-            quiet_torchscript_deprecations,
-        )
+        from profreport.modes import torchscript_graph as tg
         from profreport.script_errors import script_failure_line
 
-        with quiet_torchscript_deprecations():
+        with tg.quiet_torchscript_deprecations():
             try:
                 scripted = torch.jit.script(module)
             except Exception as exc:
                 raise ModeError(script_failure_line(exc, type(module).__name__)) from exc
-            graph = jit_graph_after_warmup(scripted, inputs, sync)
-        compiler = describe_graph(graph) if graph is not None else {}
-        return PreparedMode(self.name, scripted, compiler=compiler)
+        return tg.prepared_after_warmup(self.name, scripted, inputs, sync)
 
 
 class TraceMode(_TorchScriptGroups):
@@ -65,21 +59,12 @@ class TraceMode(_TorchScriptGroups):
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
 
-        from profreport.modes.torchscript_graph import (
-            describe_graph,
-            jit_graph_after_warmup,
-            quiet_torchscript_deprecations,
-            traceable,
-        )
+        from profreport.modes import torchscript_graph as tg
 
-        with quiet_torchscript_deprecations():
-            target, flattened = traceable(module, inputs, sync)
+        with tg.quiet_torchscript_deprecations():
+            target, flattened = tg.traceable(module, inputs, sync)
             traced = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
-            graph = jit_graph_after_warmup(traced, inputs, sync)
-        compiler = describe_graph(graph) if graph is not None else {}
-        if flattened:
-            compiler["outputs"] = flattened
-        return PreparedMode(self.name, traced, compiler=compiler)
+        return tg.prepared_after_warmup(self.name, traced, inputs, sync, flattened)
 
 
 class OptimizeMode(Mode):
@@ -90,30 +75,25 @@ class OptimizeMode(Mode):
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
 
-        from profreport.modes.torchscript_graph import (
-            describe_graph,
-            jit_graph_after_warmup,
-            quiet_torchscript_deprecations,
-            traceable,
-        )
+        from profreport.modes import torchscript_graph as tg
         from profreport.script_errors import script_failure_line
 
         notes = []
         flattened = None
-        with quiet_torchscript_deprecations():
+        with tg.quiet_torchscript_deprecations():
             try:
                 base = torch.jit.script(module)
                 notes.append("scripted, then frozen and optimized for inference")
             except Exception as exc:  # models that cannot be scripted can often be traced
                 why = script_failure_line(exc, type(module).__name__)
-                target, flattened = traceable(module, inputs, sync)
+                target, flattened = tg.traceable(module, inputs, sync)
                 base = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
                 notes.append(f"traced instead of scripted ({why})")
-            before = describe_graph(base.inlined_graph)["op_counts"]
+            before = tg.describe_graph(base.inlined_graph)["op_counts"]
             frozen = torch.jit.freeze(base.eval())
             optimized = torch.jit.optimize_for_inference(frozen)
-            jit_graph_after_warmup(optimized, inputs, sync)
-        compiler = describe_graph(optimized.graph)
+            tg.jit_graph_after_warmup(optimized, inputs, sync)
+        compiler = tg.describe_graph(optimized.graph)
         compiler["op_counts_before"] = before
         compiler["notes"] = notes
         if flattened:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from profreport.modes.base import ModeError, Sync
+from profreport.modes.base import ModeError, PreparedMode, Sync
 from profreport.modes.outputs import TensorOutputs, flatten_output
 
 # TorchScript's own warm-up: the profiling executor records shapes on the first call and runs its
@@ -179,3 +179,20 @@ def traceable(
             f"({flat.container}) holds none"
         )
     return TensorOutputs(module).eval(), flat.describe()
+
+
+def prepared_after_warmup(
+    name: str,
+    jitted: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    sync: Sync,
+    flattened: str | None = None,
+) -> PreparedMode:
+    """A scripted or traced module, warmed up until the profiling executor runs its optimized
+    graph, with what that graph holds (and how the outputs were flattened, if they were)."""
+    with quiet_torchscript_deprecations():
+        graph = jit_graph_after_warmup(jitted, inputs, sync)
+    compiler = describe_graph(graph) if graph is not None else {}
+    if flattened:
+        compiler["outputs"] = flattened
+    return PreparedMode(name, jitted, compiler=compiler)

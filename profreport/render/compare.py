@@ -21,8 +21,6 @@ from profreport.format import (
 from profreport.record import dumps
 from profreport.render.jinja import render_page
 
-FORMATS = ("md", "json", "html")
-
 _LABELS = {
     "kernels_per_step": "kernels / step",
     "launches_per_step": "launch calls / step",
@@ -202,11 +200,9 @@ def render_html(cmp: Comparison) -> str:
 
 
 def render(cmp: Comparison, fmt: str) -> str:
-    """Render in one of FORMATS."""
-    if fmt == "md":
-        return render_markdown(cmp)
-    if fmt == "json":
-        return render_json(cmp)
-    if fmt == "html":
-        return render_html(cmp)
-    raise ValueError(f"unknown format {fmt!r}: choose from {', '.join(FORMATS)}")
+    """Render in one of the comparison formats of the renderer registry."""
+    from profreport.render.registry import COMPARISON, get
+
+    content = get(COMPARISON, fmt).render(cmp)
+    assert isinstance(content, str)
+    return content

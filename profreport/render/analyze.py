@@ -203,6 +203,3 @@ def render_html(doc: dict, top: int = 15) -> str:
     from profreport.render.jinja import render_page
 
     return render_page(TEMPLATE_NAME, vm=view_model(doc, top), empty_trace=EMPTY_TRACE)
-
-
-RENDERERS = {"json": render_json, "md": render_markdown, "html": render_html}
