@@ -131,6 +131,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
         )
     renderer = get(ANALYSIS, args.format)
     content = renderer.render(doc, top=args.top)
+    assert isinstance(content, str)  # the analysis formats are text
     if not args.out:
         stdout.write(content)
         return EXIT_OK

@@ -407,7 +407,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run = Run.from_json(result.record)
     _summary_table(run, out)
     for name, mode in run.modes.items():
-        print(f"  {terminal_text(mode.verdict if mode.has('verdict') else name)}", file=out)
+        print(f"  {terminal_text(str(mode.verdict) if mode.has('verdict') else name)}", file=out)
     if args.measure_bytes:
         reasons = {
             m.bytes.measured["reason"]

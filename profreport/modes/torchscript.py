@@ -5,11 +5,19 @@ calls, so building includes that warm-up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from profreport.analysis.fusion import optimize_fusion, script_fusion
 from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_evidence
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
+
+
+def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    trace: Callable[..., Any] = torch.jit.trace  # untyped in torch's stubs
+    return trace(module, inputs)
 
 
 def _bookkeeping() -> frozenset[str]:
@@ -57,13 +65,12 @@ class TraceMode(_TorchScriptGroups):
     summary = "torch.jit.trace"
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
-        import torch
 
         from profreport.modes import torchscript_graph as tg
 
         with tg.quiet_torchscript_deprecations():
             target, flattened = tg.traceable(module, inputs, sync)
-            traced = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
+            traced = _jit_trace(target, inputs)
         return tg.prepared_after_warmup(self.name, traced, inputs, sync, flattened)
 
 
@@ -87,7 +94,7 @@ class OptimizeMode(Mode):
             except Exception as exc:  # models that cannot be scripted can often be traced
                 why = script_failure_line(exc, type(module).__name__)
                 target, flattened = tg.traceable(module, inputs, sync)
-                base = torch.jit.trace(target, inputs)  # type: ignore[no-untyped-call]
+                base = _jit_trace(target, inputs)
                 notes.append(f"traced instead of scripted ({why})")
             before = tg.describe_graph(base.inlined_graph)["op_counts"]
             frozen = torch.jit.freeze(base.eval())

@@ -159,7 +159,8 @@ def jit_graph_after_warmup(
 ) -> torch._C.Graph | None:
     warm(fn, inputs, sync, JIT_WARMUP_CALLS)
     # Must be read right after a call of this module: it is the graph the executor just ran.
-    graph: torch._C.Graph | None = torch.jit.last_executed_optimized_graph()  # type: ignore[attr-defined]
+    # (torch.jit.last_executed_optimized_graph is this function, re-exported)
+    graph: torch._C.Graph | None = torch._C._last_executed_optimized_graph()
     return graph
 
 
