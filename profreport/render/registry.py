@@ -3,7 +3,7 @@
 str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read it;
 writing the files stays with the caller (the CLI, `RunResult.save`).
 
-A new format is one module with a render function plus one entry below (or a `register` call).
+A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call).
 """
 
 from __future__ import annotations
@@ -36,11 +36,22 @@ class Renderer:
         return self.filename[self.filename.rindex(".") :]
 
 
-_REGISTRY: dict[tuple[str, str], Renderer] = {}
+# The built-in renderers (their modules are imported when they render).
+_BUILTIN = (
+    Renderer("json", RUN, "run.json", "profreport.record:dumps"),
+    Renderer("html", RUN, "report.html", "profreport.render.html:render"),
+    Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
+    Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
+    Renderer("json", COMPARISON, "comparison.json", "profreport.render.compare:render_json"),
+    Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
+    Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
+    Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
+    Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
+)
+_REGISTRY: dict[tuple[str, str], Renderer] = {(r.document, r.name): r for r in _BUILTIN}
 
 
 def register(renderer: Renderer) -> Renderer:
-    _builtins()
     _REGISTRY[(renderer.document, renderer.name)] = renderer
     return renderer
 
@@ -51,7 +62,6 @@ def unregister(document: str, name: str) -> None:
 
 def renderers(document: str) -> tuple[Renderer, ...]:
     """The renderers of one kind of document, in registration order."""
-    _builtins()
     return tuple(r for (doc, _), r in _REGISTRY.items() if doc == document)
 
 
@@ -61,7 +71,6 @@ def formats(document: str) -> tuple[str, ...]:
 
 def get(document: str, name: str) -> Renderer:
     """The renderer `name` of `document`; ValueError naming the choices when there is none."""
-    _builtins()
     try:
         return _REGISTRY[(document, name)]
     except KeyError:
@@ -72,29 +81,6 @@ def get(document: str, name: str) -> Renderer:
 
 def render(document: str, name: str, content: Any, **options: Any) -> str | bytes:
     return get(document, name).render(content, **options)
-
-
-_loaded = False
-
-
-def _builtins() -> None:
-    """Register the built-in renderers (their modules are imported when they render)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for renderer in (
-        Renderer("json", RUN, "run.json", "profreport.record:dumps"),
-        Renderer("html", RUN, "report.html", "profreport.render.html:render"),
-        Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
-        Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
-        Renderer("json", COMPARISON, "comparison.json", "profreport.render.compare:render_json"),
-        Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
-        Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
-        Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
-        Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
-    ):
-        register(renderer)
 
 
 def report_renderers() -> tuple[Renderer, ...]:
