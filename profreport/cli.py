@@ -454,8 +454,14 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         write_atomic(out_path, content)
         print(f"comparison: {out_path}", file=out)
+    return _gate_exit(comparison, err)
+
+
+def _gate_exit(comparison: Any, err: TextIO) -> int:
     for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
         print(f"regression: {regression.message}", file=err)
+    for line in comparison.inconclusive:  # neither passed nor failed on that evidence
+        print(f"inconclusive: {terminal_text(line)} (latency neither passes nor fails)", file=err)
     return EXIT_GATE if comparison.regressed else EXIT_OK
 
 
