@@ -159,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate: latency median may grow by at most PCT percent (beyond noise)",
     )
 
+    from profreport import ab_cli
+
+    ab_cli.add_arguments(
+        sub.add_parser(
+            "ab",
+            parents=[debug],
+            help="profile base and head in one process, timed interleaved; compare and gate",
+        ),
+        {
+            "positive_int": _positive_int,
+            "positive_float": _positive_float,
+            "non_negative_int": _non_negative_int,
+            "non_negative_float": _non_negative_float,
+        },
+    )
+
     ana = sub.add_parser("analyze", parents=[debug], help="analyze Kineto traces (CUDA, ROCm, CPU)")
     from profreport import analyze
 
@@ -341,6 +357,25 @@ def _exit_code(record: dict[str, Any], strict: bool, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _device_for(args: argparse.Namespace) -> Any:
+    """--threads applied, --device resolved and checked to run --dtype (UsageError if not)."""
+    import torch
+
+    from profreport.env import dtype_problem, resolve_device
+    from profreport.pipeline import DTYPES
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(first_line(exc)) from None
+    problem = dtype_problem(device, DTYPES[args.dtype])
+    if problem:
+        raise UsageError(problem)
+    return device
+
+
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import api
 
@@ -358,21 +393,10 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
-    import torch
-
-    from profreport.env import dtype_problem, resolve_device
     from profreport.models import ModelError, load_model
     from profreport.pipeline import DTYPES
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        device = resolve_device(args.device)
-    except (ValueError, RuntimeError) as exc:
-        raise UsageError(first_line(exc)) from None
-    problem = dtype_problem(device, DTYPES[args.dtype])
-    if problem:
-        raise UsageError(problem)
+    device = _device_for(args)
     try:
         model = load_model(
             args.model,
@@ -476,6 +500,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return analyze.run(args, out)
     if args.command == "compare":
         return _cmd_compare(args, out, err)
+    if args.command == "ab":
+        from profreport import ab_cli
+
+        return ab_cli.run(args, out, err)
     return _cmd_generate(args, out, err)
 
 
