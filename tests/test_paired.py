@@ -130,3 +130,18 @@ def test_machine_load_unknown_without_proc(tmp_path):
     load = noise.machine_load(snap, snap)
     assert load["other_busy_share"] is None and load["source"].startswith("unknown")
     assert paired.machine_reasons(load) == []
+
+
+def test_view_model_cells_and_method_text():
+    from profreport.render.noise_view import noise_text, speedup_cell
+
+    assert speedup_cell(None) == "baseline"
+    sp = {"median": 1.04, "ci95": [0.9, 1.2], "inconclusive": "busy"}
+    assert speedup_cell(sp) == "inconclusive 1.04x (0.90-1.20)"
+    assert speedup_cell({**sp, "inconclusive": None}) == "1.04x (0.90-1.20)"
+    assert noise_text(None).startswith("not recorded")
+    _, guard = paired.paired_speedups({"eager": [1.0] * 10, "compile": [0.5] * 10}, QUIET)
+    text = noise_text(guard)
+    assert "other processes used 1% of all CPU time while timing (limit 10%)" in text
+    assert "eager over 10 rounds: blocks spread 0%" in text
+    assert "Decision: quiet" in text
