@@ -10,7 +10,7 @@ import torch
 from profreport.models import load_model
 
 HELPER = "SCALE = {scale}\n"
-MODEL = '''
+MODEL = """
 import torch
 from .helper import SCALE
 
@@ -22,7 +22,7 @@ class Block(torch.nn.Module):
 
 def build():
     return Block(), (torch.ones(2),)
-'''
+"""
 
 
 def _tree(root, scale):
