@@ -46,8 +46,9 @@ def noise_text(noise: dict[str, Any] | None) -> str:
             f"{_pct(th.get('max_ratio_spread'))})"
         )
     decision = (
-        "tripped: a speedup whose interval is not wholly beyond "
-        f"{th.get('noise_band', 1.5)}x either way is reported as inconclusive"
+        "tripped: a change is reported as inconclusive unless its 95% interval and three "
+        f"rounds in four (the ratios' quartile) are beyond {th.get('noise_band', 1.5)}x the "
+        "same way"
         if noise.get("tripped")
         else "quiet: directions are stated"
     )
