@@ -265,6 +265,7 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
     from rich.table import Table
 
     from profreport.format import fmt_bytes, fmt_ms
+    from profreport.render.noise_view import speedup_cell
 
     def cell(text: object) -> str:  # a model or error text must not act as Rich markup
         return escape(terminal_text(str(text)))
@@ -283,14 +284,13 @@ def _summary_table(record: dict[str, Any], out: TextIO) -> None:
         if m["status"] != "ok":
             table.add_row(cell(name), m["status"], cell((m.get("error") or "")[:60]), "", "", "")
             continue
-        sp = m.get("speedup_vs_eager")
         table.add_row(
             name,
             "ok",
             str(m["kernels"]["per_step"]),
             fmt_bytes(m["bytes"]["read"] + m["bytes"]["written"]),
             fmt_ms(m.get("latency_ms", {}).get("median")),
-            f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline",
+            speedup_cell(m.get("speedup_vs_eager")),
         )
     Console(file=out, width=120).print(table)
 
