@@ -101,7 +101,7 @@ def test_ab_command_same_spec_and_errors(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     args = ["ab", spec, spec, "--modes", "eager", "--min-time", "0.05", "--quiet"]
     rc = main([*args, "--out", str(tmp_path), "--format", "json"], out=out, err=err)
-    assert rc in (0,), err.getvalue()  # same code: never a latency regression, maybe inconclusive
+    assert rc == 0, err.getvalue()  # no thresholds: report only, whatever the timing says
     (folder,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
     for side in ("base", "head"):
         record = json.loads((folder / side / "run.json").read_text())
