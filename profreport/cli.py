@@ -164,6 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate: latency median may grow by at most PCT percent (beyond noise)",
     )
 
+    from profreport import ab_cli
+
+    ab_cli.add_arguments(
+        sub.add_parser(
+            "ab",
+            parents=[debug],
+            help="profile base and head in one process, timed interleaved; compare and gate",
+        ),
+        {
+            "positive_int": _positive_int,
+            "positive_float": _positive_float,
+            "non_negative_int": _non_negative_int,
+            "non_negative_float": _non_negative_float,
+        },
+    )
+
     ana = sub.add_parser("analyze", parents=[debug], help="analyze Kineto traces (CUDA, ROCm, CPU)")
     from profreport import analyze
 
@@ -250,6 +266,7 @@ def _summary_table(run: Run, out: TextIO) -> None:
     from rich.table import Table
 
     from profreport.format import fmt_bytes, fmt_ms
+    from profreport.render.noise_view import speedup_cell
 
     def cell(text: object) -> str:  # a model or error text must not act as Rich markup
         return escape(terminal_text(str(text)))
@@ -275,7 +292,7 @@ def _summary_table(run: Run, out: TextIO) -> None:
             str(m.kernels.per_step),
             fmt_bytes(m.bytes.read + m.bytes.written),
             fmt_ms(m.latency_ms.median if m.latency_ms is not None else None),
-            f"{sp.median:.2f}x ({sp.ci95[0]:.2f}-{sp.ci95[1]:.2f})" if sp else "baseline",
+            speedup_cell(sp.to_json() if sp is not None else None),
         )
     Console(file=out, width=120).print(table)
 
@@ -341,6 +358,25 @@ def _exit_code(run: Run, strict: bool, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _device_for(args: argparse.Namespace) -> Any:
+    """--threads applied, --device resolved and checked to run --dtype (UsageError if not)."""
+    import torch
+
+    from profreport.env import dtype_problem, resolve_device
+    from profreport.pipeline import DTYPES
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(first_line(exc)) from None
+    problem = dtype_problem(device, DTYPES[args.dtype])
+    if problem:
+        raise UsageError(problem)
+    return device
+
+
 def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import api
 
@@ -358,21 +394,10 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
-    import torch
-
-    from profreport.env import dtype_problem, resolve_device
     from profreport.models import ModelError, load_model
     from profreport.pipeline import DTYPES
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        device = resolve_device(args.device)
-    except (ValueError, RuntimeError) as exc:
-        raise UsageError(first_line(exc)) from None
-    problem = dtype_problem(device, DTYPES[args.dtype])
-    if problem:
-        raise UsageError(problem)
+    device = _device_for(args)
     try:
         model = load_model(
             args.model,
@@ -455,8 +480,14 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         write_atomic(out_path, content)
         print(f"comparison: {out_path}", file=out)
+    return _gate_exit(comparison, err)
+
+
+def _gate_exit(comparison: Any, err: TextIO) -> int:
     for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
         print(f"regression: {regression.message}", file=err)
+    for line in comparison.inconclusive:  # neither passed nor failed on that evidence
+        print(f"inconclusive: {terminal_text(line)} (latency neither passes nor fails)", file=err)
     return EXIT_GATE if comparison.regressed else EXIT_OK
 
 
@@ -471,6 +502,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return analyze.run(args, out)
     if args.command == "compare":
         return _cmd_compare(args, out, err)
+    if args.command == "ab":
+        from profreport import ab_cli
+
+        return ab_cli.run(args, out, err)
     return _cmd_generate(args, out, err)
 
 

@@ -7,9 +7,12 @@ by device (the `simple` reference case uses N = 64 on CUDA and 8 on CPU).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import re
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +159,21 @@ def _shown(path: str, limit: int = 200) -> str:
     return path if len(path) <= limit else f"{path[: limit - 61]}…{path[-60:]}"
 
 
+def _file_module_name(path: Path) -> str:
+    """`<package>.<stem>` for a model file, the package standing for its folder (named by a hash
+    of the folder's path, its __path__ that folder): relative imports inside the file work, and
+    two files of the same name in two folders (base and head in `ab`) never share a module."""
+    folder = path.resolve().parent
+    digest = hashlib.sha256(str(folder).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    package = f"profreport_user_models_{digest}"
+    if package not in sys.modules:
+        pkg = types.ModuleType(package)
+        pkg.__path__ = [str(folder)]
+        pkg.__package__ = package
+        sys.modules[package] = pkg
+    return f"{package}.{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
+
+
 def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
     target, sep, func_name = spec.rpartition(":")
     if not sep or not target or not func_name:
@@ -172,7 +190,7 @@ def _import_factory(spec: str) -> tuple[str, Callable[[], object]]:
             raise ModelError(f"model file not found: {_shown(target)} ({exc.strerror})") from None
         if not found:
             raise ModelError(f"model file not found: {_shown(target)}")
-        mod_name = f"profreport_user_model_{abs(hash(path.resolve()))}"
+        mod_name = _file_module_name(path)
         file_spec = importlib.util.spec_from_file_location(mod_name, path)
         if file_spec is None or file_spec.loader is None:
             raise ModelError(f"cannot import {target} as a Python file")

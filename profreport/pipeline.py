@@ -12,7 +12,7 @@ import re
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -26,10 +26,12 @@ from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import OpCall, estimate
 from profreport.analysis.derive import with_findings
-from profreport.analysis.latency import speedup, summarize
+from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
+from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace import load_trace
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
+from profreport.capture.noise import watch
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.env import collect_env, device_info
@@ -304,28 +306,41 @@ def _time_modes(
                 progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
 
         try:
-            timings = measure_latency(fns, sync, options.timing, on_round=on_round)
+            with watch() as load:
+                timings = measure_latency(fns, sync, options.timing, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             _mark_failed(record["modes"][failure.mode], failure.mode, failure.error, device)
             del prepared_modes[failure.mode]
             continue
-        for name, res in timings.items():
-            stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
-            stats.update(
-                calls_per_block=res.calls_per_block,
-                threads=torch.get_num_threads(),
-                samples=res.samples_ms,
-            )
-            record["modes"][name]["latency_ms"] = stats
-        base = timings.get("eager")
-        for name, res in timings.items():
-            if name == "eager" or base is None:
-                continue
-            record["modes"][name]["speedup_vs_eager"] = speedup(
-                base.samples_ms, res.samples_ms, resamples=options.bootstrap_resamples
-            ).to_dict()
+        store_latency(record, timings, load)
         return
+
+
+def store_latency(record: dict[str, Any], timings: dict[str, Any], load: dict[str, Any]) -> None:
+    """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's `timing_noise`."""
+    for name, res in timings.items():
+        stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
+        stats.update(
+            calls_per_block=res.calls_per_block,
+            threads=torch.get_num_threads(),
+            samples=res.samples_ms,
+        )
+        record["modes"][name]["latency_ms"] = stats
+    samples = {name: res.samples_ms for name, res in timings.items()}
+    speedups, record["timing_noise"] = paired_speedups(samples, load)
+    for name, entry in speedups.items():
+        record["modes"][name]["speedup_vs_eager"] = entry
+
+
+@dataclass
+class TimingStage:
+    """Where a run stops for its latency timing: the modes built, profiled and warm."""
+
+    record: dict[str, Any]
+    prepared_modes: dict[str, PreparedMode]
+    phases: PhaseClock
+    sync: Callable[[], None]
 
 
 def collect_run(
@@ -339,6 +354,41 @@ def collect_run(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     """Run all requested modes of `model` and return the run record (traces land in run_dir)."""
+    stages = collect_stages(model, device, dtype, run_dir, options, progress, now, clock)
+    stage = next(stages)
+    with stage.phases.phase("timing"), torch.no_grad():
+        _time_modes(
+            stage.record,
+            stage.prepared_modes,
+            model.example_inputs,
+            device,
+            stage.sync,
+            options,
+            progress,
+        )
+    return finish_stages(stages)
+
+
+def finish_stages(stages: Generator[TimingStage, None, dict[str, Any]]) -> dict[str, Any]:
+    """Resume a run after its timing: bytes, fusion maps, verdicts; its record."""
+    try:
+        next(stages)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("a run stopped twice for timing")
+
+
+def collect_stages(
+    model: LoadedModel,
+    device: torch.device,
+    dtype: str,
+    run_dir: Path,
+    options: RunOptions = RunOptions(),
+    progress: Progress = lambda _msg: None,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    clock: Callable[[], float] = time.perf_counter,
+) -> Generator[TimingStage, None, dict[str, Any]]:
+    """collect_run in two halves: yields once at the timing stage, then returns the record."""
     sync = make_sync(device)
     phases = PhaseClock(clock)
     record: dict[str, Any] = {
@@ -412,10 +462,7 @@ def collect_run(
                 interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
 
-        with phases.phase("timing"):
-            _time_modes(
-                record, prepared_modes, model.example_inputs, device, sync, options, progress
-            )
+    yield TimingStage(record, prepared_modes, phases, sync)  # the caller times the modes
 
     for name, work in bytes_work.items():
         if name not in prepared_modes:  # it failed while being timed

@@ -1,6 +1,7 @@
 """compare: the pure comparison, its renderers, and the CLI's exit codes (0 / 1 / 2)."""
 
 import copy
+import io
 import json
 import subprocess
 import sys
@@ -17,7 +18,10 @@ from profreport.render import compare as compare_render
 
 @pytest.fixture(scope="module")
 def base(gated_run):
-    return load(gated_run)
+    record = load(gated_run)
+    # The guard's verdict on this machine's load is not under test here (test_paired is).
+    record.pop("timing_noise", None)
+    return record
 
 
 def _set_samples(record, mode, samples):
@@ -253,3 +257,39 @@ def test_cli_subprocess_html_gate(base, tmp_path):
     assert "regression: eager: modeled bytes per step" in res.stderr
     page = out_file.read_text()
     assert page.startswith("<!DOCTYPE html>") and "regression: bytes / step" in page
+
+
+def test_noisy_record_makes_latency_inconclusive_not_failed(base, tmp_path):
+    head = copy.deepcopy(base)
+    _set_samples(base, "eager", _tight(1.0))
+    _set_samples(head, "eager", _tight(1.3))  # +30%, intervals apart: a regression if quiet
+    quiet = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    assert [r.metric for r in quiet.regressions] == ["latency_median_ms"]
+    head["timing_noise"] = {"tripped": True, "reasons": ["other processes used 40% of CPU"]}
+    noisy = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    assert noisy.regressions == []
+    lat = noisy.modes[0].metric("latency_median_ms")
+    assert lat.inconclusive == "head: other processes used 40% of CPU"
+    assert noisy.inconclusive[0] == (
+        "eager: latency inconclusive: head: other processes used 40% of CPU"
+    )
+    assert len(noisy.inconclusive) == 5  # every mode: the machine was busy for all of them
+    assert "latency inconclusive" in compare_render.render(noisy, "md")
+    err = io.StringIO()
+    rc = main(
+        [
+            "compare",
+            str(_write(tmp_path, "b.json", base)),
+            str(_write(tmp_path, "h.json", head)),
+            "--max-latency-regression",
+            "10",
+        ],
+        out=io.StringIO(),
+        err=err,
+    )
+    assert rc == 0
+    assert "inconclusive: eager: latency inconclusive: head: other processes" in err.getvalue()
+    # Three times slower is beyond the noise band: it fails even on a busy machine.
+    _set_samples(head, "eager", _tight(3.0))
+    loud = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    assert [r.metric for r in loud.regressions] == ["latency_median_ms"]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from profreport.analysis.latency import bootstrap_median_ci
+from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
 
 SCHEMA = "profreport.compare/1"
@@ -52,6 +53,9 @@ class MetricChange:
     limit: str | None = None  # the threshold applied, as text ("+2 kernels", "+5%")
     regression: bool = False
     note: str = ""
+    # Set when the noise guard tripped: the gate neither passed nor failed this metric.
+    inconclusive: str | None = None
+    paired: dict[str, Any] | None = None  # `ab`: head/base per-round ratio and its interval
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,24 @@ class Comparison:
     def regressed(self) -> bool:
         return bool(self.regressions)
 
+    @property
+    def inconclusive(self) -> list[str]:
+        """`<mode>: latency inconclusive: <why>` for each latency the gate could not judge."""
+        return [
+            f"{mc.mode}: latency inconclusive: {m.inconclusive}"
+            for mc in self.modes
+            for m in mc.metrics
+            if m.inconclusive
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data = {"schema": SCHEMA, **data, "regressed": self.regressed}
+        data = {
+            "schema": SCHEMA,
+            **data,
+            "regressed": self.regressed,
+            "inconclusive": self.inconclusive,
+        }
         return data
 
 
@@ -180,7 +199,14 @@ def _bytes(base: dict, head: dict, limit_pct: float | None) -> MetricChange:
     )
 
 
-def _latency(base: dict, head: dict, limit_pct: float | None, resamples: int) -> MetricChange:
+def _latency(
+    base: dict,
+    head: dict,
+    limit_pct: float | None,
+    resamples: int,
+    noise: list[str],
+    load: dict[str, Any] | None,
+) -> MetricChange:
     bs = (base.get("latency_ms") or {}).get("samples") or []
     hs = (head.get("latency_ms") or {}).get("samples") or []
     if not bs or not hs:
@@ -192,10 +218,24 @@ def _latency(base: dict, head: dict, limit_pct: float | None, resamples: int) ->
     b_ci = bootstrap_median_ci(bs, resamples=resamples)
     h_ci = bootstrap_median_ci(hs, resamples=resamples)
     pct = _pct(b_med, h_med)
-    overlap = b_ci[0] <= h_ci[1] and h_ci[0] <= b_ci[1]
-    note = "intervals overlap: within noise" if overlap else "intervals do not overlap"
-    # Slower beyond the limit, and the head's whole interval lies above the base's.
-    regression = limit_pct is not None and pct is not None and pct > limit_pct and h_ci[0] > b_ci[1]
+    inconclusive, paired = None, None
+    if load is not None:  # base and head timed in the same rounds (`ab`)
+        gate = paired_gate(bs, hs, limit_pct, load)
+        lo, hi = gate.ratio.ci95
+        note = f"paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f})"
+        regression, inconclusive, paired = gate.regression, gate.inconclusive, gate.to_dict()
+        if inconclusive:
+            note = f"latency inconclusive: {inconclusive}; {note}"
+    else:
+        overlap = b_ci[0] <= h_ci[1] and h_ci[0] <= b_ci[1]
+        note = "intervals overlap: within noise" if overlap else "intervals do not overlap"
+        # Slower beyond the limit, and the head's whole interval lies above the base's.
+        regression = (
+            limit_pct is not None and pct is not None and pct > limit_pct and h_ci[0] > b_ci[1]
+        )
+        if noise and not h_ci[0] > b_ci[1] * NOISE_BAND:  # noisy timing: only a huge change
+            inconclusive, regression = "; ".join(noise), False
+            note = f"latency inconclusive: {inconclusive}"
     return MetricChange(
         "latency_median_ms",
         "measured",
@@ -208,6 +248,8 @@ def _latency(base: dict, head: dict, limit_pct: float | None, resamples: int) ->
         limit=None if limit_pct is None else f"+{limit_pct:g}%",
         regression=regression,
         note=note,
+        inconclusive=inconclusive,
+        paired=paired,
     )
 
 
@@ -219,6 +261,12 @@ def _regression_message(mode: str, m: MetricChange) -> str:
         text = (
             f"modeled bytes per step {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), "
             f"limit {m.limit}"
+        )
+    elif m.paired is not None:
+        lo = m.paired["ratio"]["ci95"][0]
+        text = (
+            f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct}), limit {m.limit}, "
+            f"paired head/base {m.paired['ratio']['median']:.3f}, 95% CI from {lo:.3f}"
         )
     else:
         text = (
@@ -235,8 +283,13 @@ def compare_runs(
     base_label: str = "base",
     head_label: str = "head",
     resamples: int = 2000,
+    paired_load: dict[str, Any] | None = None,
 ) -> Comparison:
-    """Compare two validated run records; raise CompareError if they are not the same setup."""
+    """Compare two validated run records; raise CompareError if they are not the same setup.
+
+    `paired_load` (from `ab`, which timed base and head in the same rounds) switches the latency
+    gate to per-round head/base ratios; the machine load it carries feeds the noise guard.
+    """
     base_model, head_model = base["model"].get("name"), head["model"].get("name")
     if base_model != head_model:
         raise CompareError(f"different models: base {base_model!r}, head {head_model!r}")
@@ -255,7 +308,15 @@ def compare_runs(
                 _kernels(b, h, thresholds.max_kernel_increase),
                 _launches(b, h),
                 _bytes(b, h, thresholds.max_bytes_increase_pct),
-                _latency(b, h, thresholds.max_latency_regression_pct, resamples),
+                _latency(
+                    b,
+                    h,
+                    thresholds.max_latency_regression_pct,
+                    resamples,
+                    [f"base: {r}" for r in record_noise(base, name)]
+                    + [f"head: {r}" for r in record_noise(head, name)],
+                    paired_load,
+                ),
             ]
             regressions += [
                 Regression(name, m.metric, _regression_message(name, m))

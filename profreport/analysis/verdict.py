@@ -24,10 +24,19 @@ def _latency_clause(mode: dict[str, Any]) -> str:
     if not sp:
         return ""
     lo, hi = sp["ci95"]
+    if sp.get("inconclusive"):
+        return (
+            f"latency inconclusive: {sp['inconclusive']} (paired speedup {sp['median']:.2f}, "
+            f"95% CI {lo:.2f}-{hi:.2f})"
+        )
+    noisy = f", beyond the noise band although {sp['noise']}" if sp.get("noise") else ""
     if lo > 1.0:
-        return f"{sp['median']:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f})"
+        return f"{sp['median']:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f}{noisy})"
     if hi < 1.0:
-        return f"{1 / sp['median']:.2f}x slower than eager (95% CI of speedup {lo:.2f}-{hi:.2f})"
+        return (
+            f"{1 / sp['median']:.2f}x slower than eager "
+            f"(95% CI of speedup {lo:.2f}-{hi:.2f}{noisy})"
+        )
     return f"latency unchanged within noise (speedup {sp['median']:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
 

@@ -70,16 +70,24 @@ def _calibrate(fn, sync, cfg: TimingConfig, clock) -> int:
         calls = max(calls + 1, min(calls * 10, math.ceil(calls * grow)))
 
 
+def rotated(round_no: int, names: list[str]) -> list[str]:
+    """The default round order: the names rotated by one place each round."""
+    shift = round_no % len(names)
+    return names[shift:] + names[:shift]
+
+
 def measure_latency(
     fns: dict[str, Callable[[], Any]],
     sync: Callable[[], None],
     cfg: TimingConfig = TimingConfig(),
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[int, dict[str, TimingResult]], None] | None = None,
+    order: Callable[[int, list[str]], list[str]] | None = None,
 ) -> dict[str, TimingResult]:
     """Time every callable in `fns` (already warmed up) in interleaved rounds.
 
-    A callable that raises stops the timing with :class:`TimingFailed` naming it.
+    A callable that raises stops the timing with :class:`TimingFailed` naming it. `order` gives
+    each round's order (default :func:`rotated`); it must name every callable once.
     """
     results: dict[str, TimingResult] = {}
     for name, fn in fns.items():
@@ -94,8 +102,7 @@ def measure_latency(
     started = clock()
     round_no = 0
     while True:
-        shift = round_no % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in (order or rotated)(round_no, names):
             res = results[name]
             with _blame(name):
                 elapsed = _time_block(fns[name], sync, res.calls_per_block, clock)

@@ -90,6 +90,23 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
+def _paired(cmp: Comparison) -> bool:
+    """Base and head were timed in the same rounds (`ab`)."""
+    return any(m.paired is not None for mc in cmp.modes for m in mc.metrics)
+
+
+LATENCY_SOURCE = {
+    False: "latency: measured, median with a 95% bootstrap interval — a slowdown counts only "
+    "when the intervals do not overlap",
+    True: "latency: measured in one process, base and head blocks interleaved; the gate reads "
+    "the median of per-round head/base ratios with a distribution-free 95% interval",
+}
+NOISE_SOURCE = (
+    "; when the noise guard tripped (run.json timing_noise) latency is inconclusive: it neither "
+    "passes nor fails"
+)
+
+
 def _thresholds_text(cmp: Comparison) -> str:
     t = cmp.thresholds
     parts = []
@@ -97,7 +114,12 @@ def _thresholds_text(cmp: Comparison) -> str:
         parts.append(f"kernels / step +{t.max_kernel_increase}")
     if t.max_bytes_increase_pct is not None:
         parts.append(f"modeled bytes +{t.max_bytes_increase_pct:g}%")
-    if t.max_latency_regression_pct is not None:
+    if t.max_latency_regression_pct is not None and _paired(cmp):
+        parts.append(
+            f"latency: paired head/base ratio +{t.max_latency_regression_pct:g}% with its 95% "
+            "interval above 1"
+        )
+    elif t.max_latency_regression_pct is not None:
         parts.append(
             f"latency median +{t.max_latency_regression_pct:g}% with non-overlapping 95% intervals"
         )
@@ -137,6 +159,8 @@ def build_compare_view(cmp: Comparison) -> dict[str, Any]:
         "warnings": list(cmp.warnings),
         "only_in_base": ", ".join(cmp.only_in_base),
         "only_in_head": ", ".join(cmp.only_in_head),
+        "inconclusive": cmp.inconclusive,
+        "latency_source": LATENCY_SOURCE[_paired(cmp)] + NOISE_SOURCE + ".",
     }
 
 
@@ -179,15 +203,13 @@ def render_markdown(cmp: Comparison) -> str:
         rows.append(cells)
     lines += [*md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l"), ""]
     lines += [f"- ❌ {md_cell(msg)}" for msg in v["regressions"]]
+    lines += [f"- ❔ {md_cell(line)} (neither passes nor fails)" for line in v["inconclusive"]]
     lines += [f"- ⚠️ {md_cell(w)}" for w in v["warnings"]]
     if v["only_in_base"]:
         lines.append(f"- only in base: {md_cell(v['only_in_base'])}")
     if v["only_in_head"]:
         lines.append(f"- only in head: {md_cell(v['only_in_head'])}")
-    lines.append(
-        "<sub>kernels: profiler; bytes: modeled; latency: measured, median with a 95% bootstrap "
-        "interval — a slowdown counts only when the intervals do not overlap.</sub>"
-    )
+    lines.append(f"<sub>kernels: profiler; bytes: modeled; {v['latency_source']}</sub>")
     return "\n".join(lines) + "\n"
 
 

@@ -64,6 +64,7 @@ def render(record: dict[str, Any]) -> str:
         rows.append(cells)
     lines += md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l")
     lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
+    lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"
         for d in view["details"]
@@ -73,7 +74,8 @@ def render(record: dict[str, Any]) -> str:
     lines.append(
         f"<sub>kernels: profiler, {md_cell(view['definition_name'])} definition, per step; "
         "bytes: modeled (compulsory traffic from tensor sizes; partial = some kernels not "
-        "modeled); latency: measured outside the profiler, speedup interval by bootstrap; "
+        "modeled); latency: measured outside the profiler, speedup = median of paired per-round "
+        "ratios with an order-statistic 95% interval; "
         "output vs eager: measured on the example inputs, max abs err and norm-wise rel err "
         "against torch.testing's tolerances for the dtype.</sub>"
     )

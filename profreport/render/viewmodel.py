@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from profreport.format import fmt_bytes, fmt_ms
+from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
@@ -31,8 +32,10 @@ METHOD = {
         "starts and stops; modes are interleaved round by round in rotating order so machine drift "
         "hits all alike; timing stops when every mode has at least {min_blocks} blocks and "
         "{min_time_s:g} s of measured time. Median, IQR and p10/p90 are over blocks (per-call time "
-        "of each block). Speedup = eager median / mode median with a 95% percentile-bootstrap "
-        "interval ({resamples} resamples)."
+        "of each block). Speedup = the median over rounds of eager's block / the mode's block "
+        "in the same round (paired, so drift that hits both cancels), with a distribution-free "
+        "95% interval from order statistics of those ratios (records written before this used "
+        "eager median / mode median with a {resamples}-resample bootstrap)."
     ),
     "output": (
         "Measured: after a mode is built and warmed up, one more call on the example inputs (no "
@@ -114,9 +117,7 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
         iqr=fmt_ms(lat.get("iqr")),
         p10_p90=f"{fmt_ms(lat.get('p10'))} - {fmt_ms(lat.get('p90'))}" if lat else "n/a",
         n=lat.get("n", "n/a"),
-        speedup=(
-            f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})" if sp else "baseline"
-        ),
+        speedup=speedup_cell(sp),
         compile_s=_num(mode.get("compile_s"), "{:.2f} s"),
         output=output_check_view(name, mode),
     )
@@ -382,6 +383,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
                 min_time_s=timing.get("min_time_s", 1.0),
                 resamples=settings.get("bootstrap_resamples", 2000),
             ),
+            "noise": noise_text(record.get("timing_noise")),
             "compile_s": METHOD["compile_s"].format(jit_calls=3),
             "output": METHOD["output"],
         },

@@ -1,0 +1,154 @@
+"""`profreport ab`: base and head in one process, their latency blocks interleaved.
+
+Both models are built, profiled and warmed up as `generate` does (pipeline.collect_stages), then
+timed together: each round runs every mode of both sides, modes in rotating order and, within a
+mode, base and head adjacent in alternating order (base first on even rounds). Block *i* of base
+and of head ran moments apart, so the gate compares them round by round (analysis/paired.py).
+Each side then finishes as an ordinary run; compare_runs reads the two records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from profreport import interrupts
+from profreport.analysis.compare import Comparison, Thresholds, compare_runs
+from profreport.capture.noise import watch
+from profreport.capture.timing import TimingFailed, measure_latency
+from profreport.models import LoadedModel
+from profreport.pipeline import (
+    Progress,
+    RunOptions,
+    TimingStage,
+    _mark_failed,
+    collect_stages,
+    finish_stages,
+    store_latency,
+)
+
+SIDES = ("base", "head")
+
+
+def key(side: str, mode: str) -> str:
+    return f"{side}/{mode}"
+
+
+def ab_order(round_no: int, names: list[str]) -> list[str]:
+    """One round's order: modes rotated by one place per round; base and head of a mode
+    adjacent, base first on even rounds and head first on odd ones. A key without its partner
+    (a mode that failed on one side) keeps its mode's place."""
+    modes: list[str] = []
+    for name in names:
+        mode = name.split("/", 1)[1]
+        if mode not in modes:
+            modes.append(mode)
+    shift = round_no % len(modes)
+    sides = SIDES if round_no % 2 == 0 else SIDES[::-1]
+    present = set(names)
+    return [
+        key(side, mode)
+        for mode in modes[shift:] + modes[:shift]
+        for side in sides
+        if key(side, mode) in present
+    ]
+
+
+def time_together(
+    stages: dict[str, TimingStage],
+    inputs: dict[str, tuple[torch.Tensor, ...]],
+    device: torch.device,
+    options: RunOptions,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Time base and head in shared rounds; store each side's latency in its record; return the
+    machine load over the timing. A mode that raises is marked failed on its side and the rest
+    are timed again without it."""
+    start = interrupts.mark()
+    sync = stages["base"].sync
+    while True:
+        fns: dict[str, Callable[[], Any]] = {
+            key(side, mode): partial(p.fn, *inputs[side])
+            for side in SIDES
+            for mode, p in stages[side].prepared_modes.items()
+        }
+        if not fns:
+            return {}
+
+        def on_round(round_no: int, results: dict[str, Any], n: int = len(fns)) -> None:
+            if round_no % 10 == 1:
+                done = min(len(r.samples_ms) for r in results.values())
+                progress(f"timing base and head, {n} series interleaved: round {round_no}, {done}")
+
+        try:
+            with watch() as load:
+                timings = measure_latency(
+                    fns, sync, options.timing, on_round=on_round, order=ab_order
+                )
+        except TimingFailed as failure:
+            interrupts.reraise_if_interrupted(failure.error, start)
+            side, mode = failure.mode.split("/", 1)
+            _mark_failed(stages[side].record["modes"][mode], mode, failure.error, device)
+            del stages[side].prepared_modes[mode]
+            continue
+        for side in SIDES:
+            own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
+            store_latency(stages[side].record, own, load)
+            stages[side].record["ab"] = {"side": side, "order": "ab_order (profreport/ab.py)"}
+        return load
+
+
+@dataclass
+class AbResult:
+    base: dict[str, Any]
+    head: dict[str, Any]
+    comparison: Comparison
+
+
+def run_ab(
+    models: dict[str, LoadedModel],
+    device: torch.device,
+    dtype: str,
+    run_dirs: dict[str, Path],
+    options: RunOptions,
+    thresholds: Thresholds,
+    progress: Progress = lambda _msg: None,
+    labels: dict[str, str] | None = None,
+    **collect: Callable[..., Any],
+) -> AbResult:
+    """Profile base and head (run folders `run_dirs[side]`), time them together, compare."""
+    generators = {}
+    stages = {}
+    for side in SIDES:
+
+        def tagged(msg: str, side: str = side) -> None:
+            progress(f"{side}: {msg}")
+
+        generators[side] = collect_stages(
+            models[side], device, dtype, run_dirs[side], options, tagged, **collect
+        )
+        stages[side] = next(generators[side])
+    with (
+        stages["base"].phases.phase("timing"),
+        stages["head"].phases.phase("timing"),
+        torch.no_grad(),
+    ):
+        load = time_together(
+            stages, {s: models[s].example_inputs for s in SIDES}, device, options, progress
+        )
+    records = {side: finish_stages(generators[side]) for side in SIDES}
+    labels = labels or {side: side for side in SIDES}
+    comparison = compare_runs(
+        records["base"],
+        records["head"],
+        thresholds,
+        base_label=labels["base"],
+        head_label=labels["head"],
+        paired_load=load,
+    )
+    return AbResult(records["base"], records["head"], comparison)

@@ -1,0 +1,132 @@
+"""The `ab` command's arguments and its edge: files, progress, exit codes (0 / 1 / 2)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
+
+
+def add_arguments(ab: argparse.ArgumentParser, numbers: dict[str, Callable[[str], Any]]) -> None:
+    """`numbers` holds cli's argument checkers (positive_float, non_negative_int, ...)."""
+    ab.add_argument("base", help="base model spec (as generate --model accepts)")
+    ab.add_argument("head", help="head model spec (as generate --model accepts)")
+    ab.add_argument("--modes", default="eager,compile", help="comma-separated modes")
+    ab.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
+    ab.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    ab.add_argument(
+        "--out", default="reports", help="parent folder of the ab folder (default reports/)"
+    )
+    ab.add_argument("--format", default="md", choices=list(COMPARE_NAMES))
+    ab.add_argument("--min-time", type=numbers["positive_float"], default=1.0)
+    ab.add_argument("--max-time", type=numbers["positive_float"], default=120.0)
+    ab.add_argument("--threads", type=numbers["positive_int"], default=None)
+    ab.add_argument("--quiet", action="store_true", help="no progress output")
+    ab.add_argument(
+        "--max-kernel-increase",
+        type=numbers["non_negative_int"],
+        default=None,
+        metavar="N",
+    )
+    ab.add_argument(
+        "--max-bytes-increase",
+        type=numbers["non_negative_float"],
+        default=None,
+        metavar="PCT",
+    )
+    ab.add_argument(
+        "--max-latency-regression",
+        type=numbers["non_negative_float"],
+        default=None,
+        metavar="PCT",
+        help="gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1",
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from profreport import ab, api
+    from profreport.analysis.compare import Thresholds
+    from profreport.api import RunResult
+    from profreport.cli import (
+        LOG_NAME,
+        UsageError,
+        _device_for,
+        _gate_exit,
+        _library_output,
+        _run_name,
+        _staging,
+        progress_display,
+    )
+    from profreport.files import write_atomic
+    from profreport.models import ModelError, load_model
+    from profreport.pipeline import DTYPES
+    from profreport.render import compare as compare_render
+
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    try:
+        options = api.run_options(modes, min_time_s=args.min_time, max_time_s=args.max_time)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    device = _device_for(args)
+    models = {}
+    for side, spec in (("base", args.base), ("head", args.head)):
+        try:
+            models[side] = load_model(spec, device, DTYPES[args.dtype])
+        except ModelError as exc:
+            raise UsageError(f"{side}: {exc}") from None
+    if models["base"].name != models["head"].name:
+        raise UsageError(
+            f"cannot compare: different models: base {models['base'].name!r}, "
+            f"head {models['head'].name!r}"
+        )
+    thresholds = Thresholds(
+        max_kernel_increase=args.max_kernel_increase,
+        max_bytes_increase_pct=args.max_bytes_increase,
+        max_latency_regression_pct=args.max_latency_regression,
+    )
+    now = datetime.now(timezone.utc)
+    name = _run_name(f"{models['base'].name}-ab", device.type, now)
+    with (
+        _staging(Path(args.out), name) as staged,
+        _library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        progress_display(args.quiet, terminal) as progress,
+    ):
+        run_dirs = {side: staged.path / side for side in ab.SIDES}
+        result = ab.run_ab(
+            models,
+            device,
+            args.dtype,
+            run_dirs,
+            options,
+            thresholds,
+            progress,
+            labels={"base": args.base, "head": args.head},
+            now=lambda: now,
+        )
+        content = compare_render.render(result.comparison, args.format)
+        try:
+            RunResult(result.base, run_dirs["base"]).save()
+            RunResult(result.head, run_dirs["head"]).save()
+            write_atomic(staged.path / COMPARE_NAMES[args.format], content)
+            folder = staged.publish()
+        except OSError as exc:
+            raise UsageError(
+                f"cannot write the runs under {args.out}: {exc.strerror or exc}"
+            ) from exc
+    for side in ab.SIDES:
+        print(f"{side}: {folder / side / 'report.html'}", file=out)
+    print(f"comparison: {folder / COMPARE_NAMES[args.format]}", file=out)
+    for mc in result.comparison.modes:
+        lat = mc.metric("latency_median_ms")
+        if lat is not None and lat.paired is not None:
+            r = lat.paired["ratio"]
+            print(
+                f"  {mc.mode}: head/base {r['median']:.3f} (95% CI {r['ci95'][0]:.3f}-"
+                f"{r['ci95'][1]:.3f}, {r['n']} paired rounds, spread {r['spread']:.1%})",
+                file=out,
+            )
+    return _gate_exit(result.comparison, err)

@@ -1,0 +1,339 @@
+"""Paired latency statistics and the timing noise guard: pure functions over timed blocks.
+
+Modes (and, in `ab`, base and head) are timed in interleaved rounds, so block *i* of two series
+ran moments apart. The ratio of those two blocks cancels whatever slowed the machine in that round
+(frequency, another process, the level drifting within the process); the median of the per-round
+ratios, with a distribution-free interval from order statistics, is the paired speedup.
+
+The guard records what makes even paired numbers untrustworthy and names it; a verdict then says
+"latency inconclusive: <why>" instead of a direction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+METHOD = "paired per-round ratios"
+
+# ---------------------------------------------------------------- thresholds (named, with sources)
+
+# Below this many rounds no order-statistic interval of the median reaches 95% coverage
+# (with n = 5 the widest one, min..max, covers 1 - 2 * 0.5**5 = 93.75%).
+MIN_ROUNDS = 6
+# Share of all CPU time on the machine that other processes used while we timed. On the 2-vCPU
+# CI machine a timed model uses both cores; one other busy thread for a tenth of the window
+# already slowed blocks by 10-50% in bench/noise_guard.py, more than the effects we call.
+MAX_OTHER_BUSY_SHARE = 0.10
+# IQR / median of the paired ratios. On a quiet machine 20 ms CPU blocks give ratio spreads of
+# 1-4% (bench/latency_fidelity.py, bench/noise_guard.py quiet rows); above 10% the ratio itself
+# moves with the load and its median is no longer one number.
+MAX_RATIO_SPREAD = 0.10
+# IQR / median of eager's blocks: drift the pairing cancels, but a level that wanders this much
+# (the issue's 0.75 -> 2.45 ms within one process) says the machine was not ours.
+MAX_BLOCK_SPREAD = 0.25
+# A round whose eager block is this far from eager's median "moved"; more than
+# MAX_MOVED_ROUNDS of the rounds moving means the load changed during timing.
+ROUND_MOVE = 0.20
+MAX_MOVED_ROUNDS = 0.10
+# Two peaks: sorted log-samples split into two groups, each at least MIN_PEAK_SHARE of the
+# samples, with a gap between them more than PEAK_GAP_FACTOR times the wider group's IQR and at
+# least MIN_PEAK_GAP (5%) apart. A unimodal sample's neighbouring order statistics are far
+# closer than its IQR, so this trips only on separated clusters (a busy loop starting partway).
+MIN_PEAK_SHARE = 0.20
+PEAK_GAP_FACTOR = 2.0
+MIN_PEAK_GAP = math.log(1.05)
+MIN_BIMODAL_SAMPLES = 10
+# When the guard trips, a direction is still stated if three rounds in four, each on its own,
+# show more than this factor (the ratios' p25 above it, or p75 below its inverse): the issue's
+# sign flips were ~10% effects. The interval alone is not enough: in bench/ab_gate.py, under
+# 50-67% foreign load, identical code once gave head/base 2.33 (95% CI 2.11-2.49) over 173
+# rounds, but with ratios spread 97% (p25 far below 1.5).
+NOISE_BAND = 1.5
+
+THRESHOLDS = {
+    "min_rounds": MIN_ROUNDS,
+    "max_other_busy_share": MAX_OTHER_BUSY_SHARE,
+    "max_ratio_spread": MAX_RATIO_SPREAD,
+    "max_block_spread": MAX_BLOCK_SPREAD,
+    "round_move": ROUND_MOVE,
+    "max_moved_rounds": MAX_MOVED_ROUNDS,
+    "min_peak_share": MIN_PEAK_SHARE,
+    "peak_gap_factor": PEAK_GAP_FACTOR,
+    "min_peak_gap": round(MIN_PEAK_GAP, 6),
+    "noise_band": NOISE_BAND,
+}
+
+
+# ---------------------------------------------------------------- the paired statistic
+
+
+def per_round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
+    """numerator[i] / denominator[i] for every round both series have."""
+    n = min(len(numerator), len(denominator))
+    return [float(numerator[i]) / float(denominator[i]) for i in range(n)]
+
+
+def median_ci_rank(n: int, confidence: float = 0.95) -> int | None:
+    """The 1-based rank k such that [x_(k), x_(n+1-k)] covers the median with at least
+    `confidence` (binomial, distribution-free); None when no interval reaches it."""
+    alpha = 1.0 - confidence
+    k, cdf = 0, 0.0
+    while True:
+        p_next = math.comb(n, k) / 2.0**n  # P(Binom(n, 1/2) = k)
+        if cdf + p_next > alpha / 2:
+            return k if k >= 1 else None
+        cdf += p_next
+        k += 1
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    median: float  # median of the per-round ratios
+    ci95: tuple[float, float]  # order-statistic interval of that median (None-free: see covered)
+    n: int  # rounds
+    covered: bool  # False when n < MIN_ROUNDS: the interval is min..max and covers < 95%
+    p25: float
+    p75: float
+    spread: float  # (p75 - p25) / median of the ratios
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "median": self.median,
+            "ci95": list(self.ci95),
+            "n": self.n,
+            "covered": self.covered,
+            "p25": self.p25,
+            "p75": self.p75,
+            "spread": self.spread,
+        }
+
+
+def paired_ratio(ratios: Sequence[float], confidence: float = 0.95) -> PairedRatio:
+    """Median of per-round ratios with a distribution-free interval from order statistics."""
+    if not ratios:
+        raise ValueError("no paired rounds")
+    x = sorted(float(r) for r in ratios)
+    n = len(x)
+    k = median_ci_rank(n, confidence)
+    lo, hi = (x[k - 1], x[n - k]) if k is not None else (x[0], x[-1])
+    med = float(np.median(x))
+    p25, p75 = (float(v) for v in np.percentile(x, [25, 75]))
+    return PairedRatio(med, (lo, hi), n, k is not None, p25, p75, (p75 - p25) / med)
+
+
+# ---------------------------------------------------------------- noise signals
+
+
+def spread(samples: Sequence[float]) -> float:
+    """IQR / median."""
+    p25, p50, p75 = np.percentile(np.asarray(samples, dtype=float), [25, 50, 75])
+    return float((p75 - p25) / p50)
+
+
+def two_peaks(samples: Sequence[float]) -> dict[str, float] | None:
+    """The split of the samples into two separated groups (see the thresholds above), or None.
+
+    Returns {"low": median of the lower group, "high": ..., "share_high": its share}.
+    """
+    if len(samples) < MIN_BIMODAL_SAMPLES:
+        return None
+    y = np.sort(np.log(np.asarray(samples, dtype=float)))
+    n = y.size
+    least = math.ceil(MIN_PEAK_SHARE * n)
+    best: dict[str, float] | None = None
+    best_score = 0.0
+    for k in range(least, n - least + 1):  # lower group y[:k], upper group y[k:]
+        gap = float(y[k] - y[k - 1])
+        lower, upper = y[:k], y[k:]
+        width = max(
+            float(np.subtract(*np.percentile(lower, [75, 25]))),
+            float(np.subtract(*np.percentile(upper, [75, 25]))),
+        )
+        if gap < MIN_PEAK_GAP or gap <= PEAK_GAP_FACTOR * width:
+            continue
+        score = gap / max(width, 1e-12)
+        if score > best_score:
+            best_score = score
+            best = {
+                "low": float(np.exp(np.median(lower))),
+                "high": float(np.exp(np.median(upper))),
+                "share_high": (n - k) / n,
+            }
+    return best
+
+
+def moved_rounds(eager_ms: Sequence[float]) -> float:
+    """Share of rounds whose eager block is more than ROUND_MOVE away from eager's median."""
+    a = np.asarray(eager_ms, dtype=float)
+    med = float(np.median(a))
+    return float(np.mean(np.abs(a - med) > ROUND_MOVE * med))
+
+
+def machine_reasons(load: dict[str, Any]) -> list[str]:
+    """Why the machine was not quiet, from a capture/noise.py sample; [] when it was or unknown."""
+    share = load.get("other_busy_share")
+    if share is not None and share > MAX_OTHER_BUSY_SHARE:
+        return [
+            f"other processes used {share:.0%} of the machine's CPU time while timing "
+            f"(limit {MAX_OTHER_BUSY_SHARE:.0%})"
+        ]
+    return []
+
+
+def baseline_reasons(eager_ms: Sequence[float]) -> tuple[dict[str, Any], list[str]]:
+    """Signals from the baseline's own blocks: spread, rounds that moved, two peaks."""
+    reasons: list[str] = []
+    signals: dict[str, Any] = {"rounds": len(eager_ms)}
+    if not eager_ms:
+        return signals, reasons
+    signals["block_spread"] = spread(eager_ms)
+    signals["moved_rounds"] = moved_rounds(eager_ms)
+    signals["two_peaks"] = two_peaks(eager_ms)
+    if len(eager_ms) < MIN_ROUNDS:
+        reasons.append(f"only {len(eager_ms)} rounds (a 95% interval needs {MIN_ROUNDS})")
+    if signals["block_spread"] > MAX_BLOCK_SPREAD:
+        reasons.append(
+            f"baseline blocks spread {signals['block_spread']:.0%} (IQR/median, limit "
+            f"{MAX_BLOCK_SPREAD:.0%})"
+        )
+    if signals["moved_rounds"] > MAX_MOVED_ROUNDS:
+        reasons.append(
+            f"baseline moved >{ROUND_MOVE:.0%} from its median in "
+            f"{signals['moved_rounds']:.0%} of rounds (limit {MAX_MOVED_ROUNDS:.0%})"
+        )
+    peaks = signals["two_peaks"]
+    if peaks:
+        reasons.append(
+            f"baseline blocks have two peaks ({peaks['low']:.3g} and {peaks['high']:.3g} ms)"
+        )
+    return signals, reasons
+
+
+def ratio_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
+    """Signals from one series' paired ratios: too few rounds, spread, two peaks."""
+    reasons = []
+    if not ratio.covered:
+        reasons.append(f"only {ratio.n} paired rounds (a 95% interval needs {MIN_ROUNDS})")
+    if ratio.spread > MAX_RATIO_SPREAD:
+        reasons.append(
+            f"paired ratios spread {ratio.spread:.0%} (IQR/median, limit {MAX_RATIO_SPREAD:.0%})"
+        )
+    peaks = two_peaks(ratios)
+    if peaks:
+        reasons.append(f"paired ratios have two peaks ({peaks['low']:.3g} and {peaks['high']:.3g})")
+    return reasons
+
+
+# ---------------------------------------------------------------- generate: speedups + guard
+
+
+def beyond_noise(ratio: PairedRatio) -> bool:
+    """Three rounds in four, each alone, beyond NOISE_BAND the same way (and so the interval
+    too): a direction no noise explains."""
+    return (ratio.ci95[0] > NOISE_BAND and ratio.p25 > NOISE_BAND) or (
+        ratio.ci95[1] < 1 / NOISE_BAND and ratio.p75 < 1 / NOISE_BAND
+    )
+
+
+def paired_speedups(
+    samples_ms: dict[str, Sequence[float]], load: dict[str, Any], baseline: str = "eager"
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per-mode `speedup_vs_eager` entries (baseline block / mode block, per round) and the
+    run's `timing_noise` record. A mode's entry carries `inconclusive` (why) or None."""
+    base = samples_ms.get(baseline)
+    noise: dict[str, Any] = {
+        "method": METHOD,
+        "load": load,
+        "thresholds": THRESHOLDS,
+        "signals": {},
+        "reasons": [],
+        "tripped": False,
+    }
+    if base is None:
+        return {}, noise
+    signals, reasons = baseline_reasons(base)
+    reasons = machine_reasons(load) + reasons
+    noise["signals"] = {"baseline": signals, "modes": {}}
+    speedups = {}
+    for name, samples in samples_ms.items():
+        if name == baseline:
+            continue
+        ratios = per_round_ratios(base, samples)
+        if not ratios:
+            continue
+        ratio = paired_ratio(ratios)
+        own = ratio_reasons(ratio, ratios)
+        noise["signals"]["modes"][name] = {"ratio_spread": ratio.spread, "reasons": own}
+        why = reasons + own
+        beyond = beyond_noise(ratio)
+        speedups[name] = {
+            "median": ratio.median,
+            "ci95": list(ratio.ci95),
+            "method": METHOD,
+            "rounds": ratio.n,
+            "ratios": {"p25": ratio.p25, "p75": ratio.p75, "spread": ratio.spread},
+            "per_round": ratios,
+            "noise": "; ".join(why) if why else None,  # what the guard saw
+            "inconclusive": "; ".join(why) if why and not beyond else None,
+        }
+    noise["reasons"] = reasons
+    noise["tripped"] = bool(reasons) or any(
+        m["reasons"] for m in noise["signals"]["modes"].values()
+    )
+    return speedups, noise
+
+
+# ---------------------------------------------------------------- the latency gate
+
+
+def record_noise(record: dict[str, Any], mode: str) -> list[str]:
+    """Why a stored run's timing of `mode` was noisy (its `timing_noise`): the run's reasons
+    and that mode's own; [] when quiet or recorded before the guard existed."""
+    noise = record.get("timing_noise") or {}
+    reasons = list(noise.get("reasons") or [])
+    own = (noise.get("signals") or {}).get("modes", {}).get(mode) or {}
+    return reasons + list(own.get("reasons") or [])
+
+
+@dataclass(frozen=True)
+class PairedGate:
+    """Head against base, block by block in the same rounds (head / base: > 1 is slower)."""
+
+    ratio: PairedRatio
+    reasons: list[str]  # the guard's findings; a direction inside the noise band is then unknown
+    regression: bool
+    inconclusive: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": METHOD,
+            "ratio": self.ratio.to_dict(),
+            "reasons": self.reasons,
+            "inconclusive": self.inconclusive,
+        }
+
+
+def paired_gate(
+    base_ms: Sequence[float],
+    head_ms: Sequence[float],
+    limit_pct: float | None,
+    load: dict[str, Any],
+) -> PairedGate:
+    """A regression: the median head/base ratio above 1 + limit and its whole 95% interval above
+    1. When the guard trips, that holds only beyond the noise band (see beyond_noise);
+    otherwise the gate neither passes nor fails latency (`inconclusive` says why)."""
+    ratios = per_round_ratios(head_ms, base_ms)
+    ratio = paired_ratio(ratios)
+    reasons = machine_reasons(load) + baseline_reasons(base_ms)[1] + ratio_reasons(ratio, ratios)
+    lo = ratio.ci95[0]
+    slower = limit_pct is not None and (ratio.median - 1) * 100 > limit_pct and lo > 1.0
+    if not reasons:
+        return PairedGate(ratio, reasons, slower, None)
+    if beyond_noise(ratio):
+        return PairedGate(ratio, reasons, slower, None)
+    return PairedGate(ratio, reasons, False, "; ".join(reasons))

@@ -1,0 +1,121 @@
+"""`profreport ab`: round order, the paired gate on injected samples, and the command itself.
+
+No assertion depends on how fast anything ran: samples are synthetic or the fake clock's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from profreport.ab import ab_order
+from profreport.analysis.compare import Thresholds, compare_runs
+from profreport.capture.timing import TimingConfig, measure_latency
+from profreport.cli import main
+from tests.test_timing import FakeClock
+
+MODELS = Path(__file__).resolve().parents[1] / "bench" / "ab_models"
+QUIET = {"other_busy_share": 0.0}
+
+
+def test_ab_order_alternates_sides_and_rotates_modes():
+    names = ["base/eager", "head/eager", "base/compile", "head/compile"]
+    assert ab_order(0, names) == names
+    assert ab_order(1, names) == ["head/compile", "base/compile", "head/eager", "base/eager"]
+    assert ab_order(2, names) == names
+    # a mode that failed on one side keeps its partner's place
+    assert ab_order(1, ["base/eager", "head/eager", "base/compile"]) == [
+        "base/compile",
+        "head/eager",
+        "base/eager",
+    ]
+
+
+def test_measure_latency_follows_the_ab_order():
+    clock = FakeClock()
+    cfg = TimingConfig(min_time_s=0.0, max_time_s=100, block_s=0.001, min_blocks=3, warmup_s=0.0)
+    names = ["base/eager", "head/eager", "base/compile", "head/compile"]
+    fns = {n: clock.work(n, 0.002) for n in names}
+    measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock, order=ab_order)
+    rounds = [clock.order[4 + i * 4 : 8 + i * 4] for i in range(3)]  # after 4 calibrations
+    assert rounds == [
+        names,
+        ["head/compile", "base/compile", "head/eager", "base/eager"],
+        names,
+    ]
+
+
+def _record(samples: dict[str, list[float]]) -> dict:
+    modes = {}
+    for name, s in samples.items():
+        modes[name] = {
+            "status": "ok",
+            "kernels": {"per_step": 3, "launches": 0},
+            "bytes": {"read": 100, "written": 100},
+            "latency_ms": {"median": sorted(s)[len(s) // 2], "samples": s},
+        }
+    return {"model": {"name": "m"}, "device": {"type": "cpu"}, "env": {}, "modes": modes}
+
+
+def test_paired_gate_in_compare_exact_ratios():
+    # The machine's level wanders +-12%; head is exactly 1.15x base in every round.
+    level = [1.0, 1.15, 0.9, 1.1, 0.95, 1.05, 0.88, 1.12, 1.0, 0.92]
+    base = _record({"eager": level})
+    head = _record({"eager": [1.15 * x for x in level]})
+    cmp = compare_runs(base, head, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
+    lat = cmp.modes[0].metric("latency_median_ms")
+    assert lat.paired["ratio"]["median"] == pytest.approx(1.15)
+    assert lat.paired["ratio"]["ci95"] == pytest.approx([1.15, 1.15])
+    assert lat.regression and lat.inconclusive is None
+    # The same samples unpaired: the wander swamps the change, the intervals overlap.
+    unpaired = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    assert not unpaired.regressed
+    # +15% under a 20% limit passes.
+    loose = compare_runs(base, head, Thresholds(max_latency_regression_pct=20), paired_load=QUIET)
+    assert not loose.regressed
+
+
+def test_paired_gate_inconclusive_when_the_baseline_moved():
+    # A 3x drift: the ratio is still exact, but the guard says the machine was not ours, and
+    # +25% is inside the noise band: neither pass nor fail. Twice the work is beyond it: fail.
+    level = [1.0, 1.5, 3.0, 2.0, 1.2, 2.5, 1.0, 3.0, 1.7, 2.2]
+    base = _record({"eager": level})
+    head = _record({"eager": [1.25 * x for x in level]})
+    cmp = compare_runs(base, head, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
+    lat = cmp.modes[0].metric("latency_median_ms")
+    assert not cmp.regressed
+    assert lat.inconclusive == (
+        "baseline blocks spread 62% (IQR/median, limit 25%); "
+        "baseline moved >20% from its median in 60% of rounds (limit 10%)"
+    )
+    double = _record({"eager": [2 * x for x in level]})
+    cmp = compare_runs(base, double, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
+    assert [r.metric for r in cmp.regressions] == ["latency_median_ms"]
+
+
+def test_ab_command_same_spec_and_errors(tmp_path):
+    spec = f"{MODELS / 'base' / 'block.py'}:build"
+    out, err = io.StringIO(), io.StringIO()
+    args = ["ab", spec, spec, "--modes", "eager", "--min-time", "0.05", "--quiet"]
+    rc = main([*args, "--out", str(tmp_path), "--format", "json"], out=out, err=err)
+    assert rc == 0, err.getvalue()  # no thresholds: report only, whatever the timing says
+    (folder,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    for side in ("base", "head"):
+        record = json.loads((folder / side / "run.json").read_text())
+        assert record["ab"]["side"] == side
+        assert record["timing_noise"]["method"] == "paired per-round ratios"
+        assert (folder / side / "report.html").is_file()
+    cmp = json.loads((folder / "compare.json").read_text())
+    lat = cmp["modes"][0]["metrics"][-1]
+    assert lat["metric"] == "latency_median_ms" and lat["paired"]["method"]
+    base = json.loads((folder / "base" / "run.json").read_text())
+    assert lat["paired"]["ratio"]["n"] == len(base["modes"]["eager"]["latency_ms"]["samples"])
+    # Different models: exit 2 before anything runs.
+    err = io.StringIO()
+    rc = main(["ab", "mlp-block", "gated-residual", "--out", str(tmp_path)], out=out, err=err)
+    assert rc == 2 and "different models" in err.getvalue()
+    rc = main(["ab", "mlp-block", "no/such/file.py:f", "--out", str(tmp_path)], out=out, err=err)
+    assert rc == 2 and "head: model file not found" in err.getvalue()

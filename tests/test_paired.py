@@ -1,0 +1,166 @@
+"""The paired statistic and the noise guard on synthetic samples: exact values, no timing."""
+
+from __future__ import annotations
+
+import pytest
+
+from profreport.analysis import paired
+from profreport.analysis.verdict import _latency_clause
+from profreport.capture import noise
+
+QUIET = {"other_busy_share": 0.01}
+
+
+def test_median_ci_rank_matches_the_binomial_table():
+    # Standard table of distribution-free 95% intervals for the median: n -> rank k.
+    assert paired.median_ci_rank(5) is None  # min..max covers only 93.75%
+    assert paired.median_ci_rank(6) == 1
+    assert paired.median_ci_rank(9) == 2
+    assert paired.median_ci_rank(10) == 2
+    assert paired.median_ci_rank(15) == 4
+    assert paired.median_ci_rank(20) == 6
+    assert paired.median_ci_rank(30) == 10
+
+
+def test_paired_ratio_exact_values():
+    ratios = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9]
+    r = paired.paired_ratio(ratios)
+    assert r.median == pytest.approx(1.45)
+    assert r.ci95 == (1.1, 1.8)  # ranks 2 and 9 of 10
+    assert r.covered and r.n == 10
+    assert r.p25 == pytest.approx(1.225) and r.p75 == pytest.approx(1.675)
+    assert r.spread == pytest.approx(0.45 / 1.45)
+
+
+def test_too_few_rounds_is_not_covered():
+    r = paired.paired_ratio([2.0, 1.0, 3.0])
+    assert not r.covered and r.ci95 == (1.0, 3.0)
+
+
+def test_pairing_cancels_drift_that_hits_both():
+    # The machine's level drifts 4x over the run; eager is always 2x the mode in its round.
+    level = [0.75, 0.96, 1.36, 2.45] * 4
+    eager = [2.0 * x for x in level]
+    mode = list(level)
+    sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, QUIET)
+    assert sp["compile"]["median"] == pytest.approx(2.0)
+    assert sp["compile"]["ci95"] == pytest.approx([2.0, 2.0])
+    assert sp["compile"]["method"] == "paired per-round ratios"
+    assert sp["compile"]["rounds"] == 16
+    # ...but the guard sees the wandering baseline, and says so (here beyond the noise band,
+    # so the direction stands).
+    assert guard["tripped"]
+    assert any("baseline blocks spread" in r for r in guard["reasons"])
+    assert sp["compile"]["inconclusive"] is None and sp["compile"]["noise"]
+
+
+def test_quiet_samples_do_not_trip():
+    eager = [10.0 + 0.1 * (i % 5) for i in range(20)]
+    mode = [9.0 + 0.1 * (i % 3) for i in range(20)]
+    sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, QUIET)
+    assert not guard["tripped"] and guard["reasons"] == []
+    assert sp["compile"]["inconclusive"] is None and sp["compile"]["noise"] is None
+    assert sp["compile"]["ci95"][0] > 1.0
+
+
+def test_busy_machine_makes_a_small_effect_inconclusive():
+    eager = [10.0] * 20
+    mode = [9.5] * 20
+    sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, {"other_busy_share": 0.3})
+    assert guard["tripped"]
+    why = sp["compile"]["inconclusive"]
+    assert why.startswith("other processes used 30% of the machine's CPU time")
+    clause = _latency_clause({"speedup_vs_eager": sp["compile"]})
+    assert clause.startswith("latency inconclusive: other processes used 30%")
+    assert "faster" not in clause and "slower" not in clause
+
+
+def test_two_peaks_found_and_not_found():
+    one = [1.0 + 0.01 * i for i in range(20)]
+    assert paired.two_peaks(one) is None
+    two = [1.0 + 0.001 * i for i in range(10)] + [1.5 + 0.001 * i for i in range(10)]
+    peaks = paired.two_peaks(two)
+    assert peaks is not None
+    assert peaks["share_high"] == 0.5
+    assert peaks["low"] == pytest.approx(1.0045, rel=1e-3)
+    assert peaks["high"] == pytest.approx(1.5045, rel=1e-3)
+    # A few outliers (under 20% of samples) are a tail, not a second peak.
+    tail = [1.0 + 0.001 * i for i in range(18)] + [3.0, 3.1]
+    assert paired.two_peaks(tail) is None
+
+
+def test_moved_rounds_counts_rounds_beyond_the_threshold():
+    eager = [1.0] * 8 + [1.3, 0.7]
+    assert paired.moved_rounds(eager) == pytest.approx(0.2)
+
+
+def test_paired_gate_identical_never_fails_and_double_work_does():
+    base = [1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.95, 1.05, 1.0, 1.1]
+    same = paired.paired_gate(base, list(base), 10.0, QUIET)
+    assert same.ratio.median == 1.0 and not same.regression
+    double = paired.paired_gate(base, [2 * x for x in base], 10.0, QUIET)
+    assert double.ratio.median == pytest.approx(2.0) and double.regression
+    # Under a busy machine, twice the work is still beyond the noise band: it fails.
+    busy = paired.paired_gate(base, [2 * x for x in base], 10.0, {"other_busy_share": 0.5})
+    assert busy.regression and busy.inconclusive is None and busy.reasons
+    # A 20% slowdown on a busy machine neither passes nor fails.
+    small = paired.paired_gate(base, [1.2 * x for x in base], 10.0, {"other_busy_share": 0.5})
+    assert not small.regression and small.inconclusive.startswith("other processes used 50%")
+
+
+def test_machine_load_from_proc_readings(tmp_path):
+    (tmp_path / "self").mkdir()
+
+    def write(busy_user: int, idle: int, ours: int) -> dict:
+        (tmp_path / "loadavg").write_text("1.50 1.00 0.50 2/100 123\n")
+        (tmp_path / "stat").write_text(f"cpu  {busy_user} 0 0 {idle} 0 0 0 0 0 0\ncpu0 ...\n")
+        fields = ["S"] + ["0"] * 10 + [str(ours), "0"] + ["0"] * 30
+        (tmp_path / "self" / "stat").write_text("42 (py thon) " + " ".join(fields))
+        return noise.snapshot(tmp_path)
+
+    before = write(1000, 1000, 100)
+    after = write(1600, 1400, 400)  # +1000 jiffies: 600 busy (300 ours), 400 idle
+    load = noise.machine_load(before, after)
+    assert load["other_busy_share"] == 0.3 and load["ours_busy_share"] == 0.3
+    assert load["load1_before"] == 1.5
+
+
+def test_machine_load_unknown_without_proc(tmp_path):
+    snap = noise.snapshot(tmp_path)
+    load = noise.machine_load(snap, snap)
+    assert load["other_busy_share"] is None and load["source"].startswith("unknown")
+    assert paired.machine_reasons(load) == []
+
+
+def test_view_model_cells_and_method_text():
+    from profreport.render.noise_view import noise_text, speedup_cell
+
+    assert speedup_cell(None) == "baseline"
+    sp = {"median": 1.04, "ci95": [0.9, 1.2], "inconclusive": "busy"}
+    assert speedup_cell(sp) == "inconclusive 1.04x (0.90-1.20)"
+    assert speedup_cell({**sp, "inconclusive": None}) == "1.04x (0.90-1.20)"
+    assert noise_text(None).startswith("not recorded")
+    _, guard = paired.paired_speedups({"eager": [1.0] * 10, "compile": [0.5] * 10}, QUIET)
+    text = noise_text(guard)
+    assert "other processes used 1% of all CPU time while timing (limit 10%)" in text
+    assert "eager over 10 rounds: blocks spread 0%" in text
+    assert "Decision: quiet" in text
+
+
+def test_a_tight_interval_with_scattered_rounds_is_not_beyond_noise():
+    # 14 of 20 rounds say 2.2-2.5x slower, 6 say 1.0-1.5x: three rounds in four do not clear
+    # the 1.5x band, so on a noisy machine this is inconclusive, not a failure.
+    head = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5] + [2.2 + 0.02 * i for i in range(14)]
+    gate = paired.paired_gate([1.0] * 20, head, 10.0, {"other_busy_share": 0.5})
+    assert gate.ratio.p25 == pytest.approx(1.475)
+    assert not gate.regression and gate.inconclusive
+    quiet = paired.paired_gate([1.0] * 20, head, 10.0, QUIET)
+    assert quiet.inconclusive and "paired ratios spread" in quiet.inconclusive
+
+
+def test_verdict_keeps_a_direction_beyond_the_band_and_names_the_noise():
+    sp = {"median": 3.0, "ci95": [2.5, 3.5], "noise": "other processes used 50%"}
+    assert _latency_clause({"speedup_vs_eager": {**sp, "inconclusive": None}}) == (
+        "3.00x faster than eager (95% CI 2.50-3.50, beyond the noise band although other "
+        "processes used 50%)"
+    )
