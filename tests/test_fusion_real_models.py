@@ -129,7 +129,9 @@ def test_llama_fusion_groups_are_per_kernel_and_never_merge_layers(llama_record)
     }
     verdict = llama_record["modes"]["compile"]["verdict"]
     assert "_scaled_dot_product" not in verdict.split(";")[1]
-    assert "more fused kernel(s)" in verdict and len(verdict) < 600
+    # the fusion sentence stays short (the latency clause's length depends on the machine's noise)
+    fused = next(part for part in verdict.split("; ") if part.startswith("Inductor fused"))
+    assert "more fused kernel(s)" in fused and len(fused) < 400
 
 
 @pytest.mark.slow
