@@ -24,6 +24,7 @@ from profreport.analysis.trace import NotATraceError, TraceError, load_trace
 from profreport.analysis.trace_compare import analysis_document
 from profreport.files import write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
+from profreport.render.timeline import TIMELINE_NAME
 from profreport.text import terminal_text
 
 EXIT_OK = 0
@@ -84,8 +85,10 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
         path = Path(item)
         if path.is_dir():
             under = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-            )
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != TIMELINE_NAME
+            )  # the all-modes timeline repeats the modes' own traces
             if not under:
                 raise InputError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)

@@ -358,6 +358,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             ),
         },
         "device": record["device"],
+        "timeline": record.get("timeline"),  # all modes in one trace, beside the report
         "is_cuda": record["device"].get("type") == "cuda",
         "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
         "details": details,
