@@ -11,6 +11,7 @@ import orjson
 from profreport import analyze
 from profreport.record import load
 from profreport.render.timeline import FLOW_ID_STRIDE, TIMELINE_NAME, build, step_window
+from profreport.render.viewmodel import build_view
 from tests.test_trace_interop import MODES, _check_event, _trace
 
 
@@ -168,6 +169,9 @@ def test_generate_writes_a_linked_timeline_of_every_mode(gated_run):
         assert min(t for _, t in got) == 0.0
     html = (gated_run / "report.html").read_text()
     assert f'<a href="{TIMELINE_NAME}">' in html
+    hostile = load(gated_run)
+    hostile["timeline"] = "javascript:alert(1)"  # a record's string never becomes a link
+    assert build_view(hostile)["timeline"] is None
     # no *.pt.trace.json at the run root or the logdir's top: not one more TensorBoard run
     pattern = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")
     assert not pattern.match(TIMELINE_NAME)

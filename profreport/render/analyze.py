@@ -210,7 +210,10 @@ def _steps_text(n: int) -> str:
 
 def _delta_row(label: str, d: dict, style: str) -> tuple:
     delta_style = "us" if style == "us" else "int"
-    delta = fmt(d["delta"], "delta") if delta_style == "int" else f"{d['delta']:+,.2f}"
+    if d["delta"] is None or delta_style == "int":
+        delta = fmt(d["delta"], "delta")
+    else:
+        delta = f"{d['delta']:+,.2f}"
     return (
         label,
         fmt(d["baseline"], style),
