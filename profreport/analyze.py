@@ -4,6 +4,7 @@
     profreport analyze eager.json.gz compiled.json.gz    # the first is the baseline
     profreport analyze reports/<run>/tensorboard/        # every *.json / *.json.gz under a folder
     profreport analyze TRACE --format json|md|html [--out DIR]
+    profreport analyze reports/ --keep-going             # skip unreadable files, exit 1 if any
 
 This module is the command's edge: it parses arguments, reads files, writes the output and picks
 the exit code. Counting lives in :mod:`profreport.analysis.kernels`, rendering in
@@ -23,9 +24,11 @@ from profreport.analysis.trace import NotATraceError, TraceError, load_trace
 from profreport.analysis.trace_compare import analysis_document
 from profreport.files import write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
+from profreport.render.timeline import TIMELINE_NAME
 from profreport.text import terminal_text
 
 EXIT_OK = 0
+EXIT_SKIPPED = 1  # --keep-going skipped an unreadable file; the rest was analysed
 EXIT_BAD_INPUT = 2
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -61,20 +64,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top", type=int, default=15, metavar="N", help="kernels listed per trace (default 15)"
     )
+    parser.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="skip unreadable files with a warning and analyse the rest (exit 1 if any skipped)",
+    )
 
 
-def find_traces(inputs: list[str]) -> list[Path]:
+def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Path]:
     """Expand folders into the trace files under them (sorted); explicit files are kept as given.
 
-    Raises :class:`InputError` for a missing path or a folder without any candidate file.
+    Raises :class:`InputError` for a missing path or a folder without any candidate file, unless
+    ``missing`` is given: then the missing path's one-line reason is appended to it instead.
     """
     found: list[Path] = []
     for item in inputs:
+        if missing is not None and not Path(item).exists():
+            missing.append(f"{item}: no such file or folder")
+            continue
         path = Path(item)
         if path.is_dir():
             under = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-            )
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != TIMELINE_NAME
+            )  # the all-modes timeline repeats the modes' own traces
             if not under:
                 raise InputError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)
@@ -85,24 +99,39 @@ def find_traces(inputs: list[str]) -> list[Path]:
     return found
 
 
-def analyze_paths(inputs: list[str], definition: str = "auto", top: int = 15):
+def analyze_paths(
+    inputs: list[str],
+    definition: str = "auto",
+    top: int = 15,
+    unreadable: list[str] | None = None,
+):
     """Load and count every trace named by ``inputs``; returns (document, skipped files).
 
     Files found inside a folder that are valid JSON but not traces (a run record, say) are
-    skipped; anything else unreadable stops the analysis with :class:`TraceError`.
+    skipped; anything else unreadable stops the analysis with :class:`TraceError`, unless
+    ``unreadable`` is given (``--keep-going``): then each unreadable file's one-line reason is
+    appended to it and the rest is analysed.
     """
     explicit = {Path(i) for i in inputs}
-    paths = find_traces(inputs)
+    paths = find_traces(inputs, unreadable)
     skipped: list[str] = []
     counted = []
     events: list[int] = []
     for path in paths:
         try:
             trace = load_trace(path)
-        except NotATraceError:
-            if path in explicit:
+        except NotATraceError as exc:
+            if path not in explicit:
+                skipped.append(str(path))
+            elif unreadable is None:
                 raise
-            skipped.append(str(path))
+            else:
+                unreadable.append(str(exc))
+            continue
+        except TraceError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(str(exc))
             continue
         counted.append((str(path), count_kernels(trace, definition)))
         events.append(len(trace))
@@ -118,13 +147,17 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.top < 1:
         print("profreport analyze: error: --top must be at least 1", file=stderr)
         return EXIT_BAD_INPUT
+    unreadable: list[str] | None = [] if getattr(args, "keep_going", False) else None
     try:
-        doc, skipped = analyze_paths(args.paths, args.definition, args.top)
+        doc, skipped = analyze_paths(args.paths, args.definition, args.top, unreadable)
     except (InputError, TraceError) as exc:
         if getattr(args, "debug", False):
             traceback.print_exc(file=stderr)
+        _warn_unreadable(unreadable, stderr)
         print(f"profreport analyze: error: {terminal_text(str(exc))}", file=stderr)
         return EXIT_BAD_INPUT
+    _warn_unreadable(unreadable, stderr)
+    done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
         print(
             f"profreport analyze: skipped {terminal_text(name)}: not a profiler trace", file=stderr
@@ -134,7 +167,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     assert isinstance(content, str)  # the analysis formats are text
     if not args.out:
         stdout.write(content)
-        return EXIT_OK
+        return done
     target = Path(args.out) / renderer.filename
     try:
         write_atomic(target, content)
@@ -142,7 +175,12 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
         print(f"profreport analyze: error: cannot write {target}: {exc.strerror}", file=stderr)
         return EXIT_BAD_INPUT
     print(f"wrote {target}", file=stdout)
-    return EXIT_OK
+    return done
+
+
+def _warn_unreadable(reasons: list[str] | None, stderr: TextIO) -> None:
+    for reason in reasons or ():
+        print(f"profreport analyze: warning: skipped {terminal_text(reason)}", file=stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

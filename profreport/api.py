@@ -148,19 +148,20 @@ class RunResult:
         return f"<h4>{title}</h4>{table}<ul>{verdicts}</ul>"
 
     def save(self, folder: str | Path | None = None) -> Path:
-        """Write run.json, report.html, summary.md, kernels_<mode>.csv and the TensorBoard summary
-        into `folder` (default: the run folder), moving or copying the traces there; return it.
+        """Write run.json, report.html, summary.md, kernels_<mode>.csv, the TensorBoard summary and
+        all_modes.timeline.json (every mode's profiled step in one trace) into `folder` (default: the run folder), moving or copying the traces there; return it.
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
         from profreport.files import write_atomic
-        from profreport.render import tensorboard_summary
+        from profreport.render import tensorboard_summary, timeline
         from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
 
         target = Path(folder) if folder is not None else self.run_dir
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
+        self.record["timeline"] = timeline.save(self.record, target)  # linked from the report
         outputs = {r.filename: r.render(self.record) for r in renderers(RUN)}
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text
         assert isinstance(markdown, str)

@@ -281,3 +281,56 @@ def test_a_folder_skips_an_array_of_numbers(tmp_path, capsys):
     assert code == 0
     assert [t["kernels"] for t in orjson.loads(out)["traces"]] == [3]
     assert capsys.readouterr().err.endswith("numbers.json: not a profiler trace\n")
+
+
+def _folder_with_bad_files(tmp_path: Path) -> Path:
+    folder = tmp_path / "tb"
+    (folder / "eager").mkdir(parents=True)
+    (folder / "compile").mkdir()
+    shutil.copy(MI250, folder / "eager" / "a.pt.trace.json.gz")
+    shutil.copy(TRITON, folder / "compile" / "c.pt.trace.json.gz")
+    (folder / "compile" / "b.pt.trace.json").write_bytes(b'{"traceEvents": [{"ph": "X"')
+    (folder / "eager" / "z.pt.trace.json.gz").write_bytes(gzip.compress(b"[1, 2")[:9])
+    return folder
+
+
+def test_folder_with_a_bad_file_stops_by_default(tmp_path, capsys):
+    folder = _folder_with_bad_files(tmp_path)
+    code, out = run_cli(str(folder), "--format", "json")
+    assert (code, out) == (2, "")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("profreport analyze: error: ") and "b.pt.trace.json" in err
+
+
+def test_keep_going_skips_each_bad_file_and_exits_1(tmp_path, capsys):
+    folder = _folder_with_bad_files(tmp_path)
+    code, out = run_cli(str(folder), "--format", "json", "--keep-going")
+    assert code == 1
+    doc = orjson.loads(out)
+    assert [Path(t["path"]).name for t in doc["traces"]] == [
+        "c.pt.trace.json.gz",
+        "a.pt.trace.json.gz",
+    ]
+    assert doc["traces"][1]["kernels"] == 14
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 2
+    assert all(w.startswith("profreport analyze: warning: skipped ") for w in warnings)
+    assert "b.pt.trace.json: not valid JSON" in warnings[0]
+    assert "z.pt.trace.json.gz" in warnings[1]
+
+
+def test_keep_going_with_nothing_readable_is_bad_input(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"not json")
+    code, out = run_cli(str(bad), str(tmp_path / "missing.json"), "--keep-going")
+    assert (code, out) == (2, "")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == ["warning", "warning", "error"]
+    assert "missing.json: no such file or folder" in lines[0]
+
+
+def test_keep_going_with_nothing_skipped_exits_0(tmp_path, capsys):
+    code, _ = run_cli(MI250, "--keep-going")
+    assert code == 0
+    assert capsys.readouterr().err == ""

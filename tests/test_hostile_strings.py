@@ -28,6 +28,7 @@ from profreport.format import MdMarkup, md_cell, md_code, md_line, md_table
 from profreport.record import load
 from profreport.render import charts, html, markdown, tables
 from profreport.render import compare as compare_render
+from profreport.render.timeline import TIMELINE_NAME
 from tests.conftest import generate_run
 
 IMG = "<img src=x onerror=alert(1)>"
@@ -117,6 +118,8 @@ def assert_inert(page: Page, allowed_tags: set[str]) -> None:
     assert "script" not in page.tags()
     assert page.handler_attributes() == []
     assert page.tags() <= allowed_tags, page.tags() - allowed_tags
+    # the only link a report has: the all-modes timeline beside it, by our own constant name
+    assert {a.get("href") for tag, a in page.elements if tag == "a"} <= {TIMELINE_NAME}
 
 
 def gfm(text: str) -> Page:
@@ -133,7 +136,7 @@ MARKDOWN_TAGS |= {"code", "strong", "sub"}
 REPORT_TAGS = {
     *("html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "b", "ul"),
     *("li", "table", "tr", "th", "td", "span", "div", "figure", "code", "details", "summary"),
-    *("pre", "svg", "defs", "g", "path", "clippath", "rect", "text", "use", "style"),
+    *("pre", "svg", "defs", "g", "path", "clippath", "rect", "text", "use", "style", "a"),
 }
 
 

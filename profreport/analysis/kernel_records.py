@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from profreport.analysis.counters import is_additive
 from profreport.analysis.trace import Trace
 
 _ROCM_NAME_HINTS = ("AMD", "Radeon", "Instinct")
@@ -14,15 +15,17 @@ _ROCM_NAME_HINTS = ("AMD", "Radeon", "Instinct")
 _ID_ARGS = frozenset({"External id", "correlation", "device", "context", "stream", "Ev Idx"})
 
 
-def device_info(trace: Trace, dev_rows: np.ndarray, launch_api_counts: dict[str, int]) -> dict:
+def device_info(
+    trace: Trace, dev_rows: np.ndarray, launch_api_counts: dict[str, int], device: bool = False
+) -> dict:
     """Describe the device the trace ran on, from ``deviceProperties`` and the events themselves.
 
-    ``kind`` is ``cpu`` when the trace holds no device activity, else ``rocm`` (HIP launch calls or
-    an AMD device name) or ``cuda``.
+    ``kind`` is ``cpu`` when the trace holds no device activity and ``device`` is false, else
+    ``rocm`` (HIP launch calls or an AMD device name) or ``cuda``.
     """
     props = trace.metadata.get("deviceProperties")
     props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-    if not dev_rows.size:
+    if not dev_rows.size and not device:
         info: dict = {"kind": "cpu", "name": "CPU"}
         if props:
             info["accelerators_present"] = sorted({str(p.get("name")) for p in props})
@@ -77,7 +80,8 @@ def inductor_records(trace: Trace) -> list[dict]:
 
 
 def counter_ranges(trace: Trace) -> list[dict]:
-    """``cuda_profiler_range`` events grouped by name: range count and mean of each metric."""
+    """``cuda_profiler_range`` events grouped by name: range count, mean of each metric, and the
+    sum over ranges of each additive (``.sum``) metric."""
     cat_id = trace.string_id("cuda_profiler_range")
     if cat_id < 0:
         return []
@@ -100,6 +104,7 @@ def counter_ranges(trace: Trace) -> list[dict]:
             "name": name,
             "ranges": n,
             "metrics": {k: v / n for k, v in sorted(sums[name].items())},
+            "totals": {k: v for k, v in sorted(sums[name].items()) if is_additive(k)},
         }
         for name, n in sorted(counts.items())
     ]

@@ -50,11 +50,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from profreport.analysis._linking import Steps, launching_ops, link_by_flow, match_ids, most_common
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
+from profreport.analysis.counters import summarize as counter_summary
+from profreport.analysis.device_evidence import (
+    COUNTER_KERNELS_NOTE,
+    COUNTER_RANGE_CAT,
+    NOT_RECORDED_NOTE,
+    device_evidence,
+    pair_ranges_with_launches,
+)
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
 from profreport.analysis.trace import Trace
 
@@ -116,7 +125,11 @@ DEVICE_DEFINITION_TEXT = (
     "hipExtModuleLaunchKernel and their variants); one graph launch runs many kernels and is also "
     "counted as a graph launch. Each kernel is tied to its launch by correlation id and to the "
     "innermost CPU operator around that launch; kernels with no launch found are counted as "
-    "unlinked, never dropped. Counts are per ProfilerStep when the trace has steps."
+    "unlinked, never dropped. Counts are per ProfilerStep when the trace has steps. "
+    "A trace of CUPTI per-kernel counters (cuda_profiler_range events, no kernel events) counts "
+    "each range as one kernel; ranges carry no correlation id, so the i-th range in time is paired "
+    "with the i-th launch call when their numbers are equal (as HTA's counter analysis does), and "
+    "their synthetic durations are never shown as kernel time."
 )
 CPU_DEFINITION_TEXT = (
     "CPU definition: a CPU kernel is the operator the model called: a profiled operator "
@@ -189,6 +202,7 @@ class KernelRow:
     bytes: int | None
     launched_by_top: str | None = None  # outermost dispatcher op around the launching op
     counters: dict | None = None  # cuda_profiler_range metrics, mean per range
+    counter_totals: dict | None = None  # additive (.sum) counters summed over the row's ranges
 
 
 @dataclass(frozen=True)
@@ -199,7 +213,7 @@ class StepCounts:
     memcpy: int
     memset: int
     graph_launches: int
-    kernel_time_us: float
+    kernel_time_us: float | None
 
 
 @dataclass(frozen=True)
@@ -213,7 +227,7 @@ class TraceCounts:
     graph_launches: int
     memcpy_bytes: int
     memset_bytes: int
-    kernel_time_us: float
+    kernel_time_us: float | None  # None: no kernel durations recorded (counter ranges only)
     unlinked_kernels: int
     steps: list[StepCounts]
     table: list[KernelRow]
@@ -221,6 +235,12 @@ class TraceCounts:
     kernels_by_op: dict[str, int] = field(default_factory=dict)  # launching op -> kernels
     inductor_kernels: list[dict] = field(default_factory=list)  # Inductor kernel records
     counter_ranges: list[dict] = field(default_factory=list)  # cuda_profiler_range per name
+    evidence: str = ""  # what decided the definition, in words
+    # "recorded": device events present; "counters": the kernels are CUPTI counter ranges (no
+    # durations); "not recorded": launch calls but no device-side events; "none": CPU definition
+    device_activity: str = "recorded"
+    counters: dict | None = None  # trace-wide counter totals and derived figures (counters.py)
+    notes: list[str] = field(default_factory=list)
 
 
 NO_CPU_OP = "(no CPU op)"
@@ -230,8 +250,10 @@ UNLINKED = "(unlinked)"
 def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     """Count kernels, copies, fills and launches of ``trace`` under ``definition``.
 
-    ``definition`` is ``"device"``, ``"cpu"`` or ``"auto"`` (device when the trace holds any
-    device kernel, memcpy or memset event, else cpu).
+    ``definition`` is ``"device"``, ``"cpu"`` or ``"auto"``: device when the trace shows device
+    work of any kind (kernel, memcpy or memset events, CUPTI counter ranges, or launch calls),
+    else cpu; :func:`device_evidence` says which. ``deviceProperties`` alone does not decide it:
+    Kineto writes that list into every trace of a CUPTI build, CPU-only profiles included.
     """
     strings = trace.strings
     # One lookup per event: what its category makes of it (device kind, API call, op, step).
@@ -239,14 +261,18 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     cls = np.where(trace.ph == ord("X"), cat_class[trace.cat], 0)
     dev_code = cls & _DEVICE_BITS
     dev_rows = np.flatnonzero(dev_code)
-    if definition == "auto":
-        definition = "device" if dev_rows.size else "cpu"
-    if definition not in ("device", "cpu"):
+    if definition not in ("device", "cpu", "auto"):
         raise ValueError(f"unknown kernel definition {definition!r} (device, cpu or auto)")
-
+    range_cat = trace.string_id(COUNTER_RANGE_CAT)
+    range_rows = np.flatnonzero((trace.ph == ord("X")) & (trace.cat == range_cat))
     launch_name = trace.string_table_mask(LAUNCH_API_RE.match)
     rt_rows = np.flatnonzero(cls & _RUNTIME_BIT)
     launch_rows = rt_rows[launch_name[trace.name[rt_rows]]]
+    evidence, device_seen = device_evidence(trace, dev_code[dev_rows], range_rows, launch_rows)
+    if definition == "auto":
+        definition = "device" if device_seen else "cpu"
+    else:
+        evidence = f"--definition {definition} given; the trace shows: {evidence}"
     cpu_rows = np.flatnonzero((cls & _CPU_OP_BIT).astype(bool) & (trace.dur_ns >= 0))
     step_name = trace.string_table_mask(STEP_RE.match)
     step_cand = np.flatnonzero(cls & _STEP_CAT_BIT)
@@ -254,25 +280,66 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     names, counts = np.unique(trace.name[launch_rows], return_counts=True)
     launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
     launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
-    common = {
-        "device": device_info(trace, dev_rows, launch_api_counts),
+    ranges = counter_ranges(trace)
+    shown_rows = np.concatenate([dev_rows, range_rows])
+    common: dict[str, Any] = {
+        "device": device_info(trace, shown_rows, launch_api_counts, device=definition == "device"),
         "launch_api_counts": launch_api_counts,
         "inductor_kernels": inductor_records(trace),
-        "counter_ranges": counter_ranges(trace),
+        "counter_ranges": ranges,
+        "evidence": evidence,
+        "counters": counter_summary(ranges),
     }
     if definition == "cpu":  # no launch API: a GPU trace's runtime calls launch no CPU kernel
+        common["device_activity"] = "none"
         return _count_cpu(trace, cpu_rows, steps, {**common, "launch_api_counts": {}})
+    codes = dev_code[dev_rows]
+    common["device_activity"] = "recorded"
+    notes: list[str] = []
+    if not np.any(codes == 1) and range_rows.size:
+        # No kernel events: each counter range is one kernel launch (Kineto's auto-range mode).
+        common["device_activity"] = "counters"
+        notes.append(COUNTER_KERNELS_NOTE)
+        dev_rows = np.concatenate([dev_rows, range_rows])
+        codes = np.concatenate([codes, np.ones(range_rows.size, dtype=codes.dtype)])
+        graph = trace.string_table_mask(GRAPH_LAUNCH_RE.match)[trace.name[launch_rows]]
+        paired = pair_ranges_with_launches(trace, range_rows, launch_rows, graph)
+        if paired is None:
+            notes.append(
+                f"{range_rows.size:,} counter ranges could not be paired one to one with "
+                f"{launch_rows.size:,} launch calls (the numbers differ, a graph launch runs "
+                "several kernels, or ranges come from several devices): they count in the "
+                "whole-trace totals as unlinked kernels, not per step"
+            )
+    elif not dev_rows.size and not range_rows.size:
+        common["device_activity"] = "not recorded"
+        notes.append(NOT_RECORDED_NOTE)
+        paired = None
+    else:
+        paired = None
+    common["notes"] = notes
     return _count_device(
-        trace, dev_rows, dev_code[dev_rows], rt_rows, launch_rows, cpu_rows, steps, common
+        trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
     )
 
 
-def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common):
-    """Device definition: link each device event to its API call and CPU op, then count."""
+def _count_device(
+    trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
+):
+    """Device definition: link each device event to its API call and CPU op, then count.
+
+    When the kernels are counter ranges (``common["device_activity"] == "counters"``) they are
+    the last ``range_rows.size`` rows of ``dev_rows``; ``paired`` gives their launch calls.
+    """
     strings = trace.strings
     # device event -> API call (correlation, then ac2g flow) -> innermost cpu_op (time, then id)
     rt_of_dev = match_ids(trace.correlation[dev_rows], trace.correlation[rt_rows], rt_rows)
     link_by_flow(trace, dev_rows, rt_of_dev, rt_rows)
+    counter_kernels = common["device_activity"] == "counters"
+    untimed = np.zeros(dev_rows.size, dtype=bool)
+    if counter_kernels:
+        untimed[dev_rows.size - range_rows.size :] = True
+        rt_of_dev[untimed] = -1 if paired is None else paired
     linked = rt_of_dev >= 0
     # Only the calls that launched something need their op: a small share of all API calls.
     is_used = np.zeros(len(trace), dtype=bool)
@@ -287,8 +354,9 @@ def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps,
     # A device event belongs to the step of its launch; unlinked ones go by their own time.
     when = np.where(linked, trace.ts_ns[np.maximum(rt_of_dev, 0)], trace.ts_ns[dev_rows])
     dev_step = steps.assign(when)
+    dev_step[untimed & ~linked] = -1  # a synthetic time places a range in no step
     launch_step = steps.assign(trace.ts_ns[launch_rows])
-    dur = np.maximum(trace.dur_ns[dev_rows], 0)
+    dur = np.where(untimed, 0, np.maximum(trace.dur_ns[dev_rows], 0))
     nbytes = trace.nbytes[dev_rows]
     from_call = (nbytes < 0) & linked
     nbytes[from_call] = trace.nbytes[rt_of_dev[from_call]]
@@ -312,8 +380,9 @@ def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps,
         (per(dev_step, is_kernel, dur) / 1000.0).tolist(),
         strict=True,
     )
+    timed = not counter_kernels and common["device_activity"] != "not recorded"
     step_counts = [
-        StepCounts(n, int(k), int(la), int(mc), int(ms), int(g), float(t))
+        StepCounts(n, int(k), int(la), int(mc), int(ms), int(g), float(t) if timed else None)
         for n, k, la, mc, ms, g, t in columns
     ]
     # Kernels per launching op; kernels with a launch but no op, or no launch, are labelled.
@@ -330,11 +399,19 @@ def _count_device(trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps,
         graph_launches=int(np.count_nonzero(is_graph)),
         memcpy_bytes=int(np.maximum(nbytes[codes == 2], 0).sum()),
         memset_bytes=int(np.maximum(nbytes[codes == 3], 0).sum()),
-        kernel_time_us=float(dur[is_kernel].sum()) / 1000.0,
+        kernel_time_us=float(dur[is_kernel].sum()) / 1000.0 if timed else None,
         unlinked_kernels=int(np.count_nonzero(is_kernel & ~linked)),
         steps=step_counts,
         table=_device_table(
-            trace, dev_rows, codes, dur, nbytes, op_name, top_name, common["counter_ranges"]
+            trace,
+            dev_rows,
+            codes,
+            dur,
+            nbytes,
+            op_name,
+            top_name,
+            common["counter_ranges"],
+            counter_kernels,
         ),
         kernels_by_op=kernels_by_op,
         **common,
@@ -359,11 +436,20 @@ def per_step(counts: TraceCounts) -> dict:
         out = {k: getattr(counts, k) for k in keys}
         out["kernel_time_us"] = counts.kernel_time_us
         out["steps"] = 0
-        return out
-    out = {k: _median_high([getattr(s, k) for s in counts.steps]) for k in keys}
-    out["kernel_time_us"] = _median_high([s.kernel_time_us for s in counts.steps])
-    out["steps"] = len(counts.steps)
+    else:
+        out = {k: _median_high([getattr(s, k) for s in counts.steps]) for k in keys}
+        times = [s.kernel_time_us for s in counts.steps]
+        out["kernel_time_us"] = None if None in times else _median_high(times)
+        out["steps"] = len(counts.steps)
+    if counts.device_activity == "not recorded":
+        out.update(dict.fromkeys(UNRECORDED_FIELDS & out.keys()))
     return out
+
+
+# What a trace with launch calls but no device-side events cannot tell: unknown, not zero.
+UNRECORDED_FIELDS = frozenset(
+    {"kernels", "memcpy", "memset", "memcpy_bytes", "memset_bytes", "unlinked_kernels"}
+)
 
 
 def _median_high(values: list):
@@ -381,7 +467,7 @@ def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
     return trace.string_table_mask(qualifies)
 
 
-def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges):
+def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges, untimed):
     """One row per (name, kind) of device event; launchers are the most common op names."""
     strings = trace.strings
     uniq, inv = np.unique(trace.name[dev_rows].astype(np.int64) * 4 + codes, return_inverse=True)
@@ -393,23 +479,25 @@ def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges
     byte_seen = np.bincount(inv, weights=has_bytes, minlength=n) > 0
     launcher = most_common(inv, op_name, n)
     top = most_common(inv, top_name, n)
-    by_name = {r["name"]: r["metrics"] for r in ranges}
+    by_name = {r["name"]: r for r in ranges}
     rows = []
     for g, key in enumerate(uniq.tolist()):
         name, code = strings[key // 4], key % 4
+        group = by_name.get(name)
         rows.append(
             KernelRow(
                 name=name,
                 kind=_CODE_KIND[code],
                 calls=int(calls[g]),
-                time_us=float(time_ns[g]) / 1000.0,
+                time_us=None if untimed and code == 1 else float(time_ns[g]) / 1000.0,
                 launched_by=strings[launcher[g]] if launcher[g] >= 0 else None,
                 bytes=int(byte_sum[g]) if byte_seen[g] and code != 1 else None,
                 launched_by_top=strings[top[g]] if top[g] >= 0 else None,
-                counters=by_name.get(name),
+                counters=group["metrics"] if group else None,
+                counter_totals=group["totals"] if group else None,
             )
         )
-    rows.sort(key=lambda r: (-r.time_us, -r.calls, r.name))
+    rows.sort(key=lambda r: (-(r.time_us or 0.0), -r.calls, r.name))
     return rows
 
 

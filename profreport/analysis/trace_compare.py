@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from profreport.analysis.counters import derived
 from profreport.analysis.kernels import (
     CPU_DEFINITION_TEXT,
     DEVICE_DEFINITION_TEXT,
+    UNRECORDED_FIELDS,
     KernelRow,
     TraceCounts,
     per_step,
@@ -58,8 +60,12 @@ def analysis_document(
 def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
     """One trace's counts with its ``top`` kernels by time."""
     out: dict = {"path": path, "device": counts.device, "definition": counts.definition}
+    out["definition_evidence"] = counts.evidence
+    out["device_activity"] = counts.device_activity
+    unknown = UNRECORDED_FIELDS if counts.device_activity == "not recorded" else frozenset()
     for name in TOTAL_FIELDS:
-        out[name] = getattr(counts, name)
+        out[name] = None if name in unknown else getattr(counts, name)
+    out["notes"] = list(counts.notes)
     out["steps"] = [asdict(s) for s in counts.steps]
     out["per_step"] = per_step(counts)
     out["launch_api_counts"] = counts.launch_api_counts
@@ -70,6 +76,8 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
         out["inductor_kernels"] = counts.inductor_kernels
     if counts.counter_ranges:
         out["counter_ranges"] = counts.counter_ranges
+    if counts.counters:
+        out["counters"] = counts.counters
     return out
 
 
@@ -87,10 +95,15 @@ def _kernel_entry(row: KernelRow) -> dict:
         entry["launched_by_top"] = row.launched_by_top
     if row.counters:
         entry["counters"] = row.counters
+    if row.counter_totals is not None:
+        entry["counter_totals"] = row.counter_totals
+        entry.update(derived(row.counter_totals))
     return entry
 
 
-def _delta(base: float, value: float) -> dict:
+def _delta(base: float | None, value: float | None) -> dict:
+    if base is None or value is None:  # not recorded on one side: no difference to state
+        return {"baseline": base, "value": value, "delta": None, "ratio": None}
     ratio = value / base if base else None
     delta = value - base
     if isinstance(delta, float):
@@ -106,7 +119,8 @@ def compare_counts(base_path: str, base: TraceCounts, path: str, other: TraceCou
             f"definitions differ ({base.definition} vs {other.definition}): "
             "the counts do not measure the same thing"
         )
-    out["totals"] = {f: _delta(getattr(base, f), getattr(other, f)) for f in TOTAL_FIELDS}
+    base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
+    out["totals"] = {f: _delta(base_sum[f], other_sum[f]) for f in TOTAL_FIELDS}
     base_step, other_step = per_step(base), per_step(other)
     out["per_step"] = {f: _delta(base_step[f], other_step[f]) for f in PER_STEP_FIELDS}
     out["per_step"]["steps"] = {"baseline": base_step["steps"], "value": other_step["steps"]}
@@ -127,6 +141,7 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
         time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
         if calls_b == calls_o and rb is not None and ro is not None and time_b == time_o:
             continue
+        dt = time_o - time_b if time_b is not None and time_o is not None else None
         rows.append(
             {
                 "name": key[1],
@@ -137,11 +152,11 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
                 "delta_calls": calls_o - calls_b,
                 "baseline_time_us": time_b,
                 "time_us": time_o,
-                "delta_time_us": round(time_o - time_b, 3),
+                "delta_time_us": None if dt is None else round(dt, 3),
                 "launched_by": ro.launched_by if ro else rb.launched_by if rb else None,
             }
         )
-        deltas.append((abs(time_o - time_b), abs(calls_o - calls_b)))
+        deltas.append((abs(dt or 0.0), abs(calls_o - calls_b)))
     order = sorted(range(len(rows)), key=lambda i: (-deltas[i][0], -deltas[i][1], rows[i]["name"]))
     return [rows[i] for i in order]
 

@@ -56,6 +56,7 @@ RECORD_FIELDS = {
     "device": "object",
     "device.type": "text",
     "device.name": "text?",
+    "timeline": "text?",
     "env": "object",
     "env.fusers": "object?",
     "settings": "object?",

@@ -56,22 +56,86 @@ def short(name: str | None, width: int = NAME_WIDTH) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+# Fields a trace cannot know, by its device activity, and what their cells say instead.
+MISSING = {
+    "not recorded": (
+        {"kernels", "memcpy", "memset", "memcpy_bytes", "memset_bytes", "unlinked_kernels"}
+        | {"kernel_time_us"},
+        "not recorded",
+    ),
+    "counters": ({"kernel_time_us"}, "not measured"),
+}
+
+
+def _cell(value, key: str, style: str, activity: str) -> str:
+    keys, text = MISSING.get(activity, (set(), ""))
+    return text if value is None and key in keys else fmt(value, style)
+
+
+def counters_view(t: dict) -> dict | None:
+    """The counter section of one trace: totals, derived figures per kernel, every metric."""
+    c = t.get("counters")
+    if not c:
+        return None
+    derived_rows = [
+        ("FLOPs", c.get("flops"), "count"),
+        ("DRAM bytes read", c.get("dram_bytes_read"), "bytes"),
+        ("DRAM bytes written", c.get("dram_bytes_written"), "bytes"),
+    ]
+    return {
+        "source": c["source"],
+        "ranges": fmt(c["ranges"]),
+        "totals": [(label, _counter(v, style)) for label, v, style in derived_rows],
+        "kernels": [
+            {
+                "name": short(k["name"]),
+                "full_name": k["name"],
+                "calls": fmt(k["calls"]),
+                "flops": _counter(k.get("flops"), "count"),
+                "dram_read": _counter(k.get("dram_bytes_read"), "bytes"),
+                "dram_written": _counter(k.get("dram_bytes_written"), "bytes"),
+            }
+            for k in t["top_kernels"]
+            if "counter_totals" in k
+        ],
+        "metrics": [(name, _counter(v, "count")) for name, v in c["totals"].items()],
+        "not_additive": ", ".join(c["not_additive"]),
+        "texts": [c["flops_formula"], c["dram_text"]],
+    }
+
+
+def _counter(value, style: str) -> str:
+    if value is None:
+        return "not recorded"
+    if style == "bytes":
+        return _human_bytes(round(value))
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
 def view_model(doc: dict, top: int = 15) -> dict:
     """Everything a page or a Markdown file shows, already formatted as strings."""
     traces = []
     for i, t in enumerate(doc["traces"]):
         step = t["per_step"]
         dev = t["device"]
+        activity = t.get("device_activity", "")
         traces.append(
             {
                 "title": t["path"] + (" (baseline)" if i == 0 and len(doc["traces"]) > 1 else ""),
                 "device": f"{dev.get('name') or 'unknown device'} ({dev.get('kind')})",
                 "definition": t["definition"],
+                "evidence": t.get("definition_evidence", ""),
+                "notes": t.get("notes", []),
+                "counters": counters_view(t),
                 "steps": step["steps"],
                 "steps_text": _steps_text(step["steps"]),
                 "empty": t.get("events") == 0,
                 "totals": [
-                    (label, fmt(t[key], style), fmt(step.get(key), style) if step["steps"] else "")
+                    (
+                        label,
+                        _cell(t[key], key, style, activity),
+                        _cell(step.get(key), key, style, activity) if step["steps"] else "",
+                    )
                     for key, label, style in ROWS
                 ],
                 "launch_apis": ", ".join(f"{k} × {v:,}" for k, v in t["launch_api_counts"].items())
@@ -146,7 +210,10 @@ def _steps_text(n: int) -> str:
 
 def _delta_row(label: str, d: dict, style: str) -> tuple:
     delta_style = "us" if style == "us" else "int"
-    delta = fmt(d["delta"], "delta") if delta_style == "int" else f"{d['delta']:+,.2f}"
+    if d["delta"] is None or delta_style == "int":
+        delta = fmt(d["delta"], "delta")
+    else:
+        delta = f"{d['delta']:+,.2f}"
     return (
         label,
         fmt(d["baseline"], style),
@@ -165,7 +232,9 @@ def render_markdown(doc: dict, top: int = 15) -> str:
             f"{md_line(t['device'])} · {md_cell(t['definition'])} definition · {t['steps_text']}",
             "",
         ]
+        out += [f"Definition evidence: {md_cell(t['evidence'])}", ""] if t["evidence"] else []
         out += [EMPTY_TRACE, ""] if t["empty"] else []
+        out += [line for note in t["notes"] for line in (f"**Note:** {md_cell(note)}", "")]
         header = ["", "whole trace", "per step (median)" if t["steps"] else ""]
         out += [*md_table(header, t["totals"], "lrr"), ""]
         out += [f"Launch calls: {md_cell(t['launch_apis'])}", ""]
@@ -178,6 +247,7 @@ def render_markdown(doc: dict, top: int = 15) -> str:
         if rows:
             header = ["#", "kernel", "kind", "calls", "time (µs)", "launched by"]
             out += [*md_table(header, rows, "rllrrl"), ""]
+        out += _counters_markdown(t["counters"])
     for c in vm["comparisons"]:
         out += [f"## Comparison: {md_cell(c['title'])}", ""]
         if c["note"]:
@@ -197,6 +267,25 @@ def render_markdown(doc: dict, top: int = 15) -> str:
     for text in vm["definitions"].values():
         out += [text, ""]
     return "\n".join(out)
+
+
+def _counters_markdown(c: dict | None) -> list[str]:
+    if c is None:
+        return []
+    out = [f"Hardware counters, {c['source']}, {c['ranges']} ranges:", ""]
+    out += [*md_table(["whole trace", c["source"]], c["totals"], "lr"), ""]
+    if c["kernels"]:
+        header = ["kernel", "calls", "FLOPs", "DRAM read", "DRAM written"]
+        rows = [
+            (k["name"], k["calls"], k["flops"], k["dram_read"], k["dram_written"])
+            for k in c["kernels"]
+        ]
+        out += [*md_table(header, rows, "lrrrr"), ""]
+    out += [*md_table(["counter (sum over all ranges)", "total"], c["metrics"], "lr"), ""]
+    if c["not_additive"]:
+        out += [f"Not additive (per-kernel means in JSON only): {md_cell(c['not_additive'])}", ""]
+    out += [line for text in c["texts"] for line in (md_cell(text), "")]
+    return out
 
 
 def render_html(doc: dict, top: int = 15) -> str:

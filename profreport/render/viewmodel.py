@@ -6,6 +6,7 @@ from typing import Any
 
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.render.noise_view import noise_text, speedup_cell
+from profreport.render.timeline import TIMELINE_NAME
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
@@ -358,6 +359,9 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             ),
         },
         "device": record["device"],
+        # All modes in one trace, beside the report. The link is our own constant, never a
+        # string from the record (a record could hold any URL).
+        "timeline": TIMELINE_NAME if record.get("timeline") == TIMELINE_NAME else None,
         "is_cuda": record["device"].get("type") == "cuda",
         "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
         "details": details,
