@@ -17,7 +17,7 @@ from profreport import cli, modes
 from profreport.models import GatedResidual
 from profreport.modes import PreparedMode
 from profreport.modes.cudagraphs import cuda_graph_evidence
-from profreport.modes.export import export_failure_line
+from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernels_record
 
 
@@ -109,6 +109,35 @@ def test_gated_residual_runs_as_one_kernel_under_export_and_compile():
     assert compiler["package_bytes"] > 10_000
     assert 0 < compiler["export_s"] < compiler["aot_build_s"]
     assert rec["modes"]["export"]["compile_s"] >= compiler["aot_build_s"]
+    assert "; AOTInductor package " in rec["modes"]["export"]["verdict"]
+
+
+def test_export_verdict_names_the_package_size_and_build_time():
+    entry = {"compiler": {"package_bytes": 3 * 2**20, "aot_build_s": 12.34, "export_s": 0.056}}
+    assert package_clause(entry) == "AOTInductor package 3.00 MiB, built in 12.3 s (export 0.06 s)"
+    assert package_clause({"compiler": {}}) == ""
+
+
+class GraphBreak(nn.Module):
+    def forward(self, x):
+        y = torch.tanh(x)
+        torch._dynamo.graph_break()
+        return torch.sigmoid(y) * x
+
+
+def test_compile_options_as_modes_fullgraph_refuses_a_graph_break_dynamic_runs():
+    rec = _profile(
+        GraphBreak(),
+        (torch.randn(4, 32),),
+        ("eager", "compile", "compile-fullgraph", "compile-dynamic"),
+    ).record["modes"]
+    assert rec["compile"]["status"] == "ok"
+    assert rec["compile"]["compiler"]["graph_breaks"] == 1
+    assert rec["compile-dynamic"]["status"] == "ok"
+    assert rec["compile-dynamic"]["compiler"]["graph_breaks"] == 1
+    failed = rec["compile-fullgraph"]
+    assert failed["status"] == "failed"
+    assert "\n" not in failed["error"] and "graph_break" in failed["error"]
 
 
 # --- compile-cudagraphs on CUDA: a synthetic Kineto trace ----------------------------------------

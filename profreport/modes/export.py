@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any
 
+from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
 from profreport.modes.compile import CompileMode
 from profreport.text import one_line
@@ -103,3 +104,19 @@ class ExportMode(CompileMode):
             loaded(*inputs)
             sync()
         return PreparedMode(self.name, loaded, compile_s=compile_s, compiler=compiler)
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return "; ".join(
+            filter(None, [super().fusion_evidence(entry, record), package_clause(entry)])
+        )
+
+
+def package_clause(entry: dict[str, Any]) -> str:
+    """The package's size and what building it cost (measured here, once)."""
+    compiler = entry.get("compiler") or {}
+    if compiler.get("package_bytes") is None:
+        return ""
+    return (
+        f"AOTInductor package {fmt_bytes(compiler['package_bytes'])}, built in "
+        f"{compiler['aot_build_s']:.1f} s (export {compiler['export_s']:.2f} s)"
+    )

@@ -33,7 +33,7 @@ def _builtins() -> None:
             color="#ff7f0e",
             compile_kwargs={"mode": "max-autotune-no-cudagraphs"},
             summary='torch.compile(mode="max-autotune-no-cudagraphs"): benchmarks GEMM/conv '
-            "choices (Triton or C++ templates with fused epilogues, or the library call)",
+            "templates with fused epilogues against the library call",
         ),
         CudaGraphsMode(),
         CompileMode(
