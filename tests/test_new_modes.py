@@ -14,7 +14,7 @@ from torch import nn
 
 import profreport
 from profreport import cli, modes
-from profreport.models import GatedResidual
+from profreport.models import BUILTIN_MODELS, GatedResidual
 from profreport.modes import PreparedMode
 from profreport.modes.cudagraphs import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
@@ -110,6 +110,20 @@ def test_gated_residual_runs_as_one_kernel_under_export_and_compile():
     assert 0 < compiler["export_s"] < compiler["aot_build_s"]
     assert rec["modes"]["export"]["compile_s"] >= compiler["aot_build_s"]
     assert "; AOTInductor package " in rec["modes"]["export"]["verdict"]
+
+
+@pytest.mark.slow  # one AOTInductor build
+def test_export_counts_the_weights_it_holds_as_constants_like_compile():
+    """AOTInductor holds parameters as graph constants, which Inductor's own byte accounting
+    skips; counted whole, export's modeled bytes equal compile's for the same kernels."""
+    module, inputs = BUILTIN_MODELS["simple"].build(1)
+    rec = _profile(module, inputs, ("eager", "compile", "export")).record["modes"]
+    conv_weight = 64 * 32 * 3 * 3 * 4
+    nodes = rec["export"]["compiler"]["inductor_nodes"]
+    # the kernel converting the weight's layout reads it once, as compile's does
+    assert [n["read"] for n in nodes if n["written"] == conv_weight] == [conv_weight]
+    assert rec["export"]["bytes"]["read"] == rec["compile"]["bytes"]["read"]
+    assert rec["export"]["bytes"]["written"] == rec["compile"]["bytes"]["written"]
 
 
 def test_export_verdict_names_the_package_size_and_build_time():
