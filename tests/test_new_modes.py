@@ -80,6 +80,19 @@ def test_export_failure_on_a_data_dependent_branch_is_one_line_and_eager_is_repo
     assert f"{Path(__file__).name}:{BRANCH_LINE}: if x.sum() > 0:" in line
 
 
+def test_export_failure_line_keeps_the_users_line_when_the_reason_is_long():
+    text = (
+        "Could not guard on data-dependent expression " + "Eq(u0, 1) " * 60 + "\n\n"
+        "The following call raised this error:\n"
+        '  File "/very/long/' + "dir/" * 40 + 'model.py", line 12, in forward\n'
+        "    if x.sum() > 0:\n"
+    )
+    line = export_failure_line(RuntimeError(text))
+    assert len(line) <= 300
+    assert line.startswith("torch.export failed: RuntimeError: Could not guard on")
+    assert line.endswith("dir/model.py:12: if x.sum() > 0:)")
+
+
 def test_export_failure_line_without_a_user_frame_keeps_the_first_line():
     exc = RuntimeError("Unsupported: call to an op export cannot trace\n\nmore detail\n")
     assert export_failure_line(exc) == (

@@ -21,7 +21,7 @@ from typing import Any
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
 from profreport.modes.compile import CompileMode
-from profreport.text import one_line
+from profreport.text import MAX_LINE_CHARS, one_line
 
 # Settings the package is built with: kernels recorded by the profiler, and no FX-graph cache hit
 # that would skip code generation (and with it the scheduler's metrics record).
@@ -36,15 +36,17 @@ _USER_FRAME = re.compile(
 
 def export_failure_line(exc: BaseException) -> str:
     """One line for a failed torch.export: its own reason (the first line of its message) and the
-    user's source line when export names it."""
+    user's source line when export names it; the reason is cut first, so the place survives."""
     text = str(exc).strip()
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    reason = f"{type(exc).__name__}: {first}"
-    where = _USER_FRAME.search(text)
-    if where:
-        code = where["code"].strip()
-        reason += f" (at {where['file']}:{where['line']}" + (f": {code})" if code else ")")
-    return one_line(f"torch.export failed: {reason}")
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    reason = f"torch.export failed: {type(exc).__name__}" + (f": {first}" if first else "")
+    found = _USER_FRAME.search(text)
+    if not found:
+        return one_line(reason)
+    path = found["file"] if len(found["file"]) <= 80 else "…" + found["file"][-79:]
+    code = one_line(found["code"], limit=80)
+    where = f" (at {path}:{found['line']}" + (f": {code})" if code else ")")
+    return one_line(reason, limit=MAX_LINE_CHARS - len(where)) + where
 
 
 class ExportMode(CompileMode):
