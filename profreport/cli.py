@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--modes",
         default=",".join(default_modes()),
-        help=f"comma-separated modes, from: {', '.join(mode_names())}",
+        help=f"comma-separated modes, from: {', '.join(mode_names())} (`profreport modes`)",
     )
     gen.add_argument(
         "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("models", parents=[debug], help="list the built-in models")
+    sub.add_parser("modes", parents=[debug], help="list the execution modes")
 
     ren = sub.add_parser(
         "render", parents=[debug], help="re-render report.html and summary.md from a run record"
@@ -228,6 +229,21 @@ def _cmd_models(out: TextIO) -> int:
     print(f"\nzoo (transformers configs, random weights; {INSTALL_HINT}):", file=out)
     for name, z in ZOO.items():
         print(f"{HF_PREFIX + name:<{width}}  {z.describe(z.default)}", file=out)
+    return EXIT_OK
+
+
+def _cmd_modes(out: TextIO) -> int:
+    from profreport.modes import get_mode
+
+    defaults = default_modes()
+    width = max(len(n) for n in mode_names())
+    for name in mode_names():
+        mode = get_mode(name)
+        devices = [d for d in ("cpu", "cuda") if mode.unavailable_reason(d) is None]
+        source = mode.bytes_source.name if mode.bytes_source else "dispatcher"
+        tags = ("default, " if name in defaults else "") + "/".join(devices)
+        print(f"{name:<{width}}  {mode.summary} [{tags}; bytes: {source}]", file=out)
+    print(f"\ndefault (no --modes): {','.join(defaults)}", file=out)
     return EXIT_OK
 
 
@@ -494,6 +510,8 @@ def _gate_exit(comparison: Any, err: TextIO) -> int:
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "models":
         return _cmd_models(out)
+    if args.command == "modes":
+        return _cmd_modes(out)
     if args.command == "render":
         return _cmd_render(args, out)
     if args.command == "analyze":

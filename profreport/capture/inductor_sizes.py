@@ -170,6 +170,18 @@ def _sliced(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
     return resized
 
 
+def _add_constants(deps: Any, accesses: dict[str, int]) -> None:
+    """Weights held as graph constants (AOTInductor's, or under Inductor's `freezing`) are neither
+    buffers nor graph inputs, so Inductor's accounting skips them: count each one read whole."""
+    from torch._inductor.virtualized import V
+
+    constants = getattr(V.graph, "constants", None) or {}
+    for dep in deps:
+        tensor = constants.get(dep.name)
+        if tensor is not None and dep.name not in accesses:
+            accesses[dep.name] = int(tensor.numel() * tensor.element_size())
+
+
 def node_buffer_bytes(node: Any) -> dict[str, Any]:
     """{"read", "written", "indirect_reads", "indirect_writes"} of one scheduler node; read and
     written are None when Inductor cannot size the buffers (no graph context)."""
@@ -180,6 +192,7 @@ def node_buffer_bytes(node: Any) -> dict[str, Any]:
         indirect_reads += _sized(node.read_writes.reads, reads)
         indirect_writes += _sized(node.read_writes.writes, writes)
         sliced_reads = _sliced(node.read_writes.reads, reads)
+        _add_constants(node.read_writes.reads, reads)
     except Exception:  # outside a graph context Inductor cannot size buffers
         return {
             "read": None,

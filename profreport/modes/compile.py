@@ -50,6 +50,7 @@ class CompileMode(Mode):
         from profreport.modes.inductor_capture import InductorNodeCapture
 
         torch._dynamo.reset()
+        counters.clear()  # reset() keeps them: a second compile mode would count both
         metrics.reset()
         logger = compile_fx.inductor_metrics_log
         handler = InductorNodeCapture()

@@ -5,6 +5,8 @@ while the graph is still current)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from profreport.capture.inductor_kernels import KernelCalls
@@ -131,3 +133,26 @@ def _describe_inductor_node(
         # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
         "inductor_bytes": num_elem * 4,
     }
+
+
+@contextmanager
+def capturing_nodes(handler: InductorNodeCapture) -> Iterator[None]:
+    """While Inductor compiles (torch.compile's first call, or AOTInductor's ahead-of-time build,
+    which emits the same per-graph metrics record), route its metrics log to `handler` and record
+    which kernel each scheduler node went into."""
+    from torch._inductor import compile_fx
+
+    from profreport.capture.inductor_kernels import recording_kernel_calls
+
+    logger = compile_fx.inductor_metrics_log
+    old_level, old_propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        with recording_kernel_calls(handler.kernels):
+            yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate

@@ -22,6 +22,34 @@ def _builtins() -> None:
 
     for mode in (EagerMode(), ScriptMode(), TraceMode(), OptimizeMode(), CompileMode()):
         register(mode, default=True)
+    # Opt-in (--modes): slower to build, or for one device only.
+    from profreport.modes.cudagraphs import CudaGraphsMode
+    from profreport.modes.export import ExportMode
+
+    for mode in (
+        ExportMode(),
+        CompileMode(
+            "compile-max-autotune",
+            color="#ff7f0e",
+            compile_kwargs={"mode": "max-autotune-no-cudagraphs"},
+            summary='torch.compile(mode="max-autotune-no-cudagraphs"): benchmarks GEMM/conv '
+            "templates with fused epilogues against the library call",
+        ),
+        CudaGraphsMode(),
+        CompileMode(
+            "compile-dynamic",
+            color="#bcbd22",
+            compile_kwargs={"dynamic": True},
+            summary="torch.compile(dynamic=True): kernels generated for symbolic shapes",
+        ),
+        CompileMode(
+            "compile-fullgraph",
+            color="#98df8a",
+            compile_kwargs={"fullgraph": True},
+            summary="torch.compile(fullgraph=True): a graph break is an error, not a split",
+        ),
+    ):
+        register(mode)
 
 
 def register(mode: Mode, *, default: bool = False) -> Mode:

@@ -1,0 +1,124 @@
+"""export: the deployment path. torch.export.export captures the whole graph, AOTInductor compiles
+it ahead of time into a package (.pt2: a shared library plus weights), and the loaded package runs.
+
+Its bytes come from Inductor's scheduler nodes, captured during the ahead-of-time build (Inductor
+emits the same per-graph metrics record there as under torch.compile), and its fusion map pairs
+each generated kernel with the eager calls it computes, as for compile. The package is written into
+a temporary folder that is removed once it is loaded (the loader keeps its own extracted copy).
+
+C++ kernels appear in the profiler only when the package is built with
+`cpp.enable_kernel_profile`: without it the loaded package records no event at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from typing import Any
+
+from profreport.format import fmt_bytes
+from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
+from profreport.modes.compile import CompileMode
+from profreport.text import MAX_LINE_CHARS, one_line
+
+# Settings the package is built with: kernels recorded by the profiler, and no FX-graph cache hit
+# that would skip code generation (and with it the scheduler's metrics record).
+AOTI_CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+
+# export's own pointer to the user's code: "The following call raised this error:" then a frame.
+_USER_FRAME = re.compile(
+    r"The following call raised this error:\s*\n\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d+)"
+    r"(?:, in (?P<func>[^\n]+))?\n(?P<code>[^\n]*)"
+)
+
+
+def export_failure_line(exc: BaseException) -> str:
+    """One line for a failed torch.export: its own reason (the first line of its message) and the
+    user's source line when export names it; the reason is cut first, so the place survives."""
+    text = str(exc).strip()
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    reason = f"torch.export failed: {type(exc).__name__}" + (f": {first}" if first else "")
+    found = _USER_FRAME.search(text)
+    if not found:
+        return one_line(reason)
+    path = found["file"] if len(found["file"]) <= 80 else "…" + found["file"][-79:]
+    code = one_line(found["code"], limit=80)
+    where = f" (at {path}:{found['line']}" + (f": {code})" if code else ")")
+    return one_line(reason, limit=MAX_LINE_CHARS - len(where)) + where
+
+
+class ExportMode(CompileMode):
+    """torch.export -> AOTInductor package -> loaded and run. Fusion map, verdict clause,
+    generated-kernel names and failure reset are compile's (the same Inductor underneath)."""
+
+    timed_build = False  # compile_s is export + ahead-of-time build + load (not the warm-up)
+
+    def __init__(
+        self,
+        name: str = "export",
+        *,
+        color: str = "#8c564b",
+        inductor_options: dict[str, Any] | None = None,
+        summary: str = "torch.export -> AOTInductor package (.pt2), loaded and run",
+    ) -> None:
+        super().__init__(name, color=color, inductor_options=inductor_options, summary=summary)
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        import torch
+        from torch._inductor import metrics
+
+        from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
+
+        start = time.perf_counter()
+        try:
+            program = torch.export.export(module, tuple(inputs))
+        except Exception as exc:  # data-dependent control flow, unsupported ops, ...
+            raise ModeError(export_failure_line(exc)) from exc
+        export_s = time.perf_counter() - start
+
+        metrics.reset()
+        handler = InductorNodeCapture()
+        config = {**AOTI_CAPTURE_CONFIG, **self.inductor_options}
+        with tempfile.TemporaryDirectory(prefix="profreport-aoti-") as folder:
+            with capturing_nodes(handler):
+                package = torch._inductor.aoti_compile_and_package(
+                    program,
+                    package_path=os.path.join(folder, "model.pt2"),
+                    inductor_configs=config,
+                )
+            build_s = time.perf_counter() - start - export_s
+            package_bytes = os.path.getsize(package)
+            loaded = torch._inductor.aoti_load_package(package)
+        compile_s = time.perf_counter() - start
+        compiler: dict[str, Any] = {
+            "inductor_nodes": handler.nodes,
+            "inductor_bytes_accessed": int(metrics.num_bytes_accessed),
+            "generated_kernel_count": int(metrics.generated_kernel_count),
+            "graphs": 1,  # export captures the whole forward or fails
+            "graph_breaks": 0,
+            "export_s": export_s,
+            "aot_build_s": build_s,
+            "package_bytes": package_bytes,
+        }
+        for _ in range(WARMUP_CALLS):
+            loaded(*inputs)
+            sync()
+        return PreparedMode(self.name, loaded, compile_s=compile_s, compiler=compiler)
+
+    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+        return "; ".join(
+            filter(None, [super().fusion_evidence(entry, record), package_clause(entry)])
+        )
+
+
+def package_clause(entry: dict[str, Any]) -> str:
+    """The package's size and what building it cost (measured here, once)."""
+    compiler = entry.get("compiler") or {}
+    if compiler.get("package_bytes") is None:
+        return ""
+    return (
+        f"AOTInductor package {fmt_bytes(compiler['package_bytes'])}, built in "
+        f"{compiler['aot_build_s']:.1f} s (export {compiler['export_s']:.2f} s)"
+    )
