@@ -6,6 +6,7 @@ from typing import Any
 
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.render.noise_view import noise_text, speedup_cell
+from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
@@ -94,6 +95,7 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
         "mode": name,
         "status": mode["status"],
         "verdict": mode.get("verdict", ""),
+        "why_count": len(mode.get("why_not_fused") or []),
     }
     if mode["status"] != "ok":
         # a record written before error lines were cleaned may still hold a tensor repr
@@ -330,6 +332,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             d["not_modeled"] = mode["bytes"].get("not_modeled", [])
             d["fusion"] = _fusion_rows(mode)
             d["fusion_source"] = (mode.get("fusion") or {}).get("source", "")
+            d["why"] = why_rows(mode)
             d["measured"] = _measured_view(mode)
             d["compiler"] = _compiler_view(name, mode)
             d["trace"] = mode.get("trace")
