@@ -2,6 +2,7 @@
 checks the finding against what Dynamo, Inductor or TorchScript produced (the graph-break log, the
 fusion map of Inductor's scheduler nodes, the fuser state of this build), never a written string."""
 
+import copy
 import inspect
 
 import pytest
@@ -10,6 +11,7 @@ from torch import nn
 
 import profreport
 from profreport.analysis.derive import derive, with_findings
+from profreport.format import md_code
 from profreport.modes.compile_logs import capturing_compiler_logs
 from profreport.record import validate
 from profreport.render import html, markdown
@@ -176,3 +178,30 @@ def test_scheduler_refusals_are_captured_from_inductor_log():
     assert logs.fusion_refusals, "Inductor logged no refusal"
     first = logs.fusion_refusals[0]
     assert first["log"].startswith(f"cannot fuse {first['first']} with {first['second']}: ")
+
+
+def test_graph_break_names_are_escaped_in_html_and_markdown(branchy):
+    hostile = copy.deepcopy(branchy)
+    gb = hostile["modes"]["compile"]["compiler"]["graph_break_records"][0]
+    gb["file"], gb["source"] = "/tmp/a|b<i>.py", "if x.item() > 0: <script>alert(1)</script> | `y`"
+    record = with_findings(hostile)
+    page = html.render(record)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+    assert "/tmp/a|b&lt;i&gt;.py" in page
+    md = markdown.render(record)
+    # markup only inside code spans, where Markdown shows it verbatim
+    spans = (md_code(gb["source"]), md_code(f"{gb['file']}:{gb['line']}"))
+    assert all(span in md for span in spans) and spans[0].startswith("``")
+    outside = md.replace(spans[0], "").replace(spans[1], "")
+    assert "<script>" not in outside and "<i>" not in outside
+    assert sum(ln.startswith("- compile, graph break: ") for ln in md.splitlines()) == 1
+
+
+def test_optimize_says_batchnorm_folded_on_conv_bn_relu():
+    from profreport.models import _conv_bn_relu
+
+    model, _ = _conv_bn_relu(1)
+    record = _profile(model, (torch.randn(1, 32, 12, 12),), ("eager", "optimize"))
+    why = _why(record, "optimize")
+    folded = [e for e in why if e["kind"] == "applied" and e["reason"].startswith("folded")]
+    assert [e["ops"] for e in folded] == [["native_batch_norm", "native_batch_norm"]]
