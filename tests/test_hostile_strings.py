@@ -117,6 +117,9 @@ def assert_inert(page: Page, allowed_tags: set[str]) -> None:
     assert "script" not in page.tags()
     assert page.handler_attributes() == []
     assert page.tags() <= allowed_tags, page.tags() - allowed_tags
+    # the only links are the report's own in-page anchors (verdict -> why not fused)
+    hrefs = [attrs.get("href") or "" for tag, attrs in page.elements if tag == "a"]
+    assert all(h.startswith("#why-") for h in hrefs), hrefs
 
 
 def gfm(text: str) -> Page:
@@ -133,7 +136,7 @@ MARKDOWN_TAGS |= {"code", "strong", "sub"}
 REPORT_TAGS = {
     *("html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "b", "ul"),
     *("li", "table", "tr", "th", "td", "span", "div", "figure", "code", "details", "summary"),
-    *("pre", "svg", "defs", "g", "path", "clippath", "rect", "text", "use", "style"),
+    *("pre", "svg", "defs", "g", "path", "clippath", "rect", "text", "use", "style", "a"),
 }
 
 

@@ -172,7 +172,8 @@ def test_scheduler_refusals_are_captured_from_inductor_log():
         return x.sum(0).unsqueeze(1) + x.sum(1).unsqueeze(0)
 
     torch._dynamo.reset()
-    with capturing_compiler_logs() as logs:
+    # no FX-graph cache hit: a cached graph is not scheduled again, so nothing would be logged
+    with torch._inductor.config.patch(fx_graph_cache=False), capturing_compiler_logs() as logs:
         torch.compile(two_reductions)(torch.randn(32, 32))
     torch._dynamo.reset()
     assert logs.fusion_refusals, "Inductor logged no refusal"

@@ -323,6 +323,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             "mode": name,
             "status": mode["status"],
             "verdict": mode.get("verdict", ""),
+            "why": why_rows(mode),
         }
         if mode["status"] == "ok":
             d["kernels"] = _kernel_rows(mode)
@@ -332,7 +333,6 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             d["not_modeled"] = mode["bytes"].get("not_modeled", [])
             d["fusion"] = _fusion_rows(mode)
             d["fusion_source"] = (mode.get("fusion") or {}).get("source", "")
-            d["why"] = why_rows(mode)
             d["measured"] = _measured_view(mode)
             d["compiler"] = _compiler_view(name, mode)
             d["trace"] = mode.get("trace")

@@ -25,7 +25,10 @@ def why_rows(mode: dict[str, Any]) -> list[dict[str, str]]:
         rows.append(
             {
                 "kind": _KIND_LABELS.get(str(e.get("kind")), str(e.get("kind", ""))),
-                "ops": " + ".join(str(op) for op in e.get("ops") or []),
+                # a split names two ops that stayed apart: an arrow, never a "+" of fused ops
+                "ops": (" -> " if e.get("kind") == "split" else " + ").join(
+                    str(op) for op in e.get("ops") or []
+                ),
                 "reason": str(e.get("reason", "")),
                 "where": str(e.get("where") or ""),
                 "source_text": str(e.get("source_text") or ""),
