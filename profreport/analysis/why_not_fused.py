@@ -22,8 +22,8 @@ from profreport.analysis.kernels import BOOKKEEPING_OPS
 RULES = {
     "inductor-extern": (
         "Inductor runs convolution, GEMM (mm/addmm/bmm) and SDPA as extern kernels (oneDNN, BLAS "
-        "or ATen calls); in this configuration (no max-autotune templates, no freezing) it fuses "
-        "no neighbouring operation into an extern kernel, so each is a kernel boundary"
+        "or ATen calls) unless it picks a generated template for them (max-autotune); it fuses no "
+        "neighbouring operation into an extern kernel, so each extern call is a kernel boundary"
     ),
     "inductor-layout": (
         "a library call that needs its operands in another layout or contiguity gets them "
@@ -132,8 +132,10 @@ def _node_ops(compiler: dict[str, Any]) -> dict[str, list[str]]:
 def _refusals(compiler: dict[str, Any]) -> list[dict[str, Any]]:
     """Inductor's own "cannot fuse" decisions, one per distinct (operations, reason)."""
     ops_of = _node_ops(compiler)
+    # where each node ended up: its generated kernel (codegen may merge nodes), else its final
+    # scheduler node
     final_of = {
-        part: str(n["name"])
+        part: str(n.get("kernel") or n["name"])
         for n in compiler.get("inductor_nodes") or []
         for part in str(n["name"]).split("_")
     }
@@ -164,7 +166,7 @@ def _refusals(compiler: dict[str, Any]) -> list[dict[str, Any]]:
             for name in (r["first"], r["second"])
         ]
         if finals[0] & finals[1]:
-            continue  # refused in one round, fused in a later one: not why they stayed apart
+            continue  # refused once, yet in one kernel in the end: not why anything stayed apart
         ops = list(dict.fromkeys(op for _, side in sides for op in side))
         reason = r["log"].split(": ", 1)[-1]
         key = (tuple(ops), reason)
