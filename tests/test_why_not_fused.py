@@ -206,3 +206,34 @@ def test_optimize_says_batchnorm_folded_on_conv_bn_relu():
     why = _why(record, "optimize")
     folded = [e for e in why if e["kind"] == "applied" and e["reason"].startswith("folded")]
     assert [e["ops"] for e in folded] == [["native_batch_norm", "native_batch_norm"]]
+
+
+class ConvThenChain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.sigmoid(y) * torch.tanh(y)
+
+
+def test_script_with_nnc_names_fused_groups_and_leaves_the_rest_unexplained():
+    """NNC forced on through its interpreter (no LLVM needed), as in test_fusion.py."""
+    old_fuse = torch._C._jit_can_fuse_on_cpu()
+    torch._C._jit_override_can_fuse_on_cpu(True)
+    torch._C._jit_set_te_must_use_llvm_cpu(False)
+    try:
+        record = _profile(ConvThenChain(), (torch.randn(1, 4, 8, 8),), ("eager", "script"))
+    finally:
+        torch._C._jit_override_can_fuse_on_cpu(old_fuse)
+        torch._C._jit_set_te_must_use_llvm_cpu(True)
+    groups = record["modes"]["script"]["compiler"]["fusion_groups"]
+    assert groups, "NNC formed no group"
+    why = _why(record, "script")
+    fused = [e for e in why if e["kind"] == "fused"]
+    assert [e["ops"] for e in fused] == [[op.split("::")[-1] for op in g["ops"]] for g in groups]
+    left = [e for e in why if e["kind"] == "not_fused"]
+    assert [e["ops"] for e in left] == [["convolution"]]
+    assert left[0]["reason"] == "convolution is in no fusion group: no reason recorded"
+    assert not [e for e in why if e["kind"] == "fuser_limit"]

@@ -2,7 +2,7 @@
 fuser's limits, each with the evidence it rests on. Pure functions over a mode entry (whose
 `fusion` map is already derived) and its record.
 
-Every entry is a dict: `kind` (graph_break, split, refused, fused, layout, recompute,
+Every entry is a dict: `kind` (graph_break, split, refused, not_fused, fused, layout, recompute,
 fuser_limit, applied, not_applied), `ops` (eager operations involved), `reason` (one sentence),
 `source` (what the reason rests on: a compiler log, the fusion map, the environment, or a
 documented rule) and `evidence` (the log line, graph node or rule text itself), `where` /
@@ -320,13 +320,12 @@ def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[d
             )
         )
     eager = (record.get("modes") or {}).get("eager") or {}
-    eager_ops = list(
-        dict.fromkeys(
-            c["op"].split("::")[-1]
-            for c in (eager.get("bytes") or {}).get("sequence") or []
-            if c["op"] not in BOOKKEEPING_OPS
-        )
-    )
+    eager_calls = [
+        c["op"].split("::")[-1]
+        for c in (eager.get("bytes") or {}).get("sequence") or []
+        if c["op"] not in BOOKKEEPING_OPS
+    ]
+    eager_ops = list(dict.fromkeys(eager_calls))
     if device == "cpu" and fusers and not fusers.get("nnc_can_fuse_on_cpu"):
         why = (
             "has no LLVM on this PyTorch build"
@@ -344,7 +343,27 @@ def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[d
             f"nnc_can_fuse_on_cpu={fusers.get('nnc_can_fuse_on_cpu')}; " + e["evidence"]
         )
         found.append(e)
-    elif not compiler.get("fusion_groups"):
+    elif compiler.get("fusion_groups"):
+        # ops the fuser left out: TorchScript records no reason, so none is stated
+        left = list(eager_calls)
+        for g in compiler["fusion_groups"]:
+            for op in g["ops"]:
+                if op.split("::")[-1] in left:
+                    left.remove(op.split("::")[-1])
+        groups = "; ".join(
+            " + ".join(op.split("::")[-1] for op in g["ops"]) for g in compiler["fusion_groups"]
+        )
+        for op in dict.fromkeys(left):
+            found.append(
+                _entry(
+                    "not_fused",
+                    [op],
+                    f"{op} is in no fusion group: no reason recorded",
+                    "TorchScript graph",
+                    f"fusion groups of the optimized graph: {groups}",
+                )
+            )
+    else:
         found.append(
             _entry(
                 "fuser_limit",

@@ -13,6 +13,7 @@ _KIND_LABELS = {
     "layout": "layout conversion",
     "recompute": "recomputed",
     "fuser_limit": "fuser limit",
+    "not_fused": "not fused",
     "applied": "pattern applied",
     "not_applied": "pattern not applied",
 }
