@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from profreport.analysis.derive import with_findings
 from profreport.record import load
 from tests.conftest import generate_run
 
@@ -120,6 +121,13 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
         assert any(texts[i : i + len(labels)] == labels for i in range(len(texts))), texts
         for name in record["modes"]:
             assert page.locator(f"#mode-{name}").is_visible()
+        # Why not fused: a section per mode that has entries, linked from its verdict.
+        for name, mode in with_findings(record)["modes"].items():
+            entries = mode.get("why_not_fused") or []
+            assert page.locator(f'.verdicts a[href="#why-{name}"]').count() == (1 if entries else 0)
+            if entries:
+                assert page.locator(f"#why-{name}").is_visible()
+                assert page.locator(f"#why-{name} + table tr").count() == 1 + len(entries)
         shot = tmp_path / f"report-{record['model']['name']}.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

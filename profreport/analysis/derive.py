@@ -22,18 +22,20 @@ from profreport.analysis.verdict import verdict_for
 
 # Mode-entry keys that hold findings, not evidence: dropped before deriving, so nothing stale
 # (an older release's fusion map or verdict) can leak into today's analysis.
-FINDING_KEYS = ("fusion", "verdict")
+FINDING_KEYS = ("fusion", "verdict", "why_not_fused")
 
 
 @dataclass(frozen=True)
 class ModeFindings:
     """What one mode's evidence shows: its fusion map (None: eager, a failed mode, no eager
     baseline, or a mode that maps nothing), each kernel row's modeled bytes (in table order), and
-    the verdict sentence."""
+    the verdict sentence, and why ops did not fuse (analysis/why_not_fused; None: the mode
+    reports nothing, or it did not run)."""
 
     verdict: str
     fusion: dict[str, Any] | None = None
     kernel_bytes: tuple[dict[str, Any], ...] = ()
+    why_not_fused: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ def _derive_into(record: dict[str, Any]) -> dict[str, Any]:
             entry.update(stored)
     for name, entry in modes.items():
         try:
+            if entry.get("status") == "ok" and name != "eager":
+                why = mode_for(name).why_not_fused(entry, work)
+                if why is not None:
+                    entry["why_not_fused"] = why
+        except _MISSING_EVIDENCE:
+            pass  # a foreign record without the evidence: nothing derived, nothing invented
+        try:
             entry["verdict"] = verdict_for(name, work)
         except _MISSING_EVIDENCE:
             original = record["modes"][name]
@@ -101,6 +110,9 @@ def derive(record: dict[str, Any]) -> Findings:
             verdict=entry["verdict"],
             fusion=entry.get("fusion"),
             kernel_bytes=tuple({k: r[k] for k in KERNEL_BYTES_FIELDS if k in r} for r in rows),
+            why_not_fused=(
+                tuple(entry["why_not_fused"]) if entry.get("why_not_fused") is not None else None
+            ),
         )
     return Findings(MappingProxyType(found))
 

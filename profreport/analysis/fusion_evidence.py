@@ -113,5 +113,11 @@ def inductor_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     compiler = mode.get("compiler") or {}
     breaks = compiler.get("graph_breaks") or 0
     if breaks:
-        parts.append(f"{breaks} graph break(s)")
+        first = (compiler.get("graph_break_records") or [{}])[0]
+        where = (
+            f", first at {str(first['file']).rsplit('/', 1)[-1]}:{first['line']}: {first['reason']}"
+            if first.get("file")
+            else ""
+        )
+        parts.append(f"{breaks} graph break(s){where}")
     return "; ".join(parts)

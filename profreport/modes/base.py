@@ -58,6 +58,8 @@ class Mode:
     - `bytes_source`: dispatcher log (default), Inductor's scheduler, ...
     - `fusion_map(entry, eager)`: the fusion map from the run record's evidence (pure), or None.
     - `fusion_evidence(entry, record)`: the verdict's clause about what the compiler fused (pure).
+    - `why_not_fused(entry, record)`: why ops stayed apart, with evidence (pure; see
+      analysis/why_not_fused), or None when the mode reports nothing.
     - `reset_after_failure()`: global state to clear when this mode failed.
     - `unavailable_reason(device_type)`: why it cannot run on that device, or None.
     """
@@ -79,6 +81,11 @@ class Mode:
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
         return ""
+
+    def why_not_fused(
+        self, entry: dict[str, Any], record: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        return None
 
     def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
         """The kernels of its profiler table that its compiler generated (none by default)."""

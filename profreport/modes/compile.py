@@ -13,6 +13,7 @@ from typing import Any
 
 from profreport.analysis.fusion import compile_fusion
 from profreport.analysis.fusion_evidence import inductor_evidence
+from profreport.analysis.why_not_fused import inductor_why_not
 from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
 
@@ -47,6 +48,7 @@ class CompileMode(Mode):
         from torch._inductor import compile_fx, metrics
 
         from profreport.capture.inductor_kernels import recording_kernel_calls
+        from profreport.modes.compile_logs import capturing_compiler_logs
         from profreport.modes.inductor_capture import InductorNodeCapture
 
         torch._dynamo.reset()
@@ -63,7 +65,7 @@ class CompileMode(Mode):
             try:
                 compiled: Callable[..., Any] = torch.compile(module, **self.compile_kwargs)
                 start = time.perf_counter()
-                with recording_kernel_calls(handler.kernels):
+                with recording_kernel_calls(handler.kernels), capturing_compiler_logs() as logs:
                     compiled(*inputs)
                     sync()
                 compile_s = time.perf_counter() - start
@@ -77,6 +79,9 @@ class CompileMode(Mode):
                 "generated_kernel_count": int(metrics.generated_kernel_count),
                 "graphs": int(counters["stats"].get("unique_graphs", 0)),
                 "graph_breaks": int(sum(counters["graph_break"].values())),
+                # why-not-fused evidence: Dynamo's and Inductor's own words (compile_logs)
+                "graph_break_records": logs.graph_breaks,
+                "fusion_refusals": logs.fusion_refusals,
             }
             for _ in range(WARMUP_CALLS):
                 compiled(*inputs)
@@ -102,6 +107,11 @@ class CompileMode(Mode):
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
         return inductor_evidence(entry, record)
+
+    def why_not_fused(
+        self, entry: dict[str, Any], record: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        return inductor_why_not(entry, record, self.name)
 
     def reset_after_failure(self) -> None:
         import torch

@@ -10,6 +10,7 @@ from typing import Any
 
 from profreport.analysis.fusion import optimize_fusion, script_fusion
 from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_evidence
+from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
 
 
@@ -38,6 +39,11 @@ class _TorchScriptGroups(Mode):
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
         return torchscript_evidence(entry, record)
+
+    def why_not_fused(
+        self, entry: dict[str, Any], record: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        return torchscript_why_not(entry, record)
 
 
 class ScriptMode(_TorchScriptGroups):
@@ -114,3 +120,8 @@ class OptimizeMode(Mode):
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
         return optimize_evidence(entry, record)
+
+    def why_not_fused(
+        self, entry: dict[str, Any], record: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        return optimize_why_not(entry, record)

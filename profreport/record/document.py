@@ -180,6 +180,20 @@ MODE_FIELDS = {
     "compiler.inductor_nodes[].written": "number?",
     "compiler.graphs": "integer?",
     "compiler.graph_breaks": "integer?",
+    # why-not-fused evidence (modes/compile_logs): Dynamo's and Inductor's own log lines
+    "compiler.graph_break_records": "list?",
+    "compiler.graph_break_records[]": "object",
+    "compiler.graph_break_records[].file": "text",
+    "compiler.graph_break_records[].line": "integer",
+    "compiler.graph_break_records[].reason": "text",
+    "compiler.graph_break_records[].source": "text?",
+    "compiler.graph_break_records[].log": "text?",
+    "compiler.fusion_refusals": "list?",
+    "compiler.fusion_refusals[]": "object",
+    "compiler.fusion_refusals[].first": "text",
+    "compiler.fusion_refusals[].second": "text",
+    "compiler.fusion_refusals[].log": "text",
+    "why_not_fused": "list?",  # a finding (analysis/why_not_fused), derived again on reading
     "compiler.inductor_bytes_accessed": "number?",
 }
 

@@ -22,6 +22,24 @@ def _output(view: dict[str, Any]) -> str:
     return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
 
 
+def _why_not_fused(view: dict[str, Any]) -> list[str]:
+    """Why it did not fuse, per mode: each reason with its evidence source and any hint."""
+    lines = []
+    for d in view["details"]:
+        for w in d.get("why") or []:
+            item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}: {md_cell(w['reason'])}"
+            if w["where"]:
+                item += f" at {md_code(w['where'])}"
+            if w["source_text"]:
+                item += f" {md_code(w['source_text'])}"
+            item += f" ({md_cell(w['source'])})"
+            if w["hint"]:
+                test = f" (test with {md_code(w['hint_test'])})" if w["hint_test"] else ""
+                item += f"; would change it: {md_cell(w['hint'])}{test}"
+            lines.append(item)
+    return ["**Why it did not fuse**", "", *lines, ""] if lines else []
+
+
 def render(record: dict[str, Any]) -> str:
     view = build_view(record)
     model, env = view["model"], record.get("env", {})
@@ -64,6 +82,7 @@ def render(record: dict[str, Any]) -> str:
         rows.append(cells)
     lines += md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l")
     lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
+    lines += _why_not_fused(view)
     lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"

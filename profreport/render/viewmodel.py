@@ -7,6 +7,7 @@ from typing import Any
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.timeline import TIMELINE_NAME
+from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
@@ -95,6 +96,7 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
         "mode": name,
         "status": mode["status"],
         "verdict": mode.get("verdict", ""),
+        "why_count": len(mode.get("why_not_fused") or []),
     }
     if mode["status"] != "ok":
         # a record written before error lines were cleaned may still hold a tensor repr
@@ -322,6 +324,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             "mode": name,
             "status": mode["status"],
             "verdict": mode.get("verdict", ""),
+            "why": why_rows(mode),
         }
         if mode["status"] == "ok":
             d["kernels"] = _kernel_rows(mode)

@@ -1,0 +1,435 @@
+"""Why it did not fuse: per mode, the graph breaks, the splits between adjacent kernels, and the
+fuser's limits, each with the evidence it rests on. Pure functions over a mode entry (whose
+`fusion` map is already derived) and its record.
+
+Every entry is a dict: `kind` (graph_break, split, refused, not_fused, fused, layout, recompute,
+fuser_limit, applied, not_applied), `ops` (eager operations involved), `reason` (one sentence),
+`source` (what the reason rests on: a compiler log, the fusion map, the environment, or a
+documented rule) and `evidence` (the log line, graph node or rule text itself), `where` /
+`source_text` for graph breaks, and `hint` / `hint_test` only where a change is known to help,
+naming the mode or flag that tests it. A split nothing explains says "no reason recorded".
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from profreport.analysis.kernels import BOOKKEEPING_OPS
+
+# Documented rules a reason may rest on (the id is shown beside the sentence).
+RULES = {
+    "inductor-extern": (
+        "Inductor runs convolution, GEMM (mm/addmm/bmm) and SDPA as extern kernels (oneDNN, BLAS "
+        "or ATen calls) unless it picks a generated template for them (max-autotune); it fuses no "
+        "neighbouring operation into an extern kernel, so each extern call is a kernel boundary"
+    ),
+    "inductor-layout": (
+        "a library call that needs its operands in another layout or contiguity gets them "
+        "converted by a kernel Inductor generates in front of it"
+    ),
+    "inductor-recompute": (
+        "Inductor may recompute a cheap producer inside each consumer kernel instead of "
+        "materialising it once"
+    ),
+    "nnc-cpu-llvm": (
+        "TorchScript's NNC fuser generates CPU code through LLVM; without LLVM "
+        "(torch._C._llvm_enabled() False) torch._C._jit_can_fuse_on_cpu() is False and no CPU "
+        "fusion group is formed"
+    ),
+}
+
+
+def _entry(kind: str, ops: list[str], reason: str, source: str, evidence: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "ops": ops,
+        "reason": reason,
+        "source": source,
+        "evidence": evidence,
+        "where": "",
+        "source_text": "",
+        "hint": "",
+        "hint_test": "",
+    }
+
+
+def _rule(kind: str, ops: list[str], reason: str, rule: str) -> dict[str, Any]:
+    return _entry(kind, ops, reason, f"rule {rule}", RULES[rule])
+
+
+_GRAPH = re.compile(r"^graph_(\d+)_")
+
+
+def _graph_of(group: dict[str, Any]) -> str | None:
+    """The compiled graph a generated CPU kernel belongs to, from its name (graph_1_cpp_...)."""
+    m = _GRAPH.match(group["kernels"][0])
+    return m.group(1) if m else None
+
+
+def _is_library(group: dict[str, Any]) -> bool:
+    return "library call" in group.get("note", "").split(";")[0] and group["kernels"][0].startswith(
+        "library "
+    )
+
+
+def _is_layout(group: dict[str, Any]) -> bool:
+    return not group["eager_ops"] and bool(group.get("library_operands"))
+
+
+def _graph_breaks(compiler: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
+    found = []
+    records = compiler.get("graph_break_records") or []
+    for gb in records:
+        e = _entry(
+            "graph_break",
+            [],
+            str(gb.get("reason") or "no reason recorded"),
+            "Dynamo graph_breaks log" + (f" ({gb['gb_id']})" if gb.get("gb_id") else ""),
+            str(gb.get("log", "")).split("\nUser code traceback:")[0].strip(),
+        )
+        e["where"] = f"{gb.get('file', '?')}:{gb.get('line', '?')}"
+        e["source_text"] = gb.get("source", "")
+        if ".item()" in e["source_text"] or "Tensor.item()" in str(gb.get("reason")):
+            e["hint"] = (
+                "a branch on a tensor's value (.item()) breaks the graph: compute the condition "
+                "outside forward (or branch with torch.where / torch.cond) and the break goes away"
+            )
+            e["hint_test"] = f"--modes {entry_name}"
+        found.append(e)
+    unexplained = int(compiler.get("graph_breaks") or 0) - len(records)
+    if unexplained > 0 and not records:
+        found.append(
+            _entry(
+                "graph_break",
+                [],
+                f"{unexplained} graph break(s): no reason recorded",
+                "Dynamo counters",
+                "counters['graph_break'] (this record keeps no break log)",
+            )
+        )
+    return found
+
+
+def _node_ops(compiler: dict[str, Any]) -> dict[str, list[str]]:
+    """Scheduler node name (op3; a fused node is named op0_op1_...) -> its eager ops, only when
+    the names are unique (one compiled graph: each graph numbers its nodes from op0)."""
+    names: dict[str, list[str]] = {}
+    for node in compiler.get("inductor_nodes") or []:
+        ops = [i["op"].split("::")[-1] for i in node.get("eager_ops", [])]
+        for part in str(node["name"]).split("_"):
+            if part in names:
+                return {}
+            names[part] = [
+                op
+                for op, full in zip(ops, node.get("eager_ops", []), strict=True)
+                if full["op"] not in BOOKKEEPING_OPS
+            ]
+    return names
+
+
+def _refusals(compiler: dict[str, Any]) -> list[dict[str, Any]]:
+    """Inductor's own "cannot fuse" decisions, one per distinct (operations, reason)."""
+    ops_of = _node_ops(compiler)
+    # where each node ended up: its generated kernel (codegen may merge nodes), else its final
+    # scheduler node
+    final_of = {
+        part: str(n.get("kernel") or n["name"])
+        for n in compiler.get("inductor_nodes") or []
+        for part in str(n["name"]).split("_")
+    }
+    refusals = compiler.get("fusion_refusals") or []
+    if refusals and (not ops_of or len(final_of) != len(ops_of)):
+        # several graphs reuse node names: neither the ops nor the outcome can be attributed
+        return [
+            _entry(
+                "refused",
+                [],
+                f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
+                "not attributed to operations (node names repeat across graphs)",
+                "Inductor scheduler fusion log",
+                "\n".join(r["log"] for r in refusals[:20]),
+            )
+        ]
+    found: list[dict[str, Any]] = []
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    for r in refusals:
+        sides = []
+        for name in (r["first"], r["second"]):
+            side = list(
+                dict.fromkeys(op for part in name.split("_") for op in ops_of.get(part, []))
+            )
+            sides.append((name, side))
+        finals = [
+            {final_of.get(part) for part in name.split("_")} - {None}
+            for name in (r["first"], r["second"])
+        ]
+        if finals[0] & finals[1]:
+            continue  # refused once, yet in one kernel in the end: not why anything stayed apart
+        ops = list(dict.fromkeys(op for _, side in sides for op in side))
+        reason = r["log"].split(": ", 1)[-1]
+        key = (tuple(ops), reason)
+        if key in seen:
+            continue
+        seen.add(key)
+        named = [f"{name} ({' + '.join(side)})" if side else name for name, side in sides]
+        found.append(
+            _entry(
+                "refused",
+                ops,
+                f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}",
+                "Inductor scheduler fusion log",
+                r["log"],
+            )
+        )
+    return found
+
+
+def inductor_why_not(
+    entry: dict[str, Any], record: dict[str, Any], mode: str = "compile"
+) -> list[dict[str, Any]]:
+    """Graph breaks, and for each pair of adjacent kernel calls in the fusion map
+    why they stayed apart; fused kernels and layout conversions with what caused them."""
+    compiler = entry.get("compiler") or {}
+    device = (record.get("device") or {}).get("type", "")
+    channels_last = (record.get("model") or {}).get("memory_format") == "channels_last"
+    found = _graph_breaks(compiler, mode)
+    groups = [
+        g
+        for g in (entry.get("fusion") or {}).get("groups") or []
+        if g["kernels"] and (g["eager_ops"] or _is_layout(g))
+    ]
+    for g in groups:
+        kernel = g["kernels"][0]
+        if g.get("fused"):
+            found.append(
+                _entry(
+                    "fused",
+                    list(g["eager_ops"]),
+                    f"{' + '.join(g['eager_ops'])} fused into one generated kernel",
+                    "fusion map",
+                    f"kernel {kernel}",
+                )
+            )
+        if _is_layout(g):
+            ops = list(g["library_operands"])
+            e = _rule(
+                "layout",
+                ops,
+                f"layout conversion: {kernel} converts the operands of library call "
+                f"{', '.join(ops)} before it runs; it is work eager does not do, and it keeps "
+                f"the library call apart from what precedes it",
+                "inductor-layout",
+            )
+            e["evidence"] = f"kernel {kernel} ({g['note']}); " + e["evidence"]
+            if device == "cpu" and not channels_last and "convolution" in ops:
+                e["hint"] = (
+                    "channels-last inputs and weights remove the layout conversion in front of "
+                    "oneDNN convolutions on CPU"
+                )
+                e["hint_test"] = "--channels-last"
+            found.append(e)
+        if g.get("recomputed"):
+            found.append(
+                _rule(
+                    "recompute",
+                    list(g["recomputed"]),
+                    f"{', '.join(g['recomputed'])} recomputed in {kernel} instead of fused into "
+                    "one producer (its eager bytes are counted once, in the first kernel)",
+                    "inductor-recompute",
+                )
+            )
+    refusals = _refusals(compiler)
+    for a, b in itertools.pairwise(groups):
+        pair = [a["eager_ops"][-1], b["eager_ops"][0]] if a["eager_ops"] and b["eager_ops"] else []
+        if not pair:
+            continue
+        library = [g for g in (a, b) if _is_library(g)]
+        if library:
+            names = ", ".join(g["eager_ops"][0] for g in library)
+            e = _rule(
+                "split",
+                pair,
+                f"{pair[0]} -> {pair[1]} stayed apart: {names} is a library call (extern kernel) "
+                f"that Inductor does not fuse into on {device or 'this device'} in this "
+                "configuration",
+                "inductor-extern",
+            )
+            e["evidence"] = (
+                f"scheduler node kind extern: {', '.join(g['kernels'][0] for g in library)}; "
+                + e["evidence"]
+            )
+            if device == "cuda":
+                e["hint"] = "max-autotune can fuse epilogues into GEMM / convolution templates"
+                e["hint_test"] = "--modes compile-max-autotune"
+            found.append(e)
+            continue
+        graphs = (_graph_of(a), _graph_of(b))
+        if None not in graphs and graphs[0] != graphs[1]:
+            breaks = int(compiler.get("graph_breaks") or 0)
+            found.append(
+                _entry(
+                    "split",
+                    pair,
+                    f"{pair[0]} -> {pair[1]} stayed apart: they are in different compiled graphs"
+                    + (" (split by the graph break above)" if breaks else ""),
+                    "fusion map",
+                    f"kernels {a['kernels'][0]} (graph {graphs[0]}) and {b['kernels'][0]} "
+                    f"(graph {graphs[1]})",
+                )
+            )
+            continue
+        logged = [r for r in refusals if set(pair) <= set(r["ops"])]
+        if logged:
+            found.append(
+                _entry(
+                    "split",
+                    pair,
+                    f"{pair[0]} -> {pair[1]} stayed apart: "
+                    + "; ".join(r["evidence"].split(": ", 1)[-1] for r in logged),
+                    "Inductor scheduler fusion log",
+                    "\n".join(r["evidence"] for r in logged),
+                )
+            )
+            continue
+        found.append(
+            _entry(
+                "split",
+                pair,
+                f"{pair[0]} -> {pair[1]} stayed apart: no reason recorded",
+                "fusion map",
+                f"kernels {a['kernels'][0]} and {b['kernels'][0]}",
+            )
+        )
+    found.extend(refusals)  # every distinct decision, as the scheduler logged it
+    return found
+
+
+def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Why TorchScript's fuser took no (or only some) eager ops."""
+    compiler = entry.get("compiler") or {}
+    device = (record.get("device") or {}).get("type", "")
+    fusers = (record.get("env") or {}).get("fusers") or {}
+    found = []
+    for g in compiler.get("fusion_groups") or []:
+        ops = [op.split("::")[-1] for op in g["ops"]]
+        found.append(
+            _entry(
+                "fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g['kind']}"
+            )
+        )
+    eager = (record.get("modes") or {}).get("eager") or {}
+    eager_calls = [
+        c["op"].split("::")[-1]
+        for c in (eager.get("bytes") or {}).get("sequence") or []
+        if c["op"] not in BOOKKEEPING_OPS
+    ]
+    eager_ops = list(dict.fromkeys(eager_calls))
+    if device == "cpu" and fusers and not fusers.get("nnc_can_fuse_on_cpu"):
+        why = (
+            "has no LLVM on this PyTorch build"
+            if not fusers.get("llvm_available")
+            else "is disabled (torch._C._jit_override_can_fuse_on_cpu)"
+        )
+        e = _rule(
+            "fuser_limit",
+            eager_ops,
+            f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here",
+            "nnc-cpu-llvm",
+        )
+        e["evidence"] = (
+            f"env.fusers: llvm_available={fusers.get('llvm_available')}, "
+            f"nnc_can_fuse_on_cpu={fusers.get('nnc_can_fuse_on_cpu')}; " + e["evidence"]
+        )
+        found.append(e)
+    elif compiler.get("fusion_groups"):
+        # ops the fuser left out: TorchScript records no reason, so none is stated
+        left = list(eager_calls)
+        for g in compiler["fusion_groups"]:
+            for op in g["ops"]:
+                if op.split("::")[-1] in left:
+                    left.remove(op.split("::")[-1])
+        groups = "; ".join(
+            " + ".join(op.split("::")[-1] for op in g["ops"]) for g in compiler["fusion_groups"]
+        )
+        for op in dict.fromkeys(left):
+            found.append(
+                _entry(
+                    "not_fused",
+                    [op],
+                    f"{op} is in no fusion group: no reason recorded",
+                    "TorchScript graph",
+                    f"fusion groups of the optimized graph: {groups}",
+                )
+            )
+    else:
+        found.append(
+            _entry(
+                "fuser_limit",
+                eager_ops,
+                "no fusion group in the optimized graph: no reason recorded",
+                "TorchScript graph",
+                "optimized graph has no fusion group node",
+            )
+        )
+    return found
+
+
+def optimize_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Which freeze + optimize_for_inference patterns applied (from the fusion map) and which
+    visibly did not (a convolution followed by a ReLU that stayed a separate call)."""
+    found = []
+    groups = (entry.get("fusion") or {}).get("groups") or []
+    src = "fusion map (dispatched ops, eager vs optimized)"
+    for g in groups:
+        if g["note"].startswith("folded"):
+            found.append(
+                _entry(
+                    "applied",
+                    list(g["eager_ops"]),
+                    f"folded away by freezing: {', '.join(g['eager_ops'])}",
+                    src,
+                    g["note"],
+                )
+            )
+        elif len(g["eager_ops"]) > 1:
+            found.append(
+                _entry(
+                    "applied",
+                    list(g["eager_ops"]),
+                    f"{' + '.join(g['eager_ops'])} fused into library call {g['kernels'][0]}",
+                    src,
+                    f"optimized op {g['kernels'][0]}",
+                )
+            )
+        elif g["note"].startswith("added"):
+            found.append(
+                _entry(
+                    "applied",
+                    [],
+                    f"added {', '.join(g['kernels'])} (layout conversions to and from MKLDNN)",
+                    src,
+                    g["note"],
+                )
+            )
+    conv_alone = [
+        g
+        for g in groups
+        if g["note"] == "replaced" and g["eager_ops"] and "convolution" in g["eager_ops"][0]
+    ]
+    relu_alone = [
+        g for g in groups if g["note"] == "replaced" and g["eager_ops"][:1] in (["relu"], ["relu_"])
+    ]
+    if conv_alone and relu_alone:
+        found.append(
+            _entry(
+                "not_applied",
+                ["convolution", "relu"],
+                "convolution and relu stayed separate calls (no conv+ReLU library call): "
+                "no reason recorded",
+                src,
+                f"{conv_alone[0]['kernels'][0]} and {relu_alone[0]['kernels'][0]} dispatched",
+            )
+        )
+    return found
