@@ -36,17 +36,24 @@ WRITE_PER_STEP = 1024 + 512 + 512
 A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}
 
 
-def cpu(name: str, ts: float, dur: float, cat: str = "cpu_op", **args) -> dict:
+def x_event(
+    name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int = 1, tid: int = 1, **args
+) -> dict:
+    """A complete ("ph": "X") event in Kineto's shape; the tests' traces are built from these."""
     return {
         "ph": "X",
         "cat": cat,
         "name": name,
-        "pid": 1,
-        "tid": 1,
+        "pid": pid,
+        "tid": tid,
         "ts": ts,
         "dur": dur,
         "args": args,
     }
+
+
+def cpu(name: str, ts: float, dur: float, cat: str = "cpu_op", **args) -> dict:
+    return x_event(name, ts, dur, cat, **args)
 
 
 def counter_trace(steps: int = STEPS, launches: bool = True, ranges: bool = True) -> dict:

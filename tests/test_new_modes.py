@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import inspect
 import io
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -19,6 +20,7 @@ from profreport.modes import PreparedMode
 from profreport.modes.cudagraphs import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernels_record
+from tests.counter_trace import x_event
 
 
 def _profile(module, inputs, mode_names):
@@ -173,17 +175,7 @@ def test_compile_options_as_modes_fullgraph_refuses_a_graph_break_dynamic_runs()
 # Inductor kernels, correlated by id.
 
 
-def _x(name, ts, dur, cat, pid=100, tid=1, **args):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
+_x = partial(x_event, pid=100)
 
 
 def _dev(name, ts, dur, cat, corr):

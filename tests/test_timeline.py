@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 
 import orjson
 
@@ -12,20 +13,10 @@ from profreport import analyze
 from profreport.record import load
 from profreport.render.timeline import FLOW_ID_STRIDE, TIMELINE_NAME, build, step_window
 from profreport.render.viewmodel import build_view
+from tests.counter_trace import x_event
 from tests.test_trace_interop import MODES, _check_event, _trace
 
-
-def x(name, ts, dur, cat="cpu_op", pid=10, tid=1, **args):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
+x = partial(x_event, pid=10)
 
 
 def kineto_like(t0: float, step_durs: list[float], tag: str) -> dict:

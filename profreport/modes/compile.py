@@ -6,7 +6,6 @@ options such as max-autotune) are instances with other parameters, registered un
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,34 +44,23 @@ class CompileMode(Mode):
         import torch
         import torch._inductor.config as inductor_config
         from torch._dynamo.utils import counters
-        from torch._inductor import compile_fx, metrics
+        from torch._inductor import metrics
 
-        from profreport.capture.inductor_kernels import recording_kernel_calls
         from profreport.modes.compile_logs import capturing_compiler_logs
-        from profreport.modes.inductor_capture import InductorNodeCapture
+        from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
 
         torch._dynamo.reset()
         counters.clear()  # reset() keeps them: a second compile mode would count both
         metrics.reset()
-        logger = compile_fx.inductor_metrics_log
         handler = InductorNodeCapture()
-        old_level, old_propagate = logger.level, logger.propagate
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
         config = {**_CAPTURE_CONFIG, **self.inductor_options}
         with inductor_config.patch(config):
-            try:
-                compiled: Callable[..., Any] = torch.compile(module, **self.compile_kwargs)
-                start = time.perf_counter()
-                with recording_kernel_calls(handler.kernels), capturing_compiler_logs() as logs:
-                    compiled(*inputs)
-                    sync()
-                compile_s = time.perf_counter() - start
-            finally:
-                logger.removeHandler(handler)
-                logger.setLevel(old_level)
-                logger.propagate = old_propagate
+            compiled: Callable[..., Any] = torch.compile(module, **self.compile_kwargs)
+            start = time.perf_counter()
+            with capturing_nodes(handler), capturing_compiler_logs() as logs:
+                compiled(*inputs)
+                sync()
+            compile_s = time.perf_counter() - start
             compiler: dict[str, Any] = {
                 "inductor_nodes": handler.nodes,
                 "inductor_bytes_accessed": int(metrics.num_bytes_accessed),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import linecache
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -96,21 +96,30 @@ class CompilerLogCapture(logging.Handler):
 
 
 @contextmanager
-def capturing_compiler_logs() -> Iterator[CompilerLogCapture]:
-    """Install a CompilerLogCapture on the artifact loggers (DEBUG, not propagated) and restore
-    each logger's level, propagation and handlers afterwards."""
-    handler = CompilerLogCapture()
+def routing_logs(
+    handler: logging.Handler, loggers: Iterable[logging.Logger], level: int
+) -> Iterator[None]:
+    """Send `loggers`' records from `level` up to `handler` alone (not propagated) for the block,
+    then restore each logger's level, propagation and handlers."""
     saved = []
-    for name in GRAPH_BREAK_LOGGERS + FUSION_LOGGERS:
-        logger = logging.getLogger(name)
+    for logger in loggers:
         saved.append((logger, logger.level, logger.propagate))
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
+        logger.setLevel(level)
         logger.propagate = False
     try:
-        yield handler
+        yield
     finally:
-        for logger, level, propagate in saved:
+        for logger, old_level, propagate in saved:
             logger.removeHandler(handler)
-            logger.setLevel(level)
+            logger.setLevel(old_level)
             logger.propagate = propagate
+
+
+@contextmanager
+def capturing_compiler_logs() -> Iterator[CompilerLogCapture]:
+    """Install a CompilerLogCapture on the artifact loggers (DEBUG, not propagated)."""
+    handler = CompilerLogCapture()
+    loggers = [logging.getLogger(n) for n in GRAPH_BREAK_LOGGERS + FUSION_LOGGERS]
+    with routing_logs(handler, loggers, logging.DEBUG):
+        yield handler

@@ -143,16 +143,10 @@ def capturing_nodes(handler: InductorNodeCapture) -> Iterator[None]:
     from torch._inductor import compile_fx
 
     from profreport.capture.inductor_kernels import recording_kernel_calls
+    from profreport.modes.compile_logs import routing_logs
 
-    logger = compile_fx.inductor_metrics_log
-    old_level, old_propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        with recording_kernel_calls(handler.kernels):
-            yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
-        logger.propagate = old_propagate
+    with (
+        routing_logs(handler, [compile_fx.inductor_metrics_log], logging.INFO),
+        recording_kernel_calls(handler.kernels),
+    ):
+        yield
