@@ -6,7 +6,7 @@ Builds the trace of bench/analyze_speed.py (a real trace tiled, ids and times sh
 ``profreport analyze --format json`` on it in a fresh process, with helper processes and
 without. Peak memory is the whole process tree's (the wrapper of analyze_speed.py: resident
 pages plus memory files, where an inflated gzip trace lives). Each row also shows what the guard
-of :mod:`profreport.analysis._memory` estimates that run needs, to check its per-byte factors.
+of :mod:`profreport.traceio.memory` estimates that run needs, to check its per-byte factors.
 
 ``--whole`` adds the whole-document parse (the fallback for documents the sliced scan cannot
 vouch for). ``--pretend-available MIB`` adds two runs of the real command that see only that
@@ -38,14 +38,14 @@ from analyze_speed import (  # noqa: E402  (bench/ is not a package)
     measure,
 )
 
-from profreport.analysis import _memory  # noqa: E402
+from profreport.traceio import memory as _memory  # noqa: E402
 
 # The fallback path alone: one orjson.loads of the whole document, one loop over its events.
 WHOLE = """
 import sys, time
 t0 = time.perf_counter()
 from profreport.analysis.kernels import count_kernels
-from profreport.analysis.trace import _parse_reference
+from profreport.traceio.load import _parse_reference
 with open(sys.argv[1], "rb") as fh:
     trace = _parse_reference(fh.read())
 print("RESULT", count_kernels(trace).kernels, time.perf_counter() - t0)
@@ -53,7 +53,7 @@ print("RESULT", count_kernels(trace).kernels, time.perf_counter() - t0)
 # The real command, on a machine that has only argv[2] MiB available (as the guard sees it).
 PRETEND = """
 import sys
-from profreport.analysis import _memory
+from profreport.traceio import memory as _memory
 _memory.available_memory_bytes = lambda: int(sys.argv[2]) << 20
 from profreport.analyze import main
 code = main([sys.argv[1], "--format", "json"])

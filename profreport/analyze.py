@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import TextIO
 
 from profreport.analysis.kernels import count_kernels
-from profreport.analysis.trace import NotATraceError, TraceError, load_trace
 from profreport.analysis.trace_compare import analysis_document
 from profreport.files import write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.text import terminal_text
+from profreport.traceio import NotATraceError, TraceError, load_trace
 
 EXIT_OK = 0
 EXIT_SKIPPED = 1  # --keep-going skipped an unreadable file; the rest was analysed

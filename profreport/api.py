@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import torch
 from torch import nn
 
@@ -154,14 +155,14 @@ class RunResult:
         A folder that already holds another run's record is refused (FileExistsError).
         """
         from profreport.files import write_atomic
-        from profreport.render import tensorboard_summary, timeline
+        from profreport.render import tensorboard_summary
         from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
 
         target = Path(folder) if folder is not None else self.run_dir
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
-        self.record["timeline"] = timeline.save(self.record, target)  # linked from the report
+        self.record["timeline"] = self._write_timeline(target)  # linked from the report
         outputs = {r.filename: r.render(self.record) for r in renderers(RUN)}
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text
         assert isinstance(markdown, str)
@@ -172,6 +173,23 @@ class RunResult:
             write_atomic(target / name, content)
         tensorboard_summary.write(self.record, target / "tensorboard" / "summary", markdown)
         return target
+
+    def _write_timeline(self, folder: Path) -> str | None:
+        """Write every mode's profiled step as one trace (render/timeline); returns its file
+        name, or None when no mode left a trace."""
+        from profreport.files import write_atomic
+        from profreport.render import timeline
+        from profreport.traceio.documents import read_document
+
+        traces = {}
+        for mode, entry in self.record.get("modes", {}).items():
+            rel = entry.get("trace") if entry.get("status") == "ok" else None
+            if rel and (folder / rel).is_file():
+                traces[mode] = read_document(folder / rel)
+        if not traces:
+            return None
+        write_atomic(folder / timeline.TIMELINE_NAME, orjson.dumps(timeline.build(traces)))
+        return timeline.TIMELINE_NAME
 
     def _relocate_traces(self, target: Path) -> None:
         if (target / "run.json").exists():

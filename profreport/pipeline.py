@@ -29,7 +29,6 @@ from profreport.analysis.derive import with_findings
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
-from profreport.analysis.trace import load_trace
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.noise import watch
 from profreport.capture.profiling import ProfileSchedule, profile_mode
@@ -48,6 +47,7 @@ from profreport.modes import (
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.text import error_line, full_error, one_line
+from profreport.traceio import load_trace
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -11,9 +11,9 @@ import pytest
 
 from profreport.analysis.counters import FLOPS_FORMULA, flops
 from profreport.analysis.kernels import count_kernels, per_step
-from profreport.analysis.trace import load_trace, parse_trace
 from profreport.analysis.trace_compare import analysis_document
 from profreport.render.analyze import render_html, render_markdown, view_model
+from profreport.traceio.load import load_trace, parse_trace
 from tests.counter_trace import (
     ADD,
     DFMA,

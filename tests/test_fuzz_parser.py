@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from profreport.analysis.kernels import count_kernels
-from profreport.analysis.trace import TraceError, _parse_reference, load_trace, parse_trace
+from profreport.traceio.load import TraceError, _parse_reference, load_trace, parse_trace
 from tests.trace_strategies import (
     check_document,
     check_file,

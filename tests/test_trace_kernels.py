@@ -18,7 +18,7 @@ from profreport.analysis.kernels import (
     count_kernels,
     per_step,
 )
-from profreport.analysis.trace import TraceError, load_trace
+from profreport.traceio.load import TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
 PID = 100
@@ -706,7 +706,7 @@ def _tricky_events() -> list:
 
 @pytest.mark.parametrize("layout", ["compact", "spaced"])
 def test_sliced_scan_matches_whole_parse(layout):
-    from profreport.analysis._scan import scan_sliced, scan_whole
+    from profreport.traceio.slices import scan_sliced, scan_whole
 
     doc = {"schemaVersion": 1, "traceEvents": _tricky_events(), "traceName": "x}, {y"}
     raw = orjson.dumps(doc, option=orjson.OPT_INDENT_2 if layout == "spaced" else 0)
@@ -820,8 +820,8 @@ def tiny_parallel_chunks(monkeypatch):
     import os
     import time
 
-    from profreport.analysis import _scan
-    from profreport.analysis import trace as trace_module
+    from profreport.traceio import chunks as _chunks
+    from profreport.traceio import load as trace_module
 
     parties: list[list[int]] = []
     real_run = trace_module.run_chunks
@@ -849,7 +849,7 @@ def tiny_parallel_chunks(monkeypatch):
     monkeypatch.setattr(trace_module, "SLICE_BYTES", 512)
     monkeypatch.setattr(trace_module, "_HEAD_BYTES", 8192)
     monkeypatch.setattr(trace_module, "_GUNZIP_BLOCK", 512)
-    monkeypatch.setattr(_scan, "_CUT_WINDOW", 2048)
+    monkeypatch.setattr(_chunks, "_CUT_WINDOW", 2048)
     return parties
 
 
@@ -863,7 +863,7 @@ def tiny_parallel_chunks(monkeypatch):
     ],
 )
 def test_fast_parse_matches_reference_parse(fixture, tmp_path, tiny_parallel_chunks):
-    from profreport.analysis.trace import _parse_reference, parse_trace
+    from profreport.traceio.load import _parse_reference, parse_trace
 
     raw = gzip.decompress((DATA / fixture).read_bytes())
     reference = _parse_reference(raw, "t")
@@ -887,7 +887,7 @@ def test_fast_parse_matches_reference_parse(fixture, tmp_path, tiny_parallel_chu
 
 
 def test_parallel_parse_of_tricky_text(tmp_path, tiny_parallel_chunks):
-    from profreport.analysis.trace import _parse_reference
+    from profreport.traceio.load import _parse_reference
 
     events = _tricky_events() * 4
     events.insert(7, {"ph": "X", "cat": "kernel", "name": "k", "pid": [0], "tid": 7, "ts": 1})
@@ -914,16 +914,16 @@ def test_parallel_parse_of_tricky_text(tmp_path, tiny_parallel_chunks):
 
 
 def test_parallel_parse_survives_a_dead_helper(tmp_path, monkeypatch, tiny_parallel_chunks):
-    from profreport.analysis import _scan
+    from profreport.traceio import chunks as _chunks
 
-    real_send = _scan.ChunkWorker.send
+    real_send = _chunks.ChunkWorker.send
 
     def die_then_send(self, chunks, last=False):
         self.proc.kill()
         self.proc.wait()
         real_send(self, chunks, last)
 
-    monkeypatch.setattr(_scan.ChunkWorker, "send", die_then_send)
+    monkeypatch.setattr(_chunks.ChunkWorker, "send", die_then_send)
     raw = gzip.decompress((DATA / "a100_alexnet_inference.json.gz").read_bytes())
     path = tmp_path / "t.json"
     path.write_bytes(raw)

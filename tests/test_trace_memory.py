@@ -12,10 +12,11 @@ import orjson
 import pytest
 
 from profreport import analyze
-from profreport.analysis import _gunzip, _memory
-from profreport.analysis import trace as trace_module
-from profreport.analysis.trace import TraceError, load_trace, parse_trace
 from profreport.format import fmt_bytes
+from profreport.traceio import gunzip as _gunzip
+from profreport.traceio import load as trace_module
+from profreport.traceio import memory as _memory
+from profreport.traceio.load import TraceError, load_trace, parse_trace
 from tests.trace_strategies import small_pieces
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}

@@ -32,10 +32,10 @@ import numpy as np
 import orjson
 from hypothesis import strategies as st
 
-from profreport.analysis import _scan
-from profreport.analysis import trace as trace_module
 from profreport.analysis.kernels import count_kernels, per_step
-from profreport.analysis.trace import (
+from profreport.traceio import chunks as _chunks
+from profreport.traceio import load as trace_module
+from profreport.traceio.load import (
     NotATraceError,
     Trace,
     TraceError,
@@ -437,7 +437,7 @@ def small_pieces(helpers: bool = False) -> Iterator[None]:
         patches["ChunkWorker"] = _no_helper
     with (
         mock.patch.multiple(trace_module, **patches),
-        mock.patch.object(_scan, "_CUT_WINDOW", 512),
+        mock.patch.object(_chunks, "_CUT_WINDOW", 512),
     ):
         yield
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
-from profreport.analysis.trace import Trace
+from profreport.traceio import Trace
 
 
 class RowMap:

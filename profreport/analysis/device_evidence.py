@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profreport.analysis.trace import Trace
+from profreport.traceio import Trace
 
 COUNTER_RANGE_CAT = "cuda_profiler_range"
 COUNTER_KERNELS_NOTE = (

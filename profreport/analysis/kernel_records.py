@@ -8,7 +8,7 @@ from collections import defaultdict
 import numpy as np
 
 from profreport.analysis.counters import is_additive
-from profreport.analysis.trace import Trace
+from profreport.traceio import Trace
 
 _ROCM_NAME_HINTS = ("AMD", "Radeon", "Instinct")
 # Args of a cuda_profiler_range event that identify it rather than measure it.

@@ -65,7 +65,8 @@ from profreport.analysis.device_evidence import (
     pair_ranges_with_launches,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
-from profreport.analysis.trace import Trace
+from profreport.traceio import Trace
+from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS, STEP_CATS
 
 __all__ = [
     "BOOKKEEPING_OPS",
@@ -146,22 +147,8 @@ CPU_DEFINITION_TEXT = (
     "CPU work has no launch API, so there are no launch calls under this definition."
 )
 
-DEVICE_KINDS = {
-    "kernel": "kernel",
-    "Kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "Memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "Memset": "memset",
-}
 _KIND_CODE = {"kernel": 1, "memcpy": 2, "memset": 3}
 _CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
-_RUNTIME_CATS = frozenset(
-    {"cuda_runtime", "cuda_driver", "runtime", "driver", "hip_runtime", "hip_driver"}
-    | {"privateuse1_runtime", "privateuse1_driver"}
-)
-_CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
-_STEP_CATS = frozenset({"user_annotation", "cpu_op", "Operator", "User annotation"})
 LAUNCH_API_RE = re.compile(
     r"^(?:cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLaunchKernelEx|"
     r"cudaLaunchCooperativeKernel|cudaGraphLaunch|hipLaunchKernel|hipExtModuleLaunchKernel|"
@@ -184,9 +171,9 @@ def _cat_class(cat: str) -> int:
     """Bit set of what complete (``X``) events of category ``cat`` can be."""
     return (
         _KIND_CODE.get(DEVICE_KINDS.get(cat, ""), 0)
-        | (_RUNTIME_BIT if cat.lower() in _RUNTIME_CATS else 0)
-        | (_CPU_OP_BIT if cat in _CPU_OP_CATS else 0)
-        | (_STEP_CAT_BIT if cat in _STEP_CATS else 0)
+        | (_RUNTIME_BIT if cat.lower() in RUNTIME_CATS else 0)
+        | (_CPU_OP_BIT if cat in CPU_OP_CATS else 0)
+        | (_STEP_CAT_BIT if cat in STEP_CATS else 0)
     )
 
 

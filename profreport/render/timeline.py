@@ -7,31 +7,23 @@ takes every ``<worker>[.<span>].pt.trace.json[.gz]`` under its logdir for a run 
 ``WORKER_PATTERN``), so a merged file under ``tensorboard/`` would show up as one more run.
 
 Which events belong to the chosen step (the one of median duration, so neither the first nor a
-trailing partial one by chance): host events that start inside the ``ProfilerStep#N`` window ``[start, end)`` (the next step
-starts at ``end``);
-device events (kernels, copies, fills) whose launch call is among those host events (same
+trailing partial one by chance): host events that start inside the ``ProfilerStep#N`` window
+``[start, end)`` (the next step starts at ``end``); device events (kernels, copies, fills) whose launch call is among those host events (same
 correlation id), wherever they ran in time; the ``ac2g`` flows of those launches; the device's
 own ``ProfilerStep#N`` annotation. ``build`` is pure (parsed documents in, a document out);
-``save`` is the thin file edge the run's save path calls.
+``RunResult.save`` reads the traces and writes the file.
 """
 
 from __future__ import annotations
 
-import gzip
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from profreport.files import write_atomic
+from profreport.analysis.kernels import STEP_RE
+from profreport.traceio.categories import DEVICE_KINDS
 
 TIMELINE_NAME = "all_modes.timeline.json"
-STEP_RE = re.compile(r"^ProfilerStep#\d+$")
-DEVICE_CATS = frozenset(
-    {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "gpu_user_annotation"}
-)
+DEVICE_CATS = frozenset(DEVICE_KINDS) | {"gpu_user_annotation"}
 # Flow ids are correlation ids, which every trace numbers from 1: each mode gets its own range.
 FLOW_ID_STRIDE = 1 << 40
 
@@ -143,20 +135,3 @@ def _moved(chosen: list[dict], events: list[dict], pid: int, start: float, index
             moved["id"] = index * FLOW_ID_STRIDE + e["id"]
         out.append(moved)
     return out
-
-
-def save(record: dict, folder: Path) -> str | None:
-    """Write the timeline of the run in ``folder`` from the traces its record names; returns the
-    file name (relative to ``folder``), or ``None`` when no mode left a trace."""
-    traces = {}
-    for mode, entry in record.get("modes", {}).items():
-        rel = entry.get("trace") if entry.get("status") == "ok" else None
-        path = folder / rel if rel else None
-        if path is None or not path.is_file():
-            continue
-        raw = path.read_bytes()
-        traces[mode] = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    if not traces:
-        return None
-    write_atomic(folder / TIMELINE_NAME, orjson.dumps(build(traces)))
-    return TIMELINE_NAME

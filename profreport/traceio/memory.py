@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import os
 
-from profreport.analysis._errors import TraceError
 from profreport.format import fmt_bytes
+from profreport.traceio.errors import TraceError
 
 # Bytes of memory per byte of trace JSON for the columns, the count and the rendering, over
 # all processes (measured 0.92-0.95 with helpers; the one-process paths, less the document,

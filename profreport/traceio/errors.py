@@ -1,4 +1,4 @@
-"""The errors trace loading reports (re-exported by :mod:`profreport.analysis.trace`)."""
+"""The errors trace loading reports (re-exported by :mod:`profreport.traceio`)."""
 
 from __future__ import annotations
 
