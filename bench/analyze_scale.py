@@ -55,8 +55,8 @@ PRETEND = """
 import sys
 from profreport.traceio import memory as _memory
 _memory.available_memory_bytes = lambda: int(sys.argv[2]) << 20
-from profreport.analyze import main
-code = main([sys.argv[1], "--format", "json"])
+from profreport.cli import main
+code = main(["analyze", sys.argv[1], "--format", "json"])
 print("RESULT accepted 0")
 sys.exit(code)
 """

@@ -43,15 +43,8 @@ import io, sys, time
 t0 = time.perf_counter()
 import orjson
 out = io.StringIO()
-try:  # the real command line, when the top-level CLI has the analyze subcommand
-    from profreport.cli import main
-    code = main(["analyze", sys.argv[1], "--format", "json"], out=out)
-except (ImportError, SystemExit):
-    import argparse
-    from profreport.analyze import add_arguments, run
-    p = argparse.ArgumentParser(); add_arguments(p)
-    out = io.StringIO()
-    code = run(p.parse_args([sys.argv[1], "--format", "json"]), out)
+from profreport.cli import main
+code = main(["analyze", sys.argv[1], "--format", "json"], out=out)
 doc = orjson.loads(out.getvalue())
 print("RESULT", doc["traces"][0]["kernels"], time.perf_counter() - t0)
 """

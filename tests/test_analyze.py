@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import io
 import shutil
@@ -13,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from profreport import analyze
+from profreport import cli
 from profreport.analysis.trace_compare import SCHEMA
 from profreport.render.analyze import render_html, render_markdown, view_model
 
@@ -24,10 +23,8 @@ MI250 = str(DATA / "mi250_rocm_train.json.gz")
 
 
 def run_cli(*argv: str) -> tuple[int, str]:
-    parser = argparse.ArgumentParser()
-    analyze.add_arguments(parser)
     out = io.StringIO()
-    code = analyze.run(parser.parse_args(list(argv)), out)
+    code = cli.main(["analyze", *argv], out=out)
     return code, out.getvalue()
 
 
@@ -185,7 +182,7 @@ def test_html_written_escaped_and_self_contained(tmp_path):
 
 def test_subprocess_module_entry(tmp_path):
     ok = subprocess.run(
-        [sys.executable, "-m", "profreport.analyze", TRITON, "--format", "json"],
+        [sys.executable, "-m", "profreport", "analyze", TRITON, "--format", "json"],
         capture_output=True,
         text=True,
         check=False,
@@ -193,7 +190,7 @@ def test_subprocess_module_entry(tmp_path):
     assert ok.returncode == 0
     assert orjson.loads(ok.stdout)["traces"][0]["launch_api_counts"] == {"cuLaunchKernel": 1}
     bad = subprocess.run(
-        [sys.executable, "-m", "profreport.analyze", str(tmp_path / "nope.json")],
+        [sys.executable, "-m", "profreport", "analyze", str(tmp_path / "nope.json")],
         capture_output=True,
         text=True,
         check=False,
@@ -300,7 +297,7 @@ def test_folder_with_a_bad_file_stops_by_default(tmp_path, capsys):
     assert (code, out) == (2, "")
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("profreport analyze: error: ") and "b.pt.trace.json" in err
+    assert err.startswith("error: ") and "b.pt.trace.json" in err
 
 
 def test_keep_going_skips_each_bad_file_and_exits_1(tmp_path, capsys):
@@ -315,7 +312,7 @@ def test_keep_going_skips_each_bad_file_and_exits_1(tmp_path, capsys):
     assert doc["traces"][1]["kernels"] == 14
     warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) == 2
-    assert all(w.startswith("profreport analyze: warning: skipped ") for w in warnings)
+    assert all(w.startswith("warning: skipped ") for w in warnings)
     assert "b.pt.trace.json: not valid JSON" in warnings[0]
     assert "z.pt.trace.json.gz" in warnings[1]
 
@@ -326,7 +323,7 @@ def test_keep_going_with_nothing_readable_is_bad_input(tmp_path, capsys):
     code, out = run_cli(str(bad), str(tmp_path / "missing.json"), "--keep-going")
     assert (code, out) == (2, "")
     lines = capsys.readouterr().err.splitlines()
-    assert [line.split(":")[1].strip() for line in lines] == ["warning", "warning", "error"]
+    assert [line.split(":")[0] for line in lines] == ["warning", "warning", "error"]
     assert "missing.json: no such file or folder" in lines[0]
 
 

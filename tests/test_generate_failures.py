@@ -280,7 +280,7 @@ def test_two_runs_in_the_same_second_get_two_folders(models, tmp_path, monkeypat
         def now(cls, tz=None):
             return datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
-    monkeypatch.setattr(cli, "datetime", FrozenClock)
+    monkeypatch.setattr(cli.generate, "datetime", FrozenClock)
     out = tmp_path / "out"
     args = _generate(out, "--model", f"{models}/m.py:tiny", "--modes", "eager")
     assert cli.main(args) == 0
@@ -391,7 +391,7 @@ def test_analyze_debug_shows_the_traceback_too(tmp_path, capsys):
     assert cli.main(["analyze", str(tmp_path / "t.json"), "--debug"]) == 2
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err
-    assert err.splitlines()[-1].startswith("profreport analyze: error: ")
+    assert err.splitlines()[-1].startswith("error: ")
 
 
 def test_a_disk_that_fills_up_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):

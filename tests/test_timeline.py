@@ -9,7 +9,7 @@ from functools import partial
 
 import orjson
 
-from profreport import analyze
+from profreport.cli import analyze
 from profreport.record import load
 from profreport.render.timeline import FLOW_ID_STRIDE, TIMELINE_NAME, build, step_window
 from profreport.render.viewmodel import build_view

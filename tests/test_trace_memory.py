@@ -11,7 +11,7 @@ import sys
 import orjson
 import pytest
 
-from profreport import analyze
+from profreport import cli
 from profreport.format import fmt_bytes
 from profreport.traceio import gunzip as _gunzip
 from profreport.traceio import load as trace_module
@@ -203,10 +203,10 @@ def test_analyze_command_reports_the_refusal_in_one_line(tmp_path, available, ca
     path = tmp_path / "t.json"
     path.write_bytes(trace_bytes(50))
     available(_memory.FIXED_BYTES)
-    code = analyze.main([str(path), "--format", "json", "--out", str(tmp_path / "out")])
-    assert code == analyze.EXIT_BAD_INPUT
+    code = cli.main(["analyze", str(path), "--format", "json", "--out", str(tmp_path / "out")])
+    assert code == cli.EXIT_BAD_INPUT
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith(f"profreport analyze: error: {path}: needs about ")
+    assert err[0].startswith(f"error: {path}: needs about ")
     assert not (tmp_path / "out").exists() and captured.out == ""

@@ -1,18 +1,28 @@
-"""The `ab` command's arguments and its edge: files, progress, exit codes (0 / 1 / 2)."""
+"""`profreport ab`: base and head profiled in one process, timed interleaved; compared, gated."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+from profreport.cli.common import (
+    Command,
+    UsageError,
+    gate_exit,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    progress_display,
+)
+from profreport.cli.generate import LOG_NAME, device_for, library_output, run_name, staging
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
 
-def add_arguments(ab: argparse.ArgumentParser, numbers: dict[str, Callable[[str], Any]]) -> None:
-    """`numbers` holds cli's argument checkers (positive_float, non_negative_int, ...)."""
+def add_arguments(ab: argparse.ArgumentParser) -> None:
     ab.add_argument("base", help="base model spec (as generate --model accepts)")
     ab.add_argument("head", help="head model spec (as generate --model accepts)")
     ab.add_argument("--modes", default="eager,compile", help="comma-separated modes")
@@ -22,25 +32,25 @@ def add_arguments(ab: argparse.ArgumentParser, numbers: dict[str, Callable[[str]
         "--out", default="reports", help="parent folder of the ab folder (default reports/)"
     )
     ab.add_argument("--format", default="md", choices=list(COMPARE_NAMES))
-    ab.add_argument("--min-time", type=numbers["positive_float"], default=1.0)
-    ab.add_argument("--max-time", type=numbers["positive_float"], default=120.0)
-    ab.add_argument("--threads", type=numbers["positive_int"], default=None)
+    ab.add_argument("--min-time", type=positive_float, default=1.0)
+    ab.add_argument("--max-time", type=positive_float, default=120.0)
+    ab.add_argument("--threads", type=positive_int, default=None)
     ab.add_argument("--quiet", action="store_true", help="no progress output")
     ab.add_argument(
         "--max-kernel-increase",
-        type=numbers["non_negative_int"],
+        type=non_negative_int,
         default=None,
         metavar="N",
     )
     ab.add_argument(
         "--max-bytes-increase",
-        type=numbers["non_negative_float"],
+        type=non_negative_float,
         default=None,
         metavar="PCT",
     )
     ab.add_argument(
         "--max-latency-regression",
-        type=numbers["non_negative_float"],
+        type=non_negative_float,
         default=None,
         metavar="PCT",
         help="gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1",
@@ -51,16 +61,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import ab, api
     from profreport.analysis.compare import Thresholds
     from profreport.api import RunResult
-    from profreport.cli import (
-        LOG_NAME,
-        UsageError,
-        _device_for,
-        _gate_exit,
-        _library_output,
-        _run_name,
-        _staging,
-        progress_display,
-    )
     from profreport.files import write_atomic
     from profreport.models import ModelError, load_model
     from profreport.pipeline import DTYPES
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         options = api.run_options(modes, min_time_s=args.min_time, max_time_s=args.max_time)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    device = _device_for(args)
+    device = device_for(args)
     models = {}
     for side, spec in (("base", args.base), ("head", args.head)):
         try:
@@ -89,10 +89,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         max_latency_regression_pct=args.max_latency_regression,
     )
     now = datetime.now(timezone.utc)
-    name = _run_name(f"{models['base'].name}-ab", device.type, now)
+    name = run_name(f"{models['base'].name}-ab", device.type, now)
     with (
-        _staging(Path(args.out), name) as staged,
-        _library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        staging(Path(args.out), name) as staged,
+        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
         run_dirs = {side: staged.path / side for side in ab.SIDES}
@@ -129,4 +129,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{r['ci95'][1]:.3f}, {r['n']} paired rounds, spread {r['spread']:.1%})",
                 file=out,
             )
-    return _gate_exit(result.comparison, err)
+    return gate_exit(result.comparison, err)
+
+
+COMMAND = Command(
+    "ab",
+    "profile base and head in one process, timed interleaved; compare and gate",
+    add_arguments,
+    run,
+)

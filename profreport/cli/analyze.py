@@ -6,30 +6,25 @@
     profreport analyze TRACE --format json|md|html [--out DIR]
     profreport analyze reports/ --keep-going             # skip unreadable files, exit 1 if any
 
-This module is the command's edge: it parses arguments, reads files, writes the output and picks
-the exit code. Counting lives in :mod:`profreport.analysis.kernels`, rendering in
+This module is the command's edge: it declares its arguments, finds and reads the trace files,
+writes the output and picks the exit code (shared with every command, see cli.common). Counting lives in :mod:`profreport.analysis.kernels`, rendering in
 :mod:`profreport.render.analyze` (through the renderer registry).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import traceback
 from pathlib import Path
 from typing import TextIO
 
 from profreport.analysis.kernels import count_kernels
 from profreport.analysis.trace_compare import analysis_document
+from profreport.cli.common import EXIT_OK, EXIT_SKIPPED, Command, UsageError, positive_int, warn
 from profreport.files import write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
 from profreport.render.timeline import TIMELINE_NAME
-from profreport.text import terminal_text
 from profreport.traceio import NotATraceError, TraceError, load_trace
 
-EXIT_OK = 0
-EXIT_SKIPPED = 1  # --keep-going skipped an unreadable file; the rest was analysed
-EXIT_BAD_INPUT = 2
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -62,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kernel definition: device events, CPU compute ops, or auto (device if any)",
     )
     parser.add_argument(
-        "--top", type=int, default=15, metavar="N", help="kernels listed per trace (default 15)"
+        "--top",
+        type=positive_int,
+        default=15,
+        metavar="N",
+        help="kernels listed per trace (default 15)",
     )
     parser.add_argument(
         "--keep-going",
@@ -141,53 +140,37 @@ def analyze_paths(
     return analysis_document(counted, top=top, events=events), skipped
 
 
-def run(args: argparse.Namespace, stdout: TextIO) -> int:
-    """Run the command; returns the exit code. Bad input: one line on stderr, exit 2, no files."""
-    stderr = sys.stderr
-    if args.top < 1:
-        print("profreport analyze: error: --top must be at least 1", file=stderr)
-        return EXIT_BAD_INPUT
-    unreadable: list[str] | None = [] if getattr(args, "keep_going", False) else None
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the command; returns the exit code. Bad input: UsageError (one line, exit 2, no
+    files); with --keep-going, exit 1 when a file was skipped."""
+    unreadable: list[str] | None = [] if args.keep_going else None
     try:
         doc, skipped = analyze_paths(args.paths, args.definition, args.top, unreadable)
     except (InputError, TraceError) as exc:
-        if getattr(args, "debug", False):
-            traceback.print_exc(file=stderr)
-        _warn_unreadable(unreadable, stderr)
-        print(f"profreport analyze: error: {terminal_text(str(exc))}", file=stderr)
-        return EXIT_BAD_INPUT
-    _warn_unreadable(unreadable, stderr)
+        _warn_unreadable(unreadable, err)
+        raise UsageError(str(exc)) from exc
+    _warn_unreadable(unreadable, err)
     done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
-        print(
-            f"profreport analyze: skipped {terminal_text(name)}: not a profiler trace", file=stderr
-        )
+        warn(f"skipped {name}: not a profiler trace", err)
     renderer = get(ANALYSIS, args.format)
     content = renderer.render(doc, top=args.top)
     assert isinstance(content, str)  # the analysis formats are text
     if not args.out:
-        stdout.write(content)
+        out.write(content)
         return done
     target = Path(args.out) / renderer.filename
     try:
         write_atomic(target, content)
     except OSError as exc:
-        print(f"profreport analyze: error: cannot write {target}: {exc.strerror}", file=stderr)
-        return EXIT_BAD_INPUT
-    print(f"wrote {target}", file=stdout)
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+    print(f"wrote {target}", file=out)
     return done
 
 
-def _warn_unreadable(reasons: list[str] | None, stderr: TextIO) -> None:
+def _warn_unreadable(reasons: list[str] | None, err: TextIO) -> None:
     for reason in reasons or ():
-        print(f"profreport analyze: warning: skipped {terminal_text(reason)}", file=stderr)
+        warn(f"skipped {reason}", err)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="profreport analyze", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv), sys.stdout)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+COMMAND = Command("analyze", "analyze Kineto traces (CUDA, ROCm, CPU)", add_arguments, run)

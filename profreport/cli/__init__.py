@@ -1,0 +1,111 @@
+"""Command line: the only edge with side effects (arguments, progress, files, exit codes).
+
+One module per command (generate, models/modes, render, compare, ab, analyze), each a `Command`
+in `COMMANDS`; what they share (exit codes, the one-line error, argument types, progress and
+terminal text) is in `cli.common`.
+
+Exit codes: 0 success, 1 the run finished but found a problem (a gate, the model itself failed,
+or `analyze --keep-going` skipped a file), 2 bad input (one line on stderr, nothing written),
+3 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from profreport import __version__, interrupts
+from profreport.cli import ab, analyze, compare, generate, listing, render
+from profreport.cli.common import (
+    DEBUG_HELP,
+    EXIT_BAD_INPUT,
+    EXIT_GATE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Command,
+    Parser,
+    UsageError,
+    print_traceback,
+)
+from profreport.text import error_line, terminal_text
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_BAD_INPUT",
+    "EXIT_GATE",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "build_parser",
+    "main",
+]
+
+COMMANDS: tuple[Command, ...] = (
+    generate.COMMAND,
+    listing.MODELS,
+    listing.MODES,
+    render.COMMAND,
+    compare.COMMAND,
+    ab.COMMAND,
+    analyze.COMMAND,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="profreport", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"profreport {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    # Accepted after the command too; SUPPRESS keeps a subcommand from resetting the flag.
+    debug = Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        command.add_arguments(sub.add_parser(command.name, parents=[debug], help=command.help))
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run one command. Exit codes: 0 ok, 1 a gate or the model failed, 2 bad input (one line
+    on stderr), 3 an internal error (a bug: one line, `--debug` for the traceback), 130 interrupted."""
+    # First of all, so that SIGTERM while a model loads or torch imports is an interrupt too.
+    with interrupts.signals_as_interrupt():
+        return _main(
+            list(sys.argv[1:] if argv is None else argv), out or sys.stdout, err or sys.stderr
+        )
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    by_name = {c.name: c for c in COMMANDS}
+    return by_name[args.command].run(args, out, err)
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    started = interrupts.mark()
+    debug = "--debug" in argv  # known even when parsing itself fails
+    try:
+        try:
+            return _dispatch(build_parser().parse_args(argv), out, err)
+        except Exception as exc:
+            # Whatever a library made of an interrupt (an error loading the model, say), it is
+            # the interrupt.
+            interrupts.reraise_if_interrupted(exc, started)
+            raise
+    except UsageError as exc:
+        if debug:
+            print_traceback(exc, err)
+        print(f"error: {terminal_text(str(exc))}", file=err)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted; nothing half-written was kept", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debug:
+            print_traceback(exc, err)
+        hint = "" if debug else "; rerun with --debug for the traceback"
+        print(f"error: internal error: {terminal_text(error_line(exc))}{hint}", file=err)
+        return EXIT_INTERNAL

@@ -1,0 +1,116 @@
+"""What every command shares: exit codes, the one-line error, argument types, terminal output."""
+
+from __future__ import annotations
+
+import argparse
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from profreport.text import terminal_text
+
+# 0 success; 1 the run finished but found a problem (a gate, the model itself failed, or
+# `analyze --keep-going` skipped a file); 2 bad input (one line on stderr, nothing written);
+# 3 internal error; 130 interrupted.
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_SKIPPED = EXIT_GATE
+DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line ("error: ..."), exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def number(convert: type, minimum: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: `convert` the text, then require a finite value above (`strict`) or
+    at least `minimum`."""
+    noun = "an integer" if convert is int else "a number"
+    rule = f"must be {'above' if strict else 'at least'} {minimum:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number: {text}")
+        if value <= minimum if strict else value < minimum:
+            raise argparse.ArgumentTypeError(f"{rule}: {text}")
+        return value
+
+    return parse
+
+
+positive_int = number(int, 1, strict=False)
+positive_float = number(float, 0, strict=True)
+non_negative_int = number(int, 0, strict=False)
+non_negative_float = number(float, 0, strict=False)
+
+
+def escape(text: str) -> str:
+    """Text that Rich prints as it is, never as markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+@contextmanager
+def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
+    """A `progress(message)` callable: a Rich status line on a terminal, plain lines otherwise."""
+    if quiet:
+        yield lambda _msg: None
+        return
+    if stream.isatty():
+        from rich.console import Console
+
+        console = Console(file=stream)
+        with console.status("starting") as status:
+            yield lambda msg: status.update(escape(terminal_text(msg)))
+        return
+    yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
+
+
+def not_a_file(out: Path) -> None:
+    """An --out folder (made if missing) cannot be an existing file."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+
+
+def gate_exit(comparison: Any, err: TextIO) -> int:
+    """Name each regression and each inconclusive latency on stderr; 1 when a gate failed."""
+    for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
+        print(f"regression: {regression.message}", file=err)
+    for line in comparison.inconclusive:  # neither passed nor failed on that evidence
+        print(f"inconclusive: {terminal_text(line)} (latency neither passes nor fails)", file=err)
+    return EXIT_GATE if comparison.regressed else EXIT_OK
+
+
+def warn(message: str, err: TextIO) -> None:
+    print(f"warning: {terminal_text(message)}", file=err)
+
+
+def print_traceback(exc: BaseException, err: TextIO) -> None:
+    # A usage error is raised `from None` to keep its line short; --debug shows what caused it.
+    hidden = exc.__context__ if exc.__suppress_context__ and exc.__cause__ is None else None
+    if hidden is not None:
+        traceback.print_exception(type(hidden), hidden, hidden.__traceback__, file=err)
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name and help line, how it declares its arguments, and how it runs
+    (returning the exit code; bad input raised as UsageError)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, TextIO, TextIO], int]

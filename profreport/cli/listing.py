@@ -1,0 +1,46 @@
+"""`profreport models` and `profreport modes`: what can be profiled, and how."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from profreport.cli.common import EXIT_OK, Command
+from profreport.modes import default_modes, mode_names
+
+
+def _no_arguments(_parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run_models(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    from profreport.models import BUILTIN_MODELS
+    from profreport.zoo import HF_PREFIX, INSTALL_HINT, ZOO
+
+    width = max(len(n) for n in [*BUILTIN_MODELS, *(HF_PREFIX + z for z in ZOO)])
+    for name, m in BUILTIN_MODELS.items():
+        batches = ", ".join(f"N={b} on {d}" for d, b in m.default_batch.items())
+        print(f"{name:<{width}}  {m.description} ({batches})", file=out)
+    print(f"\nzoo (transformers configs, random weights; {INSTALL_HINT}):", file=out)
+    for name, z in ZOO.items():
+        print(f"{HF_PREFIX + name:<{width}}  {z.describe(z.default)}", file=out)
+    return EXIT_OK
+
+
+def run_modes(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    from profreport.modes import get_mode
+
+    defaults = default_modes()
+    width = max(len(n) for n in mode_names())
+    for name in mode_names():
+        mode = get_mode(name)
+        devices = [d for d in ("cpu", "cuda") if mode.unavailable_reason(d) is None]
+        source = mode.bytes_source.name if mode.bytes_source else "dispatcher"
+        tags = ("default, " if name in defaults else "") + "/".join(devices)
+        print(f"{name:<{width}}  {mode.summary} [{tags}; bytes: {source}]", file=out)
+    print(f"\ndefault (no --modes): {','.join(defaults)}", file=out)
+    return EXIT_OK
+
+
+MODELS = Command("models", "list the built-in models", _no_arguments, run_models)
+MODES = Command("modes", "list the execution modes", _no_arguments, run_modes)

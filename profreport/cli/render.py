@@ -1,0 +1,53 @@
+"""`profreport render`: the reports of a run record again, with today's analysis."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from profreport.cli.common import EXIT_OK, Command, UsageError, not_a_file
+from profreport.files import write_atomic
+from profreport.render.registry import report_renderers
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("record", help="run.json or a run folder")
+    parser.add_argument(
+        "--out", default=None, help="folder to write into (default: beside the record)"
+    )
+
+
+def write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
+    written = []
+    for renderer in report_renderers():
+        write_atomic(folder / renderer.filename, renderer.render(record))
+        written.append(folder / renderer.filename)
+    return written
+
+
+def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    from profreport import record as run_record
+    from profreport.analysis.derive import with_findings
+
+    try:
+        rec = run_record.load(Path(args.record))
+    except run_record.RecordError as exc:
+        raise UsageError(str(exc)) from None
+    rec = with_findings(rec)  # today's analysis of the stored evidence, not the stored verdicts
+    src = Path(args.record)
+    own = src if src.is_dir() else src.parent
+    folder = Path(args.out) if args.out else own
+    not_a_file(folder)
+    if folder.resolve() != own.resolve():  # the record's own reports may be re-rendered; others not
+        taken = [r.filename for r in report_renderers() if (folder / r.filename).exists()]
+        if taken:
+            raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
+    for path in write_reports(rec, folder):
+        print(path, file=out)
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "render", "re-render report.html and summary.md from a run record", add_arguments, run
+)
