@@ -26,9 +26,10 @@ from torch import nn
 
 from profreport.capture.profiling import ProfileSchedule
 from profreport.capture.timing import TimingConfig
+from profreport.env import DTYPES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_names
-from profreport.pipeline import DTYPES, RunOptions, collect_run
+from profreport.pipeline import RunOptions, collect_run
 from profreport.text import error_line
 
 if TYPE_CHECKING:

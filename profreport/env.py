@@ -5,11 +5,21 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from profreport.text import first_line
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def make_sync(device: torch.device) -> Callable[[], None]:
+    """What waits for the device's queued work: a CUDA synchronize, or nothing on CPU."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
 
 
 def _cpu_name() -> str:

@@ -29,11 +29,12 @@ from profreport.analysis.derive import with_findings
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
+from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.noise import watch
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
-from profreport.env import collect_env, device_info
+from profreport.env import collect_env, device_info, make_sync
 from profreport.models import LoadedModel
 from profreport.modes import (
     BytesWork,
@@ -48,8 +49,6 @@ from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.text import error_line, full_error, one_line
 from profreport.traceio import load_trace
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 Progress = Callable[[str], None]
 
@@ -80,12 +79,6 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
-def make_sync(device: torch.device) -> Callable[[], None]:
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
 _TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
 
 
@@ -113,20 +106,7 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
         # Compute nodes the TorchScript interpreter runs outside the dispatcher have no profiler
         # record; the optimized graph says they ran once per forward.
         unrecorded = list(prepared.compiler.get("unrecorded_ops", []))
-    table = [
-        {
-            "name": row.name,
-            "kind": row.kind,
-            "calls": row.calls,
-            "calls_per_step": row.calls / n_steps,
-            "time_us": row.time_us,
-            "time_us_per_step": row.time_us / n_steps,
-            "launched_by": row.launched_by,
-            "launched_by_top": row.launched_by_top,
-            "source": "profiler",
-        }
-        for row in counts.table
-    ]
+    table = [kernel_entry(row, n_steps) for row in counts.table]
     table += [
         {
             "name": name,

@@ -71,7 +71,7 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
     out["launch_api_counts"] = counts.launch_api_counts
     out["kernels_by_op"] = counts.kernels_by_op
     out["distinct_kernels"] = len(counts.table)
-    out["top_kernels"] = [_kernel_entry(r) for r in counts.table[:top]]
+    out["top_kernels"] = [kernel_entry(r) for r in counts.table[:top]]
     if counts.inductor_kernels:
         out["inductor_kernels"] = counts.inductor_kernels
     if counts.counter_ranges:
@@ -81,18 +81,22 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
     return out
 
 
-def _kernel_entry(row: KernelRow) -> dict:
-    entry = {
-        "name": row.name,
-        "kind": row.kind,
-        "calls": row.calls,
-        "time_us": row.time_us,
-        "launched_by": row.launched_by,
-    }
+def kernel_entry(row: KernelRow, steps: int | None = None) -> dict:
+    """One kernel row as JSON: the one shape of `analyze`'s top kernels and the run record's
+    kernel tables. With `steps` (a run's profiled steps), per-step calls and time are added and
+    the row is marked as the profiler's."""
+    entry: dict = {"name": row.name, "kind": row.kind, "calls": row.calls}
+    if steps is not None:
+        entry["calls_per_step"] = row.calls / steps
+    entry["time_us"] = row.time_us
+    if steps is not None:
+        entry["time_us_per_step"] = row.time_us / steps
+    entry["launched_by"] = row.launched_by
+    entry["launched_by_top"] = row.launched_by_top
+    if steps is not None:
+        entry["source"] = "profiler"
     if row.bytes is not None:
         entry["bytes"] = row.bytes
-    if row.launched_by_top is not None:
-        entry["launched_by_top"] = row.launched_by_top
     if row.counters:
         entry["counters"] = row.counters
     if row.counter_totals is not None:

@@ -34,9 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
+    from profreport.env import DTYPES, make_sync
     from profreport.models import ModelError, load_model
     from profreport.modes import ModeError, prepare_mode
-    from profreport.pipeline import DTYPES, make_sync
 
     if args.dtype not in DTYPES:
         print(f"unknown dtype {args.dtype!r}; choose from {', '.join(DTYPES)}", file=sys.stderr)

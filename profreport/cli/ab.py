@@ -10,12 +10,12 @@ from typing import TextIO
 from profreport.cli.common import (
     Command,
     UsageError,
+    add_gate_arguments,
     gate_exit,
-    non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
     progress_display,
+    thresholds,
 )
 from profreport.cli.generate import LOG_NAME, device_for, library_output, run_name, staging
 
@@ -36,34 +36,17 @@ def add_arguments(ab: argparse.ArgumentParser) -> None:
     ab.add_argument("--max-time", type=positive_float, default=120.0)
     ab.add_argument("--threads", type=positive_int, default=None)
     ab.add_argument("--quiet", action="store_true", help="no progress output")
-    ab.add_argument(
-        "--max-kernel-increase",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-    )
-    ab.add_argument(
-        "--max-bytes-increase",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-    )
-    ab.add_argument(
-        "--max-latency-regression",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help="gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1",
+    add_gate_arguments(
+        ab, "gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1"
     )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import ab, api
-    from profreport.analysis.compare import Thresholds
     from profreport.api import RunResult
+    from profreport.env import DTYPES
     from profreport.files import write_atomic
     from profreport.models import ModelError, load_model
-    from profreport.pipeline import DTYPES
     from profreport.render import compare as compare_render
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
@@ -83,11 +66,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"cannot compare: different models: base {models['base'].name!r}, "
             f"head {models['head'].name!r}"
         )
-    thresholds = Thresholds(
-        max_kernel_increase=args.max_kernel_increase,
-        max_bytes_increase_pct=args.max_bytes_increase,
-        max_latency_regression_pct=args.max_latency_regression,
-    )
+    gates = thresholds(args)
     now = datetime.now(timezone.utc)
     name = run_name(f"{models['base'].name}-ab", device.type, now)
     with (
@@ -102,7 +81,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             args.dtype,
             run_dirs,
             options,
-            thresholds,
+            gates,
             progress,
             labels={"base": args.base, "head": args.head},
             now=lambda: now,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from profreport.analysis.kernels import count_kernels
 from profreport.analysis.trace_compare import analysis_document
@@ -103,7 +103,7 @@ def analyze_paths(
     definition: str = "auto",
     top: int = 15,
     unreadable: list[str] | None = None,
-):
+) -> tuple[dict[str, Any], list[str]]:
     """Load and count every trace named by ``inputs``; returns (document, skipped files).
 
     Files found inside a folder that are valid JSON but not traces (a run record, say) are

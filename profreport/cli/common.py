@@ -55,6 +55,42 @@ non_negative_int = number(int, 0, strict=False)
 non_negative_float = number(float, 0, strict=False)
 
 
+def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> None:
+    """The regression gates `compare` and `ab` share (read back with `thresholds`)."""
+    parser.add_argument(
+        "--max-kernel-increase",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="gate: kernels per step may grow by at most N in any mode",
+    )
+    parser.add_argument(
+        "--max-bytes-increase",
+        type=non_negative_float,
+        default=None,
+        metavar="PCT",
+        help="gate: modeled bytes per step may grow by at most PCT percent",
+    )
+    parser.add_argument(
+        "--max-latency-regression",
+        type=non_negative_float,
+        default=None,
+        metavar="PCT",
+        help=latency_help,
+    )
+
+
+def thresholds(args: argparse.Namespace) -> Any:
+    """The analysis.compare.Thresholds the gate arguments ask for."""
+    from profreport.analysis.compare import Thresholds
+
+    return Thresholds(
+        max_kernel_increase=args.max_kernel_increase,
+        max_bytes_increase_pct=args.max_bytes_increase,
+        max_latency_regression_pct=args.max_latency_regression,
+    )
+
+
 def escape(text: str) -> str:
     """Text that Rich prints as it is, never as markup."""
     from rich.markup import escape as rich_escape

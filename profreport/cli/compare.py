@@ -9,9 +9,9 @@ from typing import TextIO
 from profreport.cli.common import (
     Command,
     UsageError,
+    add_gate_arguments,
     gate_exit,
-    non_negative_float,
-    non_negative_int,
+    thresholds,
 )
 from profreport.files import write_atomic
 from profreport.render.registry import COMPARISON, formats
@@ -22,32 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("head", help="run.json or run folder of the change")
     parser.add_argument("--format", default="md", choices=list(formats(COMPARISON)))
     parser.add_argument("--out", default=None, help="file to write (default: standard output)")
-    parser.add_argument(
-        "--max-kernel-increase",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="gate: kernels per step may grow by at most N in any mode",
-    )
-    parser.add_argument(
-        "--max-bytes-increase",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help="gate: modeled bytes per step may grow by at most PCT percent",
-    )
-    parser.add_argument(
-        "--max-latency-regression",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help="gate: latency median may grow by at most PCT percent (beyond noise)",
+    add_gate_arguments(
+        parser, "gate: latency median may grow by at most PCT percent (beyond noise)"
     )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
-    from profreport.analysis.compare import CompareError, Thresholds, compare_runs
+    from profreport.analysis.compare import CompareError, compare_runs
     from profreport.analysis.derive import with_findings
     from profreport.render import compare as compare_render
 
@@ -60,14 +42,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             records.append(with_findings(run_record.load(Path(source))))
         except run_record.RecordError as exc:
             raise UsageError(str(exc)) from None
-    thresholds = Thresholds(
-        max_kernel_increase=args.max_kernel_increase,
-        max_bytes_increase_pct=args.max_bytes_increase,
-        max_latency_regression_pct=args.max_latency_regression,
-    )
+    gates = thresholds(args)
     try:
         comparison = compare_runs(
-            records[0], records[1], thresholds, base_label=args.base, head_label=args.head
+            records[0], records[1], gates, base_label=args.base, head_label=args.head
         )
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None

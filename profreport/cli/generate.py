@@ -178,8 +178,7 @@ def device_for(args: argparse.Namespace) -> Any:
     """--threads applied, --device resolved and checked to run --dtype (UsageError if not)."""
     import torch
 
-    from profreport.env import dtype_problem, resolve_device
-    from profreport.pipeline import DTYPES
+    from profreport.env import DTYPES, dtype_problem, resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -210,8 +209,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
+    from profreport.env import DTYPES
     from profreport.models import ModelError, load_model
-    from profreport.pipeline import DTYPES
 
     device = device_for(args)
     try:
