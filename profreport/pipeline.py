@@ -4,6 +4,10 @@
 logs its tensor I/O, times all modes together, and returns the run record: a plain JSON-ready
 dict whose names are the `profreport.run/1` contract. The only files it writes are the Kineto
 traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
+
+Over 400 lines on purpose: it is the one place that orders the stages (build, profile, count,
+bytes, interleaved timing, output checks, failure handling per mode); each stage's work is in
+capture/, modes/ and analysis/, and what is left here is the order and the record they fill.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
-from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu import measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu_results import MeasuredBytes
 from profreport.capture.noise import watch
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency

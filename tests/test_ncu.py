@@ -20,16 +20,15 @@ import pytest
 import torch
 
 from profreport.capture import ncu_child
-from profreport.capture.ncu import (
+from profreport.capture.ncu import measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu_results import (
     METRICS,
     SOURCE,
     MeasuredBytes,
     NcuKernel,
     NcuParseError,
     bytes_from,
-    measure_mode,
     nanoseconds_from,
-    ncu_unavailable_reason,
     parse_ncu_csv,
 )
 

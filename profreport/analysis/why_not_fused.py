@@ -8,6 +8,10 @@ fuser_limit, applied, not_applied), `ops` (eager operations involved), `reason` 
 documented rule) and `evidence` (the log line, graph node or rule text itself), `where` /
 `source_text` for graph breaks, and `hint` / `hint_test` only where a change is known to help,
 naming the mode or flag that tests it. A split nothing explains says "no reason recorded".
+
+Over 400 lines on purpose: the four compilers' rules (Inductor, TorchScript NNC, optimize_for_inference
+patterns, graph breaks) share the entry shape and the helpers that read a fusion map; one file keeps
+every reason the report can give readable in one place.
 """
 
 from __future__ import annotations

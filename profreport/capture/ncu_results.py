@@ -1,0 +1,241 @@
+"""Nsight Compute's results as profreport reads them: its CSV rows parsed into kernel launches
+(`parse_ncu_csv`), and the measured DRAM bytes of one step of one mode (`MeasuredBytes`).
+
+Pure: text in, values out. Running ncu is `capture/ncu.py`. The CSV layout and unit scaling this
+relies on are described there.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+SOURCE = "measured (Nsight Compute)"
+READ_METRIC = "dram__bytes_read.sum"
+WRITE_METRIC = "dram__bytes_write.sum"
+DURATION_METRIC = "gpu__time_duration.sum"
+METRICS = (READ_METRIC, WRITE_METRIC, DURATION_METRIC)
+
+# SI factors, as ncu scales them (1000-based for bytes too, not 1024).
+_BYTE_UNITS = {
+    "byte": 1,
+    "kbyte": 10**3,
+    "mbyte": 10**6,
+    "gbyte": 10**9,
+    "tbyte": 10**12,
+    "pbyte": 10**15,
+}
+_NS_PER_UNIT = {
+    "nsecond": Decimal(1),
+    "ns": Decimal(1),
+    "usecond": Decimal(10**3),
+    "us": Decimal(10**3),
+    "msecond": Decimal(10**6),
+    "ms": Decimal(10**6),
+    "second": Decimal(10**9),
+    "s": Decimal(10**9),
+}
+_REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
+
+
+class NcuParseError(ValueError):
+    """A metric value or unit that cannot be read as a number of bytes or nanoseconds."""
+
+
+@dataclass(frozen=True)
+class NcuKernel:
+    """One profiled kernel launch. A value is None when ncu reported it as n/a or not at all."""
+
+    name: str
+    dram_read_bytes: int | None
+    dram_write_bytes: int | None
+    duration_ns: float | None
+    launch_id: int  # ncu's result "ID" column
+
+
+@dataclass
+class MeasuredBytes:
+    """DRAM bytes measured by Nsight Compute for one step of one mode, or why they are not."""
+
+    available: bool
+    reason: str | None
+    source: str = SOURCE
+    read: int | None = None
+    written: int | None = None
+    kernels: list[NcuKernel] = field(default_factory=list)
+    command: list[str] | None = None
+
+    @classmethod
+    def unavailable(cls, reason: str, command: list[str] | None = None) -> MeasuredBytes:
+        return cls(available=False, reason=reason, command=command)
+
+    @classmethod
+    def from_kernels(
+        cls, kernels: list[NcuKernel], command: list[str] | None = None
+    ) -> MeasuredBytes:
+        if not kernels:
+            return cls.unavailable("ncu profiled no kernels", command)
+        return cls(
+            available=True,
+            reason=None,
+            read=_sum_known(k.dram_read_bytes for k in kernels),
+            written=_sum_known(k.dram_write_bytes for k in kernels),
+            kernels=list(kernels),
+            command=command,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record: totals, and one row per kernel name in order of first launch.
+
+        Totals and rows add up the launches whose value ncu reported; `launches_missing_values`
+        counts launches with any of the three values missing, so a partial sum is never silent.
+        """
+        rows: dict[str, list[NcuKernel]] = {}
+        for kernel in self.kernels:
+            rows.setdefault(kernel.name, []).append(kernel)
+        missing = sum(
+            1
+            for k in self.kernels
+            if k.dram_read_bytes is None or k.dram_write_bytes is None or k.duration_ns is None
+        )
+        total = (
+            None
+            if self.read is None and self.written is None
+            else (self.read or 0) + (self.written or 0)
+        )
+        return {
+            "available": self.available,
+            "reason": self.reason,
+            "source": self.source,
+            "read": self.read,
+            "written": self.written,
+            "total": total,
+            "duration_ns": _sum_known_float(k.duration_ns for k in self.kernels),
+            "launches": len(self.kernels),
+            "launches_missing_values": missing,
+            "kernels": [
+                {
+                    "name": name,
+                    "calls": len(launches),
+                    "read": _sum_known(k.dram_read_bytes for k in launches),
+                    "written": _sum_known(k.dram_write_bytes for k in launches),
+                    "duration_ns": _sum_known_float(k.duration_ns for k in launches),
+                }
+                for name, launches in rows.items()
+            ],
+            "command": self.command,
+        }
+
+
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _sum_known_float(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(sum(known)) if known else None
+
+
+def _is_tool_message(line: str) -> bool:
+    # ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
+    stripped = line.lstrip()
+    return stripped.startswith("==") and "==" in stripped[2:]
+
+
+def _parse_number(text: str) -> Decimal | None:
+    cleaned = text.strip().replace(",", "")
+    if not cleaned or cleaned.lower() in {"n/a", "na", "nan", "-"}:
+        return None
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation as exc:
+        raise NcuParseError(f"not a number: {text!r}") from exc
+    return value if value.is_finite() else None
+
+
+def _scaled(value: str, unit: str, factors: dict, kind: str) -> Decimal | None:
+    """`value` times the factor of `unit` in `factors`; None for ncu's "n/a"."""
+    number = _parse_number(value)
+    if number is None:
+        return None
+    factor = factors.get(unit.strip().lower())
+    if factor is None:
+        raise NcuParseError(f"unknown {kind} unit {unit!r}")
+    return number * factor
+
+
+def bytes_from(value: str, unit: str) -> int | None:
+    """`("1,234.5", "Kbyte")` -> 1234500. ncu's byte prefixes are powers of 1000."""
+    scaled = _scaled(value, unit, _BYTE_UNITS, "byte")
+    return None if scaled is None else int(scaled.to_integral_value())
+
+
+def nanoseconds_from(value: str, unit: str) -> float | None:
+    """`("4.86", "usecond")` -> 4860.0."""
+    scaled = _scaled(value, unit, _NS_PER_UNIT, "time")
+    return None if scaled is None else float(scaled)
+
+
+def _is_header(fields: list[str]) -> bool:
+    return all(column in fields for column in _REQUIRED_COLUMNS)
+
+
+def parse_ncu_csv(text: str) -> list[NcuKernel]:
+    """Kernel launches from `ncu --csv` details-page output, in the order ncu printed them.
+
+    Tolerates ncu's `==PROF==`/`==WARNING==` lines and application output around the table,
+    repeated header lines, extra columns (rule results), thousands separators and n/a values.
+    Launches are keyed by (process ID, ID), so child processes' results stay apart.
+    """
+    header: list[str] | None = None
+    launches: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in text.splitlines():
+        if not line.strip() or _is_tool_message(line):
+            continue
+        # One line at a time: a stray quote in the application's output must not swallow
+        # the lines after it.
+        fields = next(csv.reader([line]))
+        if _is_header(fields):
+            header = fields
+            continue
+        if header is None or len(fields) != len(header):
+            continue  # text outside the table (the application's own output)
+        row = dict(zip(header, fields, strict=True))
+        try:
+            launch_id = int(row["ID"].replace(",", ""))
+        except ValueError:
+            continue
+        key = (row.get("Process ID", ""), launch_id)
+        launch = launches.setdefault(
+            key, {"name": row["Kernel Name"], "id": launch_id, "metrics": {}}
+        )
+        metric = row["Metric Name"].strip()
+        if metric:
+            launch["metrics"][metric] = (row["Metric Value"], row["Metric Unit"])
+    return [_kernel_from(launch) for launch in launches.values()]
+
+
+def _kernel_from(launch: dict[str, Any]) -> NcuKernel:
+    metrics: dict[str, tuple[str, str]] = launch["metrics"]
+
+    def value(metric: str, convert):
+        if metric not in metrics:
+            return None
+        return convert(*metrics[metric])
+
+    return NcuKernel(
+        name=launch["name"],
+        dram_read_bytes=value(READ_METRIC, bytes_from),
+        dram_write_bytes=value(WRITE_METRIC, bytes_from),
+        duration_ns=value(DURATION_METRIC, nanoseconds_from),
+        launch_id=launch["id"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Running ncu
+# ---------------------------------------------------------------------------------------------
