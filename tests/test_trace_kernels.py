@@ -930,3 +930,25 @@ def test_parallel_parse_survives_a_dead_helper(tmp_path, monkeypatch, tiny_paral
     c = count_kernels(load_trace(path, workers=1))
     assert (c.kernels, c.memcpy, c.memset, c.launches) == (79, 16, 3, 79)
     assert set(tiny_parallel_chunks[0]) == {0}  # this process parsed every chunk
+
+
+def test_inductor_kernels_are_told_by_their_generated_names():
+    from profreport.analysis.kernel_definitions import is_inductor_kernel
+
+    generated = [
+        "cpp_fused_gelu_view_1",
+        "graph_0_cpp_fused_gelu_view_1",
+        "triton_poi_fused_add_relu_0",
+        "triton_red_fused_native_layer_norm_2",
+        "triton_per_fused__softmax_3",
+        "triton_tem_fused_mm_4",
+    ]
+    library = [
+        "aten::_fused_sdp_choice",  # a dispatcher op, not a kernel Inductor wrote
+        "aten::addmm",
+        "fused_sigmoid_tanh_mul",  # TorchScript NNC's CPU kernel
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_fused",
+        "void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, int, true>(float, float)",
+        "mkldnn_convolution",
+    ]
+    assert [n for n in generated + library if is_inductor_kernel(n)] == generated

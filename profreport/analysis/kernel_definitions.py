@@ -98,6 +98,17 @@ GRAPH_LAUNCH_RE = re.compile(r"^(?:cudaGraphLaunch|hipGraphLaunch)(?:_ptsz|_ptds
 STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 DISPATCHER_OP_RE = re.compile(r"^([A-Za-z_]\w*)::[A-Za-z_][\w.]*$")
 INDUCTOR_CPP_KERNEL_RE = re.compile(r"^(?:graph_\d+_)?cpp_fused_\w*$")
+# Every kernel Inductor generates: its C++ kernels on CPU, its Triton kernels (pointwise,
+# reduction, persistent and template: triton_poi_ / triton_red_ / triton_per_ / triton_tem_) on
+# GPU. Library kernels it calls (cuBLAS, cuDNN, oneDNN) are not generated, whatever their names.
+INDUCTOR_KERNEL_RE = re.compile(r"^(?:(?:graph_\d+_)?cpp_fused_\w*|triton_\w+)$")
+
+
+def is_inductor_kernel(name: str) -> bool:
+    """Whether a kernel of the profiler's table is one Inductor generated."""
+    return INDUCTOR_KERNEL_RE.match(name) is not None
+
+
 # TorchScript's NNC fuser names its CPU kernels "fused_" + the fused node kinds.
 NNC_CPU_KERNEL_RE = re.compile(r"^fused_\w+$")
 NOT_DISPATCHER_NAMESPACES = frozenset({"autograd", "torch", "c10", "profiler"})

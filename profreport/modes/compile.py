@@ -77,11 +77,9 @@ class CompileMode(Mode):
         return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
 
     def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
-        return [
-            r["name"]
-            for r in kernel_table
-            if "fused" in r["name"] or r["name"].startswith("triton_")
-        ]
+        from profreport.analysis.kernel_definitions import is_inductor_kernel
+
+        return [r["name"] for r in kernel_table if is_inductor_kernel(r["name"])]
 
     def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
         from profreport.analysis.kernels import BOOKKEEPING_OPS

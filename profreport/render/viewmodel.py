@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.timeline import TIMELINE_NAME
@@ -279,9 +280,7 @@ def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
             for n in c["inductor_nodes"]
         ]
         view["inductor_kernels"] = [
-            r["name"]
-            for r in mode["kernels"]["table"]
-            if "cpp_fused" in r["name"] or r["name"].startswith("triton")
+            r["name"] for r in mode["kernels"]["table"] if is_inductor_kernel(r["name"])
         ]
         view["inductor_summary"] = (
             f"{c.get('graphs', 0)} graph(s), {c.get('graph_breaks', 0)} graph break(s), "
