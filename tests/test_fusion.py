@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from profreport.analysis.bytes_model import calls_from_tensor_io
-from profreport.analysis.fusion import compile_fusion, optimize_fusion, script_fusion
+from profreport.analysis.fusion import compile_fusion, script_fusion
+from profreport.analysis.fusion_optimize import optimize_fusion
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
@@ -353,3 +354,38 @@ def test_compile_fusion_leaves_top_level_graph_ops_unpaired_first():
     assert layer["modules"] == ["h.0"]
     assert mask["graph_only"] == ["add"] and mask["eager_bytes"] == 0
     assert fm["groups"][-1]["eager_ops"] == ["sub"]  # no kernel computes it
+
+
+def test_optimize_names_each_leftover_by_what_explains_it():
+    from profreport.analysis import fusion_optimize as fo
+
+    eager = [
+        _call("aten::addmm", 30, 10),
+        _call("aten::add", 20, 10),
+        _call("aten::native_batch_norm", 12, 10),
+        _call("aten::all", 4, 1),
+    ]
+    mode = [
+        _call("aten::mm", 25, 10),
+        _call("aten::add", 20, 10),  # the bias add of the decomposed addmm
+        _call("aten::add", 20, 10),  # eager's own add
+        _call("aten::arange", 0, 8),
+        _call("aten::to_mkldnn", 10, 10),
+    ]
+    before = {"aten::addmm": 1, "aten::add": 1, "aten::batch_norm": 1, "aten::arange": 1}
+    fm = optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "traced")
+    by_note = {g["note"]: g for g in fm["groups"]}
+    decomposed = by_note[fo.DECOMPOSED]
+    assert (decomposed["eager_ops"], decomposed["kernels"]) == (["addmm"], ["mm", "add"])
+    assert decomposed["saved_bytes"] == 40 - (35 + 30)
+    assert by_note["replaced"]["eager_ops"] == ["add"] == by_note["replaced"]["kernels"]
+    # batch_norm is in the graph before freezing (as batch_norm): freezing folded it
+    assert by_note[fo.FOLDED]["eager_ops"] == ["native_batch_norm"]
+    # `all` never was in the traced graph: tracing, not freezing, removed it
+    assert by_note[fo.NOT_IN_GRAPH.format(graph="traced")]["eager_ops"] == ["all"]
+    assert by_note[fo.LAYOUT_ADDED]["kernels"] == ["to_mkldnn"]
+    assert by_note[fo.GRAPH_ONLY.format(graph="traced")]["kernels"] == ["arange"]
+    assert fm["saved_bytes"] == (40 + 30 + 22 + 5) - (35 + 30 + 30 + 8 + 20)
+    # An older record without the graph before freezing: the leftovers read as before.
+    old = optimize_fusion(eager, mode, BOOKKEEPING_OPS)
+    assert {g["note"] for g in old["groups"]} == {fo.DECOMPOSED, "replaced", fo.FOLDED, fo.ADDED}

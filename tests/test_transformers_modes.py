@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from profreport import api
+from profreport.analysis.derive import with_findings
 from profreport.text import error_line
 
 transformers = pytest.importorskip("transformers")
@@ -77,6 +78,13 @@ def test_gpt2_script_failure_names_the_cause(gpt2_record):
     assert "Failed to get source for <function GPT2Config.__init__" in script["error_full"]
     (note,) = gpt2_record["modes"]["optimize"]["compiler"]["notes"]
     assert note == f"traced instead of scripted ({script['error']})"
+
+
+def test_gpt2_optimize_verdict_says_what_changed_the_calls(gpt2_record):
+    """GPT-2's Conv1D calls addmm; TorchScript runs it as mm + add: not freezing's doing."""
+    verdict = with_findings(gpt2_record)["modes"]["optimize"]["verdict"]
+    assert "TorchScript ran addmm x8 as mm + add (DecomposeOps)" in verdict  # 4 per block
+    assert "folded away addmm" not in verdict and "folded away all" not in verdict
 
 
 def test_bert_trace_and_optimize_compare_both_outputs(bert_record):

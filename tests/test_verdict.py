@@ -87,3 +87,22 @@ def test_partial_bytes_are_not_compared():
 def test_failed_mode():
     rec = _record(compile={"status": "failed", "error": "BackendCompilerFailed: boom"})
     assert verdict_for("compile", rec) == "compile: failed - BackendCompilerFailed: boom"
+
+
+def test_optimize_tells_freezing_from_decomposition_and_tracing():
+    from profreport.analysis import fusion_optimize as fo
+
+    m = _mode(6, 90, 90)
+    m["compiler"] = {"notes": ["traced instead of scripted (torch.jit.script cannot compile M)"]}
+    m["fusion"] = _fusion(
+        (["addmm"], ["mm", "add"], fo.DECOMPOSED),
+        (["addmm"], ["mm", "add"], fo.DECOMPOSED),
+        (["native_batch_norm"], [], fo.FOLDED),
+        (["all"], [], fo.NOT_IN_GRAPH.format(graph="traced")),
+        ([], ["arange", "where"], fo.GRAPH_ONLY.format(graph="traced")),
+    )
+    v = verdict_for("optimize", _record(optimize=m))
+    assert "freeze + optimize_for_inference folded away native_batch_norm;" in v
+    assert "TorchScript ran addmm x2 as mm + add (DecomposeOps)" in v
+    assert "the traced graph itself differs from eager: it lacks all and adds arange, where" in v
+    assert "folded away all" not in v and "folded away addmm" not in v

@@ -25,9 +25,7 @@ Sources of the mapping:
   - `fused`: a generated kernel computing at least two eager calls.
 - script / trace: TorchScript fusion groups (NNC `prim::TensorExprGroup`, ...); the group's
   boundary tensors come from the profiled graph's tensor types.
-- optimize: freeze + optimize_for_inference leave no per-op mapping; the map compares the
-  operations dispatched in eager and in the optimized graph: what disappeared (folded) and what
-  appeared (fused library calls, layout conversions).
+- optimize: see analysis/fusion_optimize.py.
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ def _norm(op: str) -> str:
     return op
 
 
-def _short(op: str) -> str:
+def short_op(op: str) -> str:
     return op.split("::", 1)[-1]
 
 
@@ -81,11 +79,11 @@ class _EagerCalls:
         return rest
 
 
-def _traffic(call: dict[str, Any] | None) -> int | None:
+def traffic(call: dict[str, Any] | None) -> int | None:
     return None if call is None else int(call["read"]) + int(call["written"])
 
 
-def _sum(values: Iterable[int | None]) -> int | None:
+def sum_known(values: Iterable[int | None]) -> int | None:
     total = 0
     for v in values:
         if v is None:
@@ -94,7 +92,7 @@ def _sum(values: Iterable[int | None]) -> int | None:
     return total
 
 
-def _group(
+def fusion_group(
     eager_ops: list[str],
     kernels: list[str],
     eager_bytes: int | None,
@@ -116,20 +114,20 @@ def _group(
     }
 
 
-def _without_kernel(eager_calls: Sequence[dict[str, Any]], note: str) -> dict[str, Any]:
+def without_kernel(eager_calls: Sequence[dict[str, Any]], note: str) -> dict[str, Any]:
     """A group of eager calls that no kernel of the mode performs: all their bytes are saved."""
-    return _group(
-        [_short(c["op"]) for c in eager_calls],
+    return fusion_group(
+        [short_op(c["op"]) for c in eager_calls],
         [],
-        _sum(_traffic(c) for c in eager_calls),
+        sum_known(traffic(c) for c in eager_calls),
         0,
         note=note,
     )
 
 
-def _summary(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
+def summarize_groups(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
     fused = [g for g in groups if g["fused"]]
-    saved = _sum(g["saved_bytes"] for g in groups) if groups else 0
+    saved = sum_known(g["saved_bytes"] for g in groups) if groups else 0
     return {
         "source": source,
         "groups": groups,
@@ -233,10 +231,10 @@ def compile_fusion(
         is_extern = members[0]["kind"] == "extern"
         own = [k for k in keys_of[c] if is_extern or k not in library]
         prepares = [k for k in keys_of[c] if not is_extern and k in library]
-        kernel_bytes = _sum(_node_bytes(m) for m in members)
+        kernel_bytes = sum_known(_node_bytes(m) for m in members)
         if is_extern and not own and not kernel_bytes:
             continue  # an extern that runs no library call (unpacking a multi-output result)
-        label, note = _call_label(members, [_short(k[0]) for k in own])
+        label, note = _call_label(members, [short_op(k[0]) for k in own])
         # A graph op with no eager call to pair with (code eager does not run, such as the
         # attention mask a compiled graph builds and eager skips) is no eager op: it adds no
         # eager bytes and does not make a kernel fused.
@@ -249,12 +247,12 @@ def compile_fusion(
         if graph_only:
             notes.append(
                 "graph ops with no eager call: "
-                + ", ".join(dict.fromkeys(_short(k[0]) for k in graph_only))
+                + ", ".join(dict.fromkeys(short_op(k[0]) for k in graph_only))
             )
         if not is_extern and members[0].get("kernel") and profiled and label not in profiled:
             notes.append("kernel not seen in the profile")
         if prepares:
-            what = ", ".join(dict.fromkeys(_short(k[0]) for k in prepares))
+            what = ", ".join(dict.fromkeys(short_op(k[0]) for k in prepares))
             # Work Inductor lowered from a library op outside the library call itself: operand
             # layout (or dtype) conversion, or an attention mask made additive.
             notes.append(
@@ -265,40 +263,42 @@ def compile_fusion(
         if recomputed:
             notes.append(
                 "recomputed: "
-                + ", ".join(_short(k[0]) for k in recomputed)
+                + ", ".join(short_op(k[0]) for k in recomputed)
                 + " (eager bytes counted once, in the first kernel computing them)"
             )
-        group = _group(
-            [_short(k[0]) for k in own],
+        group = fusion_group(
+            [short_op(k[0]) for k in own],
             [label],
-            _sum(_traffic(e) for e in eager_calls),
+            sum_known(traffic(e) for e in eager_calls),
             kernel_bytes,
-            _sum(e.get("flops") for e in eager_calls) if eager_calls else None,
+            sum_known(e.get("flops") for e in eager_calls) if eager_calls else None,
             "; ".join(notes),
         )
         group.update(
             fused=not is_extern and len(own) > 1,
-            recomputed=[_short(k[0]) for k in recomputed],
-            counted_elsewhere=[_short(k[0]) for k in own if owner[k] != c],
-            library_operands=[_short(k[0]) for k in prepares],
-            graph_only=[_short(k[0]) for k in graph_only],
+            recomputed=[short_op(k[0]) for k in recomputed],
+            counted_elsewhere=[short_op(k[0]) for k in own if owner[k] != c],
+            library_operands=[short_op(k[0]) for k in prepares],
+            graph_only=[short_op(k[0]) for k in graph_only],
             modules=sorted({module_of[k] for k in own if module_of.get(k)}),
         )
         groups.append(group)
         if not is_extern and members[0].get("kernel"):
             entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
             for side in ("read", "written"):
-                entry[side] = _sum([entry[side], *(m.get(side) for m in members)])
+                entry[side] = sum_known([entry[side], *(m.get(side) for m in members)])
     removed = [
         c for c in untaken if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
     ]
     if removed:
         groups.append(
-            _without_kernel(
+            without_kernel(
                 removed, "eager ops with no compiled kernel (eliminated, or not matched)"
             )
         )
-    summary = _summary(groups, "Inductor kernel calls (scheduler nodes, original_aten provenance)")
+    summary = summarize_groups(
+        groups, "Inductor kernel calls (scheduler nodes, original_aten provenance)"
+    )
     summary["per_kernel"] = per_kernel
     return summary
 
@@ -313,82 +313,11 @@ def script_fusion(
         eager_calls = [calls.take(op) for op in g["ops"]]
         boundary = g.get("boundary_bytes")
         groups.append(
-            _group(
-                [_short(op) for op in g["ops"]],
+            fusion_group(
+                [short_op(op) for op in g["ops"]],
                 [g["kind"]],
-                _sum(_traffic(c) for c in eager_calls),
+                sum_known(traffic(c) for c in eager_calls),
                 boundary,
             )
         )
-    return _summary(groups, "TorchScript optimized graph (fusion groups)")
-
-
-def _family(op: str) -> str:
-    """What an op computes, ignoring backend and in-place variants: aten::mkldnn_max_pool2d,
-    aten::max_pool2d_with_indices -> max_pool2d; aten::relu_ -> relu."""
-    name = _short(op).rstrip("_")
-    for prefix in ("mkldnn_", "cudnn_", "miopen_", "_"):
-        name = name.removeprefix(prefix)
-    return name.removesuffix("_with_indices")
-
-
-# Library calls that compute a chain of eager ops: the families they absorb after the first.
-_FUSED_SUFFIXES = (("_add_relu", ("add", "relu")), ("_relu", ("relu",)))
-
-
-def optimize_fusion(
-    eager_sequence: Sequence[dict[str, Any]],
-    mode_sequence: Sequence[dict[str, Any]],
-    bookkeeping: frozenset[str],
-) -> dict[str, Any]:
-    """What freeze + optimize_for_inference did, call by call.
-
-    Each optimized call is paired, in order, with the eager call(s) computing the same thing
-    (same op family; a fused library call such as cudnn_convolution_relu also takes the eager
-    relu). Eager calls left over were folded away (BatchNorm into convolution weights, dropout);
-    optimized calls left over were added (layout conversions to and from MKLDNN).
-    """
-    pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in eager_sequence:
-        if c["op"] not in bookkeeping:
-            pending[_family(c["op"])].append(c)
-    groups = []
-    added = []
-    for c in mode_sequence:
-        if c["op"] in bookkeeping:
-            continue
-        family = _family(c["op"])
-        absorbed: tuple[str, ...] = ()
-        for suffix, extra in _FUSED_SUFFIXES:
-            if family.endswith(suffix):
-                family, absorbed = family.removesuffix(suffix), extra
-                break
-        if not pending.get(family):
-            added.append(c)
-            continue
-        eager_calls = [pending[family].pop(0)]
-        eager_calls += [pending[fam].pop(0) for fam in absorbed if pending.get(fam)]
-        groups.append(
-            _group(
-                [_short(e["op"]) for e in eager_calls],
-                [_short(c["op"])],
-                _sum(_traffic(e) for e in eager_calls),
-                _traffic(c),
-                c.get("flops"),
-                note="" if len(eager_calls) > 1 else "replaced",
-            )
-        )
-    folded = [c for calls in pending.values() for c in calls]
-    if folded:
-        groups.append(_without_kernel(folded, "folded away by freezing (no kernel left)"))
-    if added:
-        groups.append(
-            _group(
-                [],
-                [_short(c["op"]) for c in added],
-                0,
-                _sum(_traffic(c) for c in added),
-                note="added by the optimization passes (layout conversions, ...)",
-            )
-        )
-    return _summary(groups, "dispatched operations, eager vs optimized graph, paired by op family")
+    return summarize_groups(groups, "TorchScript optimized graph (fusion groups)")

@@ -66,15 +66,26 @@ def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
 
 
 def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
-    """What freeze + optimize_for_inference folded, fused, added or replaced."""
+    """What freeze + optimize_for_inference folded, fused, added or replaced; then what TorchScript
+    itself changed (addmm run as mm + add), and how the graph it started from differs from eager."""
+    from profreport.analysis import fusion_optimize as fo
+
     groups = (mode.get("fusion") or {}).get("groups") or []
-    found = []
+    kind = fo.graph_kind(mode)
+    found, decomposed, lacks, adds = [], [], [], []
     for g in groups:
-        if g["note"].startswith("folded"):
+        note = g["note"]
+        if note == fo.DECOMPOSED:
+            decomposed += g["eager_ops"]
+        elif note == fo.NOT_IN_GRAPH.format(graph=kind):
+            lacks += g["eager_ops"]
+        elif note == fo.GRAPH_ONLY.format(graph=kind):
+            adds += g["kernels"]
+        elif note.startswith("folded"):
             found.append(_counted("folded away", g["eager_ops"]))
         elif len(g["eager_ops"]) > 1:
             found.append(f"fused {' + '.join(g['eager_ops'])} into {g['kernels'][0]}")
-        elif g["note"].startswith("added"):
+        elif note.startswith("added"):
             found.append(_counted("added", g["kernels"]))
     replaced = sorted(
         {
@@ -85,9 +96,18 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     )
     if replaced:
         found.append("replaced " + ", ".join(replaced))
-    if not found:
-        return "freeze + optimize_for_inference changed no operation"
-    return "freeze + optimize_for_inference " + "; ".join(found)
+    parts = [
+        "freeze + optimize_for_inference " + "; ".join(found)
+        if found
+        else "freeze + optimize_for_inference changed no dispatched operation"
+    ]
+    if decomposed:
+        parts.append(_counted("TorchScript ran", decomposed) + " as mm + add (DecomposeOps)")
+    if lacks or adds:
+        diff = [_counted("lacks", lacks)] if lacks else []
+        diff += [_counted("adds", adds)] if adds else []
+        parts.append(f"the {kind} graph itself differs from eager: it {' and '.join(diff)}")
+    return "; ".join(parts)
 
 
 def inductor_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:

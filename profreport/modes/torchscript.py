@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from profreport.analysis.fusion import optimize_fusion, script_fusion
+from profreport.analysis.fusion import script_fusion
 from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_evidence
+from profreport.analysis.fusion_optimize import graph_kind, optimize_fusion
 from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
 
@@ -115,7 +116,11 @@ class OptimizeMode(Mode):
 
     def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
         return optimize_fusion(
-            eager["bytes"]["sequence"], entry["bytes"]["sequence"], _bookkeeping()
+            eager["bytes"]["sequence"],
+            entry["bytes"]["sequence"],
+            _bookkeeping(),
+            (entry.get("compiler") or {}).get("op_counts_before"),
+            graph_kind(entry),
         )
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:

@@ -1,0 +1,185 @@
+"""The fusion map of freeze + optimize_for_inference: what it did, call by call, and what differs
+from eager for other reasons.
+
+The optimized graph leaves no per-op mapping, so the map compares the operations dispatched in
+eager and in the optimized graph, paired in order by op family (a fused library call such as
+cudnn_convolution_relu also takes the eager relu). What is left over on either side is named by
+what explains it, from the graph before freezing (`op_counts_before`) where the record has it:
+
+- an eager call whose op is in the graph before freezing, with no call left after it: folded away
+  by freezing (BatchNorm into the convolution's weights, dropout);
+- an eager call whose op the graph never held: the Python code ran it and the traced (or scripted)
+  graph did not record it (a data-dependent check that tracing froze for the example input);
+- addmm in eager, mm + add when optimized: TorchScript's DecomposeOps pass runs addmm (alpha =
+  beta = 1) as `self + mat1.mm(mat2)`;
+- a layout conversion (to_mkldnn, to_dense): added by the optimization passes (MKLDNN weights);
+- any other call only the optimized graph dispatched: the graph computes what eager's Python
+  skipped for this input (an attention mask a fast path never built), or a call an op made
+  while running it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from profreport.analysis.fusion import (
+    fusion_group,
+    short_op,
+    sum_known,
+    summarize_groups,
+    traffic,
+    without_kernel,
+)
+
+FOLDED = "folded away by freezing (no kernel left)"
+NOT_IN_GRAPH = "called by eager, not in the {graph} graph (Python code the graph did not record)"
+DECOMPOSED = "TorchScript ran addmm as mm + add (its DecomposeOps pass)"
+GRAPH_ONLY = (
+    "in the {graph} graph, not called by eager (work eager's Python skipped, or an op's own call)"
+)
+# Layout conversions; also every optimized-only call in records without the graph before freezing.
+ADDED = LAYOUT_ADDED = "added by the optimization passes (layout conversions, ...)"
+
+# Library calls that compute a chain of eager ops: the families they absorb after the first.
+_FUSED_SUFFIXES = (("_add_relu", ("add", "relu")), ("_relu", ("relu",)))
+# Eager op family -> the families TorchScript runs it as, in dispatch order.
+_DECOMPOSITIONS: dict[str, tuple[str, ...]] = {"addmm": ("mm", "add")}
+_LAYOUT_FAMILIES = frozenset({"to_mkldnn", "to_dense", "reorder_conv2d_weight"})
+
+
+def graph_kind(entry: Mapping[str, Any]) -> str:
+    """How the optimize mode's graph was made: "traced" when scripting failed, else "scripted"."""
+    notes = (entry.get("compiler") or {}).get("notes") or []
+    return (
+        "traced" if any(n.startswith("traced instead of scripted") for n in notes) else "scripted"
+    )
+
+
+def _family(op: str) -> str:
+    """What an op computes, ignoring backend and in-place variants: aten::mkldnn_max_pool2d,
+    aten::max_pool2d_with_indices -> max_pool2d; aten::relu_ -> relu."""
+    name = short_op(op).rstrip("_")
+    for prefix in ("mkldnn_", "cudnn_", "miopen_", "_"):
+        name = name.removeprefix(prefix)
+    return name.removesuffix("_with_indices")
+
+
+def _graph_family(op: str) -> str:
+    """The family of a graph node or a dispatched call, as the graph names it (the graph holds
+    batch_norm and layer_norm where the dispatcher runs native_batch_norm, native_layer_norm)."""
+    return _family(op).removeprefix("native_")
+
+
+def optimize_fusion(
+    eager_sequence: Sequence[dict[str, Any]],
+    mode_sequence: Sequence[dict[str, Any]],
+    bookkeeping: frozenset[str],
+    graph_before: Mapping[str, int] | None = None,
+    graph_kind: str = "scripted",
+) -> dict[str, Any]:
+    """What freeze + optimize_for_inference did, call by call (see the module docstring).
+
+    `graph_before`: op counts of the graph before freezing (None in records without them: the
+    leftovers are then read as folded and added, as releases before this one did); `graph_kind`:
+    "traced" or "scripted", how that graph was made."""
+    pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in eager_sequence:
+        if c["op"] not in bookkeeping:
+            pending[_family(c["op"])].append(c)
+    calls = [c for c in mode_sequence if c["op"] not in bookkeeping]
+    groups = []
+    added: list[dict[str, Any]] = []
+    i = 0
+    while i < len(calls):
+        c = calls[i]
+        i += 1
+        family = _family(c["op"])
+        absorbed: tuple[str, ...] = ()
+        for suffix, extra in _FUSED_SUFFIXES:
+            if family.endswith(suffix):
+                family, absorbed = family.removesuffix(suffix), extra
+                break
+        if not pending.get(family):
+            decomposed = _decomposition_of(family, pending)
+            if decomposed is None:
+                added.append(c)
+                continue
+            eager_call = pending[decomposed].pop(0)
+            parts = [c]
+            rest: tuple[str, ...] = _DECOMPOSITIONS[decomposed][1:]
+            while rest and i < len(calls) and _family(calls[i]["op"]) == rest[0]:
+                parts.append(calls[i])
+                i, rest = i + 1, rest[1:]
+            groups.append(
+                fusion_group(
+                    [short_op(eager_call["op"])],
+                    [short_op(p["op"]) for p in parts],
+                    traffic(eager_call),
+                    sum_known(traffic(p) for p in parts),
+                    note=DECOMPOSED,
+                )
+            )
+            continue
+        eager_calls = [pending[family].pop(0)]
+        eager_calls += [pending[fam].pop(0) for fam in absorbed if pending.get(fam)]
+        groups.append(
+            fusion_group(
+                [short_op(e["op"]) for e in eager_calls],
+                [short_op(c["op"])],
+                sum_known(traffic(e) for e in eager_calls),
+                traffic(c),
+                c.get("flops"),
+                note="" if len(eager_calls) > 1 else "replaced",
+            )
+        )
+    left = [c for calls_left in pending.values() for c in calls_left]
+    groups += _leftover_eager(left, graph_before, graph_kind)
+    groups += _leftover_mode(added, graph_before, graph_kind)
+    return summarize_groups(
+        groups, "dispatched operations, eager vs optimized graph, paired by op family"
+    )
+
+
+def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) -> str | None:
+    """The eager op family a call of `family` starts the decomposition of, if one is pending."""
+    for eager_family, parts in _DECOMPOSITIONS.items():
+        if parts[0] == family and pending.get(eager_family):
+            return eager_family
+    return None
+
+
+def _partition(
+    calls: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return [c for c in calls if keep(c)], [c for c in calls if not keep(c)]
+
+
+def _leftover_eager(
+    left: list[dict[str, Any]], graph_before: Mapping[str, int] | None, graph_kind: str
+) -> list[dict[str, Any]]:
+    """Eager calls nothing optimized computes: folded by freezing, or never in the graph."""
+    if graph_before is None:
+        return [without_kernel(left, FOLDED)] if left else []
+    in_graph = {_graph_family(op) for op in graph_before}
+    folded, unrecorded = _partition(left, lambda c: _graph_family(c["op"]) in in_graph)
+    named = ((folded, FOLDED), (unrecorded, NOT_IN_GRAPH.format(graph=graph_kind)))
+    return [without_kernel(calls, note) for calls, note in named if calls]
+
+
+def _leftover_mode(
+    added: list[dict[str, Any]], graph_before: Mapping[str, int] | None, graph_kind: str
+) -> list[dict[str, Any]]:
+    """Optimized calls with no eager partner: layout conversions, or the graph's own work."""
+    if graph_before is None:
+        return [_only_in_mode(added, ADDED)] if added else []
+    layout, others = _partition(added, lambda c: _family(c["op"]) in _LAYOUT_FAMILIES)
+    named = ((layout, LAYOUT_ADDED), (others, GRAPH_ONLY.format(graph=graph_kind)))
+    return [_only_in_mode(calls, note) for calls, note in named if calls]
+
+
+def _only_in_mode(calls: list[dict[str, Any]], note: str) -> dict[str, Any]:
+    return fusion_group(
+        [], [short_op(c["op"]) for c in calls], 0, sum_known(traffic(c) for c in calls), note=note
+    )
