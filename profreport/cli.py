@@ -181,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
         },
     )
 
+    from profreport.sweep import command as sweep
+
+    sweep.add_arguments(
+        sub.add_parser("sweep", parents=[debug], help="one generate run per point of a grid"),
+        {"positive_int": _positive_int, "positive_float": _positive_float},
+    )
+
     ana = sub.add_parser("analyze", parents=[debug], help="analyze Kineto traces (CUDA, ROCm, CPU)")
     from profreport import analyze
 
@@ -473,6 +480,10 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out_path = Path(args.out) if args.out else None
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a folder: give a file name")
+    from profreport.sweep import compare as sweep_compare
+
+    if sweep_compare.either_is_sweep(args.base, args.head):
+        return sweep_compare.run(args, out, err)
     records = []
     for source in (args.base, args.head):
         try:
@@ -520,6 +531,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return analyze.run(args, out)
     if args.command == "compare":
         return _cmd_compare(args, out, err)
+    if args.command == "sweep":
+        from profreport.sweep import command as sweep
+
+        return sweep.run(args, out, err)
     if args.command == "ab":
         from profreport import ab_cli
 
