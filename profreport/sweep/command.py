@@ -127,6 +127,8 @@ def _spec_and_settings(args: argparse.Namespace) -> tuple[SweepSpec, dict[str, A
             run[key] = getattr(args, key)
     if run.get("executor", "local") not in EXECUTORS:
         raise UsageError(f"unknown executor {run['executor']!r}: choose local or ray")
+    if run.get("ray_address") and run.get("executor", "local") != "ray":
+        raise UsageError("--ray-address applies to --executor ray only")
     return checked_spec(values, args.config or "sweep"), run
 
 
@@ -236,8 +238,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"--resume takes the grid from its sweep.json: drop {(given or ['--config/--out'])[0]}"
             )
         root = Path(args.resume)
+        root = root.parent if root.is_file() else root  # the folder, or its sweep.json
         try:
-            doc = document.load(root)
+            doc = document.load(root / document.FILENAME)
             spec = SweepSpec.from_json(doc["grid"])
         except (document.SweepRecordError, GridError) as exc:
             raise UsageError(str(exc)) from None

@@ -157,5 +157,12 @@ def series(rows: Sequence[Mapping[str, Any]], axis: str | None) -> list[Series]:
             if v is not None
         ]
         label = ", ".join([key[0], *fixed, key[-1]])
-        out.append(Series(label, key[-1], tuple(r.get(axis) if axis else None for r in members), tuple(members)))
+        out.append(
+            Series(
+                label,
+                key[-1],
+                tuple(r.get(axis) if axis else None for r in members),
+                tuple(members),
+            )
+        )
     return out
