@@ -19,7 +19,7 @@ from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, rea
 def test_axes_apply_to_the_models_that_take_them():
     spec = checked_spec(
         {
-            "models": ["gated-residual", "hf:gpt2", "my/model.py:build"],
+            "models": ["gated-residual", "hf:gpt2", "hf:vit", "my/model.py:build"],
             "batch_sizes": [1, 8],
             "seq_lens": [128, 512],
             "dtypes": ["float32", "bfloat16"],
@@ -31,6 +31,7 @@ def test_axes_apply_to_the_models_that_take_them():
     assert len(by_model["gated-residual"]) == 2 * 2  # batch x dtype; no sequence length
     assert {p.seq_len for p in by_model["gated-residual"]} == {None}
     assert len(by_model["hf:gpt2"]) == 2 * 2 * 2
+    assert {p.seq_len for p in by_model["hf:vit"]} == {None} and len(by_model["hf:vit"]) == 4
     assert [(p.batch_size, p.seq_len) for p in by_model["my/model.py:build"]] == [(None, None)] * 2
     assert len({p.id for p in points}) == len(points)
     assert Point("hf:gpt2", 8, 512, "bfloat16").id == "hf-gpt2-b8-s512-bfloat16"
@@ -51,7 +52,7 @@ def test_axes_apply_to_the_models_that_take_them():
         ({"models": ["simple"], "batch_sizes": [0]}, "must be at least 1: 0"),
         ({"models": ["simple"], "batch_size": [1]}, "unknown setting 'batch_size'"),
         ({"models": ["x.py:f"], "batch_sizes": [1]}, "batch sizes apply to built-in and hf:"),
-        ({"models": ["simple"], "seq_lens": [64]}, "sequence lengths apply to hf: zoo models"),
+        ({"models": ["simple"], "seq_lens": [64]}, "sequence lengths apply to hf: language models"),
     ],
 )
 def test_bad_grids_are_one_line_errors(values, message):

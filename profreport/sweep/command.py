@@ -192,15 +192,13 @@ def record_outcome(
 def save(doc: dict[str, Any], root: Path, final: bool) -> None:
     """sweep.json after every point; sweep.html and sweep.md at the end (or on an interrupt)."""
     from profreport.files import write_atomic
-    from profreport.record import dumps
+    from profreport.render.registry import SWEEP, get, renderers
     from profreport.sweep import render, summary
 
     if final:
         doc["summary"] = render.summary_json(summary.summarize(doc))
-    write_atomic(root / document.FILENAME, dumps(doc))
-    if final:
-        write_atomic(root / "sweep.html", render.render_html(doc))
-        write_atomic(root / "sweep.md", render.render_markdown(doc))
+    for renderer in renderers(SWEEP) if final else (get(SWEEP, "json"),):
+        write_atomic(root / renderer.filename, renderer.render(doc))
 
 
 @contextmanager
@@ -245,12 +243,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except (document.SweepRecordError, GridError) as exc:
             raise UsageError(str(exc)) from None
         executor, address = args.executor or doc.get("executor") or "local", args.ray_address
+        if executor == "ray":
+            _require_ray()
     else:
         try:
             spec, settings = _spec_and_settings(args)
         except GridError as exc:
             raise UsageError(str(exc)) from None
         executor, address = settings.get("executor", "local"), settings.get("ray_address")
+        if executor == "ray":
+            _require_ray()
         root = _new_folder(Path(settings.get("out", "reports")), spec, now)
         doc = new_document(spec, executor, now)
     todo = [p for p in spec.points() if _status(doc, p) not in document.DONE]
@@ -295,6 +297,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=err,
         )
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _require_ray() -> None:
+    """Ray is an optional extra: say so before anything is written."""
+    from profreport.cli import UsageError
+    from profreport.sweep.ray_executor import INSTALL_HINT
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
 
 
 def _status(doc: dict[str, Any], point: Point) -> str:

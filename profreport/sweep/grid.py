@@ -1,7 +1,7 @@
 """A sweep's specification and its points: the grid the flags or a sweep.toml describe.
 
 An axis applies to the models that take it, the way `generate` accepts the flag: batch sizes to
-built-in and hf: zoo models, sequence lengths to hf: zoo models. A model file or module
+built-in and hf: zoo models, sequence lengths to hf: language models. A model file or module
 (`file.py:function`) runs at its own size, so its points carry no batch size or sequence length.
 An axis that no model of the sweep takes is bad input.
 """
@@ -31,9 +31,16 @@ def takes_batch_size(model: str) -> bool:
 
 
 def takes_seq_len(model: str) -> bool:
-    from profreport.zoo import is_zoo_spec
+    """hf: language models (a vision model's input is an image); an unknown hf: name too, so
+    that its points fail with generate's own message."""
+    from profreport.zoo import ZooError, is_zoo_spec, parse_zoo_spec
 
-    return is_zoo_spec(model)
+    if not is_zoo_spec(model):
+        return False
+    try:
+        return parse_zoo_spec(model)[0].default.seq_len is not None
+    except ZooError:
+        return True
 
 
 @dataclass(frozen=True)
@@ -219,7 +226,7 @@ def checked_spec(data: dict[str, Any], source: str) -> SweepSpec:
     if spec.batch_sizes and not any(takes_batch_size(m) for m in models):
         raise GridError("batch sizes apply to built-in and hf: zoo models only")
     if spec.seq_lens and not any(takes_seq_len(m) for m in models):
-        raise GridError("sequence lengths apply to hf: zoo models only")
+        raise GridError("sequence lengths apply to hf: language models only")
     return spec
 
 
