@@ -184,6 +184,19 @@ def test_summary_in_the_dashboards_terms():
     assert math.isclose(summary.geometric_mean([1.0, 100.0]), 10.0)
 
 
+def test_a_model_without_the_swept_axis_stays_off_the_chart():
+    rows = [
+        {**_row("p0", "eager", 1), "model": "hf:gpt2", "seq_len": 32},
+        {**_row("p1", "eager", 1), "model": "hf:gpt2", "seq_len": 64},
+        {**_row("p2", "eager", 1), "model": "hf:vit"},  # an image model: no sequence length
+    ]
+    doc = _sweep(rows, _points("ok", "ok", "ok"))
+    assert summary.swept_axis(rows) == "seq_len"
+    lines = summary.series(rows, "seq_len")
+    assert [(ln.label, ln.x) for ln in lines] == [("hf:gpt2, batch 1, float32, eager", (32, 64))]
+    assert render.render_html(doc).count("<svg") == 4
+
+
 def test_compression_ratio_not_recorded_without_peak_memory():
     rows = [_row("p0", "eager", 1), _row("p0", "compile", 1, speedup=1.5)]
     doc = _sweep(rows, _points("ok"))

@@ -204,11 +204,14 @@ def save(doc: dict[str, Any], root: Path, final: bool) -> None:
 @contextmanager
 def _progress(quiet: bool, total: int, stream: TextIO) -> Iterator[Callable[[str, bool], None]]:
     """A progress bar over points on a terminal; otherwise one line per event."""
+    from profreport.text import terminal_text
+
     if quiet:
         yield lambda _msg, _advance: None
         return
     if stream.isatty():
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         columns = (
@@ -219,9 +222,13 @@ def _progress(quiet: bool, total: int, stream: TextIO) -> Iterator[Callable[[str
         )
         with Progress(*columns, console=Console(file=stream)) as bar:
             task = bar.add_task("", total=total)
-            yield lambda msg, advance: bar.update(task, description=msg, advance=int(advance))
+            yield lambda msg, advance: bar.update(
+                task, description=escape(terminal_text(msg)), advance=int(advance)
+            )
         return
-    yield lambda msg, _advance: print(f"profreport: sweep: {msg}", file=stream, flush=True)
+    yield lambda msg, _advance: print(
+        f"profreport: sweep: {terminal_text(msg)}", file=stream, flush=True
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

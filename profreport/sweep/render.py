@@ -55,6 +55,9 @@ def summary_lines(s: SweepSummary) -> list[str]:
         f"sweep: {s.ok_points} of {s.points} points ran ({len(s.failed)} failed, {s.pending} not run)"
     ]
     for m in s.modes:
+        if m.mode == "eager":
+            lines.append(f"  eager (the baseline): pass rate {_rate(m)}")
+            continue
         lines.append(
             f"  {m.mode}: pass rate {_rate(m)}; geomean speedup {_geomean(m)} (measured); "
             f"mean compile time {_compile(m)} (measured); peak-memory compression ratio "

@@ -138,11 +138,14 @@ class Series:
 
 def series(rows: Sequence[Mapping[str, Any]], axis: str | None) -> list[Series]:
     """The passing rows grouped into lines over `axis` (one line per model, mode and the values
-    of the other axes), each ordered along the axis."""
+    of the other axes), each ordered along the axis; rows without a value on the axis are left
+    out."""
     others = [a for a in AXES if a != axis]
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r["status"] == "ok":
+        # A model the axis does not apply to (a vision model on a sequence-length axis) is in
+        # the table, not on the chart.
+        if r["status"] == "ok" and (axis is None or r.get(axis) is not None):
             groups.setdefault((r["model"], *(r.get(a) for a in others), r["mode"]), []).append(r)
     out = []
     for key, members in groups.items():
