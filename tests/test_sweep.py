@@ -5,6 +5,7 @@ executors) are in test_sweep_e2e.py."""
 import io
 import json
 import math
+import sys
 
 import pytest
 
@@ -260,6 +261,7 @@ def _cli(*argv):
         (["sweep", "--resume", "nowhere", "--model", "simple"], "drop --model"),
         (["sweep", "--resume", "nowhere"], "no such file: nowhere/sweep.json"),
         (["sweep", "--config", "missing.toml"], "no such file: missing.toml"),
+        (["sweep", "--model", "simple", "--ray-address", "auto"], "applies to --executor ray"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(argv, message, tmp_path, monkeypatch):
@@ -275,3 +277,19 @@ def test_compare_refuses_a_sweep_against_a_run(gated_run, tmp_path):
     sweep.write_text(json.dumps(_sweep([], _points("ok"))))
     code, _out, err = _cli("compare", str(sweep), str(gated_run / "run.json"))
     assert code == 2 and "is not a sweep.json" in err
+
+
+def test_the_ray_executor_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    code, _out, err = _cli(
+        "sweep", "--model", "simple", "--executor", "ray", "--out", str(tmp_path / "o")
+    )
+    assert code == 2 and "pip install 'profreport[ray]'" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "file"
+    taken.write_text("mine")
+    code, _out, err = _cli("sweep", "--model", "simple", "--out", str(taken))
+    assert code == 2 and "exists and is not a folder" in err and taken.read_text() == "mine"

@@ -180,6 +180,8 @@ def record_outcome(
             run = run_record.load(outcome.run_dir)
         except run_record.RecordError as exc:
             outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
+    elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
+        outcome.status, outcome.error = "failed", "generate wrote no run record"
     entry = document.point_entry(point, outcome, root)
     doc["points"] = [entry if p["id"] == point.id else p for p in doc["points"]]
     run_rel = entry["run"] if run is not None else None
