@@ -264,6 +264,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _require_ray()
         root = _new_folder(Path(settings.get("out", "reports")), spec, now)
         doc = new_document(spec, executor, now)
+    doc["executor"] = executor  # the one that ran the latest points (see each point's worker)
     todo = [p for p in spec.points() if _status(doc, p) not in document.DONE]
     save(doc, root, final=False)
     done_before = len(spec.points()) - len(todo)

@@ -1,7 +1,7 @@
 """A sweep in the PyTorch compile dashboard's terms, and the series its charts draw: pure
 functions over a sweep record's rows.
 
-Per mode: pass rate (points where the mode ran ok, over the points of the sweep), geometric-mean
+Per mode: pass rate (points where the mode ran ok, over the points that finished), geometric-mean
 speedup over eager across passing points (each point's measured median), mean compile time
 (measured, seconds), and the compression ratio (eager peak memory / mode peak memory, geometric
 mean) over the points whose run records hold a peak-memory figure.
@@ -50,7 +50,7 @@ class SweepSummary:
     modes: tuple[ModeSummary, ...]
     failed: tuple[FailedPoint, ...] = ()
     axis: str | None = None  # the swept axis the charts put on x
-    pending: int = 0  # points not run (an interrupted sweep)
+    pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
 
     def mode(self, name: str) -> ModeSummary:
         return next(m for m in self.modes if m.mode == name)
@@ -114,7 +114,7 @@ def summarize(sweep: Mapping[str, Any]) -> SweepSummary:
     failed = tuple(
         FailedPoint(p["id"], _point_label(p), p["status"], p.get("error") or p["status"])
         for p in points
-        if p["status"] in ("failed", "interrupted")
+        if p["status"] == "failed"
     )
     return SweepSummary(
         points=len(points),
@@ -122,7 +122,7 @@ def summarize(sweep: Mapping[str, Any]) -> SweepSummary:
         modes=tuple(_mode_summary(m, by_mode[m], eager_peak) for m in modes if by_mode[m]),
         failed=failed,
         axis=swept_axis(rows),
-        pending=sum(1 for p in points if p["status"] == "pending"),
+        pending=sum(1 for p in points if p["status"] in ("pending", "interrupted")),
     )
 
 
