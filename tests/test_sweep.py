@@ -65,6 +65,11 @@ def test_the_grid_survives_sweep_json():
     spec = checked_spec({"models": ["simple"], "batch_sizes": [2, 1], "min_time_s": 0.5}, "t")
     again = SweepSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec and [p.batch_size for p in again.points()] == [2, 1]
+    assert spec.cold_compile  # the default: every point compiles into an empty Inductor cache
+    warm = checked_spec({"models": ["simple"], "cold_compile": False}, "t")
+    assert SweepSpec.from_json(json.loads(json.dumps(warm.to_json()))).cold_compile is False
+    with pytest.raises(GridError, match="cold_compile: expected true or false"):
+        checked_spec({"models": ["simple"], "cold_compile": "no"}, "t")
 
 
 def test_config_file(tmp_path):
@@ -222,6 +227,7 @@ def test_renderers(tmp_path):
     md = render.render_markdown(doc)
     assert "| compile | 2/2 (100%) | 2.45x over 2 points | 3.25 s | not recorded |" in md
     assert "- ❌ m, batch 4, float32: failed: it raised" in md
+    assert "compile times cold: each point compiled into an empty Inductor cache" in md
 
 
 def test_compare_two_sweeps_gates_per_point(gated_run):

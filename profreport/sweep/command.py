@@ -33,6 +33,7 @@ GRID_FLAGS = {
     "min_time_s": "--min-time",
     "max_time_s": "--max-time",
     "threads": "--threads",
+    "cold_compile": "--warm-compile-cache",
 }
 
 
@@ -87,6 +88,14 @@ def add_arguments(p: argparse.ArgumentParser, numbers: dict[str, Callable[[str],
     p.add_argument("--min-time", dest="min_time_s", type=numbers["positive_float"], default=None)
     p.add_argument("--max-time", dest="max_time_s", type=numbers["positive_float"], default=None)
     p.add_argument("--threads", type=numbers["positive_int"], default=None)
+    p.add_argument(
+        "--warm-compile-cache",
+        dest="cold_compile",
+        action="store_const",
+        const=False,
+        default=None,
+        help="let points share Inductor's on-disk cache (default: each point compiles cold)",
+    )
     p.add_argument(
         "--config",
         default=None,
@@ -355,6 +364,7 @@ def _print_summary(
 
     for line in render.summary_lines(summary.summarize(doc)):
         print(line, file=out)
+    print(f"  compile times {render.compile_cache_note(doc)}", file=out)
     if skipped:
         print(f"  ({skipped} points already done were not run again)", file=out)
     print(f"sweep took {took_s:.1f} s (wall clock)", file=out)

@@ -97,6 +97,9 @@ class SweepSpec:
     min_time_s: float | None = None
     max_time_s: float | None = None
     threads: int | None = None
+    # Each point compiles into an empty Inductor cache (a cold compile, as the PyTorch
+    # dashboard's cold-start compile time); False: the cache on disk is shared (warm).
+    cold_compile: bool = True
     generate_flags: tuple[str, ...] = field(default=(), compare=False)  # tests: extra flags
 
     def points(self) -> list[Point]:
@@ -136,6 +139,7 @@ class SweepSpec:
             "min_time_s": self.min_time_s,
             "max_time_s": self.max_time_s,
             "threads": self.threads,
+            "cold_compile": self.cold_compile,
             "generate_flags": list(self.generate_flags),
         }
 
@@ -173,6 +177,12 @@ def _number(value: Any, what: str, kind: type) -> Any:
     return kind(value)
 
 
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise GridError(f"{what}: expected true or false")
+    return value
+
+
 _SPEC_KEYS = {
     "models",
     "batch_sizes",
@@ -183,6 +193,7 @@ _SPEC_KEYS = {
     "min_time_s",
     "max_time_s",
     "threads",
+    "cold_compile",
     "generate_flags",
 }
 
@@ -219,6 +230,7 @@ def checked_spec(data: dict[str, Any], source: str) -> SweepSpec:
         min_time_s=_number(data.get("min_time_s"), f"{source}: min_time_s", float),
         max_time_s=_number(data.get("max_time_s"), f"{source}: max_time_s", float),
         threads=_number(data.get("threads"), f"{source}: threads", int),
+        cold_compile=_flag(data.get("cold_compile", True), f"{source}: cold_compile"),
         generate_flags=_text_list(data["generate_flags"], "generate_flags")
         if data.get("generate_flags")
         else (),

@@ -1,7 +1,8 @@
 """The local executor: one `python -m profreport generate` child process per point, in sequence.
 
 A fresh process per point keeps compile caches, thread pools and allocator state from leaking
-from one point into the next. On Ctrl-C (or SIGTERM to the sweep) the running child is asked to
+from one point into the next; each point also gets an empty Inductor cache folder of its own
+(unless the sweep says warm), so its compile time is a cold compile. On Ctrl-C (or SIGTERM to the sweep) the running child is asked to
 stop (SIGTERM: it removes its half-written run folder), then killed if it does not.
 """
 
@@ -11,8 +12,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import profreport
@@ -20,6 +23,7 @@ from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
 
 LOG_NAME = "generate.log"
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"  # Triton's cache lives under it unless TRITON_CACHE_DIR
 STOP_GRACE_S = 30.0
 EXIT_INTERRUPTED = 130
 
@@ -62,6 +66,18 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+@contextmanager
+def compile_cache(cold: bool) -> Iterator[dict[str, str]]:
+    """Environment entries for one point: with `cold`, an empty Inductor cache of its own
+    (removed afterwards), since compiled-kernel caches on disk outlive processes and a point must
+    not compile faster because an earlier point or sweep built the same kernel."""
+    if not cold:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="profreport-inductor-") as cache:
+        yield {CACHE_ENV: cache}
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)  # generate treats it like Ctrl-C: nothing half-written
@@ -78,13 +94,13 @@ def run_point(spec: SweepSpec, point: Point, point_dir: Path) -> PointOutcome:
     log_path = point_dir / LOG_NAME
     args = [sys.executable, "-m", "profreport", *spec.generate_args(point), "--out", str(point_dir)]
     started = time.monotonic()
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log, compile_cache(spec.cold_compile) as cache:
         proc = subprocess.Popen(
             args,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=child_environment(),
+            env={**child_environment(), **cache},
         )
         try:
             exit_code = proc.wait()

@@ -1,6 +1,6 @@
 """The Ray executor: one Ray task per point, each in a fresh worker process (`max_calls=1`).
 
-A task runs `profreport generate` in its worker, packs the run folder it wrote into a tar and
+A task runs `profreport generate` in its worker (with an empty Inductor cache, as locally), packs the run folder it wrote into a tar and
 returns the bytes with generate's exit code and output; the driver unpacks it under the sweep's
 points/<id>/ folder, so nothing assumes a disk shared between the driver and the workers. A task
 asks for one GPU on a cluster that has GPUs (unless the sweep's device is cpu), else for the CPUs
@@ -25,7 +25,7 @@ from typing import Any
 
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
-from profreport.sweep.local import LOG_NAME, outcome_of
+from profreport.sweep.local import LOG_NAME, compile_cache, outcome_of
 from profreport.text import one_line
 
 INSTALL_HINT = "the ray executor needs Ray: pip install 'profreport[ray]'"
@@ -35,7 +35,7 @@ class RayUnavailable(Exception):
     """Ray is not installed, or no cluster could be reached; one line for the user."""
 
 
-def run_generate_task(args: list[str]) -> dict[str, Any]:
+def run_generate_task(args: list[str], cold_compile: bool) -> dict[str, Any]:
     """The Ray task (runs in the worker): generate into a temporary folder, returned as a tar."""
     import shutil
     import tempfile
@@ -46,7 +46,9 @@ def run_generate_task(args: list[str]) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="profreport-point-"))
     started = time.monotonic()
     try:
-        code = main([*args, "--out", str(tmp)], out=out, err=err)
+        with compile_cache(cold_compile) as cache:
+            os.environ.update(cache)  # this worker runs this one task (max_calls=1)
+            code = main([*args, "--out", str(tmp)], out=out, err=err)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for child in sorted(tmp.iterdir()):
@@ -141,7 +143,10 @@ def run_ray(
     try:
         remote = ray.remote(max_calls=1, max_retries=0)(run_generate_task)
         resources = task_resources(spec.device)
-        pending = {remote.options(**resources).remote(spec.generate_args(p)): p for p in points}
+        pending = {
+            remote.options(**resources).remote(spec.generate_args(p), spec.cold_compile): p
+            for p in points
+        }
         for point in points:
             on_start(point)
         try:

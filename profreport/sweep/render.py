@@ -49,6 +49,12 @@ def _compression(m: ModeSummary) -> str:
     return f"{m.compression_ratio:.2f}x over {m.compression_points} points"
 
 
+def compile_cache_note(doc: dict[str, Any]) -> str:
+    if doc["grid"].get("cold_compile", True):
+        return "cold: each point compiled into an empty Inductor cache"
+    return "warm: points shared Inductor's on-disk cache"
+
+
 def summary_lines(s: SweepSummary) -> list[str]:
     """The summary for the terminal: one line per mode."""
     lines = [
@@ -183,6 +189,7 @@ def build_view(doc: dict[str, Any]) -> dict[str, Any]:
         "created": doc.get("created_utc") or "n/a",
         "version": (doc.get("tool") or {}).get("version") or "n/a",
         "executor": doc.get("executor") or "n/a",
+        "compile_cache": compile_cache_note(doc),
         "points": s.points,
         "ok_points": s.ok_points,
         "pending": s.pending,
@@ -213,7 +220,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"### {md_line(v['title'])}",
         "",
         f"{v['ok_points']} of {v['points']} points ran ({len(v['failed'])} failed, {v['pending']} "
-        f"not run); executor {md_cell(v['executor'])}; swept axis: {md_cell(v['axis'])}",
+        f"not run); executor {md_cell(v['executor'])}; swept axis: {md_cell(v['axis'])}; "
+        f"compile times {md_cell(v['compile_cache'])}",
         "",
         *md_table(
             [
