@@ -1,6 +1,6 @@
 """Command line: the only edge with side effects (arguments, progress, files, exit codes).
 
-One module per command (generate, models/modes, render, compare, ab, analyze), each a `Command`
+One module per command (generate, models/modes, render, compare, ab, sweep, analyze), each a `Command`
 in `COMMANDS`; what they share (exit codes, the one-line error, argument types, progress and
 terminal text) is in `cli.common`.
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from profreport import __version__, interrupts
-from profreport.cli import ab, analyze, compare, generate, listing, render
+from profreport.cli import ab, analyze, compare, generate, listing, render, sweep
 from profreport.cli.common import (
     DEBUG_HELP,
     EXIT_BAD_INPUT,
@@ -50,6 +50,7 @@ COMMANDS: tuple[Command, ...] = (
     render.COMMAND,
     compare.COMMAND,
     ab.COMMAND,
+    sweep.COMMAND,
     analyze.COMMAND,
 )
 

@@ -36,6 +36,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out_path = Path(args.out) if args.out else None
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a folder: give a file name")
+    from profreport.sweep import compare as sweep_compare
+
+    if sweep_compare.either_is_sweep(args.base, args.head):
+        return sweep_compare.run(args, out, err)
     records = []
     for source in (args.base, args.head):
         try:

@@ -15,6 +15,7 @@ from typing import Any
 RUN = "run"  # a run record (profreport.run/1): run.json, report.html, summary.md
 COMPARISON = "comparison"  # `profreport compare`
 ANALYSIS = "analysis"  # `profreport analyze` over Kineto traces
+SWEEP = "sweep"  # a sweep record (profreport.sweep/1): sweep.json, sweep.html, sweep.md
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ _BUILTIN = (
     Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
     Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
     Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
+    Renderer("json", SWEEP, "sweep.json", "profreport.record:dumps"),
+    Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
+    Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
 )
 _REGISTRY: dict[tuple[str, str], Renderer] = {(r.document, r.name): r for r in _BUILTIN}
 

@@ -1,0 +1,379 @@
+"""`profreport sweep`: its arguments and its edge: the sweep folder, progress, Ctrl-C, exit codes.
+
+Exit codes follow `generate`: 0 every point ran, 1 the sweep finished but some point failed
+(each named on stderr), 2 bad input, 130 interrupted (the points already done stay recorded;
+`--resume` runs the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from profreport.cli.common import (
+    EXIT_GATE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Command,
+    UsageError,
+    positive_float,
+    positive_int,
+)
+from profreport.sweep import document
+from profreport.sweep.document import PointOutcome
+from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
+
+EXIT_FAILED = EXIT_GATE  # the sweep finished, but some point failed
+EXECUTORS = ("local", "ray")
+# Flags that describe the grid: with --resume the grid comes from sweep.json instead.
+GRID_FLAGS = {
+    "models": "--model",
+    "batch_sizes": "--batch-sizes",
+    "seq_lens": "--seq-lens",
+    "dtypes": "--dtypes",
+    "modes": "--modes",
+    "device": "--device",
+    "min_time_s": "--min-time",
+    "max_time_s": "--max-time",
+    "threads": "--threads",
+    "cold_compile": "--warm-compile-cache",
+}
+
+
+def _int_list(text: str) -> list[int]:
+    values = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if not part.isdigit() or int(part) < 1:
+            raise argparse.ArgumentTypeError(f"expected positive integers, found {part!r}")
+        values.append(int(part))
+    if not values:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of positive integers")
+    return values
+
+
+def _text_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        default=None,
+        help="model to sweep, as generate --model takes it; repeat for several",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        dest="batch_sizes",
+        type=_int_list,
+        default=None,
+        help="comma-separated batch sizes (built-in and hf: models)",
+    )
+    p.add_argument(
+        "--seq-lens",
+        dest="seq_lens",
+        type=_int_list,
+        default=None,
+        help="comma-separated sequence lengths (hf: language models)",
+    )
+    p.add_argument(
+        "--dtypes", type=_text_list, default=None, help="comma-separated dtypes (default float32)"
+    )
+    p.add_argument(
+        "--modes",
+        type=_text_list,
+        default=None,
+        help="comma-separated modes (default eager,compile)",
+    )
+    p.add_argument("--device", default=None, help="auto (default), cpu or cuda[:N]")
+    p.add_argument("--min-time", dest="min_time_s", type=positive_float, default=None)
+    p.add_argument("--max-time", dest="max_time_s", type=positive_float, default=None)
+    p.add_argument("--threads", type=positive_int, default=None)
+    p.add_argument(
+        "--warm-compile-cache",
+        dest="cold_compile",
+        action="store_const",
+        const=False,
+        default=None,
+        help="let points share Inductor's on-disk cache (default: each point compiles cold)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="sweep.toml: the grid (several models), and "
+        "executor / ray_address / out; flags given too take precedence",
+    )
+    p.add_argument("--executor", choices=EXECUTORS, default=None, help="local (default) or ray")
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join (e.g. ray://head:10001 or auto); default: start "
+        "a local Ray on this machine",
+    )
+    p.add_argument(
+        "--out", default=None, help="parent folder of the sweep folder (default reports/)"
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="SWEEP_DIR",
+        help="finish an interrupted sweep: run its points not done yet",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _spec_and_settings(args: argparse.Namespace) -> tuple[SweepSpec, dict[str, Any]]:
+
+    values: dict[str, Any] = {}
+    run: dict[str, Any] = {}
+    if args.config:
+        values, run = read_config(Path(args.config))
+    for key in GRID_FLAGS:
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    for key in ("executor", "ray_address", "out"):
+        if getattr(args, key) is not None:
+            run[key] = getattr(args, key)
+    if run.get("executor", "local") not in EXECUTORS:
+        raise UsageError(f"unknown executor {run['executor']!r}: choose local or ray")
+    if run.get("ray_address") and run.get("executor", "local") != "ray":
+        raise UsageError("--ray-address applies to --executor ray only")
+    return checked_spec(values, args.config or "sweep"), run
+
+
+def _new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
+
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"--out {parent} exists and is not a folder")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.models[0]).strip("-.")[:60] or "model"
+    more = f"-and-{len(spec.models) - 1}-more" if len(spec.models) > 1 else ""
+    name = f"sweep-{slug}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            folder = parent / (name if n == 1 else f"{name}-{n}")
+            try:
+                folder.mkdir()
+                return folder
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
+    raise UsageError(f"cannot find a free folder name for {name} under {parent}")
+
+
+def new_document(spec: SweepSpec, executor: str, now: datetime) -> dict[str, Any]:
+    from profreport import __version__
+
+    return {
+        "schema": document.SCHEMA,
+        "tool": {"name": "profreport", "version": __version__},
+        "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "executor": executor,
+        "grid": spec.to_json(),
+        "points": [{**p.to_json(), "status": "pending"} for p in spec.points()],
+        "rows": [],
+    }
+
+
+def record_outcome(
+    doc: dict[str, Any], spec: SweepSpec, point: Point, outcome: PointOutcome, root: Path
+) -> None:
+    """Put a finished point, and one row per mode from its run record, into `doc`."""
+    from profreport import record as run_record
+
+    run = None
+    if outcome.run_dir is not None:
+        try:
+            run = run_record.load(outcome.run_dir)
+        except run_record.RecordError as exc:
+            outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
+    elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
+        outcome.status, outcome.error = "failed", "generate wrote no run record"
+    entry = document.point_entry(point, outcome, root)
+    doc["points"] = [entry if p["id"] == point.id else p for p in doc["points"]]
+    run_rel = entry["run"] if run is not None else None
+    rows = document.mode_rows(point, spec.modes, run, outcome, run_rel)
+    kept = [r for r in doc["rows"] if r["point"] != point.id]
+    order = [p["id"] for p in doc["points"]]
+    doc["rows"] = sorted([*kept, *rows], key=lambda r: order.index(r["point"]))
+
+
+def save(doc: dict[str, Any], root: Path, final: bool) -> None:
+    """sweep.json after every point; sweep.html and sweep.md at the end (or on an interrupt)."""
+    from profreport.files import write_atomic
+    from profreport.render.registry import SWEEP, get, renderers
+    from profreport.sweep import render, summary
+
+    if final:
+        doc["summary"] = render.summary_json(summary.summarize(doc))
+    for renderer in renderers(SWEEP) if final else (get(SWEEP, "json"),):
+        write_atomic(root / renderer.filename, renderer.render(doc))
+
+
+@contextmanager
+def _progress(quiet: bool, total: int, stream: TextIO) -> Iterator[Callable[[str, bool], None]]:
+    """A progress bar over points on a terminal; otherwise one line per event."""
+    from profreport.text import terminal_text
+
+    if quiet:
+        yield lambda _msg, _advance: None
+        return
+    if stream.isatty():
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        columns = (
+            TextColumn("sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+        )
+        with Progress(*columns, console=Console(file=stream)) as bar:
+            task = bar.add_task("", total=total)
+            yield lambda msg, advance: bar.update(
+                task, description=escape(terminal_text(msg)), advance=int(advance)
+            )
+        return
+    yield lambda msg, _advance: print(
+        f"profreport: sweep: {terminal_text(msg)}", file=stream, flush=True
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from profreport.text import terminal_text
+
+    now = datetime.now(timezone.utc)
+    if args.resume:
+        given = [flag for key, flag in GRID_FLAGS.items() if getattr(args, key) is not None]
+        if given or args.config or args.out:
+            raise UsageError(
+                f"--resume takes the grid from its sweep.json: drop {(given or ['--config/--out'])[0]}"
+            )
+        root = Path(args.resume)
+        root = root.parent if root.is_file() else root  # the folder, or its sweep.json
+        try:
+            doc = document.load(root / document.FILENAME)
+            spec = SweepSpec.from_json(doc["grid"])
+        except (document.SweepRecordError, GridError) as exc:
+            raise UsageError(str(exc)) from None
+        executor, address = args.executor or doc.get("executor") or "local", args.ray_address
+        if executor == "ray":
+            _require_ray()
+    else:
+        try:
+            spec, settings = _spec_and_settings(args)
+        except GridError as exc:
+            raise UsageError(str(exc)) from None
+        executor, address = settings.get("executor", "local"), settings.get("ray_address")
+        if executor == "ray":
+            _require_ray()
+        root = _new_folder(Path(settings.get("out", "reports")), spec, now)
+        doc = new_document(spec, executor, now)
+    doc["executor"] = executor  # the one that ran the latest points (see each point's worker)
+    todo = [p for p in spec.points() if _status(doc, p) not in document.DONE]
+    save(doc, root, final=False)
+    done_before = len(spec.points()) - len(todo)
+    running: set[str] = set()
+    with _progress(args.quiet, len(todo), err) as progress:
+
+        def on_start(point: Point) -> None:
+            running.add(point.id)
+            progress(f"{point.label}: running", False)
+
+        def on_done(point: Point, outcome: PointOutcome) -> None:
+            running.discard(point.id)
+            record_outcome(doc, spec, point, outcome, root)
+            save(doc, root, final=False)
+            took = f" ({outcome.duration_s:.1f} s)" if outcome.duration_s is not None else ""
+            progress(f"{point.label}: {outcome.status}{took}", True)
+
+        started = time.monotonic()
+        try:
+            _execute(executor, address, spec, todo, root, on_start, on_done)
+        except KeyboardInterrupt:
+            for p in doc["points"]:
+                if p["id"] in running:  # stopped before it finished: --resume runs it again
+                    p.update(status="interrupted", error="the sweep was interrupted")
+            save(doc, root, final=True)
+            finished = sum(1 for p in doc["points"] if p["status"] in document.DONE)
+            print(
+                f"error: interrupted after {finished} of {len(doc['points'])} points; resume "
+                f"with: profreport sweep --resume {root}",
+                file=err,
+            )
+            return EXIT_INTERRUPTED
+    save(doc, root, final=True)
+    _print_summary(doc, root, out, done_before, time.monotonic() - started)
+    failed = [p for p in doc["points"] if p["status"] != "ok"]
+    for p in failed:
+        print(
+            f"error: point {terminal_text(p['id'])} {p['status']}: "
+            f"{terminal_text(p.get('error') or p['status'])}",
+            file=err,
+        )
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _require_ray() -> None:
+    """Ray is an optional extra: say so before anything is written."""
+    from profreport.sweep.ray_executor import INSTALL_HINT
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
+
+
+def _status(doc: dict[str, Any], point: Point) -> str:
+    return next((p["status"] for p in doc["points"] if p["id"] == point.id), "pending")
+
+
+def _execute(
+    executor: str,
+    address: str | None,
+    spec: SweepSpec,
+    todo: list[Point],
+    root: Path,
+    on_start: Callable[[Point], None],
+    on_done: Callable[[Point, PointOutcome], None],
+) -> None:
+
+    if executor == "ray":
+        from profreport.sweep import ray_executor
+
+        try:
+            ray_executor.run_ray(spec, todo, root, on_start, on_done, address=address)
+        except ray_executor.RayUnavailable as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        from profreport.sweep.local import run_local
+
+        run_local(spec, todo, root, on_start, on_done)
+
+
+def _print_summary(
+    doc: dict[str, Any], root: Path, out: TextIO, skipped: int, took_s: float
+) -> None:
+    from profreport.sweep import render, summary
+
+    for line in render.summary_lines(summary.summarize(doc)):
+        print(line, file=out)
+    print(f"  compile times {render.compile_cache_note(doc)}", file=out)
+    if skipped:
+        print(f"  ({skipped} points already done were not run again)", file=out)
+    print(f"sweep took {took_s:.1f} s (wall clock)", file=out)
+    print(f"sweep: {root / 'sweep.html'}", file=out)
+    print(f"record: {root / document.FILENAME}", file=out)
+    print(f"summary: {root / 'sweep.md'}", file=out)
+
+
+COMMAND = Command("sweep", "one generate run per point of a grid", add_arguments, run)

@@ -1,0 +1,202 @@
+"""`profreport compare` of two sweep.json files: every point matched by model, batch size,
+sequence length and dtype, then compared and gated mode by mode on its two run records with the
+run comparison (analysis/compare.py). A point that ran in base and failed in head is a regression
+when any threshold is set, as a mode that stopped working is in a run comparison.
+
+`compare_sweeps` is pure (the records come in loaded); `run` is the command's edge.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from profreport.analysis.compare import (
+    CompareError,
+    Comparison,
+    Regression,
+    Thresholds,
+    compare_runs,
+)
+from profreport.sweep import document
+from profreport.sweep.summary import _point_label
+
+SCHEMA = "profreport.sweep-compare/1"
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    label: str
+    base_status: str
+    head_status: str
+    comparison: Comparison | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SweepComparison:
+    base_label: str
+    head_label: str
+    thresholds: Thresholds
+    points: list[PointComparison]
+    only_in_base: list[str] = field(default_factory=list)
+    only_in_head: list[str] = field(default_factory=list)
+    regressions: list[Regression] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+    @property
+    def inconclusive(self) -> list[str]:
+        return [
+            f"{p.label}: {line}"
+            for p in self.points
+            if p.comparison is not None
+            for line in p.comparison.inconclusive
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "base": self.base_label,
+            "head": self.head_label,
+            "thresholds": vars(self.thresholds),
+            "points": [
+                {
+                    "point": p.label,
+                    "base_status": p.base_status,
+                    "head_status": p.head_status,
+                    "note": p.note,
+                    "comparison": p.comparison.to_dict() if p.comparison else None,
+                }
+                for p in self.points
+            ],
+            "only_in_base": self.only_in_base,
+            "only_in_head": self.only_in_head,
+            "regressions": [vars(r) for r in self.regressions],
+            "regressed": self.regressed,
+            "inconclusive": self.inconclusive,
+        }
+
+
+def _key(p: dict[str, Any]) -> tuple[Any, ...]:
+    return (p["model"], p.get("batch_size"), p.get("seq_len"), p["dtype"])
+
+
+def compare_sweeps(
+    base: dict[str, Any],
+    head: dict[str, Any],
+    base_runs: dict[str, dict[str, Any]],
+    head_runs: dict[str, dict[str, Any]],
+    thresholds: Thresholds | None = None,
+    base_label: str = "base",
+    head_label: str = "head",
+) -> SweepComparison:
+    """Compare two sweep records; `*_runs` map a point id to its (derived) run record, for the
+    points that have one."""
+    thresholds = thresholds or Thresholds()
+    head_points = {_key(p): p for p in head["points"]}
+    base_keys = {_key(p) for p in base["points"]}
+    out: list[PointComparison] = []
+    regressions: list[Regression] = []
+    for bp in base["points"]:
+        hp = head_points.get(_key(bp))
+        if hp is None:
+            continue
+        label = _point_label(bp)
+        b_run, h_run = base_runs.get(bp["id"]), head_runs.get(hp["id"])
+        if b_run is not None and h_run is not None:
+            try:
+                c = compare_runs(
+                    b_run, h_run, thresholds, f"{base_label}:{bp['id']}", f"{head_label}:{hp['id']}"
+                )
+            except CompareError as exc:
+                out.append(
+                    PointComparison(label, bp["status"], hp["status"], note=f"not compared: {exc}")
+                )
+                continue
+            regressions += [
+                Regression(r.mode, r.metric, f"{label}: {r.message}") for r in c.regressions
+            ]
+            out.append(PointComparison(label, bp["status"], hp["status"], c))
+            continue
+        note = "no run record on " + " and ".join(
+            side for side, run in (("base", b_run), ("head", h_run)) if run is None
+        )
+        if b_run is not None and thresholds.any_set:
+            error = hp.get("error") or hp["status"]
+            regressions.append(
+                Regression("*", "status", f"{label}: was ok, now {hp['status']}: {error}")
+            )
+        out.append(PointComparison(label, bp["status"], hp["status"], note=note))
+    return SweepComparison(
+        base_label,
+        head_label,
+        thresholds,
+        out,
+        only_in_base=[_point_label(p) for p in base["points"] if _key(p) not in head_points],
+        only_in_head=[_point_label(p) for p in head["points"] if _key(p) not in base_keys],
+        regressions=regressions,
+    )
+
+
+# ---------------------------------------------------------------- the command's edge
+
+
+def either_is_sweep(*paths: str) -> bool:
+    return any(Path(p).is_file() and document.is_sweep(Path(p)) for p in paths)
+
+
+def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, dict[str, Any]]:
+    from profreport import record as run_record
+    from profreport.analysis.derive import with_findings
+
+    root = sweep_path.parent
+    runs = {}
+    for p in doc["points"]:
+        if p.get("run"):
+            try:
+                runs[p["id"]] = with_findings(run_record.load(root / p["run"]))
+            except run_record.RecordError:
+                continue  # the point is then compared as having no run record
+    return runs
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from profreport.cli.common import UsageError, gate_exit
+    from profreport.files import write_atomic
+    from profreport.sweep import compare_render
+
+    docs = []
+    for source in (args.base, args.head):
+        path = Path(source)
+        if not (path.is_file() and document.is_sweep(path)):
+            raise UsageError(f"cannot compare a sweep with a run: {source} is not a sweep.json")
+        try:
+            docs.append(document.load(path))
+        except document.SweepRecordError as exc:
+            raise UsageError(str(exc)) from None
+    thresholds = Thresholds(
+        max_kernel_increase=args.max_kernel_increase,
+        max_bytes_increase_pct=args.max_bytes_increase,
+        max_latency_regression_pct=args.max_latency_regression,
+    )
+    comparison = compare_sweeps(
+        docs[0],
+        docs[1],
+        _runs(docs[0], Path(args.base)),
+        _runs(docs[1], Path(args.head)),
+        thresholds,
+        args.base,
+        args.head,
+    )
+    content = compare_render.render(comparison, args.format)
+    if args.out is None:
+        out.write(content)
+    else:
+        write_atomic(Path(args.out), content)
+        print(f"comparison: {args.out}", file=out)
+    return gate_exit(comparison, err)

@@ -1,0 +1,88 @@
+"""Renderers of a sweep comparison (Markdown, JSON, HTML): each point's run comparison laid out
+by the run comparison's own view-model, under the point's label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profreport.format import md_cell, md_line
+from profreport.record import dumps
+from profreport.render import compare as run_compare
+from profreport.render.jinja import render_page
+from profreport.sweep.compare import SweepComparison
+
+
+def _outcome(c: SweepComparison) -> str:
+    n = len(c.regressions)
+    if n:
+        return f"{n} regression{'s' if n != 1 else ''} beyond the thresholds"
+    return (
+        "no regression beyond the thresholds"
+        if c.thresholds.any_set
+        else "report only: no thresholds set"
+    )
+
+
+def render_markdown(c: SweepComparison) -> str:
+    mark = "❌" if c.regressed else "✅"
+    lines = [
+        f"## {md_line(f'profreport compare: sweep {c.base_label} → {c.head_label}')}",
+        "",
+        f"{mark} **{md_cell(_outcome(c))}** over {len(c.points)} matched points",
+        "",
+    ]
+    for p in c.points:
+        if p.comparison is not None:
+            lines += [f"#### {md_line(p.label)}", "", run_compare.render_markdown(p.comparison)]
+        else:
+            lines += [
+                f"#### {md_line(p.label)}",
+                "",
+                f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}",
+                "",
+            ]
+    lines += [f"- ❌ {md_cell(r.message)}" for r in c.regressions]
+    if c.only_in_base:
+        lines.append(f"- only in base: {md_cell('; '.join(c.only_in_base))}")
+    if c.only_in_head:
+        lines.append(f"- only in head: {md_cell('; '.join(c.only_in_head))}")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(c: SweepComparison) -> str:
+    return dumps(c.to_dict())
+
+
+def build_view(c: SweepComparison) -> dict[str, Any]:
+    return {
+        "title": f"profreport compare: sweep {c.base_label} → {c.head_label}",
+        "outcome": _outcome(c),
+        "outcome_class": "regressed" if c.regressed else "clean",
+        "points": [
+            {
+                "label": p.label,
+                "status": f"{p.base_status} → {p.head_status}",
+                "note": p.note,
+                "view": run_compare.build_compare_view(p.comparison) if p.comparison else None,
+            }
+            for p in c.points
+        ],
+        "regressions": [r.message for r in c.regressions],
+        "only_in_base": "; ".join(c.only_in_base),
+        "only_in_head": "; ".join(c.only_in_head),
+    }
+
+
+def render_html(c: SweepComparison) -> str:
+    return render_page("sweep_compare.html.j2", **build_view(c))
+
+
+RENDERERS = {"md": render_markdown, "json": render_json, "html": render_html}
+
+
+def render(c: SweepComparison, fmt: str) -> str:
+    from profreport.cli.common import UsageError
+
+    if fmt not in RENDERERS:
+        raise UsageError(f"a sweep comparison renders as {', '.join(RENDERERS)}, not {fmt!r}")
+    return RENDERERS[fmt](c)

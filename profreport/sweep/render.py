@@ -1,0 +1,279 @@
+"""Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
+sweep.md, and the summary's JSON copy and terminal lines. All read one view-model."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from markupsafe import Markup
+
+from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
+from profreport.render.jinja import render_page
+from profreport.render.noise_view import speedup_cell
+from profreport.sweep import charts
+from profreport.sweep.summary import AXIS_LABELS, ModeSummary, SweepSummary, series, summarize
+
+NOT_RECORDED = "not recorded"
+
+
+def summary_json(s: SweepSummary) -> dict[str, Any]:
+    data = asdict(s)
+    for m, mode in zip(data["modes"], s.modes, strict=True):
+        m["pass_rate"] = mode.pass_rate
+    return data
+
+
+def _rate(m: ModeSummary) -> str:
+    return f"{m.passed}/{m.points} ({m.pass_rate:.0%})"
+
+
+def _geomean(m: ModeSummary) -> str:
+    if m.mode == "eager":
+        return "baseline"
+    if m.geomean_speedup is None:
+        return "n/a (no passing point with a speedup)"
+    noisy = f", {m.speedup_inconclusive} timed under noise" if m.speedup_inconclusive else ""
+    return f"{m.geomean_speedup:.2f}x over {m.speedup_points} points{noisy}"
+
+
+def _compile(m: ModeSummary) -> str:
+    return "n/a" if m.mean_compile_s is None else f"{m.mean_compile_s:.2f} s"
+
+
+def _compression(m: ModeSummary) -> str:
+    if m.mode == "eager":
+        return "baseline"
+    if m.compression_ratio is None:
+        return NOT_RECORDED
+    return f"{m.compression_ratio:.2f}x over {m.compression_points} points"
+
+
+def compile_cache_note(doc: dict[str, Any]) -> str:
+    if doc["grid"].get("cold_compile", True):
+        return "cold: each point compiled into an empty Inductor cache"
+    return "warm: points shared Inductor's on-disk cache"
+
+
+def summary_lines(s: SweepSummary) -> list[str]:
+    """The summary for the terminal: one line per mode."""
+    lines = [
+        f"sweep: {s.ok_points} of {s.points} points ran ({len(s.failed)} failed, {s.pending} not run)"
+    ]
+    for m in s.modes:
+        if m.mode == "eager":
+            lines.append(f"  eager (the baseline): pass rate {_rate(m)}")
+            continue
+        lines.append(
+            f"  {m.mode}: pass rate {_rate(m)}; geomean speedup {_geomean(m)} (measured); "
+            f"mean compile time {_compile(m)} (measured); peak-memory compression ratio "
+            f"{_compression(m)}"
+        )
+    return lines
+
+
+def _row_view(r: dict[str, Any]) -> dict[str, Any]:
+    ok = r["status"] == "ok"
+    lat = r.get("latency_ms") or {}
+    return {
+        "point": r["point"],
+        "mode": r["mode"],
+        "status": r["status"],
+        "ok": ok,
+        "kernels": str(r["kernels_per_step"]) if ok else "",
+        "bytes": (fmt_bytes(r["bytes_per_step"]) + (" partial" if r.get("bytes_partial") else ""))
+        if ok
+        else "",
+        "latency": f"{fmt_ms(lat['median'])} [{fmt_ms(lat.get('p10'))} – {fmt_ms(lat.get('p90'))}]"
+        if ok and lat.get("median") is not None
+        else "",
+        "speedup": speedup_cell(r.get("speedup_vs_eager")) if ok else "",
+        "compile": f"{r['compile_s']:.2f} s" if ok and r.get("compile_s") is not None else "",
+        "peak": fmt_bytes(r["peak_memory_bytes"]) if ok and r.get("peak_memory_bytes") else "",
+        "error": r.get("error") or "",
+        "report": f"{r['run']}/report.html" if r.get("run") else None,
+    }
+
+
+def _ticks(rows: list[dict[str, Any]], axis: str | None) -> list[Any]:
+    if axis is None:
+        return [None]
+    values = {r.get(axis) for r in rows if r["status"] == "ok"}
+    if axis == "dtype":
+        return [d for d in ("float32", "bfloat16", "float16") if d in values]
+    return sorted(v for v in values if v is not None)
+
+
+def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
+    rows = doc["rows"]
+    ticks = _ticks(rows, axis)
+    lines = series(rows, axis)
+    if not lines:
+        return {}
+    xlabel = AXIS_LABELS[axis] if axis else "point"
+    labels = [str(t) if t is not None else "" for t in ticks]
+
+    def pos(s) -> list[int]:
+        return [ticks.index(x) for x in s.x]
+
+    speed = [
+        charts.Line(
+            s.label,
+            s.mode,
+            pos(s),
+            [r["speedup_vs_eager"]["median"] for r in s.rows],
+            [r["speedup_vs_eager"]["ci95"][0] for r in s.rows],
+            [r["speedup_vs_eager"]["ci95"][1] for r in s.rows],
+        )
+        for s in lines
+        if s.mode != "eager" and all(r.get("speedup_vs_eager") for r in s.rows)
+    ]
+    timed = [s for s in lines if all((r.get("latency_ms") or {}).get("median") for r in s.rows)]
+    out = {
+        "speedup": charts.line_chart(
+            speed,
+            labels,
+            "Speedup over eager (band: 95% CI)",
+            xlabel,
+            "x eager (measured)",
+            reference=1.0,
+        ),
+        "kernels": charts.line_chart(
+            [
+                charts.Line(s.label, s.mode, pos(s), [r["kernels_per_step"] for r in s.rows])
+                for s in lines
+            ],
+            labels,
+            "Kernels per step",
+            xlabel,
+            "count (profiler)",
+        ),
+        "bytes": charts.line_chart(
+            [
+                charts.Line(s.label, s.mode, pos(s), [r["bytes_per_step"] / 2**20 for r in s.rows])
+                for s in lines
+            ],
+            labels,
+            "Memory traffic per step",
+            xlabel,
+            "MiB (modeled)",
+        ),
+        "latency": charts.line_chart(
+            [
+                charts.Line(
+                    s.label,
+                    s.mode,
+                    pos(s),
+                    [r["latency_ms"]["median"] for r in s.rows],
+                    [r["latency_ms"]["p10"] for r in s.rows],
+                    [r["latency_ms"]["p90"] for r in s.rows],
+                )
+                for s in timed
+            ],
+            labels,
+            "Latency median (band: p10-p90)",
+            xlabel,
+            "ms per call (measured)",
+        ),
+    }
+    # Inlined unescaped: each SVG passed render.charts.checked_svg; labels are matplotlib text.
+    return {k: Markup(v) for k, v in out.items()}
+
+
+def build_view(doc: dict[str, Any]) -> dict[str, Any]:
+    s = summarize(doc)
+    devices = sorted({r["device"] for r in doc["rows"] if r.get("device")})
+    models = ", ".join(doc["grid"]["models"])
+    return {
+        "title": f"profreport sweep: {models} on {', '.join(devices) or doc['grid']['device']}",
+        "created": doc.get("created_utc") or "n/a",
+        "version": (doc.get("tool") or {}).get("version") or "n/a",
+        "executor": doc.get("executor") or "n/a",
+        "compile_cache": compile_cache_note(doc),
+        "points": s.points,
+        "ok_points": s.ok_points,
+        "pending": s.pending,
+        "axis": AXIS_LABELS[s.axis] if s.axis else "none (one value per axis)",
+        "summary": [
+            {
+                "mode": m.mode,
+                "pass_rate": _rate(m),
+                "geomean": _geomean(m),
+                "compile": _compile(m),
+                "compression": _compression(m),
+            }
+            for m in s.modes
+        ],
+        "rows": [_row_view(r) for r in doc["rows"]],
+        "failed": [{"label": f.label, "status": f.status, "error": f.error} for f in s.failed],
+        "charts": build_charts(doc, s.axis),
+    }
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    return render_page("sweep.html.j2", **build_view(doc))
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    v = build_view(doc)
+    lines = [
+        f"### {md_line(v['title'])}",
+        "",
+        f"{v['ok_points']} of {v['points']} points ran ({len(v['failed'])} failed, {v['pending']} "
+        f"not run); executor {md_cell(v['executor'])}; swept axis: {md_cell(v['axis'])}; "
+        f"compile times {md_cell(v['compile_cache'])}",
+        "",
+        *md_table(
+            [
+                "mode",
+                "pass rate",
+                "geomean speedup (measured)",
+                "mean compile time (measured)",
+                "peak-memory compression ratio",
+            ],
+            [
+                [m["mode"], m["pass_rate"], m["geomean"], m["compile"], m["compression"]]
+                for m in v["summary"]
+            ],
+            "lrrrr",
+        ),
+        "",
+        *md_table(
+            [
+                "point",
+                "mode",
+                "status",
+                "kernels / step (profiler)",
+                "bytes / step (modeled)",
+                "latency median [p10 – p90] (measured)",
+                "speedup (95% CI)",
+                "compile",
+            ],
+            [
+                [
+                    r["point"],
+                    r["mode"],
+                    r["status"],
+                    r["kernels"],
+                    r["bytes"],
+                    r["latency"],
+                    r["speedup"],
+                    r["compile"],
+                ]
+                for r in v["rows"]
+            ],
+            "lllrrrrr",
+        ),
+        "",
+    ]
+    lines += [
+        f"- ❌ {md_cell(f['label'])}: {md_cell(f['status'])}: {md_cell(f['error'])}"
+        for f in v["failed"]
+    ]
+    lines.append(
+        "<sub>kernels: profiler; bytes: modeled; latency and speedup: measured (median, 95% "
+        "bootstrap interval); geometric mean over passing points; compression ratio = eager "
+        f"peak memory / mode peak memory, {NOT_RECORDED} where the run records hold no peak "
+        "memory</sub>"
+    )
+    return "\n".join(lines) + "\n"

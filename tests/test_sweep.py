@@ -1,0 +1,301 @@
+"""`profreport sweep` without running points: the grid, the sweep record, the summary, the
+renderers, the comparison of two sweeps, and bad input. The end-to-end sweeps (local and Ray
+executors) are in test_sweep_e2e.py."""
+
+import io
+import json
+import math
+import sys
+
+import pytest
+
+from profreport.cli import main
+from profreport.record import load
+from profreport.sweep import document, render, summary
+from profreport.sweep.compare import compare_sweeps
+from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
+from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
+
+
+def test_axes_apply_to_the_models_that_take_them():
+    spec = checked_spec(
+        {
+            "models": ["gated-residual", "hf:gpt2", "hf:vit", "my/model.py:build"],
+            "batch_sizes": [1, 8],
+            "seq_lens": [128, 512],
+            "dtypes": ["float32", "bfloat16"],
+        },
+        "test",
+    )
+    points = spec.points()
+    by_model = {m: [p for p in points if p.model == m] for m in spec.models}
+    assert len(by_model["gated-residual"]) == 2 * 2  # batch x dtype; no sequence length
+    assert {p.seq_len for p in by_model["gated-residual"]} == {None}
+    assert len(by_model["hf:gpt2"]) == 2 * 2 * 2
+    assert {p.seq_len for p in by_model["hf:vit"]} == {None} and len(by_model["hf:vit"]) == 4
+    assert [(p.batch_size, p.seq_len) for p in by_model["my/model.py:build"]] == [(None, None)] * 2
+    assert len({p.id for p in points}) == len(points)
+    assert Point("hf:gpt2", 8, 512, "bfloat16").id == "hf-gpt2-b8-s512-bfloat16"
+    args = spec.generate_args(Point("hf:gpt2", 8, 512, "bfloat16"))
+    assert args[:5] == ["generate", "--model", "hf:gpt2", "--dtype", "bfloat16"]
+    assert (
+        args[args.index("--batch-size") + 1] == "8" and args[args.index("--seq-len") + 1] == "512"
+    )
+    assert args[args.index("--modes") + 1] == "eager,compile"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "no model given"),
+        ({"models": ["simple"], "dtypes": ["float64"]}, "unknown dtype 'float64'"),
+        ({"models": ["simple"], "modes": ["eager", "jit"]}, "unknown mode 'jit'"),
+        ({"models": ["simple"], "batch_sizes": [0]}, "must be at least 1: 0"),
+        ({"models": ["simple"], "batch_size": [1]}, "unknown setting 'batch_size'"),
+        ({"models": ["x.py:f"], "batch_sizes": [1]}, "batch sizes apply to built-in and hf:"),
+        ({"models": ["simple"], "seq_lens": [64]}, "sequence lengths apply to hf: language models"),
+    ],
+)
+def test_bad_grids_are_one_line_errors(values, message):
+    with pytest.raises(GridError, match=message):
+        checked_spec(values, "test")
+
+
+def test_the_grid_survives_sweep_json():
+    spec = checked_spec({"models": ["simple"], "batch_sizes": [2, 1], "min_time_s": 0.5}, "t")
+    again = SweepSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again == spec and [p.batch_size for p in again.points()] == [2, 1]
+    assert spec.cold_compile  # the default: every point compiles into an empty Inductor cache
+    warm = checked_spec({"models": ["simple"], "cold_compile": False}, "t")
+    assert SweepSpec.from_json(json.loads(json.dumps(warm.to_json()))).cold_compile is False
+    with pytest.raises(GridError, match="cold_compile: expected true or false"):
+        checked_spec({"models": ["simple"], "cold_compile": "no"}, "t")
+
+
+def test_config_file(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text(
+        'models = ["gated-residual", "simple"]\nbatch_sizes = [1, 4]\nmin_time = 0.2\n'
+        'executor = "ray"\nray_address = "auto"\n'
+    )
+    grid, run = read_config(path)
+    spec = checked_spec(grid, str(path))
+    assert spec.models == ("gated-residual", "simple") and spec.min_time_s == 0.2
+    assert run == {"executor": "ray", "ray_address": "auto"}
+    assert len(spec.points()) == 4
+    path.write_text("models = [")
+    with pytest.raises(GridError, match="is not valid TOML"):
+        read_config(path)
+
+
+def test_peak_memory_is_read_only_where_recorded():
+    assert peak_memory_bytes({"status": "ok"}) is None
+    assert peak_memory_bytes({"memory": {"peak_bytes": 2048}}) == 2048.0
+    assert peak_memory_bytes({"peak_memory_bytes": 0}) is None  # not a measurement
+
+
+def test_rows_come_from_the_run_record(gated_run):
+    record = load(gated_run)
+    point = Point("gated-residual", 1, None, "float32")
+    rows = mode_rows(point, ("eager",), record, PointOutcome("ok"), "points/x/run")
+    assert [r["mode"] for r in rows] == list(record["modes"])
+    eager = record["modes"]["eager"]
+    first = rows[0]
+    assert first["kernels_per_step"] == eager["kernels"]["per_step"]
+    assert first["bytes_per_step"] == eager["bytes"]["read"] + eager["bytes"]["written"]
+    assert first["latency_ms"]["median"] == eager["latency_ms"]["median"]
+    assert first["device"] == "cpu" and first["peak_memory_bytes"] is None
+    comp = next(r for r in rows if r["mode"] == "compile")
+    assert (
+        comp["speedup_vs_eager"]["median"]
+        == record["modes"]["compile"]["speedup_vs_eager"]["median"]
+    )
+    # A point without a run record: one failed row per mode it was to run, with its error.
+    failed = mode_rows(point, ("eager", "compile"), None, PointOutcome("failed", "boom"), None)
+    assert [(r["mode"], r["status"], r["error"]) for r in failed] == [
+        ("eager", "failed", "boom"),
+        ("compile", "failed", "boom"),
+    ]
+
+
+def _row(point, mode, batch, speedup=None, compile_s=None, peak=None, status="ok"):
+    return {
+        "point": point,
+        "model": "m",
+        "batch_size": batch,
+        "seq_len": None,
+        "dtype": "float32",
+        "mode": mode,
+        "status": status,
+        "error": None if status == "ok" else "boom",
+        "kernels_per_step": 3,
+        "bytes_per_step": 2**20 * batch,
+        "latency_ms": {"median": 1.0 * batch, "p10": 0.9 * batch, "p90": 1.2 * batch},
+        "speedup_vs_eager": None
+        if speedup is None
+        else {"median": speedup, "ci95": [speedup * 0.9, speedup * 1.1]},
+        "compile_s": compile_s,
+        "peak_memory_bytes": peak,
+    }
+
+
+def _sweep(rows, points):
+    return {
+        "schema": document.SCHEMA,
+        "grid": {"models": ["m"], "modes": ["eager", "compile"], "device": "cpu"},
+        "points": points,
+        "rows": rows,
+    }
+
+
+def _points(*statuses):
+    return [
+        {
+            "id": f"p{i}",
+            "model": "m",
+            "batch_size": 2**i,
+            "seq_len": None,
+            "dtype": "float32",
+            "status": s,
+            "error": None if s == "ok" else "it raised",
+            "run": None,
+        }
+        for i, s in enumerate(statuses)
+    ]
+
+
+def test_summary_in_the_dashboards_terms():
+    rows = [
+        _row("p0", "eager", 1, peak=100.0),
+        _row("p0", "compile", 1, speedup=2.0, compile_s=3.0, peak=50.0),
+        _row("p1", "eager", 2),
+        _row("p1", "compile", 2, speedup=8.0, compile_s=5.0),
+        _row("p2", "eager", 4, status="failed"),
+        _row("p2", "compile", 4, status="failed"),
+    ]
+    s = summary.summarize(_sweep(rows, _points("ok", "ok", "failed")))
+    comp = s.mode("compile")
+    assert comp.geomean_speedup == pytest.approx(4.0)  # sqrt(2 * 8)
+    assert (comp.passed, comp.points) == (2, 3) and comp.pass_rate == pytest.approx(2 / 3)
+    assert comp.mean_compile_s == pytest.approx(4.0)
+    assert comp.compression_ratio == pytest.approx(2.0) and comp.compression_points == 1
+    assert s.mode("eager").geomean_speedup is None
+    assert [f.label for f in s.failed] == ["m, batch 4, float32"] and s.failed[
+        0
+    ].error == "it raised"
+    assert s.axis == "batch_size"
+    lines = summary.series(rows, s.axis)
+    assert [(ln.mode, ln.x) for ln in lines] == [("eager", (1, 2)), ("compile", (1, 2))]
+    assert summary.geometric_mean([]) is None
+    assert math.isclose(summary.geometric_mean([1.0, 100.0]), 10.0)
+
+
+def test_a_model_without_the_swept_axis_stays_off_the_chart():
+    rows = [
+        {**_row("p0", "eager", 1), "model": "hf:gpt2", "seq_len": 32},
+        {**_row("p1", "eager", 1), "model": "hf:gpt2", "seq_len": 64},
+        {**_row("p2", "eager", 1), "model": "hf:vit"},  # an image model: no sequence length
+    ]
+    doc = _sweep(rows, _points("ok", "ok", "ok"))
+    assert summary.swept_axis(rows) == "seq_len"
+    lines = summary.series(rows, "seq_len")
+    assert [(ln.label, ln.x) for ln in lines] == [("hf:gpt2, batch 1, float32, eager", (32, 64))]
+    assert render.render_html(doc).count("<svg") == 4
+
+
+def test_compression_ratio_not_recorded_without_peak_memory():
+    rows = [_row("p0", "eager", 1), _row("p0", "compile", 1, speedup=1.5)]
+    doc = _sweep(rows, _points("ok"))
+    view = render.build_view(doc)
+    comp = next(m for m in view["summary"] if m["mode"] == "compile")
+    assert comp["compression"] == "not recorded"
+    assert comp["geomean"] == "1.50x over 1 points"
+
+
+def test_renderers(tmp_path):
+    rows = [
+        _row("p0", "eager", 1),
+        _row("p0", "compile", 1, speedup=2.0, compile_s=3.0),
+        _row("p1", "eager", 2),
+        _row("p1", "compile", 2, speedup=3.0, compile_s=3.5),
+        _row("p2", "eager", 4, status="failed"),
+    ]
+    doc = _sweep(rows, _points("ok", "ok", "failed"))
+    html = render.render_html(doc)
+    assert html.count("<svg") == 4 and "<script" not in html
+    assert "it raised" in html  # the failed point, with its error
+    md = render.render_markdown(doc)
+    assert "| compile | 2/2 (100%) | 2.45x over 2 points | 3.25 s | not recorded |" in md
+    assert "- ❌ m, batch 4, float32: failed: it raised" in md
+    assert "compile times cold: each point compiled into an empty Inductor cache" in md
+
+
+def test_compare_two_sweeps_gates_per_point(gated_run):
+    from profreport.analysis.compare import Thresholds
+    from profreport.analysis.derive import with_findings
+
+    record = with_findings(load(gated_run))
+    base = _sweep([], _points("ok", "ok"))
+    head = _sweep([], _points("ok", "failed"))
+    runs = {"p0": record, "p1": record}
+    c = compare_sweeps(base, head, runs, {"p0": record}, Thresholds(0, 0.0, None))
+    assert [p.label for p in c.points] == ["m, batch 1, float32", "m, batch 2, float32"]
+    assert c.points[0].comparison is not None and not c.points[0].comparison.regressed
+    assert [r.message for r in c.regressions] == [
+        "m, batch 2, float32: was ok, now failed: it raised"
+    ]
+    # Without thresholds a failed point is reported, not gated.
+    assert not compare_sweeps(base, head, runs, {"p0": record}).regressed
+    # Points match by model, batch, sequence length and dtype.
+    other = _sweep([], [{**p, "batch_size": 64} for p in _points("ok")])
+    c = compare_sweeps(base, other, runs, {"p0": record})
+    assert c.points == [] and c.only_in_head == ["m, batch 64, float32"]
+
+
+def _cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sweep"], "no model given"),
+        (["sweep", "--model", "simple", "--batch-sizes", "1,x"], "expected positive integers"),
+        (["sweep", "--model", "simple", "--dtypes", "int8"], "unknown dtype 'int8'"),
+        (["sweep", "--resume", "nowhere", "--model", "simple"], "drop --model"),
+        (["sweep", "--resume", "nowhere"], "no such file: nowhere/sweep.json"),
+        (["sweep", "--config", "missing.toml"], "no such file: missing.toml"),
+        (["sweep", "--model", "simple", "--ray-address", "auto"], "applies to --executor ray"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = _cli(*argv)
+    assert code == 2
+    assert err.count("\n") == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_refuses_a_sweep_against_a_run(gated_run, tmp_path):
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps(_sweep([], _points("ok"))))
+    code, _out, err = _cli("compare", str(sweep), str(gated_run / "run.json"))
+    assert code == 2 and "is not a sweep.json" in err
+
+
+def test_the_ray_executor_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    code, _out, err = _cli(
+        "sweep", "--model", "simple", "--executor", "ray", "--out", str(tmp_path / "o")
+    )
+    assert code == 2 and "pip install 'profreport[ray]'" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "file"
+    taken.write_text("mine")
+    code, _out, err = _cli("sweep", "--model", "simple", "--out", str(taken))
+    assert code == 2 and "exists and is not a folder" in err and taken.read_text() == "mine"
