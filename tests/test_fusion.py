@@ -364,6 +364,7 @@ def test_optimize_names_each_leftover_by_what_explains_it():
         _call("aten::add", 20, 10),
         _call("aten::native_batch_norm", 12, 10),
         _call("aten::all", 4, 1),
+        _call("aten::mul", 6, 3),
     ]
     mode = [
         _call("aten::mm", 25, 10),
@@ -372,7 +373,13 @@ def test_optimize_names_each_leftover_by_what_explains_it():
         _call("aten::arange", 0, 8),
         _call("aten::to_mkldnn", 10, 10),
     ]
-    before = {"aten::addmm": 1, "aten::add": 1, "aten::batch_norm": 1, "aten::arange": 1}
+    before = {
+        "aten::addmm": 1,
+        "aten::add": 1,
+        "aten::batch_norm": 1,
+        "aten::arange": 1,
+        "aten::mul": 1,
+    }
     fm = optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "traced")
     by_note = {g["note"]: g for g in fm["groups"]}
     decomposed = by_note[fo.DECOMPOSED]
@@ -383,9 +390,15 @@ def test_optimize_names_each_leftover_by_what_explains_it():
     assert by_note[fo.FOLDED]["eager_ops"] == ["native_batch_norm"]
     # `all` never was in the traced graph: tracing, not freezing, removed it
     assert by_note[fo.NOT_IN_GRAPH.format(graph="traced")]["eager_ops"] == ["all"]
+    # the graph held mul, but no optimized call is left for it: said to be unmatched, not folded
+    assert by_note[fo.UNMATCHED]["eager_ops"] == ["mul"]
     assert by_note[fo.LAYOUT_ADDED]["kernels"] == ["to_mkldnn"]
     assert by_note[fo.GRAPH_ONLY.format(graph="traced")]["kernels"] == ["arange"]
-    assert fm["saved_bytes"] == (40 + 30 + 22 + 5) - (35 + 30 + 30 + 8 + 20)
-    # An older record without the graph before freezing: the leftovers read as before.
+    assert fm["saved_bytes"] == (40 + 30 + 22 + 5 + 9) - (35 + 30 + 30 + 8 + 20)
+    # An older record without the graph before freezing: BatchNorm still reads as folded, and
+    # the other leftovers as unmatched and added.
     old = optimize_fusion(eager, mode, BOOKKEEPING_OPS)
-    assert {g["note"] for g in old["groups"]} == {fo.DECOMPOSED, "replaced", fo.FOLDED, fo.ADDED}
+    notes = {g["note"]: g for g in old["groups"]}
+    assert set(notes) == {fo.DECOMPOSED, "replaced", fo.FOLDED, fo.UNMATCHED, fo.ADDED}
+    assert notes[fo.FOLDED]["eager_ops"] == ["native_batch_norm"]
+    assert notes[fo.UNMATCHED]["eager_ops"] == ["all", "mul"]

@@ -98,11 +98,27 @@ def test_optimize_tells_freezing_from_decomposition_and_tracing():
         (["addmm"], ["mm", "add"], fo.DECOMPOSED),
         (["addmm"], ["mm", "add"], fo.DECOMPOSED),
         (["native_batch_norm"], [], fo.FOLDED),
+        (["add"], [], fo.UNMATCHED),
         (["all"], [], fo.NOT_IN_GRAPH.format(graph="traced")),
         ([], ["arange", "where"], fo.GRAPH_ONLY.format(graph="traced")),
     )
     v = verdict_for("optimize", _record(optimize=m))
     assert "freeze + optimize_for_inference folded away native_batch_norm;" in v
     assert "TorchScript ran addmm x2 as mm + add (DecomposeOps)" in v
+    assert "no optimized call matched eager's add" in v
     assert "the traced graph itself differs from eager: it lacks all and adds arange, where" in v
     assert "folded away all" not in v and "folded away addmm" not in v
+
+
+def test_trace_names_the_decomposition_and_the_graph_differences():
+    seq = [{"op": op, "read": 1, "written": 1} for op in ("aten::addmm", "aten::all", "aten::add")]
+    traced = [
+        {"op": op, "read": 1, "written": 1}
+        for op in ("aten::mm", "aten::add", "aten::add", "aten::arange", "aten::where")
+    ]
+    record = _record(trace=_mode(5, 10, 10))
+    record["modes"]["eager"]["bytes"]["sequence"] = seq
+    record["modes"]["trace"]["bytes"]["sequence"] = traced
+    v = verdict_for("trace", record)
+    assert "TorchScript ran addmm as mm + add (DecomposeOps)" in v
+    assert "the traced graph differs from eager: it lacks all and adds arange, where" in v

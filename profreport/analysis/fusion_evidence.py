@@ -46,8 +46,9 @@ def _fused_sets(fused: list[dict[str, Any]]) -> str:
     return text
 
 
-def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
-    """TorchScript fusion groups (NNC, ...) in the optimized graph, or why there are none."""
+def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any], kind: str) -> str:
+    """TorchScript fusion groups (NNC, ...) in the optimized graph, or why there are none and
+    what else makes its calls differ from eager's (`kind`: "traced" or "scripted")."""
     compiler = mode.get("compiler") or {}
     device = record["device"].get("type")
     fusers = record["env"].get("fusers", {})
@@ -61,8 +62,34 @@ def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
             if not fusers.get("llvm_available")
             else "is disabled"
         )
-        return f"nothing fused (TorchScript's CPU fuser {why})"
-    return "nothing fused (NNC fuses pointwise chains only, never convolutions or GEMMs)"
+        text = f"nothing fused (TorchScript's CPU fuser {why})"
+    else:
+        text = "nothing fused (NNC fuses pointwise chains only, never convolutions or GEMMs)"
+    return "; ".join(filter(None, [text, _graph_differences(mode, record, kind)]))
+
+
+def _graph_differences(mode: dict[str, Any], record: dict[str, Any], kind: str) -> str:
+    """Why an unfused TorchScript graph runs other calls than eager: addmm split by
+    DecomposeOps, and what the graph holds that eager's Python did not run (or the reverse)."""
+    from profreport.analysis.fusion_optimize import dispatch_differences
+    from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+
+    eager = record["modes"].get("eager") or {}
+    eager_calls = (eager.get("bytes") or {}).get("sequence")
+    mode_calls = (mode.get("bytes") or {}).get("sequence")
+    if eager.get("status") != "ok" or not eager_calls or not mode_calls:
+        return ""
+    decomposed, lacks, adds = dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
+    parts = []
+    if decomposed:
+        parts.append(
+            _counted("TorchScript ran", ["addmm"] * decomposed) + " as mm + add (DecomposeOps)"
+        )
+    diff = [_counted("lacks", list(lacks.elements()))] if lacks else []
+    diff += [_counted("adds", list(adds.elements()))] if adds else []
+    if diff:
+        parts.append(f"the {kind} graph differs from eager: it {' and '.join(diff)}")
+    return "; ".join(parts)
 
 
 def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
@@ -72,11 +99,13 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
 
     groups = (mode.get("fusion") or {}).get("groups") or []
     kind = fo.graph_kind(mode)
-    found, decomposed, lacks, adds = [], [], [], []
+    found, decomposed, unmatched, lacks, adds = [], [], [], [], []
     for g in groups:
         note = g["note"]
         if note == fo.DECOMPOSED:
             decomposed += g["eager_ops"]
+        elif note == fo.UNMATCHED:
+            unmatched += g["eager_ops"]
         elif note == fo.NOT_IN_GRAPH.format(graph=kind):
             lacks += g["eager_ops"]
         elif note == fo.GRAPH_ONLY.format(graph=kind):
@@ -103,6 +132,8 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     ]
     if decomposed:
         parts.append(_counted("TorchScript ran", decomposed) + " as mm + add (DecomposeOps)")
+    if unmatched:
+        parts.append(_counted("no optimized call matched eager's", unmatched))
     if lacks or adds:
         diff = [_counted("lacks", lacks)] if lacks else []
         diff += [_counted("adds", adds)] if adds else []

@@ -6,8 +6,10 @@ eager and in the optimized graph, paired in order by op family (a fused library 
 cudnn_convolution_relu also takes the eager relu). What is left over on either side is named by
 what explains it, from the graph before freezing (`op_counts_before`) where the record has it:
 
-- an eager call whose op is in the graph before freezing, with no call left after it: folded away
-  by freezing (BatchNorm into the convolution's weights, dropout);
+- an eager BatchNorm (or dropout) with no call left after freezing: folded away by freezing (into
+  the convolution's weights); any other eager call whose op the graph held, with no optimized call
+  to pair with: unmatched, and said so (TorchScript's own passes may have removed it, or eager and
+  the graph split the work differently; nothing here tells which);
 - an eager call whose op the graph never held: the Python code ran it and the traced (or scripted)
   graph did not record it (a data-dependent check that tracing froze for the example input);
 - addmm in eager, mm + add when optimized: TorchScript's DecomposeOps pass runs addmm (alpha =
@@ -20,7 +22,7 @@ what explains it, from the graph before freezing (`op_counts_before`) where the 
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +36,7 @@ from profreport.analysis.fusion import (
 )
 
 FOLDED = "folded away by freezing (no kernel left)"
+UNMATCHED = "no optimized call of this op left to pair with"
 NOT_IN_GRAPH = "called by eager, not in the {graph} graph (Python code the graph did not record)"
 DECOMPOSED = "TorchScript ran addmm as mm + add (its DecomposeOps pass)"
 GRAPH_ONLY = (
@@ -47,6 +50,8 @@ _FUSED_SUFFIXES = (("_add_relu", ("add", "relu")), ("_relu", ("relu",)))
 # Eager op family -> the families TorchScript runs it as, in dispatch order.
 _DECOMPOSITIONS: dict[str, tuple[str, ...]] = {"addmm": ("mm", "add")}
 _LAYOUT_FAMILIES = frozenset({"to_mkldnn", "to_dense", "reorder_conv2d_weight"})
+# What freezing folds away (optimize_for_inference's conv-BatchNorm folding; dropout in eval).
+_FOLDABLE = frozenset({"batch_norm", "dropout", "feature_dropout"})
 
 
 def graph_kind(entry: Mapping[str, Any]) -> str:
@@ -142,6 +147,22 @@ def optimize_fusion(
     )
 
 
+def dispatch_differences(
+    eager_sequence: Sequence[dict[str, Any]],
+    mode_sequence: Sequence[dict[str, Any]],
+    bookkeeping: frozenset[str],
+) -> tuple[int, Counter[str], Counter[str]]:
+    """How a TorchScript graph's dispatched calls differ from eager's, counted by op family:
+    (addmm calls run as mm + add, eager calls with no counterpart, the graph's with none)."""
+    eager = Counter(_family(c["op"]) for c in eager_sequence if c["op"] not in bookkeeping)
+    mode = Counter(_family(c["op"]) for c in mode_sequence if c["op"] not in bookkeeping)
+    decomposed = max(0, min(eager["addmm"] - mode["addmm"], mode["mm"] - eager["mm"]))
+    eager["addmm"] -= decomposed
+    mode["mm"] -= decomposed
+    mode["add"] -= min(decomposed, mode["add"])
+    return decomposed, eager - mode, mode - eager
+
+
 def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) -> str | None:
     """The eager op family a call of `family` starts the decomposition of, if one is pending."""
     for eager_family, parts in _DECOMPOSITIONS.items():
@@ -159,12 +180,18 @@ def _partition(
 def _leftover_eager(
     left: list[dict[str, Any]], graph_before: Mapping[str, int] | None, graph_kind: str
 ) -> list[dict[str, Any]]:
-    """Eager calls nothing optimized computes: folded by freezing, or never in the graph."""
-    if graph_before is None:
-        return [without_kernel(left, FOLDED)] if left else []
-    in_graph = {_graph_family(op) for op in graph_before}
-    folded, unrecorded = _partition(left, lambda c: _graph_family(c["op"]) in in_graph)
-    named = ((folded, FOLDED), (unrecorded, NOT_IN_GRAPH.format(graph=graph_kind)))
+    """Eager calls nothing optimized computes: folded by freezing, never in the graph, or
+    unmatched. Without the graph before freezing (older records) every op counts as held."""
+    in_graph = None if graph_before is None else {_graph_family(op) for op in graph_before}
+    held, unrecorded = _partition(
+        left, lambda c: in_graph is None or _graph_family(c["op"]) in in_graph
+    )
+    folded, unmatched = _partition(held, lambda c: _graph_family(c["op"]) in _FOLDABLE)
+    named = (
+        (folded, FOLDED),
+        (unmatched, UNMATCHED),
+        (unrecorded, NOT_IN_GRAPH.format(graph=graph_kind)),
+    )
     return [without_kernel(calls, note) for calls, note in named if calls]
 
 

@@ -31,6 +31,8 @@ def _bookkeeping() -> frozenset[str]:
 class _TorchScriptGroups(Mode):
     """script and trace: fusion evidence is the optimized graph's fusion groups."""
 
+    graph_kind = "scripted"  # how the graph is made, as a verdict names it
+
     def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
         groups = [
             dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
@@ -39,7 +41,7 @@ class _TorchScriptGroups(Mode):
         return script_fusion(groups, eager["bytes"]["sequence"])
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return torchscript_evidence(entry, record)
+        return torchscript_evidence(entry, record, self.graph_kind)
 
     def why_not_fused(
         self, entry: dict[str, Any], record: dict[str, Any]
@@ -67,6 +69,7 @@ class ScriptMode(_TorchScriptGroups):
 
 
 class TraceMode(_TorchScriptGroups):
+    graph_kind = "traced"
     name = "trace"
     color = "#17becf"
     summary = "torch.jit.trace"
