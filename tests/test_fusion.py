@@ -402,3 +402,17 @@ def test_optimize_names_each_leftover_by_what_explains_it():
     assert set(notes) == {fo.DECOMPOSED, "replaced", fo.FOLDED, fo.UNMATCHED, fo.ADDED}
     assert notes[fo.FOLDED]["eager_ops"] == ["native_batch_norm"]
     assert notes[fo.UNMATCHED]["eager_ops"] == ["all", "mul"]
+
+
+def test_optimize_tells_a_linear_rewrite_from_decompose_ops():
+    from profreport.analysis import fusion_optimize as fo
+
+    eager = [_call("aten::addmm", 30, 10), _call("aten::addmm", 30, 10)]
+    mode = [_call("aten::mm", 25, 10), _call("aten::add", 20, 10)] * 2
+    before = {"aten::linear": 1, "aten::addmm": 1}
+    after = {"aten::matmul": 1, "aten::addmm": 1}  # one linear became matmul; one addmm stayed
+    fm = optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "scripted", after)
+    assert [g["note"] for g in fm["groups"]] == [fo.LINEAR_SPLIT, fo.DECOMPOSED]
+    assert all(g["kernels"] == ["mm", "add"] for g in fm["groups"])
+    without_after = optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "scripted")
+    assert [g["note"] for g in without_after["groups"]] == [fo.DECOMPOSED] * 2

@@ -87,6 +87,18 @@ def test_gpt2_optimize_verdict_says_what_changed_the_calls(gpt2_record):
     assert "folded away addmm" not in verdict and "folded away all" not in verdict
 
 
+def test_bert_optimize_verdict_names_the_linear_rewrite(bert_record):
+    """BERT's nn.Linear layers: optimize_for_inference's FrozenLinearTranspose makes each a matmul
+    by a transposed weight + add (the graph says so: linear before, matmul after); DecomposeOps
+    has nothing to do with it."""
+    verdict = with_findings(bert_record)["modes"]["optimize"]["verdict"]
+    compiler = bert_record["modes"]["optimize"]["compiler"]
+    linears = compiler["op_counts_before"]["aten::linear"]
+    assert compiler["op_counts"]["aten::matmul"] == linears
+    assert f"rewrote linear x{linears} as matmul + add (FrozenLinearTranspose)" in verdict
+    assert "DecomposeOps" not in verdict
+
+
 def test_bert_trace_and_optimize_compare_both_outputs(bert_record):
     modes = bert_record["modes"]
     assert modes["script"]["status"] == "failed"

@@ -99,11 +99,13 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
 
     groups = (mode.get("fusion") or {}).get("groups") or []
     kind = fo.graph_kind(mode)
-    found, decomposed, unmatched, lacks, adds = [], [], [], [], []
+    found, decomposed, unmatched, lacks, adds, rewritten = [], [], [], [], [], []
     for g in groups:
         note = g["note"]
         if note == fo.DECOMPOSED:
             decomposed += g["eager_ops"]
+        elif note == fo.LINEAR_SPLIT:
+            rewritten.append("linear")
         elif note == fo.UNMATCHED:
             unmatched += g["eager_ops"]
         elif note == fo.NOT_IN_GRAPH.format(graph=kind):
@@ -125,6 +127,11 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     )
     if replaced:
         found.append("replaced " + ", ".join(replaced))
+    if rewritten:
+        found.append(
+            _counted("rewrote", rewritten) + " as matmul + add (FrozenLinearTranspose), so "
+            "eager's addmm ran as mm + add"
+        )
     parts = [
         "freeze + optimize_for_inference " + "; ".join(found)
         if found

@@ -12,8 +12,10 @@ what explains it, from the graph before freezing (`op_counts_before`) where the 
   the graph split the work differently; nothing here tells which);
 - an eager call whose op the graph never held: the Python code ran it and the traced (or scripted)
   graph did not record it (a data-dependent check that tracing froze for the example input);
-- addmm in eager, mm + add when optimized: TorchScript's DecomposeOps pass runs addmm (alpha =
-  beta = 1) as `self + mat1.mm(mat2)`;
+- addmm in eager, mm + add when optimized: where the graph before freezing held linear and the
+  optimized graph holds matmul instead, optimize_for_inference's FrozenLinearTranspose rewrote
+  each linear as matmul by a pre-transposed weight + add; otherwise TorchScript's DecomposeOps
+  pass ran an explicit addmm (alpha = beta = 1) as `self + mat1.mm(mat2)`;
 - a layout conversion (to_mkldnn, to_dense): added by the optimization passes (MKLDNN weights);
 - any other call only the optimized graph dispatched: the graph computes what eager's Python
   skipped for this input (an attention mask a fast path never built), or a call an op made
@@ -39,6 +41,10 @@ FOLDED = "folded away by freezing (no kernel left)"
 UNMATCHED = "no optimized call of this op left to pair with"
 NOT_IN_GRAPH = "called by eager, not in the {graph} graph (Python code the graph did not record)"
 DECOMPOSED = "TorchScript ran addmm as mm + add (its DecomposeOps pass)"
+LINEAR_SPLIT = (
+    "optimize_for_inference rewrote linear as matmul + add (FrozenLinearTranspose: the weight "
+    "transposed once)"
+)
 GRAPH_ONLY = (
     "in the {graph} graph, not called by eager (work eager's Python skipped, or an op's own call)"
 )
@@ -83,12 +89,14 @@ def optimize_fusion(
     bookkeeping: frozenset[str],
     graph_before: Mapping[str, int] | None = None,
     graph_kind: str = "scripted",
+    graph_after: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """What freeze + optimize_for_inference did, call by call (see the module docstring).
 
     `graph_before`: op counts of the graph before freezing (None in records without them: the
     leftovers are then read as folded and added, as releases before this one did); `graph_kind`:
-    "traced" or "scripted", how that graph was made."""
+    "traced" or "scripted", how that graph was made; `graph_after`: the optimized graph's op
+    counts (which linear nodes became matmul)."""
     pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in eager_sequence:
         if c["op"] not in bookkeeping:
@@ -96,6 +104,7 @@ def optimize_fusion(
     calls = [c for c in mode_sequence if c["op"] not in bookkeeping]
     groups = []
     added: list[dict[str, Any]] = []
+    linear_rewrites = _linear_rewrites(graph_before, graph_after)
     i = 0
     while i < len(calls):
         c = calls[i]
@@ -117,13 +126,15 @@ def optimize_fusion(
             while rest and i < len(calls) and _family(calls[i]["op"]) == rest[0]:
                 parts.append(calls[i])
                 i, rest = i + 1, rest[1:]
+            note = LINEAR_SPLIT if linear_rewrites > 0 else DECOMPOSED
+            linear_rewrites -= 1
             groups.append(
                 fusion_group(
                     [short_op(eager_call["op"])],
                     [short_op(p["op"]) for p in parts],
                     traffic(eager_call),
                     sum_known(traffic(p) for p in parts),
-                    note=DECOMPOSED,
+                    note=note,
                 )
             )
             continue
@@ -161,6 +172,15 @@ def dispatch_differences(
     mode["mm"] -= decomposed
     mode["add"] -= min(decomposed, mode["add"])
     return decomposed, eager - mode, mode - eager
+
+
+def _linear_rewrites(before: Mapping[str, int] | None, after: Mapping[str, int] | None) -> int:
+    """How many linear nodes the optimized graph turned into matmul (FrozenLinearTranspose)."""
+    if before is None or after is None:
+        return 0
+    gone = before.get("aten::linear", 0) - after.get("aten::linear", 0)
+    new = after.get("aten::matmul", 0) - before.get("aten::matmul", 0)
+    return max(0, min(gone, new))
 
 
 def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) -> str | None:

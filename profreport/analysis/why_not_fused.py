@@ -20,7 +20,7 @@ import itertools
 import re
 from typing import Any
 
-from profreport.analysis.fusion_optimize import DECOMPOSED
+from profreport.analysis.fusion_optimize import DECOMPOSED, LINEAR_SPLIT
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 
 # Documented rules a reason may rest on (the id is shown beside the sentence).
@@ -416,6 +416,17 @@ def optimize_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict
                     f"added {', '.join(g['kernels'])} (layout conversions to and from MKLDNN)",
                     src,
                     g["note"],
+                )
+            )
+        elif g["note"] == LINEAR_SPLIT:
+            found.append(
+                _entry(
+                    "split",
+                    list(g["eager_ops"]),
+                    "optimize_for_inference's FrozenLinearTranspose rewrites linear as matmul by "
+                    "a transposed weight + add, so the bias add is a call of its own",
+                    src,
+                    f"dispatched {' + '.join(g['kernels'])} where eager called addmm",
                 )
             )
         elif g["note"] == DECOMPOSED:

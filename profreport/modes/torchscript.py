@@ -124,6 +124,7 @@ class OptimizeMode(Mode):
             _bookkeeping(),
             (entry.get("compiler") or {}).get("op_counts_before"),
             graph_kind(entry),
+            (entry.get("compiler") or {}).get("op_counts"),
         )
 
     def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
