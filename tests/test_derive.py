@@ -40,8 +40,14 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
         "optimize",
         "compile",
     }
-    assert derived == before  # same fusion maps, kernel bytes and verdicts, key order aside
-    assert json.dumps(derived) == json.dumps(before)  # and the same key order
+    # One finding improved since the record was written: an in-place variant (relu -> relu_) is
+    # no longer called a replacement; everything else is what capture derived then.
+    expected = copy.deepcopy(before)
+    optimize = expected["modes"]["optimize"]
+    assert ", relu -> relu_;" in optimize["verdict"]
+    optimize["verdict"] = optimize["verdict"].replace(", relu -> relu_;", ";")
+    assert derived == expected  # same fusion maps, kernel bytes and verdicts, key order aside
+    assert json.dumps(derived) == json.dumps(expected)  # and the same key order
     findings = derive(before)
     assert findings.verdict("compile") == before["modes"]["compile"]["verdict"]
     assert findings.modes["compile"].fusion == before["modes"]["compile"]["fusion"]

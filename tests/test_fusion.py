@@ -416,3 +416,16 @@ def test_optimize_tells_a_linear_rewrite_from_decompose_ops():
     assert all(g["kernels"] == ["mm", "add"] for g in fm["groups"])
     without_after = optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "scripted")
     assert [g["note"] for g in without_after["groups"]] == [fo.DECOMPOSED] * 2
+
+
+def test_optimize_pairs_mkldnn_global_pooling_with_eager_mean():
+    # eager's adaptive_avg_pool2d to 1x1 forwards to mean; MKLDNN runs the same pooling
+    eager = [_call("aten::mean", 64, 4)]
+    mode = [_call("aten::mkldnn_adaptive_avg_pool2d", 64, 4)]
+    fm = optimize_fusion(eager, mode, BOOKKEEPING_OPS, {"aten::adaptive_avg_pool2d": 1}, "traced")
+    (g,) = fm["groups"]
+    assert (g["eager_ops"], g["kernels"], g["note"]) == (
+        ["mean"],
+        ["mkldnn_adaptive_avg_pool2d"],
+        "replaced",
+    )

@@ -122,3 +122,11 @@ def test_trace_names_the_decomposition_and_the_graph_differences():
     v = verdict_for("trace", record)
     assert "TorchScript ran addmm as mm + add (DecomposeOps)" in v
     assert "the traced graph differs from eager: it lacks all and adds arange, where" in v
+
+
+def test_optimize_does_not_call_an_in_place_variant_a_replacement():
+    m = _mode(4, 90, 90)
+    m["fusion"] = _fusion((["add"], ["add_"], "replaced"), (["relu"], ["relu_"], "replaced"))
+    v = verdict_for("optimize", _record(optimize=m))
+    assert "replaced" not in v
+    assert "freeze + optimize_for_inference changed no dispatched operation" in v

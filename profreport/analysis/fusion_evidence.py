@@ -122,7 +122,8 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
         {
             f"{g['eager_ops'][0]} -> {g['kernels'][0]}"
             for g in groups
-            if g["note"] == "replaced" and g["eager_ops"][0] != g["kernels"][0]
+            if g["note"] == "replaced"
+            and g["eager_ops"][0].rstrip("_") != g["kernels"][0].rstrip("_")  # not in-place only
         }
     )
     if replaced:

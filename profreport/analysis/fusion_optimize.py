@@ -53,6 +53,9 @@ ADDED = LAYOUT_ADDED = "added by the optimization passes (layout conversions, ..
 
 # Library calls that compute a chain of eager ops: the families they absorb after the first.
 _FUSED_SUFFIXES = (("_add_relu", ("add", "relu")), ("_relu", ("relu",)))
+# A library call's family -> the eager families it computes the same thing as (eager's
+# adaptive_avg_pool2d to 1x1 forwards to mean; MKLDNN runs it as mkldnn_adaptive_avg_pool2d).
+_SAME_WORK = {"adaptive_avg_pool2d": ("mean",)}
 # Eager op family -> the families TorchScript runs it as, in dispatch order.
 _DECOMPOSITIONS: dict[str, tuple[str, ...]] = {"addmm": ("mm", "add")}
 _LAYOUT_FAMILIES = frozenset({"to_mkldnn", "to_dense", "reorder_conv2d_weight"})
@@ -115,6 +118,8 @@ def optimize_fusion(
             if family.endswith(suffix):
                 family, absorbed = family.removesuffix(suffix), extra
                 break
+        if not pending.get(family):
+            family = next((f for f in _SAME_WORK.get(family, ()) if pending.get(f)), family)
         if not pending.get(family):
             decomposed = _decomposition_of(family, pending)
             if decomposed is None:

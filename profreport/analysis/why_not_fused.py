@@ -381,6 +381,14 @@ def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[d
     return found
 
 
+# Why optimize's calls split eager's addmm in two, by the fusion map's note.
+_SPLIT_BY = {
+    LINEAR_SPLIT: "optimize_for_inference's FrozenLinearTranspose rewrites linear as matmul by a "
+    "transposed weight + add",
+    DECOMPOSED: "TorchScript's DecomposeOps pass runs addmm (alpha = beta = 1) as mm followed by add",
+}
+
+
 def optimize_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
     """Which freeze + optimize_for_inference patterns applied (from the fusion map) and which
     visibly did not (a convolution followed by a ReLU that stayed a separate call)."""
@@ -418,24 +426,12 @@ def optimize_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict
                     g["note"],
                 )
             )
-        elif g["note"] == LINEAR_SPLIT:
+        elif g["note"] in _SPLIT_BY:
             found.append(
                 _entry(
                     "split",
                     list(g["eager_ops"]),
-                    "optimize_for_inference's FrozenLinearTranspose rewrites linear as matmul by "
-                    "a transposed weight + add, so the bias add is a call of its own",
-                    src,
-                    f"dispatched {' + '.join(g['kernels'])} where eager called addmm",
-                )
-            )
-        elif g["note"] == DECOMPOSED:
-            found.append(
-                _entry(
-                    "split",
-                    list(g["eager_ops"]),
-                    "TorchScript's DecomposeOps pass runs addmm (alpha = beta = 1) as mm "
-                    "followed by add, so the bias add is a call of its own",
+                    f"{_SPLIT_BY[g['note']]}, so the bias add is a call of its own",
                     src,
                     f"dispatched {' + '.join(g['kernels'])} where eager called addmm",
                 )
