@@ -21,7 +21,7 @@ from profreport.analysis.compare import (
     compare_runs,
 )
 from profreport.sweep import document
-from profreport.sweep.summary import _point_label
+from profreport.sweep.summary import point_label
 
 SCHEMA = "profreport.sweep-compare/1"
 
@@ -106,7 +106,7 @@ def compare_sweeps(
         hp = head_points.get(_key(bp))
         if hp is None:
             continue
-        label = _point_label(bp)
+        label = point_label(bp)
         b_run, h_run = base_runs.get(bp["id"]), head_runs.get(hp["id"])
         if b_run is not None and h_run is not None:
             try:
@@ -137,8 +137,8 @@ def compare_sweeps(
         head_label,
         thresholds,
         out,
-        only_in_base=[_point_label(p) for p in base["points"] if _key(p) not in head_points],
-        only_in_head=[_point_label(p) for p in head["points"] if _key(p) not in base_keys],
+        only_in_base=[point_label(p) for p in base["points"] if _key(p) not in head_points],
+        only_in_head=[point_label(p) for p in head["points"] if _key(p) not in base_keys],
         regressions=regressions,
     )
 

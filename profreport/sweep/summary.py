@@ -61,7 +61,7 @@ def geometric_mean(values: Iterable[float]) -> float | None:
     return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
 
 
-def _point_label(p: Mapping[str, Any]) -> str:
+def point_label(p: Mapping[str, Any]) -> str:
     parts = [p["model"]]
     if p.get("batch_size") is not None:
         parts.append(f"batch {p['batch_size']}")
@@ -112,7 +112,7 @@ def summarize(sweep: Mapping[str, Any]) -> SweepSummary:
     }
     by_mode = {m: [r for r in rows if r["mode"] == m] for m in modes}
     failed = tuple(
-        FailedPoint(p["id"], _point_label(p), p["status"], p.get("error") or p["status"])
+        FailedPoint(p["id"], point_label(p), p["status"], p.get("error") or p["status"])
         for p in points
         if p["status"] == "failed"
     )
