@@ -45,6 +45,9 @@ def add_arguments(ab: argparse.ArgumentParser, numbers: dict[str, Callable[[str]
         metavar="PCT",
         help="gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1",
     )
+    from profreport.roofline_cli import add_gate_arguments
+
+    add_gate_arguments(ab, numbers["non_negative_float"])
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -87,6 +90,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         max_kernel_increase=args.max_kernel_increase,
         max_bytes_increase_pct=args.max_bytes_increase,
         max_latency_regression_pct=args.max_latency_regression,
+        max_peak_memory_increase_pct=args.max_peak_memory_increase,
     )
     now = datetime.now(timezone.utc)
     name = _run_name(f"{models['base'].name}-ab", device.type, now)

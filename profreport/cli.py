@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from profreport import __version__, interrupts
+from profreport import __version__, interrupts, roofline_cli
 from profreport.files import StagedFolder, write_atomic
 from profreport.modes import default_modes, mode_names
 from profreport.record.model import Run
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also measure DRAM bytes per kernel with Nsight Compute (CUDA + ncu)",
     )
     gen.add_argument("--quiet", action="store_true", help="no progress output")
+    roofline_cli.add_generate_arguments(gen)
     gen.add_argument(
         "--strict", action="store_true", help="exit 1 when any mode fails (default: only eager)"
     )
@@ -164,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="gate: latency median may grow by at most PCT percent (beyond noise)",
     )
+    roofline_cli.add_gate_arguments(cmp, _non_negative_float)
 
     from profreport import ab_cli
 
@@ -406,6 +408,7 @@ def _cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             min_time_s=args.min_time,
             max_time_s=args.max_time,
             measure_bytes=args.measure_bytes,
+            remeasure_ceilings=args.remeasure_ceilings,
         )
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
@@ -483,6 +486,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         max_kernel_increase=args.max_kernel_increase,
         max_bytes_increase_pct=args.max_bytes_increase,
         max_latency_regression_pct=args.max_latency_regression,
+        max_peak_memory_increase_pct=args.max_peak_memory_increase,
     )
     try:
         comparison = compare_runs(

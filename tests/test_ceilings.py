@@ -1,0 +1,164 @@
+"""Measured ceilings (capture/ceilings.py) and peak memory (capture/peak_memory.py): the pure
+parts on fixed numbers, the cache on a temporary folder, and one real CPU measurement."""
+
+import json
+
+import pytest
+import torch
+
+from profreport.capture import ceilings
+from profreport.capture.peak_memory import measure_peak, peak_from_memory_events
+
+MiB = 2**20
+CPU = {"type": "cpu", "name": "Test CPU"}
+
+
+def test_rate_summary_best_is_the_ceiling_median_and_worst_its_spread():
+    s = ceilings.rate_summary(100.0, [1.0, 0.5, 2.0, 0.8, 0.0])
+    assert s["value"] == 200.0  # the fastest sample
+    assert s["median"] == pytest.approx(112.5)  # of 200, 125, 100, 50
+    assert s["worst"] == 50.0
+    assert s["samples"] == 4  # a sample of no measurable time is dropped
+    assert s["spread_pct"] == pytest.approx((200 - 112.5) / 200 * 100)
+    with pytest.raises(ValueError):
+        ceilings.rate_summary(1.0, [0.0])
+
+
+def test_copy_sizes_follow_the_caches_within_bounds():
+    assert ceilings.memory_copy_bytes(32 * MiB, "cpu") == (
+        128 * MiB,
+        "4 x the last-level cache (32.0 MiB), at least 64 MiB",
+    )
+    assert ceilings.memory_copy_bytes(4 * MiB, "cpu")[0] == 64 * MiB
+    size, why = ceilings.memory_copy_bytes(480 * MiB, "cpu")
+    assert size == 512 * MiB and "capped at 512 MiB" in why and "1920 MiB" in why
+    assert ceilings.memory_copy_bytes(480 * MiB, "cuda")[0] == 1024 * MiB
+    assert ceilings.memory_copy_bytes(50 * MiB, "cuda")[0] == 200 * MiB
+    assert ceilings.memory_copy_bytes(None, "cpu")[0] == 256 * MiB
+    assert ceilings.cache_copy_bytes(2 * MiB, 2) == MiB
+    assert ceilings.cache_copy_bytes(None, 4) == MiB
+    assert ceilings.cache_copy_bytes(128 * 1024, 1) == 64 * 1024
+
+
+def test_samples_size_each_sample_to_the_target_time():
+    seen = []
+
+    def fake_seconds(op, calls):  # each call "takes" 1 ms
+        seen.append(calls)
+        return calls * 1e-3
+
+    per_call, calls = ceilings._samples(lambda: None, fake_seconds, sample_s=0.01)
+    assert calls == 11 and seen[:3] == [1, 1, 1] and seen[3:] == [11] * ceilings.SAMPLES
+    assert per_call == pytest.approx([1e-3] * ceilings.SAMPLES)
+
+
+def test_cache_is_keyed_by_machine_and_dtype_and_remeasured_on_request(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_measure(device, dtype, threads):
+        calls.append(str(dtype))
+        return {"source": "measured", "memory_bandwidth": {"value": 1.0 + len(calls)}}
+
+    monkeypatch.setattr(ceilings, "measure_quietly", fake_measure)
+    cpu = torch.device("cpu")
+    first = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)
+    assert first["cached"] is False and calls == ["torch.float32"]
+    assert first["key"]["device_name"] == "Test CPU" and first["key"]["dtype"] == "float32"
+    again = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)
+    assert again["cached"] is True and again["memory_bandwidth"] == first["memory_bandwidth"]
+    assert len(calls) == 1
+    ceilings.ceilings_for(cpu, CPU, torch.bfloat16, folder=tmp_path)  # another dtype
+    ceilings.ceilings_for(cpu, {**CPU, "name": "Other"}, torch.float32, folder=tmp_path)
+    assert len(calls) == 3
+    fresh = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path, remeasure=True)
+    assert fresh["cached"] is False and len(calls) == 4
+    assert ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)["cached"] is True
+    # a damaged cache file is measured again, not trusted
+    (path,) = [p for p in tmp_path.iterdir() if "float32" in p.name and p.read_text().count("Test")]
+    path.write_text("{not json")
+    assert ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)["cached"] is False
+    assert json.loads(path.read_text())["key"]["device_name"] == "Test CPU"
+
+
+def test_a_loaded_machine_is_measured_again_and_not_cached(tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    from profreport.capture import noise
+
+    shares = iter([0.5, 0.3, 0.4])  # other processes' CPU share during each attempt
+    rates = iter([5.0, 9.0, 7.0])
+
+    @contextmanager
+    def fake_watch():
+        load = {}
+        yield load
+        load["other_busy_share"] = next(shares)
+
+    def fake_measure(device, dtype, threads):
+        r = next(rates)
+        return {"memory_bandwidth": {"value": r}, "matmul_rate": {"value": 10 - r}}
+
+    monkeypatch.setattr(noise, "watch", fake_watch)
+    monkeypatch.setattr(ceilings, "measure", fake_measure)
+    monkeypatch.setattr(ceilings.time, "sleep", lambda s: None)
+    found = ceilings.ceilings_for(torch.device("cpu"), CPU, torch.float32, folder=tmp_path)
+    assert found["attempts"] == ceilings.ATTEMPTS
+    assert found["memory_bandwidth"]["value"] == 9.0  # the best attempt of each ceiling
+    assert found["matmul_rate"]["value"] == 5.0
+    assert found["other_busy_share"] == 0.3  # the quietest attempt
+    assert ceilings.under_load(found)
+    assert found["cached"] is False and found["cache_file"] is None
+    assert list(tmp_path.iterdir()) == []  # never cached
+
+
+def test_a_real_cpu_measurement_is_complete_and_sane(tmp_path):
+    found = ceilings.ceilings_for(torch.device("cpu"), CPU, torch.float32, folder=tmp_path)
+    assert found["source"] == "measured" and found["cached"] is False
+    for key, unit in (
+        ("memory_bandwidth", "B/s"),
+        ("cache_bandwidth", "B/s"),
+        ("matmul_rate", "FLOP/s"),
+    ):
+        c = found[key]
+        assert c["unit"] == unit
+        assert c["value"] >= c["median"] >= c["worst"] > 0
+        assert c["samples"] == (
+            ceilings.MEMORY_SAMPLES if key == "memory_bandwidth" else ceilings.SAMPLES
+        )
+        assert c["method"]
+    assert (
+        found["memory_bandwidth"]["bytes_per_call"] == 2 * found["memory_bandwidth"]["source_bytes"]
+    )
+    assert found["matmul_rate"]["flops_per_call"] == 2 * 1024**3
+    assert f"{torch.get_num_threads()} intra-op thread(s)" in found["matmul_rate"]["method"]
+    # a machine moves well under 10 TB/s per core pair and computes under 100 TFLOP/s on CPU
+    assert found["memory_bandwidth"]["value"] < 1e13 and found["matmul_rate"]["value"] < 1e14
+
+
+def _mem(ts, total, delta):
+    return {"name": "[memory]", "ts": ts, "args": {"Total Allocated": total, "Bytes": delta}}
+
+
+def test_peak_from_memory_events_counts_from_the_first_events_level():
+    events = [
+        _mem(3, 1500, 500),
+        _mem(1, 1200, 200),  # out of order in the file: sorted by time
+        _mem(4, 700, -800),
+        {"name": "aten::add", "ts": 2},
+    ]
+    assert peak_from_memory_events(events) == 1500 - 1000
+    assert peak_from_memory_events([{"name": "aten::add"}]) is None
+
+
+def test_cpu_peak_of_one_call_is_the_bytes_alive_at_once():
+    x = torch.ones(256, 1024)  # 1 MiB, allocated before the call: not counted
+
+    def fn(t):
+        return (t * 2) + 1  # the product (1 MiB) is alive while the sum (1 MiB) is made
+
+    with torch.no_grad():
+        peak = measure_peak(fn, (x,), torch.device("cpu"), lambda: None)
+    # plus the few bytes of the wrapped Python scalars 2 and 1
+    assert 2 * MiB <= peak["bytes"] < 2 * MiB + 64
+    assert "profile_memory=True" in peak["source"]
+    assert "not included" in peak["scope"]
