@@ -162,3 +162,56 @@ def test_cpu_peak_of_one_call_is_the_bytes_alive_at_once():
     assert 2 * MiB <= peak["bytes"] < 2 * MiB + 64
     assert "profile_memory=True" in peak["source"]
     assert "not included" in peak["scope"]
+
+
+def test_cuda_path_sizes_and_timer_without_a_gpu(monkeypatch):
+    """The CUDA branch of `measure` (never run on a GPU here): copy sizes from the device's L2,
+    one shared L2 rather than one per CPU thread, the 8192 matmul, and CUDA-event seconds."""
+    calls = {}
+
+    def fake_copy(device, dtype, source_bytes, seconds, sample_s, samples=ceilings.SAMPLES):
+        calls.setdefault("copy", []).append((source_bytes, samples, seconds))
+        return {"value": 1.0, "source_bytes": source_bytes}
+
+    def fake_matmul(device, dtype, n, seconds, sample_s):
+        calls["matmul"] = n
+        return {"value": 1.0, "n": n}
+
+    monkeypatch.setattr(ceilings, "_cache_sizes", lambda d: (50 * MiB, 50 * MiB, "props"))
+    monkeypatch.setattr(ceilings, "_copy", fake_copy)
+    monkeypatch.setattr(ceilings, "_matmul", fake_matmul)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    found = ceilings.measure(torch.device("cuda"), torch.float16, threads=8)
+    (mem, mem_samples, _), (cache, _, _) = calls["copy"]
+    assert mem == 200 * MiB and mem_samples == ceilings.MEMORY_SAMPLES
+    assert cache == 50 * MiB // 4  # not x 8 CPU threads
+    assert calls["matmul"] == 8192
+    assert found["timer"] == "CUDA events around each sample"
+    assert "device to device" in found["memory_bandwidth"]["method"]
+    assert "float16" in found["matmul_rate"]["method"]
+
+    events = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing):
+            assert enable_timing
+            events.append(self)
+
+        def record(self):
+            self.recorded = True
+
+        def synchronize(self):
+            self.synced = True
+
+        def elapsed_time(self, end):
+            return 2.5  # milliseconds, as CUDA events report
+
+    synced = []
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: synced.append(d))
+    ran = []
+    seconds = ceilings._cuda_seconds(torch.device("cuda:0"))(lambda: ran.append(1), 3)
+    assert seconds == pytest.approx(2.5e-3) and len(ran) == 3
+    assert synced == [torch.device("cuda:0")]  # the queue drained before the start event
+    start, end = events
+    assert start.recorded and end.recorded and end.synced

@@ -85,16 +85,31 @@ def test_cli_compare_peak_memory_gate_exit_code(gated_run, tmp_path, capsys):
     assert "regression: eager: peak memory" in capsys.readouterr().err
 
 
-def test_ceilings_come_from_the_cache_unless_remeasured():
+def test_ceilings_come_from_the_cache_unless_remeasured(tmp_path, monkeypatch):
+    """The plumbing from profile(remeasure_ceilings=...) to the cache, with the measurement
+    itself replaced (a loaded machine is never cached: tests/test_ceilings.py)."""
     import torch
 
-    def run(**options):
-        model = torch.nn.ReLU()
-        return profreport.profile(
-            model, torch.ones(64), modes=("eager",), device="cpu", min_time_s=0.02, **options
-        ).record["ceilings"]
+    from profreport.capture import ceilings
 
-    first = run()  # the suite's own cache (conftest) may or may not hold this machine yet
-    assert run()["cached"] is True
-    fresh = run(remeasure_ceilings=True)
-    assert fresh["cached"] is False and fresh["measured_utc"] >= first["measured_utc"]
+    measured = []
+
+    def quiet_measurement(device, dtype, threads):
+        measured.append(threads)
+        rate = {"value": 1e12, "median": 1e12, "worst": 1e12, "samples": 1, "unit": "x"}
+        return {"source": "measured", "memory_bandwidth": rate, "matmul_rate": rate}
+
+    monkeypatch.setenv("PROFREPORT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ceilings, "measure_quietly", quiet_measurement)
+
+    def run(**options):
+        return profreport.profile(
+            torch.nn.ReLU(), torch.ones(64), modes=("eager",), device="cpu", min_time_s=0.02,
+            **options,
+        ).record  # fmt: skip
+
+    assert run()["ceilings"]["cached"] is False and len(measured) == 1
+    second = run()
+    assert second["ceilings"]["cached"] is True and len(measured) == 1
+    assert second["modes"]["eager"]["roofline"]["floor_ms"] > 0  # the run used them
+    assert run(remeasure_ceilings=True)["ceilings"]["cached"] is False and len(measured) == 2

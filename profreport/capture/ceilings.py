@@ -37,6 +37,7 @@ SAMPLES = 15  # short samples: on a shared machine some land in a quiet moment
 MEMORY_SAMPLES = 5  # each main-memory copy is long already
 MATMUL_N = {"cpu": 1024, "cuda": 8192}
 SAMPLE_S = {"cpu": 0.004, "cuda": 0.005}  # a sample repeats the operation to last this long
+SAMPLE_GAP_S = 0.003
 # Other processes' share of the machine's CPU time above which a measurement is repeated (up to
 # ATTEMPTS times, keeping the best of each ceiling) and not cached: a loaded machine measures
 # ceilings below the real ones, which would put the latency floor above what the modes achieve.
@@ -168,7 +169,11 @@ def _samples(
     op()  # warm-up: first-touch page faults, library initialisation
     once = min(seconds(op, 1) for _ in range(3))
     calls = max(1, min(10_000, int(sample_s / max(once, 1e-7)) + 1))
-    return [seconds(op, calls) / calls for _ in range(samples)], calls
+    per_call = []
+    for _ in range(samples):
+        time.sleep(SAMPLE_GAP_S)  # spread the samples: one busy moment of the machine spoils few
+        per_call.append(seconds(op, calls) / calls)
+    return per_call, calls
 
 
 def _copy(
@@ -221,7 +226,9 @@ def measure(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str,
     timer = "CUDA events around each sample" if cuda else "time.perf_counter around each sample"
     with torch.no_grad():
         memory = _copy(device, dtype, mem_bytes, seconds, sample_s, MEMORY_SAMPLES)
-        cache = _copy(device, dtype, cache_copy_bytes(l2, threads), seconds, sample_s)
+        # the GPU's L2 is one cache shared by the whole device, not one per CPU thread
+        cache_bytes = cache_copy_bytes(l2, 1 if cuda else threads)
+        cache = _copy(device, dtype, cache_bytes, seconds, sample_s)
         matmul = _matmul(device, dtype, MATMUL_N[device.type], seconds, sample_s)
     if cuda:
         torch.cuda.empty_cache()
@@ -232,7 +239,12 @@ def measure(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str,
     )
     cache["method"] = (
         f"Tensor.copy_ of {dtype_name} {where}, source {cache['source_bytes'] / 1024:.0f} KiB "
-        "(each thread's source and destination within half its L2); bytes = read + written"
+        + (
+            "(source and destination within half the L2)"
+            if cuda
+            else "(each thread's source and destination within half its L2)"
+        )
+        + "; bytes = read + written"
     )
     matmul["method"] = (
         f"torch.mm of two {matmul['n']} x {matmul['n']} {dtype_name} matrices, FLOPs = 2 n^3"
