@@ -30,7 +30,7 @@ from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace import load_trace
-from profreport.capture.ceilings import ceilings_for, measured_again, under_load
+from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.ncu import MeasuredBytes, measure_mode, ncu_unavailable_reason
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
@@ -488,7 +488,7 @@ def collect_stages(
 
     yield TimingStage(record, prepared_modes, phases, sync)  # the caller times the modes
 
-    if under_load(record["ceilings"]):  # a loaded machine measures ceilings too low: again
+    if not settled(record["ceilings"]):  # a loaded machine measures ceilings too low: again
         with phases.phase("ceilings"):
             progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
             record["ceilings"] = measured_again(device, DTYPES[dtype], record["ceilings"])

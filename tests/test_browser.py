@@ -109,7 +109,7 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
         assert charts.count() == 4  # kernels, bytes, latency, roofline
         roofline = page.locator("#chart-roofline svg").bounding_box()
         assert roofline is not None and roofline["width"] > 400
-        assert page.get_by_text("% of ceiling").count() == len(
+        assert page.locator("th", has_text="% of ceiling").count() == len(
             [m for m in record["modes"].values() if m["status"] == "ok"]
         )
         for i in range(4):

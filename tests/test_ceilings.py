@@ -80,13 +80,15 @@ def test_cache_is_keyed_by_machine_and_dtype_and_remeasured_on_request(tmp_path,
     assert json.loads(path.read_text())["key"]["device_name"] == "Test CPU"
 
 
-def test_a_loaded_machine_is_measured_again_and_not_cached(tmp_path, monkeypatch):
+def test_a_loaded_machine_is_measured_again_until_quiet_keeping_the_best(tmp_path, monkeypatch):
     from contextlib import contextmanager
 
     from profreport.capture import noise
 
-    shares = iter([0.5, 0.3, 0.4])  # other processes' CPU share during each attempt
-    rates = iter([5.0, 9.0, 7.0])
+    # other processes' CPU share during each attempt: three loaded ones in the first run, a
+    # quiet one in the second
+    shares = iter([0.5, 0.3, 0.4, 0.05])
+    rates = iter([5.0, 9.0, 7.0, 6.0])
 
     @contextmanager
     def fake_watch():
@@ -101,14 +103,23 @@ def test_a_loaded_machine_is_measured_again_and_not_cached(tmp_path, monkeypatch
     monkeypatch.setattr(noise, "watch", fake_watch)
     monkeypatch.setattr(ceilings, "measure", fake_measure)
     monkeypatch.setattr(ceilings.time, "sleep", lambda s: None)
-    found = ceilings.ceilings_for(torch.device("cpu"), CPU, torch.float32, folder=tmp_path)
+    cpu = torch.device("cpu")
+    found = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)
     assert found["attempts"] == ceilings.ATTEMPTS
     assert found["memory_bandwidth"]["value"] == 9.0  # the best attempt of each ceiling
     assert found["matmul_rate"]["value"] == 5.0
     assert found["other_busy_share"] == 0.3  # the quietest attempt
-    assert ceilings.under_load(found)
-    assert found["cached"] is False and found["cache_file"] is None
-    assert list(tmp_path.iterdir()) == []  # never cached
+    assert ceilings.under_load(found) and found["cached"] is False
+    # the next run does not trust it: measures again (quiet now) and keeps the best of all
+    second = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)
+    assert second["cached"] is False and second["attempts"] == 2 * ceilings.ATTEMPTS
+    assert second["memory_bandwidth"]["value"] == 9.0 and second["matmul_rate"]["value"] == 5.0
+    assert not ceilings.under_load(second)
+    third = ceilings.ceilings_for(cpu, CPU, torch.float32, folder=tmp_path)
+    assert third["cached"] is True and third["memory_bandwidth"]["value"] == 9.0
+    # a machine that is never quiet: the best of SETTLED_ATTEMPTS attempts is trusted
+    assert ceilings.settled({"other_busy_share": 0.5, "attempts": ceilings.SETTLED_ATTEMPTS})
+    assert not ceilings.settled({"other_busy_share": 0.5, "attempts": 3})
 
 
 def test_a_real_cpu_measurement_is_complete_and_sane(tmp_path):

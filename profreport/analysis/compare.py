@@ -341,6 +341,7 @@ def compare_runs(
                 _kernels(b, h, thresholds.max_kernel_increase),
                 _launches(b, h),
                 _bytes(b, h, thresholds.max_bytes_increase_pct),
+                _peak_memory(b, h, thresholds.max_peak_memory_increase_pct),
                 _latency(
                     b,
                     h,
@@ -350,7 +351,6 @@ def compare_runs(
                     + [f"head: {r}" for r in record_noise(head, name)],
                     paired_load,
                 ),
-                _peak_memory(b, h, thresholds.max_peak_memory_increase_pct),
             ]
             regressions += [
                 Regression(name, m.metric, _regression_message(name, m))

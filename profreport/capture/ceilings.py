@@ -42,7 +42,10 @@ SAMPLE_GAP_S = 0.003
 # ATTEMPTS times, keeping the best of each ceiling) and not cached: a loaded machine measures
 # ceilings below the real ones, which would put the latency floor above what the modes achieve.
 LOADED_SHARE = 0.10
-ATTEMPTS = 3
+ATTEMPTS = 2
+# A cached measurement taken under load is trusted once this many attempts (over several runs)
+# went into it: the best of them is what this machine gives under its usual load.
+SETTLED_ATTEMPTS = 8
 
 Seconds = Callable[[Callable[[], Any], int], float]  # (operation, calls) -> seconds for all calls
 
@@ -167,7 +170,9 @@ def _samples(
     sample_s (sized from the fastest of three single calls, so one descheduled call does not
     shrink every sample to a call or two)."""
     op()  # warm-up: first-touch page faults, library initialisation
-    once = min(seconds(op, 1) for _ in range(3))
+    once = seconds(op, 1)
+    if once < sample_s:  # a short op: size from the fastest of three
+        once = min(once, seconds(op, 1), seconds(op, 1))
     calls = max(1, min(10_000, int(sample_s / max(once, 1e-7)) + 1))
     per_call = []
     for _ in range(samples):
@@ -281,13 +286,15 @@ def best_of(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def measure_quietly(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str, Any]:
+def measure_quietly(
+    device: torch.device, dtype: torch.dtype, threads: int, attempts: int = ATTEMPTS
+) -> dict[str, Any]:
     """`measure`, repeated while other processes keep the machine busy (up to ATTEMPTS times),
     each ceiling the best over the attempts; `other_busy_share` is the quietest attempt's."""
     from profreport.capture.noise import watch
 
     found: dict[str, Any] | None = None
-    for attempt in range(ATTEMPTS):
+    for attempt in range(attempts):
         if attempt:
             time.sleep(0.2)
         with watch() as load:
@@ -305,6 +312,11 @@ def measure_quietly(device: torch.device, dtype: torch.dtype, threads: int) -> d
 def under_load(ceilings: dict[str, Any]) -> bool:
     share = ceilings.get("other_busy_share")
     return share is not None and share > LOADED_SHARE
+
+
+def settled(ceilings: dict[str, Any]) -> bool:
+    """Measured on a quiet machine, or the best of SETTLED_ATTEMPTS attempts or more."""
+    return not under_load(ceilings) or int(ceilings.get("attempts") or 1) >= SETTLED_ATTEMPTS
 
 
 def _read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -337,31 +349,37 @@ def ceilings_for(
     folder: Path | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
 ) -> dict[str, Any]:
-    """The ceilings for this machine and dtype: from the cache when it has them (and not
-    `remeasure`), else measured now and cached. The record says which (`cached`)."""
+    """The ceilings for this machine and dtype: from the cache when it holds a measurement taken
+    on a quiet machine (and not `remeasure`); else measured now. A cached measurement that was
+    taken under load is measured again and merged, each ceiling the best either reached (load
+    only ever lowers a measured ceiling), so the cache converges on what the machine can do.
+    The record says which (`cached`)."""
     threads = torch.get_num_threads()
     key = machine_key(device_record, str(dtype).removeprefix("torch."), threads)
     path = cache_file(key, folder or cache_dir())
     found = None if remeasure else _read_cache(path, key)
-    if found is None:
-        found = measure_quietly(device, dtype, threads)
-        found["measured_utc"] = now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        # a measurement the machine's other load held down is used once, never kept
-        stored = not under_load(found) and _write_cache(path, key, found)
-        found = {**found, "cached": False, "cache_file": str(path) if stored else None}
-    else:
-        found = {**found, "cached": True, "cache_file": str(path)}
-    return {**found, "key": key}
+    if found is not None and settled(found):
+        return {**found, "cached": True, "cache_file": str(path), "key": key}
+    fresh = measure_quietly(device, dtype, threads)
+    fresh["measured_utc"] = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    merged = fresh if found is None else best_of(found, fresh)
+    stored = _write_cache(path, key, merged)
+    return {**merged, "cached": False, "cache_file": str(path) if stored else None, "key": key}
 
 
 def measured_again(
     device: torch.device, dtype: torch.dtype, ceilings: dict[str, Any]
 ) -> dict[str, Any]:
     """Ceilings measured under load, measured once more (after the modes ran) and merged, each
-    ceiling the best of all attempts; the run's record says how many there were."""
-    again = measure_quietly(device, dtype, torch.get_num_threads())
+    ceiling the best of all attempts, and the cache updated; the record says how many attempts
+    there were."""
+    again = measure_quietly(device, dtype, torch.get_num_threads(), attempts=1)
     merged = best_of(ceilings, again)
-    for key in ("key", "measured_utc", "cached", "cache_file"):
-        if key in ceilings:
-            merged[key] = ceilings[key]
+    for name in ("key", "measured_utc", "cached", "cache_file"):
+        if name in ceilings:
+            merged[name] = ceilings[name]
+    key = ceilings.get("key")
+    if ceilings.get("cache_file") and isinstance(key, dict):
+        stored = {k: v for k, v in merged.items() if k not in ("key", "cached", "cache_file")}
+        _write_cache(Path(ceilings["cache_file"]), key, stored)
     return merged
