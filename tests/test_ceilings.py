@@ -29,9 +29,10 @@ def test_copy_sizes_follow_the_caches_within_bounds():
         128 * MiB,
         "4 x the last-level cache (32.0 MiB), at least 64 MiB",
     )
+    assert ceilings.memory_copy_bytes(64 * MiB, "cpu")[0] == 256 * MiB
     assert ceilings.memory_copy_bytes(4 * MiB, "cpu")[0] == 64 * MiB
     size, why = ceilings.memory_copy_bytes(480 * MiB, "cpu")
-    assert size == 512 * MiB and "capped at 512 MiB" in why and "1920 MiB" in why
+    assert size == 256 * MiB and "capped at 256 MiB" in why and "1920 MiB" in why
     assert ceilings.memory_copy_bytes(480 * MiB, "cuda")[0] == 1024 * MiB
     assert ceilings.memory_copy_bytes(50 * MiB, "cuda")[0] == 200 * MiB
     assert ceilings.memory_copy_bytes(None, "cpu")[0] == 256 * MiB
@@ -141,7 +142,15 @@ def test_a_real_cpu_measurement_is_complete_and_sane(tmp_path):
         found["memory_bandwidth"]["bytes_per_call"] == 2 * found["memory_bandwidth"]["source_bytes"]
     )
     assert found["matmul_rate"]["flops_per_call"] == 2 * 1024**3
-    assert f"{torch.get_num_threads()} intra-op thread(s)" in found["matmul_rate"]["method"]
+    threads = torch.get_num_threads()
+    ways = {f"Tensor.copy_, {threads} thread(s)", "Tensor.copy_, 1 thread(s)"}
+    ways.add("libc memmove, 1 thread")
+    for key in ("memory_bandwidth", "cache_bandwidth"):  # the best of the ways to copy
+        c = found[key]
+        assert {c["variant"], *c["other_variants"]} == ways
+        assert all(v <= c["value"] for v in c["other_variants"].values())
+        assert f"(here {c['variant']})" in c["method"]
+    assert f"{threads} intra-op thread(s)" in found["matmul_rate"]["method"]
     # a machine moves well under 10 TB/s per core pair and computes under 100 TFLOP/s on CPU
     assert found["memory_bandwidth"]["value"] < 1e13 and found["matmul_rate"]["value"] < 1e14
 
