@@ -52,6 +52,7 @@ def run_options(
     max_time_s: float = 60.0,
     bootstrap_resamples: int = 2000,
     measure_bytes: bool = False,
+    remeasure_ceilings: bool = False,
 ) -> RunOptions:
     """Options of one run; raise ValueError on an unknown mode or a schedule too short."""
     known = mode_names()
@@ -73,6 +74,7 @@ def run_options(
         timing=TimingConfig(min_time_s=min_time_s, max_time_s=max_time_s),
         bootstrap_resamples=bootstrap_resamples,
         measure_bytes=measure_bytes,
+        remeasure_ceilings=remeasure_ceilings,
     )
 
 

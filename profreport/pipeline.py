@@ -34,12 +34,14 @@ from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
+from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.ncu import measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import MeasuredBytes
 from profreport.capture.noise import watch
+from profreport.capture.peak_memory import measure_peak
 from profreport.capture.profiling import ProfileSchedule, profile_mode
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
-from profreport.env import collect_env, device_info, make_sync
+from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.models import LoadedModel
 from profreport.modes import (
     BytesWork,
@@ -65,6 +67,7 @@ class RunOptions:
     timing: TimingConfig = field(default_factory=TimingConfig)
     bootstrap_resamples: int = 2000
     measure_bytes: bool = False  # re-run each mode under Nsight Compute (CUDA + ncu only)
+    remeasure_ceilings: bool = False  # measure bandwidth and matmul rate even when cached
 
 
 class PhaseClock:
@@ -199,6 +202,20 @@ def _measured_bytes(
         model.batch_size,
         model.memory_format == "channels_last",
     ).to_dict()
+
+
+def _ceilings(
+    device: torch.device, device_record: dict[str, Any], dtype: str, options: RunOptions
+) -> dict[str, Any]:
+    """The machine's measured ceilings, or why there are none (the run goes on without them)."""
+    start = interrupts.mark()
+    try:
+        return ceilings_for(
+            device, device_record, DTYPES[dtype], remeasure=options.remeasure_ceilings
+        )
+    except Exception as exc:  # e.g. out of memory for the copy: no roofline, nothing else lost
+        interrupts.reraise_if_interrupted(exc, start)
+        return {"source": "unavailable", "reason": f"measuring failed: {_error_line(exc)}"}
 
 
 def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
@@ -397,6 +414,9 @@ def collect_stages(
         },
         "modes": {},
     }
+    with phases.phase("ceilings"):
+        progress("measuring memory bandwidth and matmul rate (cached per machine)")
+        record["ceilings"] = _ceilings(device, record["device"], dtype, options)
     prepared_modes: dict[str, PreparedMode] = {}
     bytes_work: dict[str, BytesWork] = {}
     with torch.no_grad():
@@ -439,6 +459,10 @@ def collect_stages(
                 entry["trace"] = str(trace_path.relative_to(run_dir))
                 with phases.phase("kernels"):
                     entry["kernels"] = _kernels_record(trace_path, prepared, device)
+                with phases.phase("peak_memory"):
+                    entry["peak_memory"] = measure_peak(
+                        prepared.fn, model.example_inputs, device, sync
+                    )
                 progress(f"{name}: modeling memory traffic")
                 with phases.phase("bytes"):
                     bytes_work[name] = _bytes_work(prepared, model, sync)
@@ -448,6 +472,11 @@ def collect_stages(
                 _mark_failed(entry, name, exc, device)
 
     yield TimingStage(record, prepared_modes, phases, sync)  # the caller times the modes
+
+    if not settled(record["ceilings"]):  # a loaded machine measures ceilings too low: again
+        with phases.phase("ceilings"):
+            progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
+            record["ceilings"] = measured_again(device, DTYPES[dtype], record["ceilings"])
 
     for name, work in bytes_work.items():
         if name not in prepared_modes:  # it failed while being timed

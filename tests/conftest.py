@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -6,6 +9,11 @@ import pytest
 
 # Keep the suite's torch runs small and deterministic in thread count.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# The measured ceilings (capture/ceilings.py) are cached per machine: the suite uses a cache of
+# its own, so it measures once per session and never touches the user's ~/.cache.
+_CEILINGS_CACHE = tempfile.mkdtemp(prefix="profreport-test-ceilings-")
+os.environ["PROFREPORT_CACHE_DIR"] = _CEILINGS_CACHE
+atexit.register(shutil.rmtree, _CEILINGS_CACHE, True)
 
 FAST = ["--device", "cpu", "--min-time", "0.05", "--max-time", "60", "--quiet"]
 
@@ -29,6 +37,13 @@ def gated_run(tmp_path_factory):
     return generate_run(
         tmp_path_factory.mktemp("reports"), "--model", "gated-residual", "--batch-size", "1"
     )
+
+
+@pytest.fixture(scope="session", params=["simple", "conv-bn-relu", "mlp-block"])
+def builtin_run(request, tmp_path_factory):
+    """A five-mode run of each other built-in model (batch 1), shared by the tests that read it."""
+    out = tmp_path_factory.mktemp(f"builtin-{request.param}")
+    return generate_run(out, "--model", request.param, "--batch-size", "1")
 
 
 @pytest.fixture(autouse=True)

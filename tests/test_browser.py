@@ -14,7 +14,6 @@ import pytest
 
 from profreport.analysis.derive import with_findings
 from profreport.record import load
-from tests.conftest import generate_run
 
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 CHROMIUM_FLAGS = [
@@ -107,8 +106,13 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
             page.title() == f"profreport: {record['model']['name']} on {record['device']['name']}"
         )
         charts = page.locator(".charts svg")
-        assert charts.count() == 3
-        for i in range(3):
+        assert charts.count() == 4  # kernels, bytes, latency, roofline
+        roofline = page.locator("#chart-roofline svg").bounding_box()
+        assert roofline is not None and roofline["width"] > 400
+        assert page.locator("th", has_text="% of ceiling").count() == len(
+            [m for m in record["modes"].values() if m["status"] == "ok"]
+        )
+        for i in range(4):
             box = charts.nth(i).bounding_box()
             assert box is not None and box["width"] > 200 and box["height"] > 100
         # The kernel chart's bar labels, in mode order, are the record's kernels per step.
@@ -138,12 +142,6 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
 
 def test_gated_report_loads_clean_in_chromium(browser, gated_run, tmp_path):
     _check_report_page(browser, gated_run, tmp_path)
-
-
-@pytest.fixture(scope="module", params=["simple", "conv-bn-relu", "mlp-block"])
-def builtin_run(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"builtin-{request.param}")
-    return generate_run(out, "--model", request.param, "--batch-size", "1")
 
 
 def test_every_builtin_report_is_small_and_clean(browser, builtin_run, tmp_path):

@@ -10,7 +10,9 @@ import re
 
 from tests.conftest import generate_run
 
-TIMED_KEYS = {"time_us", "time_us_per_step"}
+# the roofline fields of a row are computed from its time and the machine's measured ceilings
+TIMED_KEYS = {"time_us", "time_us_per_step", "achieved_bytes_per_s", "achieved_flops_per_s"}
+TIMED_KEYS |= {"ceiling_pct", "roofline_note"}
 # With kernel profiling on, Inductor prefixes C++ kernels with a graph number that counts the
 # graphs compiled so far in the process (graph_0_cpp_fused_..., then graph_1_ in the next run).
 INDUCTOR_GRAPH_NUMBER = re.compile(r"\bgraph_\d+_")

@@ -245,6 +245,15 @@ def test_phase_clock_sums_each_phase_with_an_injected_clock():
 
 def test_run_record_says_where_the_time_went(gated_run):
     phases = load(gated_run / "run.json")["phases_s"]
-    assert set(phases) == {"build", "profile", "kernels", "bytes", "timing", "fusion_map"}
+    assert set(phases) == {
+        "ceilings",
+        "build",
+        "profile",
+        "kernels",
+        "peak_memory",
+        "bytes",
+        "timing",
+        "fusion_map",
+    }
     assert all(v >= 0 for v in phases.values())
     assert phases["build"] > 0 and phases["timing"] > 0

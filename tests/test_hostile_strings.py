@@ -251,7 +251,8 @@ def test_a_hostile_record_renders_as_text_charts_included(hostile_run):
     record["modes"][name] = copy.deepcopy(record["modes"]["trace"])
     page = Page(html.render(record))
     assert_inert(page, REPORT_TAGS)
-    assert page.svg_text.count(name) == 3  # a tick label on each chart, as literal text
+    # a tick label on each bar chart and an entry in the roofline legend, as literal text
+    assert page.svg_text.count(name) == 4
     gfm_page = gfm(markdown.render(record))
     assert [name, "ok"] in [cells[:2] for cells in gfm_page.cells]
 

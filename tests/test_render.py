@@ -44,7 +44,7 @@ def test_html_is_self_contained_and_escaped(record):
     page = html.render(rec)
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page
-    assert page.count("<svg") == 3  # kernels, bytes, latency charts
+    assert page.count("<svg") == 4  # kernels, bytes, latency, roofline charts
     # nothing fetched from the network: no external scripts, styles, fonts or images
     assert not re.search(r"(src|href)=\"(https?:)?//", page)
     assert "@import" not in page and "url(http" not in page

@@ -27,6 +27,7 @@ class Thresholds:
     max_kernel_increase: int | None = None  # kernels per step, absolute
     max_bytes_increase_pct: float | None = None  # modeled read + written bytes per step
     max_latency_regression_pct: float | None = None  # latency median
+    max_peak_memory_increase_pct: float | None = None  # peak memory of one call
 
     @property
     def any_set(self) -> bool:
@@ -36,6 +37,7 @@ class Thresholds:
                 self.max_kernel_increase,
                 self.max_bytes_increase_pct,
                 self.max_latency_regression_pct,
+                self.max_peak_memory_increase_pct,
             )
         )
 
@@ -43,6 +45,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class MetricChange:
     metric: str  # kernels_per_step | launches_per_step | bytes_per_step | latency_median_ms
+    # | peak_memory_bytes
     source: str  # profiler | modeled | measured
     base: float | None
     head: float | None
@@ -199,6 +202,34 @@ def _bytes(base: dict, head: dict, limit_pct: float | None) -> MetricChange:
     )
 
 
+def _peak_memory(base: dict, head: dict, limit_pct: float | None) -> MetricChange:
+    """Peak memory of one call (capture/peak_memory); gated like modeled bytes."""
+    b_peak, h_peak = base.get("peak_memory") or {}, head.get("peak_memory") or {}
+    b, h = b_peak.get("bytes"), h_peak.get("bytes")
+    source = h_peak.get("source") or b_peak.get("source") or "measured"
+    if b is None or h is None:
+        missing = " and ".join(s for s, v in (("base", b), ("head", h)) if v is None)
+        return MetricChange(
+            "peak_memory_bytes", source, b, h, None, None, note=f"not measured in {missing}"
+        )
+    pct = _pct(b, h)
+    regression = False
+    if limit_pct is not None:
+        regression = (pct > limit_pct) if pct is not None else (b == 0 and h > 0)
+    note = "" if b_peak.get("source") == h_peak.get("source") else "measured differently"
+    return MetricChange(
+        "peak_memory_bytes",
+        source,
+        b,
+        h,
+        h - b,
+        pct,
+        limit=None if limit_pct is None else f"+{limit_pct:g}%",
+        regression=regression,
+        note=note,
+    )
+
+
 def _latency(
     base: dict,
     head: dict,
@@ -262,6 +293,8 @@ def _regression_message(mode: str, m: MetricChange) -> str:
             f"modeled bytes per step {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), "
             f"limit {m.limit}"
         )
+    elif m.metric == "peak_memory_bytes":
+        text = f"peak memory {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), limit {m.limit}"
     elif m.paired is not None:
         lo = m.paired["ratio"]["ci95"][0]
         text = (
@@ -308,6 +341,7 @@ def compare_runs(
                 _kernels(b, h, thresholds.max_kernel_increase),
                 _launches(b, h),
                 _bytes(b, h, thresholds.max_bytes_increase_pct),
+                _peak_memory(b, h, thresholds.max_peak_memory_increase_pct),
                 _latency(
                     b,
                     h,

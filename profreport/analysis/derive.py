@@ -18,11 +18,13 @@ from types import MappingProxyType
 from typing import Any
 
 from profreport.analysis.kernel_bytes import KERNEL_BYTES_FIELDS, attach_kernel_bytes
+from profreport.analysis.roofline import KERNEL_ROOFLINE_FIELDS, Roofs, attach_roofline
 from profreport.analysis.verdict import verdict_for
 
 # Mode-entry keys that hold findings, not evidence: dropped before deriving, so nothing stale
 # (an older release's fusion map or verdict) can leak into today's analysis.
-FINDING_KEYS = ("fusion", "verdict", "why_not_fused")
+FINDING_KEYS = ("fusion", "verdict", "why_not_fused", "roofline")
+ROW_FINDING_FIELDS = KERNEL_BYTES_FIELDS + KERNEL_ROOFLINE_FIELDS
 
 
 @dataclass(frozen=True)
@@ -30,12 +32,15 @@ class ModeFindings:
     """What one mode's evidence shows: its fusion map (None: eager, a failed mode, no eager
     baseline, or a mode that maps nothing), each kernel row's modeled bytes (in table order), and
     the verdict sentence, and why ops did not fuse (analysis/why_not_fused; None: the mode
-    reports nothing, or it did not run)."""
+    reports nothing, or it did not run); each kernel row's roofline fields and the mode's latency
+    floor (analysis/roofline; None: the record has no measured ceilings)."""
 
     verdict: str
     fusion: dict[str, Any] | None = None
     kernel_bytes: tuple[dict[str, Any], ...] = ()
     why_not_fused: tuple[dict[str, Any], ...] | None = None
+    kernel_roofline: tuple[dict[str, Any], ...] = ()
+    roofline: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ def _strip(entry: dict[str, Any]) -> None:
     for key in FINDING_KEYS:
         entry.pop(key, None)
     for row in (entry.get("kernels") or {}).get("table") or []:
-        for key in KERNEL_BYTES_FIELDS:
+        for key in ROW_FINDING_FIELDS:
             row.pop(key, None)
 
 
@@ -67,6 +72,7 @@ def _derive_into(record: dict[str, Any]) -> dict[str, Any]:
     modes = work["modes"]
     eager = modes.get("eager")
     eager_ok = eager is not None and eager.get("status") == "ok"
+    roofs = Roofs.from_record(work.get("ceilings"))
     for name, entry in modes.items():
         stored = copy.deepcopy(entry)
         try:
@@ -78,6 +84,9 @@ def _derive_into(record: dict[str, Any]) -> dict[str, Any]:
                     else None
                 )
                 attach_kernel_bytes(entry)
+                floor = attach_roofline(entry, roofs, eager if eager_ok else None)
+                if floor is not None:
+                    entry["roofline"] = floor
         except _MISSING_EVIDENCE:
             entry.clear()
             entry.update(stored)
@@ -113,6 +122,10 @@ def derive(record: dict[str, Any]) -> Findings:
             why_not_fused=(
                 tuple(entry["why_not_fused"]) if entry.get("why_not_fused") is not None else None
             ),
+            kernel_roofline=tuple(
+                {k: r[k] for k in KERNEL_ROOFLINE_FIELDS if k in r} for r in rows
+            ),
+            roofline=entry.get("roofline"),
         )
     return Findings(MappingProxyType(found))
 

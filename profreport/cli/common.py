@@ -78,6 +78,13 @@ def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> No
         metavar="PCT",
         help=latency_help,
     )
+    parser.add_argument(
+        "--max-peak-memory-increase",
+        type=non_negative_float,
+        default=None,
+        metavar="PCT",
+        help="gate: peak memory of one call may grow by at most PCT percent in any mode",
+    )
 
 
 def thresholds(args: argparse.Namespace) -> Any:
@@ -88,6 +95,7 @@ def thresholds(args: argparse.Namespace) -> Any:
         max_kernel_increase=args.max_kernel_increase,
         max_bytes_increase_pct=args.max_bytes_increase,
         max_latency_regression_pct=args.max_latency_regression,
+        max_peak_memory_increase_pct=args.max_peak_memory_increase,
     )
 
 

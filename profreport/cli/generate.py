@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
+        "--remeasure-ceilings",
+        action="store_true",
+        help="measure memory bandwidth and matmul rate again instead of using the per-machine "
+        "cache (PROFREPORT_CACHE_DIR, default ~/.cache/profreport)",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit 1 when any mode fails (default: only eager)"
     )
 
@@ -205,6 +211,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             min_time_s=args.min_time,
             max_time_s=args.max_time,
             measure_bytes=args.measure_bytes,
+            remeasure_ceilings=args.remeasure_ceilings,
         )
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None

@@ -79,6 +79,17 @@ RECORD_FIELDS = {
     "tool.version": "text?",
     "modes": "object",
     "modes.*": "object",
+    # measured ceilings of the machine (capture/ceilings.py); absent in records written before
+    "ceilings": "object?",
+    "ceilings.source": "text?",
+    "ceilings.reason": "text?",
+    "ceilings.memory_bandwidth": "object?",
+    "ceilings.memory_bandwidth.value": "number",
+    "ceilings.cache_bandwidth": "object?",
+    "ceilings.cache_bandwidth.value": "number",
+    "ceilings.matmul_rate": "object?",
+    "ceilings.matmul_rate.value": "number",
+    "ceilings.last_level_cache_bytes": "integer?",
 }
 FAILED_MODE_FIELDS = {
     "error": "text?",
@@ -193,6 +204,10 @@ MODE_FIELDS = {
     "compiler.fusion_refusals[].first": "text",
     "compiler.fusion_refusals[].second": "text",
     "compiler.fusion_refusals[].log": "text",
+    "peak_memory": "object?",
+    "peak_memory.bytes": "integer?",
+    "peak_memory.source": "text?",
+    "roofline": "object?",  # a finding (analysis/roofline), derived again on reading
     "why_not_fused": "list?",  # a finding (analysis/why_not_fused), derived again on reading
     "compiler.inductor_bytes_accessed": "number?",
 }

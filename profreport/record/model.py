@@ -185,6 +185,12 @@ class KernelRow(Section):
     bytes_shared_by: int | None = None
     flops: float | None = None
     flops_per_byte: float | None = None
+    # roofline findings (profreport.analysis.roofline), present when the run has ceilings
+    achieved_bytes_per_s: float | None = None
+    achieved_flops_per_s: float | None = None
+    bound: str | None = None
+    ceiling_pct: float | None = None
+    roofline_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,50 @@ class CompilerEvidence(Section):
 
 
 @dataclass(frozen=True)
+class PeakMemory(Section):
+    """Peak memory of one call of a mode (capture/peak_memory.py): bytes None = no event seen."""
+
+    bytes: int | None = None
+    source: str = ""
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class Ceiling(Section):
+    """One measured ceiling: the best of `samples` samples (`value`), with median and worst."""
+
+    value: float = 0.0
+    median: float | None = None
+    worst: float | None = None
+    samples: int | None = None
+    spread_pct: float | None = None
+    unit: str = ""
+    method: str = ""
+
+
+@dataclass(frozen=True)
+class Ceilings(Section):
+    """The machine's measured ceilings (capture/ceilings.py), or why there are none."""
+
+    source: str = "measured"
+    reason: str | None = None
+    timer: str | None = None
+    last_level_cache_bytes: int | None = None
+    memory_bandwidth: Ceiling | None = None
+    cache_bandwidth: Ceiling | None = None
+    matmul_rate: Ceiling | None = None
+    measured_utc: str | None = None
+    cached: bool | None = None
+    _objects = MappingProxyType(
+        {"memory_bandwidth": Ceiling, "cache_bandwidth": Ceiling, "matmul_rate": Ceiling}
+    )
+
+    @property
+    def available(self) -> bool:
+        return self.memory_bandwidth is not None and self.matmul_rate is not None
+
+
+@dataclass(frozen=True)
 class ModeResult(Section):
     """One mode of a run: evidence (compiler, kernels, bytes, latency) and stored findings
     (`fusion`, `verdict`: a copy for other tools; readers derive their own)."""
@@ -312,10 +362,13 @@ class ModeResult(Section):
     latency_ms: Latency | None = None
     speedup_vs_eager: Speedup | None = None
     bytes: Bytes | None = None
+    peak_memory: PeakMemory | None = None
     fusion: JSON | None = None
+    roofline: JSON | None = None
     verdict: str | None = None
     _objects = MappingProxyType(
         {
+            "peak_memory": PeakMemory,
             "compiler": CompilerEvidence,
             "kernels": KernelCounts,
             "latency_ms": Latency,
@@ -342,9 +395,11 @@ class Run(Section):
     settings: Settings | None = None
     kernel_definition: KernelDefinition | None = None
     modes: Mapping[str, ModeResult] = field(default_factory=dict)
+    ceilings: Ceilings | None = None
     phases_s: JSON | None = None
     _objects = MappingProxyType(
         {
+            "ceilings": Ceilings,
             "tool": Tool,
             "model": ModelInfo,
             "device": Device,

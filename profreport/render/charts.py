@@ -27,7 +27,7 @@ plt.rcParams.update(
 _NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 
 
-def _svg(fig) -> str:
+def figure_svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata=_NO_METADATA)
     plt.close(fig)
@@ -85,7 +85,7 @@ def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel:
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def stacked_bytes_chart(
@@ -100,7 +100,7 @@ def stacked_bytes_chart(
     ax.set_ylabel("MiB per step (modeled)")
     ax.legend(frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def latency_chart(
@@ -114,4 +114,4 @@ def latency_chart(
     ax.set_title("Latency: median, whiskers p10-p90")
     ax.set_ylabel("ms per call (measured)")
     ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig)
+    return figure_svg(fig)

@@ -26,6 +26,7 @@ _LABELS = {
     "launches_per_step": "launch calls / step",
     "bytes_per_step": "bytes / step",
     "latency_median_ms": "latency median",
+    "peak_memory_bytes": "peak memory",
     "status": "status",
 }
 
@@ -41,6 +42,13 @@ def _bytes(m: MetricChange | None) -> str:
         return "n/a"
     text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
     return text + (" partial" if m.note else "")
+
+
+def _peak(m: MetricChange | None) -> str:
+    if m is None or m.base is None or m.head is None:
+        return "n/a" if m is None else (m.note or "n/a")
+    text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
+    return f"{text}, {m.note}" if m.note else text
 
 
 def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
@@ -72,6 +80,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> dict[str, Any]:
         "kernels": _count(mc.metric("kernels_per_step")),
         "launches": _count(mc.metric("launches_per_step")),
         "bytes": _bytes(mc.metric("bytes_per_step")),
+        "peak_memory": _peak(mc.metric("peak_memory_bytes")),
         "latency_base": _latency_side(lat.base, lat.base_ci95) if lat else "n/a",
         "latency_head": _latency_side(lat.head, lat.head_ci95) if lat else "n/a",
         "latency_change": _latency_change(lat),
@@ -85,6 +94,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> dict[str, Any]:
             "kernels": "bad" if "kernels_per_step" in flagged else "",
             "bytes": "bad" if "bytes_per_step" in flagged else "",
             "latency": "bad" if "latency_median_ms" in flagged else "",
+            "peak_memory": "bad" if "peak_memory_bytes" in flagged else "",
             "result": "bad" if flagged else "",
         },
     }
@@ -114,6 +124,8 @@ def _thresholds_text(cmp: Comparison) -> str:
         parts.append(f"kernels / step +{t.max_kernel_increase}")
     if t.max_bytes_increase_pct is not None:
         parts.append(f"modeled bytes +{t.max_bytes_increase_pct:g}%")
+    if t.max_peak_memory_increase_pct is not None:
+        parts.append(f"peak memory +{t.max_peak_memory_increase_pct:g}%")
     if t.max_latency_regression_pct is not None and _paired(cmp):
         parts.append(
             f"latency: paired head/base ratio +{t.max_latency_regression_pct:g}% with its 95% "
@@ -186,6 +198,7 @@ def render_markdown(cmp: Comparison) -> str:
         "latency base [95% CI]",
         "latency head [95% CI]",
         "latency change",
+        "peak memory",
         "result",
     ]
     rows = []
@@ -198,6 +211,7 @@ def render_markdown(cmp: Comparison) -> str:
             row["latency_base"],
             row["latency_head"],
             row["latency_change"],
+            row["peak_memory"],
             MdMarkup(f"**{md_cell(row['result'])}**") if row["regressed"] else row["result"],
         ]
         rows.append(cells)
@@ -209,7 +223,10 @@ def render_markdown(cmp: Comparison) -> str:
         lines.append(f"- only in base: {md_cell(v['only_in_base'])}")
     if v["only_in_head"]:
         lines.append(f"- only in head: {md_cell(v['only_in_head'])}")
-    lines.append(f"<sub>kernels: profiler; bytes: modeled; {v['latency_source']}</sub>")
+    lines.append(
+        f"<sub>kernels: profiler; bytes: modeled; peak memory: one call (CUDA allocator peak, or "
+        f"the profiler's memory events on CPU); {v['latency_source']}</sub>"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -6,8 +6,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from profreport.analysis.roofline import Roofs
 from profreport.render import charts
 from profreport.render.jinja import render_page
+from profreport.render.roofline_chart import roofline_chart
+from profreport.render.roofline_view import chart_points
 from profreport.render.viewmodel import build_view
 
 
@@ -39,6 +42,10 @@ def build_charts(record: dict[str, Any]) -> dict[str, Markup]:
             [t["p10"] for t in timed.values()],
             [t["p90"] for t in timed.values()],
         )
+    roofs = Roofs.from_record(record.get("ceilings"))
+    points = chart_points(record)
+    if roofs is not None and points:
+        out["roofline"] = roofline_chart(points, roofs)
     # The only unescaped content on the page: each SVG passed charts.checked_svg (drawing
     # elements only, no handlers, no outside links) and its labels are matplotlib-escaped text.
     return {k: Markup(v) for k, v in out.items()}

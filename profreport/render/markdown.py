@@ -22,6 +22,17 @@ def _output(view: dict[str, Any]) -> str:
     return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
 
 
+_CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
+
+
+def _memory(cells: dict[str, str]) -> str:
+    return (
+        cells["peak"]
+        if cells["compression"] == "-"
+        else f"{cells['peak']} ({cells['compression']})"
+    )
+
+
 def _why_not_fused(view: dict[str, Any]) -> list[str]:
     """Why it did not fuse, per mode: each reason with its evidence source and any hint."""
     lines = []
@@ -61,7 +72,8 @@ def render(record: dict[str, Any]) -> str:
     header = ["mode", "status", "kernels/step (vs eager)"]
     header += ["launches/step"] if cuda else []
     header += ["read", "written", "latency median", "IQR", "speedup vs eager (95% CI)"]
-    header += ["output vs eager"]
+    header += ["latency floor (x of it)"] if view["has_roofline"] else []
+    header += ["peak memory (compression)", "output vs eager"]
     rows = []
     for row in view["summary"]:
         if row["status"] != "ok":
@@ -74,14 +86,26 @@ def render(record: dict[str, Any]) -> str:
         cells += [
             row["read"] + partial,
             row["written"] + partial,
-            row["median"],
+            f"INCONSISTENT (measured {row['median']})"
+            if row["floor"]["inconsistent"]
+            else row["median"],
             row["iqr"],
             row["speedup"],
-            _output(row["output"]),
         ]
+        if view["has_roofline"]:
+            cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
+        cells += [_memory(row["memory"]), _output(row["output"])]
         rows.append(cells)
     lines += md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l")
     lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
+    lines += [
+        f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"
+        for row in view["summary"]
+        if row["status"] == "ok" and row["floor"]["inconsistent"]
+    ]
+    ceilings = [f"{k} {v.split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
+    if ceilings:
+        lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]
     lines += _why_not_fused(view)
     lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
     flattened = [
@@ -96,6 +120,8 @@ def render(record: dict[str, Any]) -> str:
         "modeled); latency: measured outside the profiler, speedup = median of paired per-round "
         "ratios with an order-statistic 95% interval; "
         "output vs eager: measured on the example inputs, max abs err and norm-wise rel err "
-        "against torch.testing's tolerances for the dtype.</sub>"
+        "against torch.testing's tolerances for the dtype; latency floor: each kernel at its "
+        "measured ceiling (modeled bytes / bandwidth or FLOPs / matmul rate); peak memory: one "
+        "call, compression = eager peak / mode peak.</sub>"
     )
     return "\n".join(lines) + "\n"

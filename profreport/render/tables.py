@@ -15,6 +15,18 @@ KERNEL_COLUMNS = [
     "time_us_per_step",
     "launched_by",
     "source",
+    # modeled bytes and FLOPs, and the roofline against the measured ceilings (findings: empty
+    # when the record has none)
+    "bytes_read",
+    "bytes_written",
+    "bytes_shared_by",
+    "flops",
+    "flops_per_byte",
+    "achieved_bytes_per_s",
+    "achieved_flops_per_s",
+    "bound",
+    "ceiling_pct",
+    "roofline_note",
 ]
 
 SUMMARY_COLUMNS = [
@@ -29,6 +41,11 @@ SUMMARY_COLUMNS = [
     "latency_iqr_ms",
     "latency_n",
     "speedup_vs_eager",
+    "latency_floor_ms",
+    "x_of_floor",
+    "floor_consistent",
+    "peak_memory_bytes",
+    "memory_compression",
     "compile_s",
     "verdict",
 ]
@@ -89,6 +106,10 @@ def kernel_csv(record: dict[str, Any], mode: str) -> str:
 def summary_frame(record: dict[str, Any]) -> pd.DataFrame:
     """One row per mode: the numbers of the summary table, unformatted."""
     rows = []
+    eager = record["modes"].get("eager") or {}
+    eager_peak = (
+        (eager.get("peak_memory") or {}).get("bytes") if eager.get("status") == "ok" else None
+    )
     for name, m in record["modes"].items():
         row: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
         row.update(mode=name, status=m["status"], verdict=m.get("verdict"))
@@ -106,6 +127,15 @@ def summary_frame(record: dict[str, Any]) -> pd.DataFrame:
                 latency_n=lat.get("n"),
                 speedup_vs_eager=sp["median"] if sp else None,
                 compile_s=m.get("compile_s"),
+            )
+            floor = m.get("roofline") or {}
+            peak = (m.get("peak_memory") or {}).get("bytes")
+            row.update(
+                latency_floor_ms=floor.get("floor_ms"),
+                x_of_floor=floor.get("x_of_floor"),
+                floor_consistent=floor.get("consistent"),
+                peak_memory_bytes=peak,
+                memory_compression=eager_peak / peak if eager_peak and peak else None,
             )
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

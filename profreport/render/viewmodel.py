@@ -7,6 +7,13 @@ from typing import Any
 from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.render.noise_view import noise_text, speedup_cell
+from profreport.render.roofline_view import (
+    ceiling_rows,
+    floor_cells,
+    kernel_cells,
+    peak_cells,
+    peak_method,
+)
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
@@ -50,6 +57,20 @@ METHOD = {
         "torch.testing (float32 rtol 1e-4, atol 1e-5; float16 1e-3, 1e-3; bfloat16 1.6e-2, "
         "1e-5; float64 1e-5, 1e-8; integers and bool exact). A different number of tensors, "
         "shape or dtype is flagged as a difference."
+    ),
+    "roofline": (
+        "Ceilings measured on this machine before the modes ran (see Environment): copy "
+        "bandwidth through main memory and inside the cache (read + written bytes per second of "
+        "Tensor.copy_), and the rate of a square matmul in the run's dtype; each the best of "
+        "several samples. Per kernel: achieved bandwidth = modeled bytes / profiler time, achieved "
+        "FLOP/s = flop-counter FLOPs / profiler time (FLOPs unknown where torch's flop counter has "
+        "no formula, never 0), and its bound = the larger of bytes / bandwidth and FLOPs / matmul "
+        "rate, where the bandwidth is the in-cache ceiling when one call's traffic fits the "
+        "last-level cache, else the memory ceiling; % of ceiling = that bound / the kernel's time. "
+        "Kernels that share one operation's bytes are taken together. Floor = the sum of the "
+        "bounds over every kernel with modeled bytes: since modeled bytes are a lower bound and "
+        "the ceilings are measured, a measured median below it means the bytes model or a ceiling "
+        "is wrong, and the mode is flagged inconsistent."
     ),
     "compile_s": (
         "compile: wall time of the first call (Dynamo capture, Inductor code generation and C++/"
@@ -124,6 +145,8 @@ def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None)
         speedup=speedup_cell(sp),
         compile_s=_num(mode.get("compile_s"), "{:.2f} s"),
         output=output_check_view(name, mode),
+        floor=floor_cells(mode),
+        memory=peak_cells(mode, eager),
     )
     if eager and eager.get("status") == "ok" and name != "eager":
         row["kernel_delta"] = k["per_step"] - eager["kernels"]["per_step"]
@@ -157,6 +180,7 @@ def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
                     else ""
                 ),
                 "source": r.get("source", "profiler"),
+                "roofline": kernel_cells(r),
             }
         )
     return rows
@@ -377,7 +401,9 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             ("cuDNN", env.get("cudnn") or "-"),
             ("oneDNN (MKLDNN)", env.get("mkldnn")),
         ]
-        + [(f"fuser: {k}", v if v is not None else "-") for k, v in env.get("fusers", {}).items()],
+        + [(f"fuser: {k}", v if v is not None else "-") for k, v in env.get("fusers", {}).items()]
+        + ceiling_rows(record),
+        "has_roofline": any(m.get("roofline") for m in modes.values()),
         "definition_name": definition.get("name", ""),
         "bookkeeping_ops": ", ".join(definition.get("bookkeeping_ops", [])),
         "method": {
@@ -392,5 +418,7 @@ def build_view(record: dict[str, Any]) -> dict[str, Any]:
             "noise": noise_text(record.get("timing_noise")),
             "compile_s": METHOD["compile_s"].format(jit_calls=3),
             "output": METHOD["output"],
+            "roofline": METHOD["roofline"],
+            "peak_memory": peak_method(record),
         },
     }

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from profreport.modes import mode_color
-from profreport.render.charts import _svg, plt  # one SVG writer and checker for every chart
+from profreport.render.charts import figure_svg, plt  # one SVG writer and checker for every chart
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _STYLES = ("-", "--", ":", "-.")
@@ -56,4 +56,4 @@ def line_chart(
     ax.spines[["top", "right"]].set_visible(False)
     if lines:
         ax.legend(frameon=False, fontsize=7)
-    return _svg(fig)
+    return figure_svg(fig)

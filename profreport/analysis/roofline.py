@@ -1,0 +1,241 @@
+"""Each kernel against the machine's measured ceilings, and each mode's latency floor.
+
+A pure analysis over one mode entry whose kernel rows carry modeled bytes (analysis/kernel_bytes)
+and the run's measured ceilings (capture/ceilings). For a kernel with modeled traffic B bytes,
+F FLOPs (where the flop counter has a formula) and profiler time t per step:
+
+- achieved bandwidth B / t, achieved rate F / t, arithmetic intensity F / B;
+- its bound: the larger of B / bandwidth and F / matmul rate. The bandwidth is the in-cache copy
+  ceiling when one call's traffic fits the last-level cache (the data can come from cache), else
+  the main-memory copy ceiling;
+- the percentage of that ceiling: bound time / t (= achieved rate / ceiling of the bounding
+  resource).
+
+Kernels that share the bytes of one operation (a cuDNN convolution launching two kernels) are one
+group: the operation's bytes against the kernels' summed time, and each row says so.
+
+The mode's floor is the sum of the bound times over every kernel with modeled bytes (timed by the
+profiler or not). Modeled bytes are a lower bound on traffic and the ceilings are measured, so a
+measured median below the floor means the bytes model or a ceiling is wrong for this run: the
+mode is flagged inconsistent, never shown as a plain number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The fields attach_roofline adds to a kernel row (findings: derived, never read back).
+KERNEL_ROOFLINE_FIELDS = (
+    "achieved_bytes_per_s",
+    "achieved_flops_per_s",
+    "bound",
+    "ceiling_pct",
+    "roofline_note",
+)
+
+BOUND_NAMES = {
+    "memory": "memory bandwidth",
+    "cache": "in-cache bandwidth",
+    "compute": "matmul rate",
+}
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The ceilings a roofline uses, in bytes/s and FLOP/s (measured)."""
+
+    memory_bytes_per_s: float
+    flops_per_s: float
+    cache_bytes_per_s: float | None = None
+    last_level_cache_bytes: int | None = None
+
+    @classmethod
+    def from_record(cls, ceilings: Any) -> Roofs | None:
+        """The roofs of a record's `ceilings` section; None when it has none (older records, or
+        the measurement failed)."""
+        if not isinstance(ceilings, dict):
+            return None
+        try:
+            memory = float(ceilings["memory_bandwidth"]["value"])
+            rate = float(ceilings["matmul_rate"]["value"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if memory <= 0 or rate <= 0:
+            return None
+        cache = (ceilings.get("cache_bandwidth") or {}).get("value")
+        llc = ceilings.get("last_level_cache_bytes")
+        return cls(
+            memory,
+            rate,
+            float(cache) if cache and llc else None,
+            int(llc) if cache and llc else None,
+        )
+
+    def bandwidth(self, bytes_per_call: float) -> tuple[str, float]:
+        """("cache" or "memory", bytes/s) for a kernel moving `bytes_per_call` per call."""
+        if (
+            self.cache_bytes_per_s is not None
+            and self.last_level_cache_bytes is not None
+            and bytes_per_call <= self.last_level_cache_bytes
+        ):
+            return "cache", max(self.cache_bytes_per_s, self.memory_bytes_per_s)
+        return "memory", self.memory_bytes_per_s
+
+
+@dataclass(frozen=True)
+class KernelBound:
+    """One kernel (or group of kernels sharing an operation's bytes) against the roofs."""
+
+    traffic: int
+    flops: float | None
+    time_s: float | None  # profiler time per step; None: not recorded
+    bandwidth_name: str
+    bound_s: float  # max(traffic / bandwidth, flops / rate)
+    bound: str | None  # memory | cache | compute; None: nothing to bound (no traffic, no FLOPs)
+
+    @property
+    def achieved_bytes_per_s(self) -> float | None:
+        return self.traffic / self.time_s if self.time_s else None
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        return self.flops / self.time_s if self.time_s and self.flops is not None else None
+
+    @property
+    def ceiling_pct(self) -> float | None:
+        return self.bound_s / self.time_s * 100.0 if self.time_s and self.bound else None
+
+
+def kernel_bound(
+    traffic: int, flops: float | None, calls: float, time_s: float | None, roofs: Roofs
+) -> KernelBound:
+    """The bound of a kernel moving `traffic` bytes in `calls` calls per step."""
+    name, bandwidth = roofs.bandwidth(traffic / max(calls, 1.0))
+    memory_s = traffic / bandwidth
+    compute_s = flops / roofs.flops_per_s if flops else 0.0
+    bound_s = max(memory_s, compute_s)
+    bound = None if bound_s == 0 else ("compute" if compute_s > memory_s else name)
+    return KernelBound(traffic, flops, time_s, name, bound_s, bound)
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[list[int]]:
+    """Row indexes with modeled bytes, grouped: rows sharing one operation's bytes together."""
+    groups: dict[Any, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.get("bytes_read") is None or row.get("bytes_written") is None:
+            continue
+        shared = (row.get("bytes_shared_by") or 0) > 1 and row.get("bytes_op")
+        groups.setdefault(("op", row["bytes_op"]) if shared else ("row", i), []).append(i)
+    return list(groups.values())
+
+
+def _group_time_s(rows: list[dict[str, Any]]) -> float | None:
+    times = [r.get("time_us_per_step") for r in rows]
+    if not times or any(t is None for t in times):
+        return None
+    total = sum(float(t) for t in times if t is not None)
+    return total / 1e6 if total > 0 else None
+
+
+def _note(rows: list[dict[str, Any]], bound: KernelBound) -> str:
+    notes = []
+    if len(rows) > 1:
+        notes.append(
+            f"{rows[0]['bytes_op']}'s bytes and FLOPs are shared by {len(rows)} kernels: the "
+            f"figures are for the {len(rows)} together (summed time)"
+        )
+    if bound.flops is None and bound.traffic:
+        notes.append("FLOPs unknown")
+    pct = bound.ceiling_pct
+    if pct is not None and pct > 100.0:
+        notes.append(
+            "faster than its ceiling allows: the bytes model or the ceiling is off for this kernel"
+        )
+    return "; ".join(notes)
+
+
+def _eager_flops(
+    row: dict[str, Any], eager_ops: dict[str, dict[str, Any]]
+) -> tuple[float | None, str]:
+    """A library call a compiler kept (Inductor's `extern aten::convolution`) has no FLOPs in the
+    compiler's accounting; eager's call of the same op with the same modeled bytes has the flop
+    counter's figure. Borrowed only on that exact match."""
+    op = str(row.get("bytes_op") or "").removeprefix("extern ")
+    same = eager_ops.get(op)
+    if same is None or same.get("flops") is None:
+        return None, ""
+    if same["read"] != row["bytes_read"] or same["written"] != row["bytes_written"]:
+        return None, ""
+    return float(same["flops"]), f"FLOPs from eager's {op} (same op, same modeled bytes)"
+
+
+def attach_roofline(
+    mode: dict[str, Any], roofs: Roofs | None, eager: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Add KERNEL_ROOFLINE_FIELDS to each kernel row of `mode` (a mode entry whose rows carry
+    modeled bytes) and return the mode's floor finding; None (rows untouched) without roofs.
+    `eager`: the run's eager entry, whose FLOPs a compiler's library call may borrow."""
+    if roofs is None:
+        return None
+    eager_ops = {r["op"]: r for r in ((eager or {}).get("bytes") or {}).get("table") or []}
+    rows: list[dict[str, Any]] = mode["kernels"]["table"]
+    for row in rows:
+        row.update(dict.fromkeys(KERNEL_ROOFLINE_FIELDS))
+    floor_s, with_bytes, by_bound = 0.0, 0, {"memory": 0, "cache": 0, "compute": 0}
+    for indexes in _groups(rows):
+        group = [rows[i] for i in indexes]
+        first = group[0]
+        flops, borrowed = first.get("flops"), ""
+        if flops is None and mode is not eager:
+            flops, borrowed = _eager_flops(first, eager_ops)
+        bound = kernel_bound(
+            int(first["bytes_read"]) + int(first["bytes_written"]),
+            flops,
+            float(first.get("calls_per_step") or 1.0),
+            _group_time_s(group),
+            roofs,
+        )
+        floor_s += bound.bound_s
+        with_bytes += len(group)
+        if bound.bound is not None:
+            by_bound[bound.bound] += len(group)
+        for row in group:
+            row.update(
+                achieved_bytes_per_s=bound.achieved_bytes_per_s,
+                achieved_flops_per_s=bound.achieved_flops_per_s,
+                bound=bound.bound,
+                ceiling_pct=bound.ceiling_pct,
+                roofline_note="; ".join(n for n in (borrowed, _note(group, bound)) if n),
+            )
+    return mode_floor(mode.get("latency_ms"), floor_s, with_bytes, len(rows), by_bound)
+
+
+def mode_floor(
+    latency: dict[str, Any] | None,
+    floor_s: float,
+    kernels_with_bytes: int,
+    kernels: int,
+    by_bound: dict[str, int],
+) -> dict[str, Any]:
+    """The floor finding of a mode: floor, measured median / floor, and whether they agree."""
+    floor_ms = floor_s * 1000.0
+    median = (latency or {}).get("median")
+    ratio = median / floor_ms if median is not None and floor_ms > 0 else None
+    consistent = None if ratio is None else ratio >= 1.0
+    note = ""
+    if consistent is False:
+        note = (
+            f"inconsistent: the measured median ({median:.4g} ms) is below the floor "
+            f"({floor_ms:.4g} ms) that modeled bytes and measured ceilings allow; the bytes model "
+            "or a ceiling is wrong for this run, so its latency figures are not to be trusted"
+        )
+    return {
+        "floor_ms": floor_ms,
+        "x_of_floor": ratio,
+        "consistent": consistent,
+        "kernels_in_floor": kernels_with_bytes,
+        "kernels_without_bytes": kernels - kernels_with_bytes,
+        "kernels_by_bound": by_bound,
+        "note": note,
+    }

@@ -1,0 +1,454 @@
+"""Measured ceilings of the run's own machine: sustained copy bandwidth and matmul rate.
+
+Two copy bandwidths are measured, each as read + written bytes per second of `Tensor.copy_`:
+one through main memory (a source several times the last-level cache, capped in size so the
+measurement stays short) and one inside the cache (a source that fits the per-core L2 of the
+threads used). Kernels whose traffic fits the last-level cache can run at cache speed, so the
+roofline bounds them by the cache ceiling (analysis/roofline.py). The arithmetic ceiling is a
+square `torch.mm` in the run's dtype. Each figure is the best of several samples (interference
+only slows a machine down), with the median and the worst beside it as the spread.
+
+On CUDA the clock is a pair of CUDA events around each sample (after a synchronize); on CPU it
+is `time.perf_counter` with the run's intra-op threads. Results are cached per machine (device
+name, threads, torch version) and dtype in a per-user cache folder; `remeasure` ignores the cache.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CEILINGS_VERSION = 1
+MiB = 2**20
+# Copy sizes (source tensor): main memory = 4 x the last-level cache, within these bounds.
+MEMORY_COPY_MIN = 64 * MiB
+MEMORY_COPY_MAX_CPU = 256 * MiB
+MEMORY_COPY_MAX_CUDA = 1024 * MiB
+SAMPLES = 15  # short samples: on a shared machine some land in a quiet moment
+MEMORY_SAMPLES = 5  # each main-memory copy is long already
+MATMUL_N = {"cpu": 1024, "cuda": 8192}
+SAMPLE_S = {"cpu": 0.004, "cuda": 0.005}  # a sample repeats the operation to last this long
+SAMPLE_GAP_S = 0.003
+# Other processes' share of the machine's CPU time above which a measurement is repeated (up to
+# ATTEMPTS times, keeping the best of each ceiling) and not cached: a loaded machine measures
+# ceilings below the real ones, which would put the latency floor above what the modes achieve.
+LOADED_SHARE = 0.10
+ATTEMPTS = 2
+# A cached measurement taken under load is trusted once this many attempts (over several runs)
+# went into it: the best of them is what this machine gives under its usual load.
+SETTLED_ATTEMPTS = 8
+
+Seconds = Callable[[Callable[[], Any], int], float]  # (operation, calls) -> seconds for all calls
+
+
+def cache_dir() -> Path:
+    """PROFREPORT_CACHE_DIR, else $XDG_CACHE_HOME/profreport, else ~/.cache/profreport."""
+    explicit = os.environ.get("PROFREPORT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "profreport"
+
+
+def machine_key(device: dict[str, Any], dtype: str, threads: int) -> dict[str, Any]:
+    """What a cached measurement must match to be reused."""
+    return {
+        "version": CEILINGS_VERSION,
+        "device_type": device.get("type"),
+        "device_name": device.get("name"),
+        "threads": threads,
+        "torch": torch.__version__,
+        "dtype": dtype,
+    }
+
+
+def cache_file(key: dict[str, Any], folder: Path) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return folder / f"ceilings-{key['device_type']}-{key['dtype']}-{digest}.json"
+
+
+def rate_summary(amount: float, seconds: Sequence[float]) -> dict[str, Any]:
+    """Rates (amount / second) of each sample: the best is the ceiling, the median and the worst
+    its spread; `spread_pct` = (best - median) / best."""
+    rates = sorted((amount / s for s in seconds if s > 0), reverse=True)
+    if not rates:
+        raise ValueError("no sample took measurable time")
+    best, median = rates[0], statistics.median(rates)
+    return {
+        "value": best,
+        "median": median,
+        "worst": rates[-1],
+        "samples": len(rates),
+        "spread_pct": (best - median) / best * 100.0,
+    }
+
+
+def memory_copy_bytes(llc_bytes: int | None, device_type: str) -> tuple[int, str]:
+    """Source size of the main-memory copy, and how it was chosen."""
+    cap = MEMORY_COPY_MAX_CUDA if device_type == "cuda" else MEMORY_COPY_MAX_CPU
+    if llc_bytes is None:
+        return MEMORY_COPY_MIN * 4, "last-level cache size unknown: 256 MiB"
+    wanted = 4 * llc_bytes
+    if wanted > cap:
+        return cap, (
+            f"4 x the last-level cache ({llc_bytes / MiB:.0f} MiB) would be {wanted / MiB:.0f} MiB;"
+            f" capped at {cap / MiB:.0f} MiB to keep the measurement short"
+        )
+    size = max(wanted, MEMORY_COPY_MIN)
+    return size, f"4 x the last-level cache ({llc_bytes / MiB:.1f} MiB), at least 64 MiB"
+
+
+def cache_copy_bytes(l2_bytes: int | None, threads: int) -> int:
+    """Source size of the in-cache copy: source and destination of each thread's share within
+    half its L2 (1 MiB when the L2 size is unknown)."""
+    if l2_bytes is None:
+        return MiB
+    return max(64 * 1024, l2_bytes * max(threads, 1) // 4)
+
+
+def _sysfs_cache(level: int) -> int | None:
+    """Size of the CPU cache of `level` as Linux reports it for cpu0 (per instance)."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(root.glob("index*")):
+            if (index / "level").read_text().strip() != str(level):
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 1024, "M": MiB, "G": 2**30}.get(text[-1:], 1)
+            return int(text.rstrip("KMG")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _cache_sizes(device: torch.device) -> tuple[int | None, int | None, str]:
+    """(last-level cache, L2 per core) in bytes, and where they came from."""
+    if device.type == "cuda":
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or None
+        return l2, l2, "torch.cuda.get_device_properties(...).L2_cache_size"
+    l3, l2 = _sysfs_cache(3), _sysfs_cache(2)
+    return l3 or l2, l2, "/sys/devices/system/cpu/cpu0/cache"
+
+
+def _cpu_seconds(op: Callable[[], Any], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        op()
+    return time.perf_counter() - start
+
+
+def _cuda_seconds(device: torch.device) -> Seconds:
+    def seconds(op: Callable[[], Any], calls: int) -> float:
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            op()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0  # ms -> s
+
+    return seconds
+
+
+def _samples(
+    op: Callable[[], Any], seconds: Seconds, sample_s: float, samples: int = SAMPLES
+) -> tuple[list[float], int]:
+    """Per-call seconds of `samples` samples, each `calls` back-to-back calls lasting about
+    sample_s (sized from the fastest of three single calls, so one descheduled call does not
+    shrink every sample to a call or two)."""
+    op()  # warm-up: first-touch page faults, library initialisation
+    once = seconds(op, 1)
+    if once < sample_s:  # a short op: size from the fastest of three
+        once = min(once, seconds(op, 1), seconds(op, 1))
+    calls = max(1, min(10_000, int(sample_s / max(once, 1e-7)) + 1))
+    per_call = []
+    for _ in range(samples):
+        time.sleep(SAMPLE_GAP_S)  # spread the samples: one busy moment of the machine spoils few
+        per_call.append(seconds(op, calls) / calls)
+    return per_call, calls
+
+
+def _copy(
+    device: torch.device,
+    dtype: torch.dtype,
+    source_bytes: int,
+    seconds: Seconds,
+    sample_s: float,
+    samples: int = SAMPLES,
+) -> dict[str, Any]:
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    n = source_bytes // itemsize
+    src = torch.ones(n, device=device, dtype=dtype)
+    dst = torch.empty_like(src)
+    per_call, calls = _samples(lambda: dst.copy_(src), seconds, sample_s, samples)
+    moved = 2 * n * itemsize  # read + written
+    return {
+        **rate_summary(moved, per_call),
+        "unit": "B/s",
+        "source_bytes": n * itemsize,
+        "bytes_per_call": moved,
+        "calls_per_sample": calls,
+    }
+
+
+def _matmul(
+    device: torch.device, dtype: torch.dtype, n: int, seconds: Seconds, sample_s: float
+) -> dict[str, Any]:
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+    b = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+    per_call, calls = _samples(lambda: torch.mm(a, b), seconds, sample_s)
+    return {
+        **rate_summary(2.0 * n**3, per_call),
+        "unit": "FLOP/s",
+        "n": n,
+        "flops_per_call": 2 * n**3,
+        "calls_per_sample": calls,
+    }
+
+
+def _with_threads(n: int, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        return run()
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _best_variant(variants: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Any]:
+    """The same copy measured several ways on CPU: the highest rate is the ceiling, the others
+    are kept beside it (`variant`, `other_variants`). On a shared machine a parallel region
+    waits for its slowest thread, and libc's memmove avoids the read a cached store makes of the
+    line it writes, so no single way is the machine's best."""
+    runs = {name: run() for name, run in variants.items()}
+    name = max(runs, key=lambda k: runs[k]["value"])
+    return {
+        **runs[name],
+        "variant": name,
+        "other_variants": {k: r["value"] for k, r in runs.items() if k != name},
+    }
+
+
+def _memmove(source_bytes: int, seconds: Seconds, sample_s: float, samples: int) -> dict[str, Any]:
+    """libc memmove between two host buffers of `source_bytes` (one thread)."""
+    src = torch.ones(source_bytes // 4, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    nbytes = src.numel() * 4
+    per_call, calls = _samples(
+        lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(), nbytes), seconds, sample_s, samples
+    )
+    return {
+        **rate_summary(2 * nbytes, per_call),
+        "unit": "B/s",
+        "source_bytes": nbytes,
+        "bytes_per_call": 2 * nbytes,
+        "calls_per_sample": calls,
+    }
+
+
+def _cpu_copies(
+    dtype: torch.dtype, source_bytes: Callable[[int], int], threads: int, samples: int
+) -> dict[str, Any]:
+    cpu, sample_s = torch.device("cpu"), SAMPLE_S["cpu"]
+    variants: dict[str, Callable[[], dict[str, Any]]] = {}
+
+    def torch_copy(n: int) -> Callable[[], dict[str, Any]]:
+        return lambda: _with_threads(
+            n, lambda: _copy(cpu, dtype, source_bytes(n), _cpu_seconds, sample_s, samples)
+        )
+
+    for n in dict.fromkeys((threads, 1)):
+        variants[f"Tensor.copy_, {n} thread(s)"] = torch_copy(n)
+    variants["libc memmove, 1 thread"] = lambda: _memmove(
+        source_bytes(1), _cpu_seconds, sample_s, samples
+    )
+    return _best_variant(variants)
+
+
+def measure(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str, Any]:
+    """Measure both copy bandwidths and the matmul rate now (no cache)."""
+    cuda = device.type == "cuda"
+    seconds = _cuda_seconds(device) if cuda else _cpu_seconds
+    sample_s = SAMPLE_S[device.type]
+    llc, l2, cache_source = _cache_sizes(device)
+    mem_bytes, mem_why = memory_copy_bytes(llc, device.type)
+    dtype_name = str(dtype).removeprefix("torch.")
+    timer = "CUDA events around each sample" if cuda else "time.perf_counter around each sample"
+    with torch.no_grad():
+        if cuda:
+            memory = _copy(device, dtype, mem_bytes, seconds, sample_s, MEMORY_SAMPLES)
+            # the GPU's L2 is one cache shared by the whole device, not one per CPU thread
+            cache = _copy(device, dtype, cache_copy_bytes(l2, 1), seconds, sample_s)
+        else:
+            memory = _cpu_copies(dtype, lambda n: mem_bytes, threads, MEMORY_SAMPLES)
+            cache = _cpu_copies(dtype, lambda n: cache_copy_bytes(l2, n), threads, SAMPLES)
+        matmul = _matmul(device, dtype, MATMUL_N[device.type], seconds, sample_s)
+    if cuda:
+        torch.cuda.empty_cache()
+    how = (
+        f"Tensor.copy_ of {dtype_name}, device to device"
+        if cuda
+        else f"the best of Tensor.copy_ of {dtype_name} with {threads} and 1 intra-op thread(s) "
+        "and libc memmove (here {variant})"
+    )
+    memory["method"] = (
+        f"{how.format(variant=memory.get('variant'))}, source {mem_bytes / MiB:.0f} MiB "
+        f"({mem_why}); bytes = read + written"
+    )
+    cache["method"] = (
+        f"{how.format(variant=cache.get('variant'))}, source "
+        f"{cache['source_bytes'] / 1024:.0f} KiB "
+        + (
+            "(source and destination within half the L2)"
+            if cuda
+            else "(each thread's source and destination within half its L2)"
+        )
+        + "; bytes = read + written"
+    )
+    matmul["method"] = (
+        f"torch.mm of two {matmul['n']} x {matmul['n']} {dtype_name} matrices, FLOPs = 2 n^3"
+        + ("" if cuda else f", {threads} intra-op thread(s)")
+    )
+    return {
+        "source": "measured",
+        "timer": timer,
+        "last_level_cache_bytes": llc,
+        "l2_bytes": l2,
+        "cache_sizes_from": cache_source,
+        "memory_bandwidth": memory,
+        "cache_bandwidth": cache,
+        "matmul_rate": matmul,
+    }
+
+
+CEILING_KEYS = ("memory_bandwidth", "cache_bandwidth", "matmul_rate")
+
+
+def best_of(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two measurements of the same machine merged: each ceiling from the one that measured it
+    higher (interference only ever lowers a measured ceiling)."""
+    merged = dict(second)
+    for key in CEILING_KEYS:
+        a, b = first.get(key), second.get(key)
+        if a and (not b or a["value"] > b["value"]):
+            merged[key] = a
+    merged["attempts"] = first.get("attempts", 1) + second.get("attempts", 1)
+    loads = [
+        x for x in (first.get("other_busy_share"), second.get("other_busy_share")) if x is not None
+    ]
+    merged["other_busy_share"] = min(loads) if loads else None
+    return merged
+
+
+def measure_quietly(
+    device: torch.device, dtype: torch.dtype, threads: int, attempts: int = ATTEMPTS
+) -> dict[str, Any]:
+    """`measure`, repeated while other processes keep the machine busy (up to ATTEMPTS times),
+    each ceiling the best over the attempts; `other_busy_share` is the quietest attempt's."""
+    from profreport.capture.noise import watch
+
+    found: dict[str, Any] | None = None
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(0.2)
+        with watch() as load:
+            this = measure(device, dtype, threads)
+        this["attempts"] = 1
+        this["other_busy_share"] = load.get("other_busy_share")
+        found = this if found is None else best_of(found, this)
+        share = found["other_busy_share"]
+        if share is None or share <= LOADED_SHARE:
+            break
+    assert found is not None
+    return found
+
+
+def under_load(ceilings: dict[str, Any]) -> bool:
+    share = ceilings.get("other_busy_share")
+    return share is not None and share > LOADED_SHARE
+
+
+def settled(ceilings: dict[str, Any]) -> bool:
+    """Measured on a quiet machine, or the best of SETTLED_ATTEMPTS attempts or more."""
+    return not under_load(ceilings) or int(ceilings.get("attempts") or 1) >= SETTLED_ATTEMPTS
+
+
+def _read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != key:
+        return None
+    found = stored.get("ceilings")
+    return found if isinstance(found, dict) else None
+
+
+def _write_cache(path: Path, key: dict[str, Any], ceilings: dict[str, Any]) -> bool:
+    from profreport.files import write_atomic
+
+    try:
+        write_atomic(path, json.dumps({"key": key, "ceilings": ceilings}, indent=1) + "\n")
+    except OSError:
+        return False  # an unwritable cache costs a re-measurement next time, nothing else
+    return True
+
+
+def ceilings_for(
+    device: torch.device,
+    device_record: dict[str, Any],
+    dtype: torch.dtype,
+    *,
+    remeasure: bool = False,
+    folder: Path | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> dict[str, Any]:
+    """The ceilings for this machine and dtype: from the cache when it holds a measurement taken
+    on a quiet machine (and not `remeasure`); else measured now. A cached measurement that was
+    taken under load is measured again and merged, each ceiling the best either reached (load
+    only ever lowers a measured ceiling), so the cache converges on what the machine can do.
+    The record says which (`cached`)."""
+    threads = torch.get_num_threads()
+    key = machine_key(device_record, str(dtype).removeprefix("torch."), threads)
+    path = cache_file(key, folder or cache_dir())
+    found = None if remeasure else _read_cache(path, key)
+    if found is not None and settled(found):
+        return {**found, "cached": True, "cache_file": str(path), "key": key}
+    fresh = measure_quietly(device, dtype, threads)
+    fresh["measured_utc"] = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    merged = fresh if found is None else best_of(found, fresh)
+    stored = _write_cache(path, key, merged)
+    return {**merged, "cached": False, "cache_file": str(path) if stored else None, "key": key}
+
+
+def measured_again(
+    device: torch.device, dtype: torch.dtype, ceilings: dict[str, Any]
+) -> dict[str, Any]:
+    """Ceilings measured under load, measured once more (after the modes ran) and merged, each
+    ceiling the best of all attempts, and the cache updated; the record says how many attempts
+    there were."""
+    again = measure_quietly(device, dtype, torch.get_num_threads(), attempts=1)
+    merged = best_of(ceilings, again)
+    for name in ("key", "measured_utc", "cached", "cache_file"):
+        if name in ceilings:
+            merged[name] = ceilings[name]
+    key = ceilings.get("key")
+    if ceilings.get("cache_file") and isinstance(key, dict):
+        stored = {k: v for k, v in merged.items() if k not in ("key", "cached", "cache_file")}
+        _write_cache(Path(ceilings["cache_file"]), key, stored)
+    return merged

@@ -1,0 +1,74 @@
+"""Peak memory of one forward call of a prepared mode.
+
+CUDA: the caching allocator's `max_memory_allocated` after `reset_peak_memory_stats`, around one
+call: everything allocated on the device at the peak (weights and inputs included). CPU: the
+profiler's memory events (`profile_memory=True`) over one call: the most bytes allocated through
+PyTorch's CPU allocator at any point of the call, counted from the call's start (weights and
+inputs allocated before it are not included; memory a library allocates on its own, such as
+oneDNN scratch space, is not seen).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+CUDA_SOURCE = "measured (CUDA caching allocator, max_memory_allocated)"
+CPU_SOURCE = "profiler memory events (profile_memory=True)"
+CUDA_SCOPE = "device memory allocated at the peak of one call, weights and inputs included"
+CPU_SCOPE = (
+    "host memory allocated through PyTorch's allocator at the peak of one call, counted from the "
+    "call's start (weights and inputs already allocated are not included)"
+)
+
+
+def peak_from_memory_events(events: Iterable[dict[str, Any]]) -> int | None:
+    """The largest `Total Allocated` of the profiler's `[memory]` events, relative to the level
+    before the first of them (the first event's total less its own `Bytes`); None without any."""
+    memory = [e for e in events if e.get("name") == "[memory]" and isinstance(e.get("args"), dict)]
+    memory.sort(key=lambda e: e.get("ts", 0))
+    if not memory:
+        return None
+    first = memory[0]["args"]
+    start = int(first.get("Total Allocated", 0)) - int(first.get("Bytes", 0))
+    peak = max(int(e["args"].get("Total Allocated", 0)) for e in memory)
+    return max(peak - start, 0)
+
+
+def _cpu_peak(fn: Callable[[], Any]) -> int | None:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    with tempfile.TemporaryDirectory(prefix="profreport-mem-") as folder:
+        path = Path(folder) / "memory.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text(encoding="utf-8")).get("traceEvents", [])
+    return peak_from_memory_events(events)
+
+
+def measure_peak(
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    device: torch.device,
+    sync: Callable[[], None],
+) -> dict[str, Any]:
+    """`{"bytes", "source", "scope"}` for one call of `fn(*inputs)` (bytes None: no event)."""
+    if device.type == "cuda":
+        sync()
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(*inputs)
+        sync()
+        peak: int | None = int(torch.cuda.max_memory_allocated(device))
+        return {"bytes": peak, "source": CUDA_SOURCE, "scope": CUDA_SCOPE}
+
+    def one_call() -> None:
+        fn(*inputs)
+        sync()
+
+    peak = _cpu_peak(one_call)
+    return {"bytes": peak, "source": CPU_SOURCE, "scope": CPU_SCOPE}
