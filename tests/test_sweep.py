@@ -11,6 +11,7 @@ import pytest
 
 from profreport.cli import main
 from profreport.record import load
+from profreport.record.model import ModeResult, Run
 from profreport.sweep import document, render, summary
 from profreport.sweep.compare import compare_sweeps
 from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
@@ -89,22 +90,26 @@ def test_config_file(tmp_path):
 
 
 def test_peak_memory_is_read_only_where_recorded():
-    assert peak_memory_bytes({"status": "ok"}) is None
-    assert peak_memory_bytes({"memory": {"peak_bytes": 2048}}) == 2048.0
-    assert peak_memory_bytes({"peak_memory_bytes": 0}) is None  # not a measurement
+    def peak(entry):
+        return peak_memory_bytes(ModeResult.from_json(entry))
+
+    assert peak({"status": "ok"}) is None  # a record from before peak memory
+    assert peak({"peak_memory": {"bytes": 2048, "source": "profiler", "scope": "call"}}) == 2048
+    assert peak({"peak_memory": {"bytes": None, "source": "profiler"}}) is None  # no event seen
 
 
 def test_rows_come_from_the_run_record(gated_run):
     record = load(gated_run)
     point = Point("gated-residual", 1, None, "float32")
-    rows = mode_rows(point, ("eager",), record, PointOutcome("ok"), "points/x/run")
+    rows = mode_rows(point, ("eager",), Run.from_json(record), PointOutcome("ok"), "points/x/run")
     assert [r["mode"] for r in rows] == list(record["modes"])
     eager = record["modes"]["eager"]
     first = rows[0]
     assert first["kernels_per_step"] == eager["kernels"]["per_step"]
     assert first["bytes_per_step"] == eager["bytes"]["read"] + eager["bytes"]["written"]
     assert first["latency_ms"]["median"] == eager["latency_ms"]["median"]
-    assert first["device"] == "cpu" and first["peak_memory_bytes"] is None
+    assert first["device"] == "cpu"
+    assert first["peak_memory_bytes"] == eager["peak_memory"]["bytes"] > 0
     comp = next(r for r in rows if r["mode"] == "compile")
     assert (
         comp["speedup_vs_eager"]["median"]

@@ -188,11 +188,12 @@ def record_outcome(
 ) -> None:
     """Put a finished point, and one row per mode from its run record, into `doc`."""
     from profreport import record as run_record
+    from profreport.record.model import Run
 
     run = None
     if outcome.run_dir is not None:
         try:
-            run = run_record.load(outcome.run_dir)
+            run = Run.from_json(run_record.load(outcome.run_dir))
         except run_record.RecordError as exc:
             outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
     elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass

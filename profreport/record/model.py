@@ -273,9 +273,16 @@ class Latency(Section):
 
 @dataclass(frozen=True)
 class Speedup(Section):
+    """Eager time / mode time: the median and 95% CI of the paired per-round ratios (`method`
+    says how); `inconclusive`: why the noise guard would not call it, when it would not."""
+
     median: float = 1.0
     ci95: tuple[float, ...] = ()
     resamples: int | None = None
+    method: str | None = None
+    rounds: int | None = None
+    noise: str | None = None
+    inconclusive: str | None = None
     _tuples = frozenset({"ci95"})
 
 

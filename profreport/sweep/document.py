@@ -10,11 +10,11 @@ comparison reads the run folders themselves.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profreport.record.model import ModeResult, Run
 from profreport.sweep.grid import Point
 
 SCHEMA = "profreport.sweep/1"
@@ -41,35 +41,24 @@ class PointOutcome:
     worker: str | None = None
 
 
-def peak_memory_bytes(mode: Mapping[str, Any]) -> float | None:
-    """A mode's peak memory in bytes, where its run record has one; None otherwise.
-
-    Peak memory is being added to run records separately and its field name is not settled:
-    this accessor is the one place that looks for it."""
-    for path in (("peak_memory_bytes",), ("memory", "peak_bytes")):
-        node: Any = mode
-        for key in path:
-            node = node.get(key) if isinstance(node, Mapping) else None
-        if isinstance(node, (int, float)) and not isinstance(node, bool) and node > 0:
-            return float(node)
-    return None
+def peak_memory_bytes(mode: ModeResult) -> int | None:
+    """A mode's peak memory of one call in bytes (capture/peak_memory), where its run record has
+    one; None for older records and where no memory event was seen."""
+    peak = mode.peak_memory
+    return peak.bytes if peak is not None and peak.bytes else None
 
 
-def _speedup(mode: Mapping[str, Any]) -> dict[str, Any] | None:
-    sp = mode.get("speedup_vs_eager")
-    if not isinstance(sp, Mapping) or sp.get("median") is None:
+def _speedup(mode: ModeResult) -> dict[str, Any] | None:
+    sp = mode.speedup_vs_eager
+    if sp is None:
         return None
-    return {
-        "median": sp["median"],
-        "ci95": list(sp.get("ci95") or []),
-        "inconclusive": sp.get("inconclusive"),
-    }
+    return {"median": sp.median, "ci95": list(sp.ci95), "inconclusive": sp.inconclusive}
 
 
 def mode_rows(
     point: Point,
     modes: tuple[str, ...],
-    run: Mapping[str, Any] | None,
+    run: Run | None,
     outcome: PointOutcome,
     run_rel: str | None,
 ) -> list[dict[str, Any]]:
@@ -82,29 +71,31 @@ def mode_rows(
         "dtype": point.dtype,
     }
     if run is not None:
-        base["device"] = run["device"].get("type")
+        base["device"] = run.device.type
         if point.batch_size is None:
-            base["batch_size"] = run["model"].get("batch_size")  # the model's own size
+            base["batch_size"] = run.model.batch_size  # the model's own size
     rows = []
-    names = list(run["modes"]) if run is not None else list(modes)
+    names = list(run.modes) if run is not None else list(modes)
     for name in names:
-        m = run["modes"][name] if run is not None else None
+        m = run.modes[name] if run is not None else None
         row: dict[str, Any] = {**base, "mode": name, "run": run_rel}
         if m is None:
             row.update(status=outcome.status, error=outcome.error)
-        elif m["status"] != "ok":
-            row.update(status=m["status"], error=m.get("error") or m["status"])
+        elif not m.ok or m.kernels is None or m.bytes is None:
+            row.update(status=m.status, error=m.error or m.status)
         else:
-            lat = m.get("latency_ms") or {}
+            lat = m.latency_ms
             row.update(
                 status="ok",
                 error=None,
-                kernels_per_step=m["kernels"]["per_step"],
-                bytes_per_step=m["bytes"]["read"] + m["bytes"]["written"],
-                bytes_partial=bool(m["bytes"].get("not_modeled")),
-                latency_ms={k: lat.get(k) for k in ("median", "p10", "p90")} if lat else None,
+                kernels_per_step=m.kernels.per_step,
+                bytes_per_step=m.bytes.read + m.bytes.written,
+                bytes_partial=bool(m.bytes.not_modeled),
+                latency_ms=None
+                if lat is None
+                else {"median": lat.median, "p10": lat.p10, "p90": lat.p90},
                 speedup_vs_eager=_speedup(m),
-                compile_s=m.get("compile_s"),
+                compile_s=m.compile_s,
                 peak_memory_bytes=peak_memory_bytes(m),
             )
         rows.append(row)
