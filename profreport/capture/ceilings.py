@@ -11,6 +11,9 @@ only slows a machine down), with the median and the worst beside it as the sprea
 On CUDA the clock is a pair of CUDA events around each sample (after a synchronize); on CPU it
 is `time.perf_counter` with the run's intra-op threads. Results are cached per machine (device
 name, threads, torch version) and dtype in a per-user cache folder; `remeasure` ignores the cache.
+
+Over 400 lines on purpose: the cache merges later measurements into an entry taken under load
+(best of every attempt) until it settles, so measuring and caching are one mechanism.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Build the plain view-model of a run record: every number already formatted, with its source."""
+"""Build the plain view-model of a run record: every number already formatted, with its source.
+
+Over 400 lines on purpose: it is the report page section by section (summary, modes, kernels,
+fusion map, environment, failures); the sections with logic of their own are already apart
+(why_view, noise_view, roofline_view, charts)."""
 
 from __future__ import annotations
 
