@@ -10,6 +10,7 @@ mode's. Pure drawing: the points come from the record's roofline findings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,14 @@ def _scatter(ax, points: Sequence[Point], x, y, sizes: dict[int, float]) -> None
             edgecolors="black",
             linewidths=0.4,
         )
+
+
+def _decade_below(value: float) -> float:
+    return float(10 ** math.floor(math.log10(value)))
+
+
+def _decade_above(value: float) -> float:
+    return float(10 ** (math.floor(math.log10(value)) + 1))
 
 
 def _plain_log_ticks(ax) -> None:
@@ -96,6 +105,9 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
         right, without, lambda p: p.traffic / 2**20, lambda p: p.traffic / p.time_s / 1e9, sizes
     )
     right.set(xscale="log", yscale="log")
+    if without:  # whole decades, so that a log axis whose data spans less than one has ticks
+        mib = [p.traffic / 2**20 for p in without]
+        right.set_xlim(_decade_below(min(mib)), _decade_above(max(mib)))
     right.set_title("Kernels with FLOPs unknown")
     right.set_xlabel("MiB per step (modeled)")
     right.set_ylabel("GB/s (achieved)")
