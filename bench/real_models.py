@@ -25,7 +25,7 @@ from pathlib import Path
 
 from profreport.render import html, markdown
 
-PHASES = ("build", "profile", "kernels", "bytes", "timing", "fusion_map")
+PHASES = ("ceilings", "build", "profile", "kernels", "peak_memory", "bytes", "timing", "fusion_map")
 
 
 def _run(model: str, args: argparse.Namespace, out: Path) -> tuple[dict, float]:
