@@ -5,6 +5,7 @@ Pure functions over a mode entry and its record; each mode (profreport.modes) na
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from profreport.format import fmt_bytes
@@ -68,6 +69,17 @@ def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any], kind: str
     return "; ".join(filter(None, [text, _graph_differences(mode, record, kind)]))
 
 
+def _decomposed_clause(eager_ops: list[str]) -> str:
+    """ "TorchScript ran addmm x8 as mm + add (DecomposeOps)": eager calls the graph ran as
+    their decomposition (fusion_optimize's table)."""
+    from profreport.analysis.fusion_optimize import decomposition_text
+
+    return "; ".join(
+        _counted("TorchScript ran", [op] * n) + f" as {decomposition_text(op)} (DecomposeOps)"
+        for op, n in Counter(eager_ops).items()
+    )
+
+
 def _graph_differences(mode: dict[str, Any], record: dict[str, Any], kind: str) -> str:
     """Why an unfused TorchScript graph runs other calls than eager: addmm split by
     DecomposeOps, and what the graph holds that eager's Python did not run (or the reverse)."""
@@ -82,9 +94,7 @@ def _graph_differences(mode: dict[str, Any], record: dict[str, Any], kind: str) 
     decomposed, lacks, adds = dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
     parts = []
     if decomposed:
-        parts.append(
-            _counted("TorchScript ran", ["addmm"] * decomposed) + " as mm + add (DecomposeOps)"
-        )
+        parts.append(_decomposed_clause(list(decomposed.elements())))
     diff = [_counted("lacks", list(lacks.elements()))] if lacks else []
     diff += [_counted("adds", list(adds.elements()))] if adds else []
     if diff:
@@ -139,7 +149,7 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
         else "freeze + optimize_for_inference changed no dispatched operation"
     ]
     if decomposed:
-        parts.append(_counted("TorchScript ran", decomposed) + " as mm + add (DecomposeOps)")
+        parts.append(_decomposed_clause(decomposed))
     if unmatched:
         parts.append(_counted("no optimized call matched eager's", unmatched))
     if lacks or adds:

@@ -167,15 +167,21 @@ def dispatch_differences(
     eager_sequence: Sequence[dict[str, Any]],
     mode_sequence: Sequence[dict[str, Any]],
     bookkeeping: frozenset[str],
-) -> tuple[int, Counter[str], Counter[str]]:
+) -> tuple[Counter[str], Counter[str], Counter[str]]:
     """How a TorchScript graph's dispatched calls differ from eager's, counted by op family:
-    (addmm calls run as mm + add, eager calls with no counterpart, the graph's with none)."""
+    (eager calls run as their decomposition, e.g. addmm as mm + add; eager calls with no
+    counterpart; the graph's with none)."""
     eager = Counter(_family(c["op"]) for c in eager_sequence if c["op"] not in bookkeeping)
     mode = Counter(_family(c["op"]) for c in mode_sequence if c["op"] not in bookkeeping)
-    decomposed = max(0, min(eager["addmm"] - mode["addmm"], mode["mm"] - eager["mm"]))
-    eager["addmm"] -= decomposed
-    mode["mm"] -= decomposed
-    mode["add"] -= min(decomposed, mode["add"])
+    decomposed: Counter[str] = Counter()
+    for family, (first, *rest) in _DECOMPOSITIONS.items():
+        n = max(0, min(eager[family] - mode[family], mode[first] - eager[first]))
+        if n:
+            decomposed[family] = n
+            eager[family] -= n
+            mode[first] -= n
+            for part in rest:
+                mode[part] -= min(n, mode[part])
     return decomposed, eager - mode, mode - eager
 
 
@@ -186,6 +192,11 @@ def _linear_rewrites(before: Mapping[str, int] | None, after: Mapping[str, int] 
     gone = before.get("aten::linear", 0) - after.get("aten::linear", 0)
     new = after.get("aten::matmul", 0) - before.get("aten::matmul", 0)
     return max(0, min(gone, new))
+
+
+def decomposition_text(eager_family: str) -> str:
+    """ "mm + add": what TorchScript runs an eager op of `eager_family` as."""
+    return " + ".join(_DECOMPOSITIONS[eager_family])
 
 
 def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) -> str | None:
