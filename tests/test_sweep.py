@@ -304,3 +304,24 @@ def test_an_out_that_is_a_file_is_refused(tmp_path):
     taken.write_text("mine")
     code, _out, err = _cli("sweep", "--model", "simple", "--out", str(taken))
     assert code == 2 and "exists and is not a folder" in err and taken.read_text() == "mine"
+
+
+def test_compare_of_sweeps_takes_every_gate_the_command_accepts(monkeypatch, tmp_path):
+    from profreport.sweep import compare as sweep_compare
+    from profreport.sweep.document import SweepRecordError
+
+    seen = []
+
+    def spy(base, head, thresholds):
+        seen.append(thresholds)
+        raise SweepRecordError("stop here")
+
+    monkeypatch.setattr(sweep_compare, "either_is_sweep", lambda *paths: True)
+    monkeypatch.setattr(sweep_compare, "compare_sweep_files", spy)
+    argv = ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    gates = ["--max-kernel-increase", "1", "--max-bytes-increase", "2"]
+    gates += ["--max-latency-regression", "3", "--max-peak-memory-increase", "4"]
+    assert main([*argv, *gates]) == 2
+    (t,) = seen
+    assert (t.max_kernel_increase, t.max_bytes_increase_pct) == (1, 2.0)
+    assert (t.max_latency_regression_pct, t.max_peak_memory_increase_pct) == (3.0, 4.0)

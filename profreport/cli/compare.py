@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from profreport.cli.common import (
     Command,
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.sweep import compare as sweep_compare
 
     if sweep_compare.either_is_sweep(args.base, args.head):
-        return sweep_compare.run(args, out, err)
+        return _compare_sweeps(args, out_path, out, err)
     records = []
     for source in (args.base, args.head):
         try:
@@ -53,7 +53,26 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None
-    content = compare_render.render(comparison, args.format)
+    return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
+
+
+def _compare_sweeps(
+    args: argparse.Namespace, out_path: Path | None, out: TextIO, err: TextIO
+) -> int:
+    """Two sweep.json files, gated point by point (profreport.sweep.compare)."""
+    from profreport.sweep import compare_render
+    from profreport.sweep.compare import compare_sweep_files
+    from profreport.sweep.document import SweepRecordError
+
+    try:
+        comparison = compare_sweep_files(args.base, args.head, thresholds(args))
+    except SweepRecordError as exc:
+        raise UsageError(str(exc)) from None
+    return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
+
+
+def _write(comparison: Any, content: str, out_path: Path | None, out: TextIO, err: TextIO) -> int:
+    """The comparison on stdout or in --out; the gates' exit code."""
     if out_path is None:
         out.write(content)
     else:

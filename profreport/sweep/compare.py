@@ -8,10 +8,9 @@ when any threshold is set, as a mode that stopped working is in a run comparison
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from profreport.analysis.compare import (
     CompareError,
@@ -165,38 +164,23 @@ def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, dict[str, Any]]:
     return runs
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from profreport.cli.common import UsageError, gate_exit
-    from profreport.files import write_atomic
-    from profreport.sweep import compare_render
-
+def compare_sweep_files(base: str, head: str, thresholds: Thresholds) -> SweepComparison:
+    """Load two sweep.json files (and the run records they point at) and compare them;
+    SweepRecordError when either is not a readable sweep record."""
     docs = []
-    for source in (args.base, args.head):
+    for source in (base, head):
         path = Path(source)
         if not (path.is_file() and document.is_sweep(path)):
-            raise UsageError(f"cannot compare a sweep with a run: {source} is not a sweep.json")
-        try:
-            docs.append(document.load(path))
-        except document.SweepRecordError as exc:
-            raise UsageError(str(exc)) from None
-    thresholds = Thresholds(
-        max_kernel_increase=args.max_kernel_increase,
-        max_bytes_increase_pct=args.max_bytes_increase,
-        max_latency_regression_pct=args.max_latency_regression,
-    )
-    comparison = compare_sweeps(
+            raise document.SweepRecordError(
+                f"cannot compare a sweep with a run: {source} is not a sweep.json"
+            )
+        docs.append(document.load(path))
+    return compare_sweeps(
         docs[0],
         docs[1],
-        _runs(docs[0], Path(args.base)),
-        _runs(docs[1], Path(args.head)),
+        _runs(docs[0], Path(base)),
+        _runs(docs[1], Path(head)),
         thresholds,
-        args.base,
-        args.head,
+        base,
+        head,
     )
-    content = compare_render.render(comparison, args.format)
-    if args.out is None:
-        out.write(content)
-    else:
-        write_atomic(Path(args.out), content)
-        print(f"comparison: {args.out}", file=out)
-    return gate_exit(comparison, err)
