@@ -20,6 +20,7 @@ from typing import Any
 from profreport.analysis.kernel_bytes import KERNEL_BYTES_FIELDS, attach_kernel_bytes
 from profreport.analysis.roofline import KERNEL_ROOFLINE_FIELDS, Roofs, attach_roofline
 from profreport.analysis.verdict import verdict_for
+from profreport.record.model import Run
 
 # Mode-entry keys that hold findings, not evidence: dropped before deriving, so nothing stale
 # (an older release's fusion map or verdict) can leak into today's analysis.
@@ -128,6 +129,13 @@ def derive(record: dict[str, Any]) -> Findings:
             roofline=entry.get("roofline"),
         )
     return Findings(MappingProxyType(found))
+
+
+def derived_run(record: dict[str, Any]) -> Run:
+    """The typed run with today's findings in place (each mode's `fusion`, `verdict`,
+    `why_not_fused`, `roofline`, and each kernel row's bytes and roofline fields): what renderers
+    and comparisons read."""
+    return Run.from_json(_derive_into(record))
 
 
 def with_findings(record: dict[str, Any]) -> dict[str, Any]:

@@ -375,7 +375,9 @@ class ModeResult(Section):
     peak_memory: PeakMemory | None = None
     fusion: JSON | None = None
     roofline: JSON | None = None
+    why_not_fused: tuple[JSON, ...] | None = None
     verdict: str | None = None
+    _tuples = frozenset({"why_not_fused"})
     _objects = MappingProxyType(
         {
             "peak_memory": PeakMemory,
@@ -406,6 +408,8 @@ class Run(Section):
     kernel_definition: KernelDefinition | None = None
     modes: Mapping[str, ModeResult] = field(default_factory=dict)
     ceilings: Ceilings | None = None
+    timing_noise: JSON | None = None
+    timeline: str | None = None
     phases_s: JSON | None = None
     _objects = MappingProxyType(
         {
