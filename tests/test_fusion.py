@@ -13,13 +13,14 @@ from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
 from profreport.pipeline import RunOptions, collect_run
 from profreport.record import load
+from profreport.record.model import ModeResult, TensorIO
 from tests.conftest import generate_run
 
 F32 = 4
 
 
 def _call(op, read, written, flops=None):
-    return {"op": op, "read": read, "written": written, "flops": flops}
+    return TensorIO(op=op, read=read, written=written, flops=flops)
 
 
 def test_conv_bn_relu_eager_bytes_from_shapes():
@@ -277,7 +278,7 @@ def test_measured_bytes_say_why_they_are_missing(tmp_path):
 
 
 def test_kernel_rows_take_their_operations_bytes():
-    from profreport.analysis.kernel_bytes import attach_kernel_bytes
+    from profreport.analysis.kernel_bytes import kernel_bytes
 
     mode = {
         "bytes": {"table": [{"op": "aten::convolution", "read": 300, "written": 100}]},
@@ -298,8 +299,7 @@ def test_kernel_rows_take_their_operations_bytes():
             ]
         },
     }
-    attach_kernel_bytes(mode)
-    a, b, c = mode["kernels"]["table"]
+    a, b, c = kernel_bytes(ModeResult.from_json(mode))
     assert (a["bytes_read"], a["bytes_written"], a["bytes_op"], a["bytes_shared_by"]) == (
         300,
         100,

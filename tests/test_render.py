@@ -8,6 +8,7 @@ import pytest
 
 from profreport.analysis.verdict import verdict_for
 from profreport.record import RecordError, dumps, load, validate
+from profreport.record.model import Run
 from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
 
@@ -60,7 +61,7 @@ def test_failed_mode_is_shown_with_its_error(record):
         "error": "RuntimeError: cannot script this",
         "compile_s": None,
     }
-    rec["modes"]["script"]["verdict"] = verdict_for("script", rec)
+    rec["modes"]["script"]["verdict"] = verdict_for("script", Run.from_json(rec))
     page = html.render(rec)
     assert "RuntimeError: cannot script this" in page
     md = markdown.render(rec)

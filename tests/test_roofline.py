@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from profreport.analysis.derive import derive, with_findings
-from profreport.analysis.roofline import Roofs, attach_roofline, kernel_bound, mode_floor
+from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
+from profreport.record.model import ModeResult
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -82,6 +83,19 @@ def _row(name, read, written, time_us, flops=None, op=None, shared=1, calls=1.0)
         "bytes_shared_by": shared,
         "flops": flops,
     }
+
+
+def attach_roofline(mode: dict, roofs, eager: dict | None = None):
+    """kernel_roofline over a mode written as JSON: its rows get the fields in place (what these
+    tests check), and the floor is returned."""
+    typed_eager = ModeResult.from_json(eager) if eager is not None else None
+    found = kernel_roofline(ModeResult.from_json(mode), roofs, typed_eager)
+    if found is None:
+        return None
+    rows, floor = found
+    for row, fields in zip(mode["kernels"]["table"], rows, strict=True):
+        row.update(fields)
+    return floor
 
 
 def _mode(rows, median_ms):

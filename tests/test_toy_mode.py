@@ -44,12 +44,13 @@ class ToyMode(Mode):
         sync()
         return PreparedMode(self.name, run, compiler={"wrapped": type(module).__name__})
 
-    def fusion_map(self, entry, eager):
-        ops = [c["op"] for c in eager["bytes"]["sequence"]]
+    def fusion_map(self, mode, eager):
+        ops = [c.op for c in eager.bytes.sequence]
         return {"source": "toy: one group per eager op", "groups": [], "ops_seen": ops}
 
-    def fusion_evidence(self, entry, record):
-        return f"toy wrapped {entry['compiler']['wrapped']}"
+    def fusion_evidence(self, mode, run):
+        # evidence only this mode records is kept beside the declared fields
+        return f"toy wrapped {mode.compiler.extra['wrapped']}"
 
     def reset_after_failure(self):
         self.resets += 1

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
+
+from profreport.record.model import TensorIO
 
 
 def _monotone_pairs(
@@ -38,10 +39,10 @@ def _monotone_pairs(
 
 def pair_with_eager(
     keys: list[tuple[str, str]],
-    eager_sequence: Sequence[dict[str, Any]],
+    eager_sequence: Sequence[TensorIO],
     norm: Callable[[str], str],
     top_level: frozenset[tuple[str, str]] = frozenset(),
-) -> tuple[dict[tuple[str, str], dict[str, Any] | None], list[dict[str, Any]]]:
+) -> tuple[dict[tuple[str, str], TensorIO | None], list[TensorIO]]:
     """Pair the graph's op calls (in graph order) with eager calls of the same op.
 
     Where the counts agree, the k-th relu of the graph is the k-th eager relu. Where they do not
@@ -56,8 +57,8 @@ def pair_with_eager(
         graph_at[key[0]].append(i)
     eager_at: dict[str, list[int]] = defaultdict(list)
     for j, call in enumerate(eager_sequence):
-        eager_at[norm(call["op"])].append(j)
-    matched: dict[tuple[str, str], dict[str, Any] | None] = {key: None for key in keys}
+        eager_at[norm(call.op)].append(j)
+    matched: dict[tuple[str, str], TensorIO | None] = {key: None for key in keys}
     taken: set[int] = set()
     for op, graph_idx in graph_at.items():
         eager_idx = eager_at.get(op, [])

@@ -1,10 +1,12 @@
 """Findings derived from a run record's evidence: one pure function every reader calls.
 
 Capture stores what was observed (kernel tables, the tensor-I/O sequence, compiler nodes and graphs,
-timing samples, environment). `derive(record)` computes what we conclude from it: each mode's fusion
-map (asked of the mode, see profreport.modes), the modeled bytes of each kernel row, and the
-verdicts. Render, compare, the API and the CLI call it, so an old run.json shows today's analysis;
-the copy of the findings that run.json keeps is for other tools, and is never read back as truth.
+timing samples, environment). `derived_run(run)` computes what we conclude from it: each mode's
+fusion map (asked of the mode, see profreport.modes), the modeled bytes and roofline of each
+kernel row, the latency floor, why ops did not fuse, and the verdicts; `derive(run)` gives the same
+findings on their own. Render, compare, the API and the CLI call them, so an old run.json shows
+today's analysis; the copy of the findings that run.json keeps is for other tools, and is never
+read back as truth.
 
 Speedups (`speedup_vs_eager`) are still the ones computed from the timing samples at capture time:
 the bootstrap is the latency statistics' to own (analysis/latency.py).
@@ -12,17 +14,18 @@ the bootstrap is the latency statistics' to own (analysis/latency.py).
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from profreport.analysis.kernel_bytes import KERNEL_BYTES_FIELDS, attach_kernel_bytes
-from profreport.analysis.roofline import KERNEL_ROOFLINE_FIELDS, Roofs, attach_roofline
+from profreport.analysis.kernel_bytes import KERNEL_BYTES_FIELDS, kernel_bytes
+from profreport.analysis.roofline import KERNEL_ROOFLINE_FIELDS, Roofs, kernel_roofline
 from profreport.analysis.verdict import verdict_for
-from profreport.record.model import Run
+from profreport.record.model import KernelCounts, KernelRow, ModeResult, Run
 
-# Mode-entry keys that hold findings, not evidence: dropped before deriving, so nothing stale
+# Mode fields that hold findings, not evidence: dropped before deriving, so nothing stale
 # (an older release's fusion map or verdict) can leak into today's analysis.
 FINDING_KEYS = ("fusion", "verdict", "why_not_fused", "roofline")
 ROW_FINDING_FIELDS = KERNEL_BYTES_FIELDS + KERNEL_ROOFLINE_FIELDS
@@ -37,11 +40,11 @@ class ModeFindings:
     floor (analysis/roofline; None: the record has no measured ceilings)."""
 
     verdict: str
-    fusion: dict[str, Any] | None = None
+    fusion: Mapping[str, Any] | None = None
     kernel_bytes: tuple[dict[str, Any], ...] = ()
-    why_not_fused: tuple[dict[str, Any], ...] | None = None
+    why_not_fused: tuple[Mapping[str, Any], ...] | None = None
     kernel_roofline: tuple[dict[str, Any], ...] = ()
-    roofline: dict[str, Any] | None = None
+    roofline: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -57,88 +60,104 @@ class Findings:
 _MISSING_EVIDENCE = (KeyError, TypeError, IndexError, AttributeError)
 
 
-def _strip(entry: dict[str, Any]) -> None:
-    for key in FINDING_KEYS:
-        entry.pop(key, None)
-    for row in (entry.get("kernels") or {}).get("table") or []:
-        for key in ROW_FINDING_FIELDS:
-            row.pop(key, None)
+def _with_rows(mode: ModeResult, fields: tuple[dict[str, Any], ...]) -> ModeResult:
+    """`mode` with `fields[i]` added to its i-th kernel row."""
+    kernels = mode.kernels
+    if kernels is None:
+        return mode
+    rows = tuple(row.adding(**extra) for row, extra in zip(kernels.table, fields, strict=True))
+    return dataclasses.replace(mode, kernels=dataclasses.replace(kernels, table=rows))
 
 
-def _derive_into(record: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of `record` whose findings are derived from its evidence."""
+def _stripped(mode: ModeResult) -> ModeResult:
+    """`mode` without its stored findings (its own and its kernel rows')."""
+    mode = mode.without(*FINDING_KEYS)
+    kernels: KernelCounts | None = mode.kernels
+    if kernels is None:
+        return mode
+    rows = tuple(row.without(*ROW_FINDING_FIELDS) for row in kernels.table)
+    return dataclasses.replace(mode, kernels=dataclasses.replace(kernels, table=rows))
+
+
+def _measured(
+    name: str, mode: ModeResult, eager: ModeResult | None, roofs: Roofs | None
+) -> ModeResult:
+    """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
+    roofline and floor."""
     from profreport.modes.registry import mode_for
 
-    work = copy.deepcopy(record)
-    modes = work["modes"]
-    eager = modes.get("eager")
-    eager_ok = eager is not None and eager.get("status") == "ok"
-    roofs = Roofs.from_record(work.get("ceilings"))
-    for name, entry in modes.items():
-        stored = copy.deepcopy(entry)
+    fusion = mode_for(name).fusion_map(mode, eager) if name != "eager" and eager else None
+    mode = mode.adding(fusion=fusion)
+    mode = _with_rows(mode, kernel_bytes(mode))
+    roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
+    if roofline is None:
+        return mode
+    rows, floor = roofline
+    return _with_rows(mode, rows).adding(roofline=floor)
+
+
+def derived_run(record: Run | Mapping[str, Any]) -> Run:
+    """The typed run with today's findings in place of the stored ones (each mode's `fusion`,
+    `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
+    renderers and comparisons read. Evidence a foreign record lacks leaves that finding as stored."""
+    from profreport.modes.registry import mode_for
+
+    run = record if isinstance(record, Run) else Run.from_json(record)
+    stored = run.modes
+    eager = stored.get("eager")
+    baseline = _stripped(eager) if eager is not None and eager.ok else None
+    roofs = Roofs.from_record(run.ceilings)
+    modes: dict[str, ModeResult] = {}
+    for name, mode in stored.items():
         try:
-            _strip(entry)
-            if entry.get("status") == "ok":
-                entry["fusion"] = (
-                    mode_for(name).fusion_map(entry, eager)
-                    if name != "eager" and eager_ok and eager is not None
-                    else None
-                )
-                attach_kernel_bytes(entry)
-                floor = attach_roofline(entry, roofs, eager if eager_ok else None)
-                if floor is not None:
-                    entry["roofline"] = floor
+            modes[name] = (
+                _measured(name, _stripped(mode), baseline, roofs) if mode.ok else _stripped(mode)
+            )
         except _MISSING_EVIDENCE:
-            entry.clear()
-            entry.update(stored)
-    for name, entry in modes.items():
+            modes[name] = mode
+    run = dataclasses.replace(run, modes=modes)
+    for name in list(modes):
+        mode = modes[name]
         try:
-            if entry.get("status") == "ok" and name != "eager":
-                why = mode_for(name).why_not_fused(entry, work)
+            if mode.ok and name != "eager":
+                why = mode_for(name).why_not_fused(mode, run)
                 if why is not None:
-                    entry["why_not_fused"] = why
+                    mode = mode.adding(why_not_fused=tuple(why))
         except _MISSING_EVIDENCE:
             pass  # a foreign record without the evidence: nothing derived, nothing invented
+        # (a mode kept as stored keeps its verdict's place; a derived one gets it last)
         try:
-            entry["verdict"] = verdict_for(name, work)
+            mode = mode.adding(verdict=verdict_for(name, run))
         except _MISSING_EVIDENCE:
-            original = record["modes"][name]
-            if "verdict" in original:
-                entry["verdict"] = original["verdict"]
-    return work
+            if stored[name].has("verdict"):
+                mode = mode.adding(verdict=stored[name].verdict)
+        modes[name] = mode
+        run = dataclasses.replace(run, modes=dict(modes))
+    return run
 
 
-def derive(record: dict[str, Any]) -> Findings:
+def _row_fields(row: KernelRow, names: tuple[str, ...]) -> dict[str, Any]:
+    return {k: getattr(row, k) for k in names if row.has(k)}
+
+
+def derive(record: Run | Mapping[str, Any]) -> Findings:
     """The findings of `record` from its evidence alone (the record is not changed)."""
-    work = _derive_into(record)
+    run = derived_run(record)
     found = {}
-    for name, entry in work["modes"].items():
-        rows = (
-            (entry.get("kernels") or {}).get("table") or [] if entry.get("status") == "ok" else []
-        )
+    for name, mode in run.modes.items():
+        rows = mode.kernels.table if mode.ok and mode.kernels is not None else ()
         found[name] = ModeFindings(
-            verdict=entry["verdict"],
-            fusion=entry.get("fusion"),
-            kernel_bytes=tuple({k: r[k] for k in KERNEL_BYTES_FIELDS if k in r} for r in rows),
-            why_not_fused=(
-                tuple(entry["why_not_fused"]) if entry.get("why_not_fused") is not None else None
-            ),
-            kernel_roofline=tuple(
-                {k: r[k] for k in KERNEL_ROOFLINE_FIELDS if k in r} for r in rows
-            ),
-            roofline=entry.get("roofline"),
+            verdict=mode.verdict or "",
+            fusion=mode.fusion,
+            kernel_bytes=tuple(_row_fields(r, KERNEL_BYTES_FIELDS) for r in rows),
+            why_not_fused=mode.why_not_fused,
+            kernel_roofline=tuple(_row_fields(r, KERNEL_ROOFLINE_FIELDS) for r in rows),
+            roofline=mode.roofline,
         )
     return Findings(MappingProxyType(found))
 
 
-def derived_run(record: dict[str, Any]) -> Run:
-    """The typed run with today's findings in place (each mode's `fusion`, `verdict`,
-    `why_not_fused`, `roofline`, and each kernel row's bytes and roofline fields): what renderers
-    and comparisons read."""
-    return Run.from_json(_derive_into(record))
-
-
-def with_findings(record: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `record` with today's findings written where run/1 keeps them (`fusion`,
-    `verdict`, and the bytes fields of each kernel row): what renderers and comparisons read."""
-    return _derive_into(record)
+def with_findings(record: Run | Mapping[str, Any]) -> dict[str, Any]:
+    """The run.json document of `record` with today's findings written where run/1 keeps them
+    (`fusion`, `verdict`, and the bytes fields of each kernel row)."""
+    return derived_run(record).to_json()

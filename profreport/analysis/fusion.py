@@ -31,10 +31,11 @@ Sources of the mapping:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profreport.analysis._pairing import pair_with_eager
+from profreport.record.model import TensorIO
 
 # Inductor names some eager ops by their functional export-level variant.
 _OP_ALIASES = {
@@ -60,27 +61,39 @@ def short_op(op: str) -> str:
 class _EagerCalls:
     """Eager op calls in execution order, handed out by name in order of first use."""
 
-    def __init__(self, sequence: Sequence[dict[str, Any]]) -> None:
-        self._by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    def __init__(self, sequence: Sequence[TensorIO]) -> None:
+        self._by_name: dict[str, list[TensorIO]] = defaultdict(list)
         for call in sequence:
-            self._by_name[call["op"]].append(call)
+            self._by_name[call.op].append(call)
         self._next: Counter[str] = Counter()
 
-    def take(self, op: str) -> dict[str, Any] | None:
+    def take(self, op: str) -> TensorIO | None:
         calls = self._by_name.get(op, [])
         i = self._next[op]
         self._next[op] += 1
         return calls[i] if i < len(calls) else None
 
-    def untaken(self) -> list[dict[str, Any]]:
+    def untaken(self) -> list[TensorIO]:
         rest = []
         for op, calls in self._by_name.items():
             rest.extend(calls[self._next[op] :])
         return rest
 
 
-def traffic(call: dict[str, Any] | None) -> int | None:
-    return None if call is None else int(call["read"]) + int(call["written"])
+def traffic(call: TensorIO | None) -> int | None:
+    if call is None:
+        return None
+    if call.read is None or call.written is None:
+        raise TypeError(f"{call.op}: a tensor-I/O call without its bytes")
+    return call.read + call.written
+
+
+def _sum_flops(calls: Sequence[TensorIO]) -> float | None:
+    """The calls' FLOPs summed; None when any has no formula (or there are no calls)."""
+    flops = [c.flops for c in calls]
+    if not flops or any(f is None for f in flops):
+        return None
+    return sum(f for f in flops if f is not None)
 
 
 def sum_known(values: Iterable[int | None]) -> int | None:
@@ -97,7 +110,7 @@ def fusion_group(
     kernels: list[str],
     eager_bytes: int | None,
     kernel_bytes: int | None,
-    eager_flops: int | None = None,
+    eager_flops: float | None = None,
     note: str = "",
 ) -> dict[str, Any]:
     saved = None if eager_bytes is None or kernel_bytes is None else eager_bytes - kernel_bytes
@@ -114,10 +127,10 @@ def fusion_group(
     }
 
 
-def without_kernel(eager_calls: Sequence[dict[str, Any]], note: str) -> dict[str, Any]:
+def without_kernel(eager_calls: Sequence[TensorIO], note: str) -> dict[str, Any]:
     """A group of eager calls that no kernel of the mode performs: all their bytes are saved."""
     return fusion_group(
-        [short_op(c["op"]) for c in eager_calls],
+        [short_op(c.op) for c in eager_calls],
         [],
         sum_known(traffic(c) for c in eager_calls),
         0,
@@ -137,13 +150,13 @@ def summarize_groups(groups: list[dict[str, Any]], source: str) -> dict[str, Any
     }
 
 
-def _node_bytes(node: dict[str, Any]) -> int | None:
+def _node_bytes(node: Mapping[str, Any]) -> int | None:
     if node.get("read") is None or node.get("written") is None:
         return None
     return int(node["read"]) + int(node["written"])
 
 
-def _kernel_calls(nodes: Sequence[dict[str, Any]]) -> list[list[int]]:
+def _kernel_calls(nodes: Sequence[Mapping[str, Any]]) -> list[list[int]]:
     """Scheduler nodes grouped by the kernel call they were emitted into, in execution order.
 
     A generated node knows its kernel call from code generation (`kernel_call`); an extern node
@@ -164,7 +177,7 @@ def _kernel_calls(nodes: Sequence[dict[str, Any]]) -> list[list[int]]:
     return calls
 
 
-def _call_label(members: list[dict[str, Any]], own_ops: list[str]) -> tuple[str, str]:
+def _call_label(members: list[Mapping[str, Any]], own_ops: list[str]) -> tuple[str, str]:
     """(kernel name, note) of one kernel call: the profiled name Inductor gave the generated
     kernel, "library <op>" for an extern call, the scheduler node's name when unidentified."""
     first = members[0]
@@ -176,8 +189,8 @@ def _call_label(members: list[dict[str, Any]], own_ops: list[str]) -> tuple[str,
 
 
 def compile_fusion(
-    nodes: Sequence[dict[str, Any]],
-    eager_sequence: Sequence[dict[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    eager_sequence: Sequence[TensorIO],
     bookkeeping: frozenset[str],
     kernel_names: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -271,7 +284,7 @@ def compile_fusion(
             [label],
             sum_known(traffic(e) for e in eager_calls),
             kernel_bytes,
-            sum_known(e.get("flops") for e in eager_calls) if eager_calls else None,
+            _sum_flops(eager_calls),
             "; ".join(notes),
         )
         group.update(
@@ -287,9 +300,7 @@ def compile_fusion(
             entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
             for side in ("read", "written"):
                 entry[side] = sum_known([entry[side], *(m.get(side) for m in members)])
-    removed = [
-        c for c in untaken if c["op"] not in bookkeeping and _norm(c["op"]) not in bookkeeping
-    ]
+    removed = [c for c in untaken if c.op not in bookkeeping and _norm(c.op) not in bookkeeping]
     if removed:
         groups.append(
             without_kernel(
@@ -304,7 +315,7 @@ def compile_fusion(
 
 
 def script_fusion(
-    fusion_groups: Sequence[dict[str, Any]], eager_sequence: Sequence[dict[str, Any]]
+    fusion_groups: Sequence[Mapping[str, Any]], eager_sequence: Sequence[TensorIO]
 ) -> dict[str, Any]:
     """Fusion map of a TorchScript mode from the fusion groups in its optimized graph."""
     calls = _EagerCalls(eager_sequence)

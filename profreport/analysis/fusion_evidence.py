@@ -1,6 +1,6 @@
 """The verdict's clause about what each kind of compiler fused, from the run record's evidence.
 
-Pure functions over a mode entry and its record; each mode (profreport.modes) names the one it uses.
+Pure functions over a typed mode and its run; each mode (profreport.modes) names the one it uses.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from profreport.format import fmt_bytes
+from profreport.record.model import ModeResult, Run
 
 
 def _short(op: str) -> str:
@@ -47,13 +48,12 @@ def _fused_sets(fused: list[dict[str, Any]]) -> str:
     return text
 
 
-def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any], kind: str) -> str:
+def torchscript_evidence(mode: ModeResult, run: Run, kind: str) -> str:
     """TorchScript fusion groups (NNC, ...) in the optimized graph, or why there are none and
     what else makes its calls differ from eager's (`kind`: "traced" or "scripted")."""
-    compiler = mode.get("compiler") or {}
-    device = record["device"].get("type")
-    fusers = record["env"].get("fusers", {})
-    groups = compiler.get("fusion_groups") or []
+    device = run.device.type
+    fusers = run.env.fusers
+    groups = mode.compiler.fusion_groups if mode.compiler is not None else ()
     if groups:
         sets = "; ".join(" + ".join(_short(o) for o in g["ops"]) for g in groups)
         return f"TorchScript fused {len(groups)} group(s): {sets}"
@@ -66,7 +66,7 @@ def torchscript_evidence(mode: dict[str, Any], record: dict[str, Any], kind: str
         text = f"nothing fused (TorchScript's CPU fuser {why})"
     else:
         text = "nothing fused (NNC fuses pointwise chains only, never convolutions or GEMMs)"
-    return "; ".join(filter(None, [text, _graph_differences(mode, record, kind)]))
+    return "; ".join(filter(None, [text, _graph_differences(mode, run, kind)]))
 
 
 def _decomposed_clause(eager_ops: list[str]) -> str:
@@ -80,16 +80,17 @@ def _decomposed_clause(eager_ops: list[str]) -> str:
     )
 
 
-def _graph_differences(mode: dict[str, Any], record: dict[str, Any], kind: str) -> str:
+def _graph_differences(mode: ModeResult, run: Run, kind: str) -> str:
     """Why an unfused TorchScript graph runs other calls than eager: addmm split by
     DecomposeOps, and what the graph holds that eager's Python did not run (or the reverse)."""
     from profreport.analysis.fusion_optimize import dispatch_differences
     from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 
-    eager = record["modes"].get("eager") or {}
-    eager_calls = (eager.get("bytes") or {}).get("sequence")
-    mode_calls = (mode.get("bytes") or {}).get("sequence")
-    if eager.get("status") != "ok" or not eager_calls or not mode_calls:
+    eager = run.modes.get("eager")
+    if eager is None or not eager.ok or eager.bytes is None or mode.bytes is None:
+        return ""
+    eager_calls, mode_calls = eager.bytes.sequence, mode.bytes.sequence
+    if not eager_calls or not mode_calls:
         return ""
     decomposed, lacks, adds = dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
     parts = []
@@ -102,12 +103,12 @@ def _graph_differences(mode: dict[str, Any], record: dict[str, Any], kind: str) 
     return "; ".join(parts)
 
 
-def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
+def optimize_evidence(mode: ModeResult, run: Run) -> str:
     """What freeze + optimize_for_inference folded, fused, added or replaced; then what TorchScript
     itself changed (addmm run as mm + add), and how the graph it started from differs from eager."""
     from profreport.analysis import fusion_optimize as fo
 
-    groups = (mode.get("fusion") or {}).get("groups") or []
+    groups = (mode.fusion or {}).get("groups") or []
     kind = fo.graph_kind(mode)
     found, decomposed, unmatched, lacks, adds, rewritten = [], [], [], [], [], []
     for g in groups:
@@ -159,9 +160,9 @@ def optimize_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def inductor_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
+def inductor_evidence(mode: ModeResult, run: Run) -> str:
     """The eager ops each Inductor kernel fused, layout conversions, traffic saved, breaks."""
-    groups = (mode.get("fusion") or {}).get("groups") or []
+    groups = (mode.fusion or {}).get("groups") or []
     fused = [g for g in groups if g.get("fused", len(g["eager_ops"]) > 1)]
     layout = [g for g in groups if "layout" in g["note"]]
     parts = []
@@ -172,17 +173,17 @@ def inductor_evidence(mode: dict[str, Any], record: dict[str, Any]) -> str:
     if layout:
         ops = sorted({op for g in layout for op in g.get("library_operands") or g["eager_ops"]})
         parts.append(f"it added layout conversion for {', '.join(ops)}")
-    saved = (mode.get("fusion") or {}).get("saved_bytes")
+    saved = (mode.fusion or {}).get("saved_bytes")
     if fused and saved is not None:
         parts.append(
             f"fusion map: {fmt_bytes(saved)} modeled traffic saved"
             if saved >= 0
             else f"fusion map: {fmt_bytes(-saved)} more modeled traffic"
         )
-    compiler = mode.get("compiler") or {}
-    breaks = compiler.get("graph_breaks") or 0
-    if breaks:
-        first = (compiler.get("graph_break_records") or [{}])[0]
+    compiler = mode.compiler
+    breaks = (compiler.graph_breaks if compiler is not None else None) or 0
+    if breaks and compiler is not None:
+        first = (compiler.graph_break_records or ({},))[0]
         where = (
             f", first at {str(first['file']).rsplit('/', 1)[-1]}:{first['line']}: {first['reason']}"
             if first.get("file")

@@ -36,6 +36,7 @@ from profreport.analysis.fusion import (
     traffic,
     without_kernel,
 )
+from profreport.record.model import ModeResult, TensorIO
 
 FOLDED = "folded away by freezing (no kernel left)"
 UNMATCHED = "no optimized call of this op left to pair with"
@@ -63,9 +64,9 @@ _LAYOUT_FAMILIES = frozenset({"to_mkldnn", "to_dense", "reorder_conv2d_weight"})
 _FOLDABLE = frozenset({"batch_norm", "dropout", "feature_dropout"})
 
 
-def graph_kind(entry: Mapping[str, Any]) -> str:
+def graph_kind(mode: ModeResult) -> str:
     """How the optimize mode's graph was made: "traced" when scripting failed, else "scripted"."""
-    notes = (entry.get("compiler") or {}).get("notes") or []
+    notes = mode.compiler.notes if mode.compiler is not None else ()
     return (
         "traced" if any(n.startswith("traced instead of scripted") for n in notes) else "scripted"
     )
@@ -87,8 +88,8 @@ def _graph_family(op: str) -> str:
 
 
 def optimize_fusion(
-    eager_sequence: Sequence[dict[str, Any]],
-    mode_sequence: Sequence[dict[str, Any]],
+    eager_sequence: Sequence[TensorIO],
+    mode_sequence: Sequence[TensorIO],
     bookkeeping: frozenset[str],
     graph_before: Mapping[str, int] | None = None,
     graph_kind: str = "scripted",
@@ -100,19 +101,19 @@ def optimize_fusion(
     leftovers are then read as folded and added, as releases before this one did); `graph_kind`:
     "traced" or "scripted", how that graph was made; `graph_after`: the optimized graph's op
     counts (which linear nodes became matmul)."""
-    pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pending: dict[str, list[TensorIO]] = defaultdict(list)
     for c in eager_sequence:
-        if c["op"] not in bookkeeping:
-            pending[_family(c["op"])].append(c)
-    calls = [c for c in mode_sequence if c["op"] not in bookkeeping]
+        if c.op not in bookkeeping:
+            pending[_family(c.op)].append(c)
+    calls = [c for c in mode_sequence if c.op not in bookkeeping]
     groups = []
-    added: list[dict[str, Any]] = []
+    added: list[TensorIO] = []
     linear_rewrites = _linear_rewrites(graph_before, graph_after)
     i = 0
     while i < len(calls):
         c = calls[i]
         i += 1
-        family = _family(c["op"])
+        family = _family(c.op)
         absorbed: tuple[str, ...] = ()
         for suffix, extra in _FUSED_SUFFIXES:
             if family.endswith(suffix):
@@ -128,15 +129,15 @@ def optimize_fusion(
             eager_call = pending[decomposed].pop(0)
             parts = [c]
             rest: tuple[str, ...] = _DECOMPOSITIONS[decomposed][1:]
-            while rest and i < len(calls) and _family(calls[i]["op"]) == rest[0]:
+            while rest and i < len(calls) and _family(calls[i].op) == rest[0]:
                 parts.append(calls[i])
                 i, rest = i + 1, rest[1:]
             note = LINEAR_SPLIT if linear_rewrites > 0 else DECOMPOSED
             linear_rewrites -= 1
             groups.append(
                 fusion_group(
-                    [short_op(eager_call["op"])],
-                    [short_op(p["op"]) for p in parts],
+                    [short_op(eager_call.op)],
+                    [short_op(p.op) for p in parts],
                     traffic(eager_call),
                     sum_known(traffic(p) for p in parts),
                     note=note,
@@ -147,11 +148,11 @@ def optimize_fusion(
         eager_calls += [pending[fam].pop(0) for fam in absorbed if pending.get(fam)]
         groups.append(
             fusion_group(
-                [short_op(e["op"]) for e in eager_calls],
-                [short_op(c["op"])],
+                [short_op(e.op) for e in eager_calls],
+                [short_op(c.op)],
                 sum_known(traffic(e) for e in eager_calls),
                 traffic(c),
-                c.get("flops"),
+                c.flops,
                 note="" if len(eager_calls) > 1 else "replaced",
             )
         )
@@ -164,15 +165,15 @@ def optimize_fusion(
 
 
 def dispatch_differences(
-    eager_sequence: Sequence[dict[str, Any]],
-    mode_sequence: Sequence[dict[str, Any]],
+    eager_sequence: Sequence[TensorIO],
+    mode_sequence: Sequence[TensorIO],
     bookkeeping: frozenset[str],
 ) -> tuple[Counter[str], Counter[str], Counter[str]]:
     """How a TorchScript graph's dispatched calls differ from eager's, counted by op family:
     (eager calls run as their decomposition, e.g. addmm as mm + add; eager calls with no
     counterpart; the graph's with none)."""
-    eager = Counter(_family(c["op"]) for c in eager_sequence if c["op"] not in bookkeeping)
-    mode = Counter(_family(c["op"]) for c in mode_sequence if c["op"] not in bookkeeping)
+    eager = Counter(_family(c.op) for c in eager_sequence if c.op not in bookkeeping)
+    mode = Counter(_family(c.op) for c in mode_sequence if c.op not in bookkeeping)
     decomposed: Counter[str] = Counter()
     for family, (first, *rest) in _DECOMPOSITIONS.items():
         n = max(0, min(eager[family] - mode[family], mode[first] - eager[first]))
@@ -199,7 +200,7 @@ def decomposition_text(eager_family: str) -> str:
     return " + ".join(_DECOMPOSITIONS[eager_family])
 
 
-def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) -> str | None:
+def _decomposition_of(family: str, pending: Mapping[str, list[TensorIO]]) -> str | None:
     """The eager op family a call of `family` starts the decomposition of, if one is pending."""
     for eager_family, parts in _DECOMPOSITIONS.items():
         if parts[0] == family and pending.get(eager_family):
@@ -208,21 +209,21 @@ def _decomposition_of(family: str, pending: Mapping[str, list[dict[str, Any]]]) 
 
 
 def _partition(
-    calls: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    calls: list[TensorIO], keep: Callable[[TensorIO], bool]
+) -> tuple[list[TensorIO], list[TensorIO]]:
     return [c for c in calls if keep(c)], [c for c in calls if not keep(c)]
 
 
 def _leftover_eager(
-    left: list[dict[str, Any]], graph_before: Mapping[str, int] | None, graph_kind: str
+    left: list[TensorIO], graph_before: Mapping[str, int] | None, graph_kind: str
 ) -> list[dict[str, Any]]:
     """Eager calls nothing optimized computes: folded by freezing, never in the graph, or
     unmatched. Without the graph before freezing (older records) every op counts as held."""
     in_graph = None if graph_before is None else {_graph_family(op) for op in graph_before}
     held, unrecorded = _partition(
-        left, lambda c: in_graph is None or _graph_family(c["op"]) in in_graph
+        left, lambda c: in_graph is None or _graph_family(c.op) in in_graph
     )
-    folded, unmatched = _partition(held, lambda c: _graph_family(c["op"]) in _FOLDABLE)
+    folded, unmatched = _partition(held, lambda c: _graph_family(c.op) in _FOLDABLE)
     named = (
         (folded, FOLDED),
         (unmatched, UNMATCHED),
@@ -232,17 +233,17 @@ def _leftover_eager(
 
 
 def _leftover_mode(
-    added: list[dict[str, Any]], graph_before: Mapping[str, int] | None, graph_kind: str
+    added: list[TensorIO], graph_before: Mapping[str, int] | None, graph_kind: str
 ) -> list[dict[str, Any]]:
     """Optimized calls with no eager partner: layout conversions, or the graph's own work."""
     if graph_before is None:
         return [_only_in_mode(added, ADDED)] if added else []
-    layout, others = _partition(added, lambda c: _family(c["op"]) in _LAYOUT_FAMILIES)
+    layout, others = _partition(added, lambda c: _family(c.op) in _LAYOUT_FAMILIES)
     named = ((layout, LAYOUT_ADDED), (others, GRAPH_ONLY.format(graph=graph_kind)))
     return [_only_in_mode(calls, note) for calls, note in named if calls]
 
 
-def _only_in_mode(calls: list[dict[str, Any]], note: str) -> dict[str, Any]:
+def _only_in_mode(calls: list[TensorIO], note: str) -> dict[str, Any]:
     return fusion_group(
-        [], [short_op(c["op"]) for c in calls], 0, sum_known(traffic(c) for c in calls), note=note
+        [], [short_op(c.op) for c in calls], 0, sum_known(traffic(c) for c in calls), note=note
     )

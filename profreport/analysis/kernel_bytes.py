@@ -13,9 +13,12 @@ generation put into them, matched by the kernel's exact name (see the fusion map
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
-# The fields attach_kernel_bytes adds to a kernel row (findings: derived, never read back).
+from profreport.record.model import KernelRow, ModeResult
+
+# The fields kernel_bytes gives a kernel row (findings: derived, never read back).
 KERNEL_BYTES_FIELDS = (
     "bytes_read",
     "bytes_written",
@@ -40,51 +43,61 @@ _DISPATCH_NAME = {
 }
 
 
-def _candidates(row: dict[str, Any]) -> list[str]:
+def _candidates(row: KernelRow) -> list[str]:
     names = []
-    for name in (row.get("name"), row.get("launched_by"), row.get("launched_by_top")):
+    for name in (row.name, row.launched_by, row.launched_by_top):
         if name:
             names += [name, _DISPATCH_NAME.get(name, name)]
     return list(dict.fromkeys(names))
 
 
-def attach_kernel_bytes(mode: dict[str, Any]) -> None:
-    """Add `bytes_read`, `bytes_written`, `bytes_op` and `bytes_shared_by` to each kernel row of
-    `mode` (a run-record mode entry with `kernels` and `bytes`), and the operation's FLOPs
-    (`flops`, `flops_per_byte`) where torch's flop counter has a formula; rows with no matching
-    operation get None, never 0."""
-    ops = {r["op"]: r for r in mode["bytes"]["table"]}
+def kernel_bytes(mode: ModeResult) -> tuple[dict[str, Any], ...]:
+    """The bytes fields of each kernel row of `mode` (in table order): `bytes_read`,
+    `bytes_written`, `bytes_op` and `bytes_shared_by`, and the operation's FLOPs (`flops`,
+    `flops_per_byte`) where torch's flop counter has a formula; rows with no matching operation
+    get None, never 0. `mode` needs its kernel table, its bytes table and (for Inductor's kernels)
+    its fusion map."""
+    if mode.kernels is None or mode.bytes is None:
+        raise AttributeError("a mode without kernels or bytes")
+    ops = {r.op: r for r in mode.bytes.table}
     # compile's library calls are recorded as "extern <op>": findable by the op's own name.
-    ops.update({r["op"].removeprefix("extern "): r for r in mode["bytes"]["table"]})
-    fusion = mode.get("fusion") or {}
+    ops.update({r.op.removeprefix("extern "): r for r in mode.bytes.table})
     # Inductor's generated kernels, by their exact name (a kernel called twice sums both calls).
-    by_kernel: dict[str, dict[str, int | None]] = fusion.get("per_kernel") or {}
+    by_kernel: Mapping[str, Mapping[str, int | None]] = (mode.fusion or {}).get("per_kernel") or {}
     matches: dict[str, str | None] = {}
-    for row in mode["kernels"]["table"]:
-        matches[row["name"]] = next((c for c in _candidates(row) if c in ops), None)
+    for row in mode.kernels.table:
+        matches[row.name] = next((c for c in _candidates(row) if c in ops), None)
     shared: dict[str, int] = defaultdict(int)
     for op in matches.values():
         if op is not None:
             shared[op] += 1
-    for row in mode["kernels"]["table"]:
-        op = matches[row["name"]]
+    found: list[dict[str, Any]] = []
+    for row in mode.kernels.table:
+        op = matches[row.name]
         if op is not None:
-            flops = ops[op].get("flops")
-            total = ops[op]["read"] + ops[op]["written"]
-            row.update(
-                bytes_read=ops[op]["read"],
-                bytes_written=ops[op]["written"],
-                bytes_op=op,
-                bytes_shared_by=shared[op],
-                flops=flops,
-                flops_per_byte=None if flops is None or total == 0 else flops / total,
+            o = ops[op]
+            total = o.read + o.written
+            found.append(
+                {
+                    "bytes_read": o.read,
+                    "bytes_written": o.written,
+                    "bytes_op": op,
+                    "bytes_shared_by": shared[op],
+                    "flops": o.flops,
+                    "flops_per_byte": None if o.flops is None or total == 0 else o.flops / total,
+                }
             )
-        elif row["name"] in by_kernel:
-            row.update(
-                bytes_read=by_kernel[row["name"]]["read"],
-                bytes_written=by_kernel[row["name"]]["written"],
-                bytes_op="Inductor scheduler node(s)",
-                bytes_shared_by=1,
+        elif row.name in by_kernel:
+            found.append(
+                {
+                    "bytes_read": by_kernel[row.name]["read"],
+                    "bytes_written": by_kernel[row.name]["written"],
+                    "bytes_op": "Inductor scheduler node(s)",
+                    "bytes_shared_by": 1,
+                }
             )
         else:
-            row.update(bytes_read=None, bytes_written=None, bytes_op=None, bytes_shared_by=0)
+            found.append(
+                {"bytes_read": None, "bytes_written": None, "bytes_op": None, "bytes_shared_by": 0}
+            )
+    return tuple(found)

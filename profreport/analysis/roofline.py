@@ -22,10 +22,13 @@ mode is flagged inconsistent, never shown as a plain number.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# The fields attach_roofline adds to a kernel row (findings: derived, never read back).
+from profreport.record.model import Ceilings, KernelRow, Latency, ModeResult, OpBytes
+
+# The fields kernel_roofline gives a kernel row (findings: derived, never read back).
 KERNEL_ROOFLINE_FIELDS = (
     "achieved_bytes_per_s",
     "achieved_flops_per_s",
@@ -51,20 +54,19 @@ class Roofs:
     last_level_cache_bytes: int | None = None
 
     @classmethod
-    def from_record(cls, ceilings: Any) -> Roofs | None:
-        """The roofs of a record's `ceilings` section; None when it has none (older records, or
-        the measurement failed)."""
-        if not isinstance(ceilings, dict):
+    def from_record(cls, ceilings: Ceilings | Mapping[str, Any] | None) -> Roofs | None:
+        """The roofs of a record's `ceilings` section (typed, or its JSON); None when it has none
+        (older records, or the measurement failed)."""
+        if isinstance(ceilings, Mapping):
+            ceilings = Ceilings.from_json(ceilings)
+        if ceilings is None or ceilings.memory_bandwidth is None or ceilings.matmul_rate is None:
             return None
-        try:
-            memory = float(ceilings["memory_bandwidth"]["value"])
-            rate = float(ceilings["matmul_rate"]["value"])
-        except (KeyError, TypeError, ValueError):
-            return None
+        memory = float(ceilings.memory_bandwidth.value)
+        rate = float(ceilings.matmul_rate.value)
         if memory <= 0 or rate <= 0:
             return None
-        cache = (ceilings.get("cache_bandwidth") or {}).get("value")
-        llc = ceilings.get("last_level_cache_bytes")
+        cache = ceilings.cache_bandwidth.value if ceilings.cache_bandwidth is not None else None
+        llc = ceilings.last_level_cache_bytes
         return cls(
             memory,
             rate,
@@ -119,30 +121,30 @@ def kernel_bound(
     return KernelBound(traffic, flops, time_s, name, bound_s, bound)
 
 
-def _groups(rows: list[dict[str, Any]]) -> list[list[int]]:
+def _groups(rows: Sequence[KernelRow]) -> list[list[int]]:
     """Row indexes with modeled bytes, grouped: rows sharing one operation's bytes together."""
     groups: dict[Any, list[int]] = {}
     for i, row in enumerate(rows):
-        if row.get("bytes_read") is None or row.get("bytes_written") is None:
+        if row.bytes_read is None or row.bytes_written is None:
             continue
-        shared = (row.get("bytes_shared_by") or 0) > 1 and row.get("bytes_op")
-        groups.setdefault(("op", row["bytes_op"]) if shared else ("row", i), []).append(i)
+        shared = (row.bytes_shared_by or 0) > 1 and row.bytes_op
+        groups.setdefault(("op", row.bytes_op) if shared else ("row", i), []).append(i)
     return list(groups.values())
 
 
-def _group_time_s(rows: list[dict[str, Any]]) -> float | None:
-    times = [r.get("time_us_per_step") for r in rows]
+def _group_time_s(rows: list[KernelRow]) -> float | None:
+    times = [r.time_us_per_step for r in rows]
     if not times or any(t is None for t in times):
         return None
     total = sum(float(t) for t in times if t is not None)
     return total / 1e6 if total > 0 else None
 
 
-def _note(rows: list[dict[str, Any]], bound: KernelBound) -> str:
+def _note(rows: list[KernelRow], bound: KernelBound) -> str:
     notes = []
     if len(rows) > 1:
         notes.append(
-            f"{rows[0]['bytes_op']}'s bytes and FLOPs are shared by {len(rows)} kernels: the "
+            f"{rows[0].bytes_op}'s bytes and FLOPs are shared by {len(rows)} kernels: the "
             f"figures are for the {len(rows)} together (summed time)"
         )
     if bound.flops is None and bound.traffic:
@@ -155,44 +157,43 @@ def _note(rows: list[dict[str, Any]], bound: KernelBound) -> str:
     return "; ".join(notes)
 
 
-def _eager_flops(
-    row: dict[str, Any], eager_ops: dict[str, dict[str, Any]]
-) -> tuple[float | None, str]:
+def _eager_flops(row: KernelRow, eager_ops: Mapping[str, OpBytes]) -> tuple[float | None, str]:
     """A library call a compiler kept (Inductor's `extern aten::convolution`) has no FLOPs in the
     compiler's accounting; eager's call of the same op with the same modeled bytes has the flop
     counter's figure. Borrowed only on that exact match."""
-    op = str(row.get("bytes_op") or "").removeprefix("extern ")
+    op = str(row.bytes_op or "").removeprefix("extern ")
     same = eager_ops.get(op)
-    if same is None or same.get("flops") is None:
+    if same is None or same.flops is None:
         return None, ""
-    if same["read"] != row["bytes_read"] or same["written"] != row["bytes_written"]:
+    if same.read != row.bytes_read or same.written != row.bytes_written:
         return None, ""
-    return float(same["flops"]), f"FLOPs from eager's {op} (same op, same modeled bytes)"
+    return float(same.flops), f"FLOPs from eager's {op} (same op, same modeled bytes)"
 
 
-def attach_roofline(
-    mode: dict[str, Any], roofs: Roofs | None, eager: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
-    """Add KERNEL_ROOFLINE_FIELDS to each kernel row of `mode` (a mode entry whose rows carry
-    modeled bytes) and return the mode's floor finding; None (rows untouched) without roofs.
-    `eager`: the run's eager entry, whose FLOPs a compiler's library call may borrow."""
+def kernel_roofline(
+    mode: ModeResult, roofs: Roofs | None, eager: ModeResult | None = None
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]] | None:
+    """KERNEL_ROOFLINE_FIELDS of each kernel row of `mode` (a mode whose rows carry modeled
+    bytes, analysis/kernel_bytes), in table order, and the mode's floor finding; None without
+    roofs. `eager`: the run's eager mode, whose FLOPs a compiler's library call may borrow."""
     if roofs is None:
         return None
-    eager_ops = {r["op"]: r for r in ((eager or {}).get("bytes") or {}).get("table") or []}
-    rows: list[dict[str, Any]] = mode["kernels"]["table"]
-    for row in rows:
-        row.update(dict.fromkeys(KERNEL_ROOFLINE_FIELDS))
+    if mode.kernels is None:
+        raise AttributeError("a mode without kernels")
+    eager_ops = {r.op: r for r in eager.bytes.table} if eager and eager.bytes else {}
+    rows = mode.kernels.table
+    found: list[dict[str, Any]] = [dict.fromkeys(KERNEL_ROOFLINE_FIELDS) for _ in rows]
     floor_s, with_bytes, by_bound = 0.0, 0, {"memory": 0, "cache": 0, "compute": 0}
     for indexes in _groups(rows):
         group = [rows[i] for i in indexes]
         first = group[0]
-        flops, borrowed = first.get("flops"), ""
+        flops, borrowed = first.flops, ""
         if flops is None and mode is not eager:
             flops, borrowed = _eager_flops(first, eager_ops)
         bound = kernel_bound(
-            int(first["bytes_read"]) + int(first["bytes_written"]),
+            int(first.bytes_read or 0) + int(first.bytes_written or 0),
             flops,
-            float(first.get("calls_per_step") or 1.0),
+            float(first.calls_per_step or 1.0),
             _group_time_s(group),
             roofs,
         )
@@ -200,19 +201,20 @@ def attach_roofline(
         with_bytes += len(group)
         if bound.bound is not None:
             by_bound[bound.bound] += len(group)
-        for row in group:
-            row.update(
-                achieved_bytes_per_s=bound.achieved_bytes_per_s,
-                achieved_flops_per_s=bound.achieved_flops_per_s,
-                bound=bound.bound,
-                ceiling_pct=bound.ceiling_pct,
-                roofline_note="; ".join(n for n in (borrowed, _note(group, bound)) if n),
-            )
-    return mode_floor(mode.get("latency_ms"), floor_s, with_bytes, len(rows), by_bound)
+        for i in indexes:
+            found[i] = {
+                "achieved_bytes_per_s": bound.achieved_bytes_per_s,
+                "achieved_flops_per_s": bound.achieved_flops_per_s,
+                "bound": bound.bound,
+                "ceiling_pct": bound.ceiling_pct,
+                "roofline_note": "; ".join(n for n in (borrowed, _note(group, bound)) if n),
+            }
+    floor = mode_floor(mode.latency_ms, floor_s, with_bytes, len(rows), by_bound)
+    return tuple(found), floor
 
 
 def mode_floor(
-    latency: dict[str, Any] | None,
+    latency: Latency | None,
     floor_s: float,
     kernels_with_bytes: int,
     kernels: int,
@@ -220,7 +222,7 @@ def mode_floor(
 ) -> dict[str, Any]:
     """The floor finding of a mode: floor, measured median / floor, and whether they agree."""
     floor_ms = floor_s * 1000.0
-    median = (latency or {}).get("median")
+    median = latency.median if latency is not None else None
     ratio = median / floor_ms if median is not None and floor_ms > 0 else None
     consistent = None if ratio is None else ratio >= 1.0
     note = ""

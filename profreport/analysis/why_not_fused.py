@@ -1,6 +1,6 @@
 """Why it did not fuse: per mode, the graph breaks, the splits between adjacent kernels, and the
 fuser's limits, each with the evidence it rests on. Pure functions over a mode entry (whose
-`fusion` map is already derived) and its record.
+`fusion` map is already derived) and its run.
 
 Every entry is a dict: `kind` (graph_break, split, refused, not_fused, fused, layout, recompute,
 fuser_limit, applied, not_applied), `ops` (eager operations involved), `reason` (one sentence),
@@ -22,6 +22,7 @@ from typing import Any
 
 from profreport.analysis.fusion_optimize import DECOMPOSED, LINEAR_SPLIT
 from profreport.analysis.kernels import BOOKKEEPING_OPS
+from profreport.record.model import CompilerEvidence, ModeResult, Run
 
 # Documented rules a reason may rest on (the id is shown beside the sentence).
 RULES = {
@@ -83,9 +84,9 @@ def _is_layout(group: dict[str, Any]) -> bool:
     return not group["eager_ops"] and bool(group.get("library_operands"))
 
 
-def _graph_breaks(compiler: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
+def _graph_breaks(compiler: CompilerEvidence, entry_name: str) -> list[dict[str, Any]]:
     found = []
-    records = compiler.get("graph_break_records") or []
+    records = compiler.graph_break_records
     for gb in records:
         e = _entry(
             "graph_break",
@@ -103,7 +104,7 @@ def _graph_breaks(compiler: dict[str, Any], entry_name: str) -> list[dict[str, A
             )
             e["hint_test"] = f"--modes {entry_name}"
         found.append(e)
-    unexplained = int(compiler.get("graph_breaks") or 0) - len(records)
+    unexplained = int(compiler.graph_breaks or 0) - len(records)
     if unexplained > 0 and not records:
         found.append(
             _entry(
@@ -117,11 +118,11 @@ def _graph_breaks(compiler: dict[str, Any], entry_name: str) -> list[dict[str, A
     return found
 
 
-def _node_ops(compiler: dict[str, Any]) -> dict[str, list[str]]:
+def _node_ops(compiler: CompilerEvidence) -> dict[str, list[str]]:
     """Scheduler node name (op3; a fused node is named op0_op1_...) -> its eager ops, only when
     the names are unique (one compiled graph: each graph numbers its nodes from op0)."""
     names: dict[str, list[str]] = {}
-    for node in compiler.get("inductor_nodes") or []:
+    for node in compiler.inductor_nodes:
         ops = [i["op"].split("::")[-1] for i in node.get("eager_ops", [])]
         for part in str(node["name"]).split("_"):
             if part in names:
@@ -134,17 +135,17 @@ def _node_ops(compiler: dict[str, Any]) -> dict[str, list[str]]:
     return names
 
 
-def _refusals(compiler: dict[str, Any]) -> list[dict[str, Any]]:
+def _refusals(compiler: CompilerEvidence) -> list[dict[str, Any]]:
     """Inductor's own "cannot fuse" decisions, one per distinct (operations, reason)."""
     ops_of = _node_ops(compiler)
     # where each node ended up: its generated kernel (codegen may merge nodes), else its final
     # scheduler node
     final_of = {
         part: str(n.get("kernel") or n["name"])
-        for n in compiler.get("inductor_nodes") or []
+        for n in compiler.inductor_nodes
         for part in str(n["name"]).split("_")
     }
-    refusals = compiler.get("fusion_refusals") or []
+    refusals = compiler.fusion_refusals
     if refusals and (not ops_of or len(final_of) != len(ops_of)):
         # several graphs reuse node names: neither the ops nor the outcome can be attributed
         return [
@@ -191,18 +192,16 @@ def _refusals(compiler: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def inductor_why_not(
-    entry: dict[str, Any], record: dict[str, Any], mode: str = "compile"
-) -> list[dict[str, Any]]:
+def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list[dict[str, Any]]:
     """Graph breaks, and for each pair of adjacent kernel calls in the fusion map
     why they stayed apart; fused kernels and layout conversions with what caused them."""
-    compiler = entry.get("compiler") or {}
-    device = (record.get("device") or {}).get("type", "")
-    channels_last = (record.get("model") or {}).get("memory_format") == "channels_last"
+    compiler = entry.compiler or CompilerEvidence()
+    device = run.device.type
+    channels_last = run.model.memory_format == "channels_last"
     found = _graph_breaks(compiler, mode)
     groups = [
         g
-        for g in (entry.get("fusion") or {}).get("groups") or []
+        for g in (entry.fusion or {}).get("groups") or []
         if g["kernels"] and (g["eager_ops"] or _is_layout(g))
     ]
     for g in groups:
@@ -272,7 +271,7 @@ def inductor_why_not(
             continue
         graphs = (_graph_of(a), _graph_of(b))
         if None not in graphs and graphs[0] != graphs[1]:
-            breaks = int(compiler.get("graph_breaks") or 0)
+            breaks = int(compiler.graph_breaks or 0)
             found.append(
                 _entry(
                     "split",
@@ -311,24 +310,24 @@ def inductor_why_not(
     return found
 
 
-def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+def torchscript_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
     """Why TorchScript's fuser took no (or only some) eager ops."""
-    compiler = entry.get("compiler") or {}
-    device = (record.get("device") or {}).get("type", "")
-    fusers = (record.get("env") or {}).get("fusers") or {}
+    fusion_groups = entry.compiler.fusion_groups if entry.compiler is not None else ()
+    device = run.device.type
+    fusers = run.env.fusers
     found = []
-    for g in compiler.get("fusion_groups") or []:
+    for g in fusion_groups:
         ops = [op.split("::")[-1] for op in g["ops"]]
         found.append(
             _entry(
                 "fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g['kind']}"
             )
         )
-    eager = (record.get("modes") or {}).get("eager") or {}
+    eager = run.modes.get("eager")
     eager_calls = [
-        c["op"].split("::")[-1]
-        for c in (eager.get("bytes") or {}).get("sequence") or []
-        if c["op"] not in BOOKKEEPING_OPS
+        c.op.split("::")[-1]
+        for c in (eager.bytes.sequence if eager is not None and eager.bytes is not None else ())
+        if c.op not in BOOKKEEPING_OPS
     ]
     eager_ops = list(dict.fromkeys(eager_calls))
     if device == "cpu" and fusers and not fusers.get("nnc_can_fuse_on_cpu"):
@@ -348,16 +347,14 @@ def torchscript_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[d
             f"nnc_can_fuse_on_cpu={fusers.get('nnc_can_fuse_on_cpu')}; " + e["evidence"]
         )
         found.append(e)
-    elif compiler.get("fusion_groups"):
+    elif fusion_groups:
         # ops the fuser left out: TorchScript records no reason, so none is stated
         left = list(eager_calls)
-        for g in compiler["fusion_groups"]:
+        for g in fusion_groups:
             for op in g["ops"]:
                 if op.split("::")[-1] in left:
                     left.remove(op.split("::")[-1])
-        groups = "; ".join(
-            " + ".join(op.split("::")[-1] for op in g["ops"]) for g in compiler["fusion_groups"]
-        )
+        groups = "; ".join(" + ".join(op.split("::")[-1] for op in g["ops"]) for g in fusion_groups)
         for op in dict.fromkeys(left):
             found.append(
                 _entry(
@@ -389,11 +386,11 @@ _SPLIT_BY = {
 }
 
 
-def optimize_why_not(entry: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+def optimize_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
     """Which freeze + optimize_for_inference patterns applied (from the fusion map) and which
     visibly did not (a convolution followed by a ReLU that stayed a separate call)."""
     found = []
-    groups = (entry.get("fusion") or {}).get("groups") or []
+    groups = (entry.fusion or {}).get("groups") or []
     src = "fusion map (dispatched ops, eager vs optimized)"
     for g in groups:
         if g["note"].startswith("folded"):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from profreport.analysis.bytes_model import OpCall
+    from profreport.record.model import KernelRow, ModeResult, Run
 
 Sync = Callable[[], None]
 
@@ -56,9 +57,9 @@ class Mode:
 
     - `build(module, inputs, sync)`: build and warm up (under no_grad, module in eval).
     - `bytes_source`: dispatcher log (default), Inductor's scheduler, ...
-    - `fusion_map(entry, eager)`: the fusion map from the run record's evidence (pure), or None.
-    - `fusion_evidence(entry, record)`: the verdict's clause about what the compiler fused (pure).
-    - `why_not_fused(entry, record)`: why ops stayed apart, with evidence (pure; see
+    - `fusion_map(mode, eager)`: the fusion map from the typed record's evidence (pure), or None.
+    - `fusion_evidence(mode, run)`: the verdict's clause about what the compiler fused (pure).
+    - `why_not_fused(mode, run)`: why ops stayed apart, with evidence (pure; see
       analysis/why_not_fused), or None when the mode reports nothing.
     - `reset_after_failure()`: global state to clear when this mode failed.
     - `unavailable_reason(device_type)`: why it cannot run on that device, or None.
@@ -76,18 +77,16 @@ class Mode:
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         raise NotImplementedError
 
-    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
         return None
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
         return ""
 
-    def why_not_fused(
-        self, entry: dict[str, Any], record: dict[str, Any]
-    ) -> list[dict[str, Any]] | None:
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
         return None
 
-    def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
+    def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
         """The kernels of its profiler table that its compiler generated (none by default)."""
         return []
 

@@ -7,7 +7,7 @@ options such as max-autotune) are instances with other parameters, registered un
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from profreport.analysis.fusion import compile_fusion
@@ -15,6 +15,7 @@ from profreport.analysis.fusion_evidence import inductor_evidence
 from profreport.analysis.why_not_fused import inductor_why_not
 from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
+from profreport.record.model import KernelRow, ModeResult, Run
 
 # Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
 # appear in the profiler, and no FX-graph cache hit skips code generation and its metrics.
@@ -76,28 +77,28 @@ class CompileMode(Mode):
                 sync()
         return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
 
-    def generated_kernels(self, kernel_table: list[dict[str, Any]]) -> list[str]:
+    def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
         from profreport.analysis.kernel_definitions import is_inductor_kernel
 
-        return [r["name"] for r in kernel_table if is_inductor_kernel(r["name"])]
+        return [r.name for r in kernel_table if is_inductor_kernel(r.name)]
 
-    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
         from profreport.analysis.kernels import BOOKKEEPING_OPS
 
+        if eager.bytes is None or mode.kernels is None:
+            raise AttributeError("a mode without kernels, or an eager baseline without bytes")
         return compile_fusion(
-            (entry.get("compiler") or {}).get("inductor_nodes", []),
-            eager["bytes"]["sequence"],
+            mode.compiler.inductor_nodes if mode.compiler is not None else (),
+            eager.bytes.sequence,
             BOOKKEEPING_OPS,
-            self.generated_kernels(entry["kernels"]["table"]),
+            self.generated_kernels(mode.kernels.table),
         )
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return inductor_evidence(entry, record)
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+        return inductor_evidence(mode, run)
 
-    def why_not_fused(
-        self, entry: dict[str, Any], record: dict[str, Any]
-    ) -> list[dict[str, Any]] | None:
-        return inductor_why_not(entry, record, self.name)
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+        return inductor_why_not(mode, run, self.name)
 
     def reset_after_failure(self) -> None:
         import torch

@@ -5,17 +5,16 @@ reason."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from profreport.modes.compile import CompileMode
+from profreport.record.model import KernelCounts, ModeResult, Run
 
 
-def cuda_graph_evidence(entry: dict[str, Any]) -> str:
+def cuda_graph_evidence(mode: ModeResult) -> str:
     """The launch-count clause: kernels per step against the launch calls that started them, and
     how many of those were graph launches (one graph launch replays many kernels)."""
-    kernels = entry.get("kernels") or {}
-    per_step, launches = kernels.get("per_step", 0), kernels.get("launches", 0)
-    graphs = kernels.get("graph_launches", 0)
+    kernels = mode.kernels or KernelCounts()
+    per_step, launches = kernels.per_step, kernels.launches
+    graphs = kernels.graph_launches or 0
     if not graphs:
         return f"no CUDA graph launch recorded ({per_step} kernel(s), {launches} launch(es)/step)"
     saved = max(per_step - launches, 0)
@@ -40,5 +39,5 @@ class CudaGraphsMode(CompileMode):
             return None
         return f"CUDA graphs need a CUDA device (this run is on {device_type})"
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return f"{super().fusion_evidence(entry, record)}; {cuda_graph_evidence(entry)}"
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+        return f"{super().fusion_evidence(mode, run)}; {cuda_graph_evidence(mode)}"

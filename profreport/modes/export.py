@@ -21,6 +21,7 @@ from typing import Any
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
 from profreport.modes.compile import CompileMode
+from profreport.record.model import ModeResult, Run
 from profreport.text import MAX_LINE_CHARS, one_line
 
 # Settings the package is built with: kernels recorded by the profiler, and no FX-graph cache hit
@@ -107,18 +108,16 @@ class ExportMode(CompileMode):
             sync()
         return PreparedMode(self.name, loaded, compile_s=compile_s, compiler=compiler)
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return "; ".join(
-            filter(None, [super().fusion_evidence(entry, record), package_clause(entry)])
-        )
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+        return "; ".join(filter(None, [super().fusion_evidence(mode, run), package_clause(mode)]))
 
 
-def package_clause(entry: dict[str, Any]) -> str:
+def package_clause(mode: ModeResult) -> str:
     """The package's size and what building it cost (measured here, once)."""
-    compiler = entry.get("compiler") or {}
-    if compiler.get("package_bytes") is None:
+    compiler = mode.compiler
+    if compiler is None or compiler.package_bytes is None:
         return ""
     return (
-        f"AOTInductor package {fmt_bytes(compiler['package_bytes'])}, built in "
-        f"{compiler['aot_build_s']:.1f} s (export {compiler['export_s']:.2f} s)"
+        f"AOTInductor package {fmt_bytes(compiler.package_bytes)}, built in "
+        f"{compiler.aot_build_s or 0.0:.1f} s (export {compiler.export_s or 0.0:.2f} s)"
     )

@@ -13,6 +13,7 @@ from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_e
 from profreport.analysis.fusion_optimize import graph_kind, optimize_fusion
 from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
+from profreport.record.model import ModeResult, Run
 
 
 def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
@@ -33,20 +34,20 @@ class _TorchScriptGroups(Mode):
 
     graph_kind = "scripted"  # how the graph is made, as a verdict names it
 
-    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
+        if eager.bytes is None:
+            raise AttributeError("an eager baseline without bytes")
         groups = [
             dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
-            for g in (entry.get("compiler") or {}).get("fusion_groups", [])
+            for g in (mode.compiler.fusion_groups if mode.compiler is not None else ())
         ]
-        return script_fusion(groups, eager["bytes"]["sequence"])
+        return script_fusion(groups, eager.bytes.sequence)
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return torchscript_evidence(entry, record, self.graph_kind)
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+        return torchscript_evidence(mode, run, self.graph_kind)
 
-    def why_not_fused(
-        self, entry: dict[str, Any], record: dict[str, Any]
-    ) -> list[dict[str, Any]] | None:
-        return torchscript_why_not(entry, record)
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+        return torchscript_why_not(mode, run)
 
 
 class ScriptMode(_TorchScriptGroups):
@@ -117,20 +118,21 @@ class OptimizeMode(Mode):
             compiler["outputs"] = flattened
         return PreparedMode(self.name, optimized, compiler=compiler)
 
-    def fusion_map(self, entry: dict[str, Any], eager: dict[str, Any]) -> dict[str, Any] | None:
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
+        if eager.bytes is None or mode.bytes is None:
+            raise AttributeError("a mode or eager baseline without bytes")
+        compiler = mode.compiler
         return optimize_fusion(
-            eager["bytes"]["sequence"],
-            entry["bytes"]["sequence"],
+            eager.bytes.sequence,
+            mode.bytes.sequence,
             _bookkeeping(),
-            (entry.get("compiler") or {}).get("op_counts_before"),
-            graph_kind(entry),
-            (entry.get("compiler") or {}).get("op_counts"),
+            compiler.op_counts_before if compiler is not None else None,
+            graph_kind(mode),
+            compiler.op_counts if compiler is not None else None,
         )
 
-    def fusion_evidence(self, entry: dict[str, Any], record: dict[str, Any]) -> str:
-        return optimize_evidence(entry, record)
+    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+        return optimize_evidence(mode, run)
 
-    def why_not_fused(
-        self, entry: dict[str, Any], record: dict[str, Any]
-    ) -> list[dict[str, Any]] | None:
-        return optimize_why_not(entry, record)
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+        return optimize_why_not(mode, run)

@@ -89,6 +89,38 @@ class Section:
         """Whether the document this came from had `key` (an absent field reads as None)."""
         return self.json_keys is None or key in self.json_keys
 
+    def _keys(self) -> tuple[str, ...]:
+        return (*self._declared(), *self.extra) if self.json_keys is None else self.json_keys
+
+    def without(self: _T, *keys: str) -> _T:
+        """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
+        declared = {f.name: f for f in dataclasses.fields(self)}
+        defaults: dict[str, Any] = {}
+        for key in keys:
+            f = declared.get(key)
+            if f is None or key in ("json_keys", "extra"):
+                continue
+            if f.default_factory is not dataclasses.MISSING:
+                defaults[key] = f.default_factory()
+            else:
+                defaults[key] = f.default
+        return dataclasses.replace(
+            self,
+            **defaults,
+            json_keys=tuple(k for k in self._keys() if k not in keys),
+            extra={k: v for k, v in self.extra.items() if k not in keys},
+        )
+
+    def adding(self: _T, **values: Any) -> _T:
+        """A copy with `values` set; keys it did not have are written after its own, in the
+        order given (a finding added to evidence read from a document)."""
+        declared = set(self._declared())
+        own = {k: v for k, v in values.items() if k in declared}
+        extra = {**self.extra, **{k: v for k, v in values.items() if k not in declared}}
+        keys = self._keys()
+        new = tuple(k for k in values if k not in keys)
+        return dataclasses.replace(self, **own, json_keys=(*keys, *new), extra=extra)
+
 
 @dataclass(frozen=True)
 class Tool(Section):
@@ -306,8 +338,23 @@ class CompilerEvidence(Section):
     generated_kernel_count: int | None = None
     graphs: int | None = None
     graph_breaks: int | None = None
+    # Dynamo's graph breaks and Inductor's fusion refusals, as logged (modes/compile_logs)
+    graph_break_records: tuple[JSON, ...] = ()
+    fusion_refusals: tuple[JSON, ...] = ()
+    # torch.export + AOTInductor: what building the package took, and its size
+    export_s: float | None = None
+    aot_build_s: float | None = None
+    package_bytes: int | None = None
     _tuples = frozenset(
-        {"fusion_groups", "fused_library_ops", "unrecorded_ops", "notes", "inductor_nodes"}
+        {
+            "fusion_groups",
+            "fused_library_ops",
+            "unrecorded_ops",
+            "notes",
+            "inductor_nodes",
+            "graph_break_records",
+            "fusion_refusals",
+        }
     )
 
 
