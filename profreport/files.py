@@ -1,4 +1,5 @@
-"""Writing output files safely: used by the CLI and by `RunResult.save` in the library API."""
+"""Reading input documents with one-line errors, and writing output files safely: used by the
+CLI and by `RunResult.save` in the library API."""
 
 from __future__ import annotations
 
@@ -7,6 +8,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+
+def read_text(path: Path, error: type[Exception]) -> str:
+    """The UTF-8 text of `path`; `error` with one line ("no such file: ...", "cannot read ...:
+    reason") when it cannot be read. Invalid UTF-8 is the caller's parse error to report."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"no such file: {path}") from None
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _umask() -> int:

@@ -35,7 +35,7 @@ from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
-from profreport.capture.ncu import measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import MeasuredBytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
@@ -194,14 +194,10 @@ def _measured_bytes(
     if reason is not None:
         return MeasuredBytes.unavailable(reason).to_dict()
     assert model.spec is not None
-    return measure_mode(
-        model.spec,
-        name,
-        str(device),
-        dtype,
-        model.batch_size,
-        model.memory_format == "channels_last",
-    ).to_dict()
+    child = ChildModel(
+        model.spec, str(device), dtype, model.batch_size, model.memory_format == "channels_last"
+    )
+    return measure_mode(child, name).to_dict()
 
 
 def _ceilings(

@@ -144,3 +144,13 @@ def test_validate_names_a_mode_without_a_valid_status(record):
     record["modes"]["eager"]["status"] = "fine"
     with pytest.raises(RecordError, match=r"modes\.eager\.status: expected one of ok, failed"):
         validate(record)
+
+
+def test_render_of_a_file_that_is_not_utf8_is_one_line_exit_2(tmp_path, capsys):
+    bad = tmp_path / "run.json"
+    bad.write_bytes(b"\xff\xfe{")
+    rc = cli.main(["render", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err == f"error: {bad} is not UTF-8 text (invalid start byte at byte 0)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]

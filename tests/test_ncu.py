@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from profreport.capture import ncu_child
-from profreport.capture.ncu import measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import (
     METRICS,
     SOURCE,
@@ -293,7 +293,9 @@ def test_measure_mode_runs_the_child_under_ncu(fake_ncu, tmp_path):
     fixture = str(DATA / "eager_base_units.csv")
     fake_ncu(FAKE_NCU.format(metrics=set(METRICS), marker=ncu_child.DONE_MARKER, fixture=fixture))
 
-    measured = measure_mode("gated-residual", "trace", "cpu", "float32", 1, False, timeout_s=300)
+    measured = measure_mode(
+        ChildModel("gated-residual", "cpu", "float32", 1), "trace", timeout_s=300
+    )
 
     assert measured.available, measured.reason
     assert (measured.read, measured.written) == (10_486_016, 7_340_064)
@@ -321,7 +323,7 @@ def test_measure_mode_reports_a_failing_child(fake_ncu):
     fixture = str(DATA / "eager_base_units.csv")
     fake_ncu(FAKE_NCU.format(metrics=set(METRICS), marker=ncu_child.DONE_MARKER, fixture=fixture))
 
-    measured = measure_mode("no-such-model", "eager", "cpu", "float32", None, False)
+    measured = measure_mode(ChildModel("no-such-model", "cpu", "float32", None), "eager")
 
     assert not measured.available and measured.read is None
     assert measured.reason is not None
@@ -343,7 +345,7 @@ def test_measure_mode_reports_ncu_failure(fake_ncu):
             """
         )
     )
-    measured = measure_mode("gated-residual", "eager", "cpu", "float32", 1, False)
+    measured = measure_mode(ChildModel("gated-residual", "cpu", "float32", 1), "eager")
 
     assert not measured.available
     assert measured.reason is not None
@@ -364,20 +366,20 @@ def test_measure_mode_without_kernels(fake_ncu):
             """
         )
     )
-    measured = measure_mode("gated-residual", "eager", "cpu", "float32", 1, False)
+    measured = measure_mode(ChildModel("gated-residual", "cpu", "float32", 1), "eager")
     assert not measured.available
     assert measured.reason == "ncu profiled no kernels: ==WARNING== No kernels were profiled."
 
 
 def test_measure_mode_times_out(fake_ncu):
     fake_ncu("import time\ntime.sleep(60)\n")
-    measured = measure_mode("gated-residual", "eager", "cpu", "float32", 1, False, timeout_s=1)
+    measured = measure_mode(ChildModel("gated-residual", "cpu", "float32", 1), "eager", timeout_s=1)
     assert not measured.available
     assert measured.reason is not None and measured.reason.startswith("ncu timed out after 1 s")
 
 
 def test_measure_mode_without_ncu(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    measured = measure_mode("gated-residual", "eager", "cpu", "float32", 1, False)
+    measured = measure_mode(ChildModel("gated-residual", "cpu", "float32", 1), "eager")
     assert not measured.available
     assert measured.reason == "ncu not found: 'ncu' (install Nsight Compute)"

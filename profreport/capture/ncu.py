@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from profreport.capture.ncu_results import METRICS, MeasuredBytes, NcuParseError, parse_ncu_csv
@@ -57,20 +58,24 @@ def _resolve_ncu(ncu: str, path: str | None = None) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def child_command(
-    model_spec: str,
-    mode: str,
-    device: str,
-    dtype: str,
-    batch_size: int | None,
-    channels_last: bool,
-) -> list[str]:
+@dataclass(frozen=True)
+class ChildModel:
+    """The model the ncu child builds: what `profreport.capture.ncu_child` takes as arguments."""
+
+    spec: str
+    device: str
+    dtype: str = "float32"
+    batch_size: int | None = None
+    channels_last: bool = False
+
+
+def child_command(model: ChildModel, mode: str) -> list[str]:
     """The command that builds `mode` and runs one bracketed step (what ncu launches)."""
-    cmd = [sys.executable, "-m", CHILD_MODULE, "--model", model_spec, "--mode", mode]
-    cmd += ["--device", device, "--dtype", dtype]
-    if batch_size is not None:
-        cmd += ["--batch-size", str(batch_size)]
-    if channels_last:
+    cmd = [sys.executable, "-m", CHILD_MODULE, "--model", model.spec, "--mode", mode]
+    cmd += ["--device", model.device, "--dtype", model.dtype]
+    if model.batch_size is not None:
+        cmd += ["--batch-size", str(model.batch_size)]
+    if model.channels_last:
         cmd.append("--channels-last")
     return cmd
 
@@ -157,12 +162,8 @@ def _run(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[int | N
 
 
 def measure_mode(
-    model_spec: str,
+    model: ChildModel,
     mode: str,
-    device: str,
-    dtype: str,
-    batch_size: int | None,
-    channels_last: bool,
     timeout_s: float = 600,
     ncu: str = "ncu",
     env: dict | None = None,
@@ -177,7 +178,7 @@ def measure_mode(
     resolved = _resolve_ncu(ncu, path=child_env.get("PATH"))
     if resolved is None:
         return MeasuredBytes.unavailable(f"ncu not found: {ncu!r} (install Nsight Compute)")
-    child = child_command(model_spec, mode, device, dtype, batch_size, channels_last)
+    child = child_command(model, mode)
     with tempfile.TemporaryDirectory(prefix="profreport-ncu-") as tmp:
         log_path = Path(tmp) / "ncu.csv"
         cmd = ncu_command(resolved, str(log_path), child)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from profreport.files import read_text
+
 SCHEMA = "profreport.run/1"
 MODE_STATUSES = ("ok", "failed", "skipped")
 
@@ -312,13 +314,9 @@ def load(path: Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / "run.json"
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecordError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
+        data = json.loads(read_text(path, RecordError))
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return validate(data, str(path))

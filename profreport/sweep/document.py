@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profreport.files import read_text
 from profreport.record.model import ModeResult, Run
 from profreport.sweep.grid import Point
 
@@ -142,11 +143,7 @@ def read_json(path: Path) -> Any:
     if path.is_dir():
         path = path / FILENAME
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SweepRecordError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise SweepRecordError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return json.loads(read_text(path, SweepRecordError))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SweepRecordError(f"{path} is not valid JSON ({exc})") from None
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profreport.files import read_text
+
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEFAULT_MODES = ("eager", "compile")
 
@@ -256,11 +258,7 @@ def read_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         except ImportError:
             raise GridError("reading sweep.toml needs Python 3.11 or `pip install tomli`") from None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GridError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise GridError(f"cannot read {path}: {exc.strerror or exc}") from None
+        data = tomllib.loads(read_text(path, GridError))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GridError(f"{path} is not valid TOML ({exc})") from None
     renamed = {"min_time": "min_time_s", "max_time": "max_time_s", "model": "models"}
