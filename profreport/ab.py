@@ -25,11 +25,10 @@ from profreport.models import LoadedModel
 from profreport.pipeline import (
     Progress,
     RunOptions,
+    RunSetup,
     TimingStage,
-    _mark_failed,
     collect_stages,
     finish_stages,
-    store_latency,
 )
 
 SIDES = ("base", "head")
@@ -93,12 +92,11 @@ def time_together(
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             side, mode = failure.mode.split("/", 1)
-            _mark_failed(stages[side].record["modes"][mode], mode, failure.error, device)
-            del stages[side].prepared_modes[mode]
+            stages[side].mark_failed(mode, failure.error, device)
             continue
         for side in SIDES:
             own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
-            store_latency(stages[side].record, own, load)
+            stages[side].store_latency(own, load)
             stages[side].record["ab"] = {"side": side, "order": "ab_order (profreport/ab.py)"}
         return load
 
@@ -130,7 +128,7 @@ def run_ab(
             progress(f"{side}: {msg}")
 
         generators[side] = collect_stages(
-            models[side], device, dtype, run_dirs[side], options, tagged, **collect
+            RunSetup(models[side], device, dtype, run_dirs[side], options, tagged, **collect)
         )
         stages[side] = next(generators[side])
     with (

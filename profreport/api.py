@@ -29,7 +29,7 @@ from profreport.capture.timing import TimingConfig
 from profreport.env import DTYPES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_names
-from profreport.pipeline import RunOptions, collect_run
+from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.text import error_line
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def profile_loaded(
 ) -> RunResult:
     """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
     kwargs: dict[str, Any] = {"now": now} if now is not None else {}
-    record = collect_run(
+    setup = RunSetup(
         model,
         device,
         dtype_name,
@@ -238,6 +238,7 @@ def profile_loaded(
         progress or (lambda _msg: None),
         **kwargs,
     )
+    record = collect_run(setup)
     return RunResult(record, run_dir)
 
 

@@ -282,20 +282,18 @@ def _output_check(
 
 
 def _time_modes(
-    record: dict[str, Any],
-    prepared_modes: dict[str, PreparedMode],
+    stage: TimingStage,
     inputs: tuple[torch.Tensor, ...],
     device: torch.device,
-    sync: Callable[[], None],
     options: RunOptions,
     progress: Progress,
 ) -> None:
-    """Time the prepared modes together; one that raises is marked failed (and dropped from
-    `prepared_modes`) and the others are timed again without it."""
+    """Time the stage's prepared modes together; one that raises is marked failed (and dropped
+    from `prepared_modes`) and the others are timed again without it."""
     start = interrupts.mark()
-    while prepared_modes:
+    while stage.prepared_modes:
         fns: dict[str, Callable[[], Any]] = {
-            name: partial(p.fn, *inputs) for name, p in prepared_modes.items()
+            name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
 
         def on_round(round_no: int, results, n_modes: int = len(fns)) -> None:
@@ -305,65 +303,78 @@ def _time_modes(
 
         try:
             with watch() as load:
-                timings = measure_latency(fns, sync, options.timing, on_round=on_round)
+                timings = measure_latency(fns, stage.sync, options.timing, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
-            _mark_failed(record["modes"][failure.mode], failure.mode, failure.error, device)
-            del prepared_modes[failure.mode]
+            stage.mark_failed(failure.mode, failure.error, device)
             continue
-        store_latency(record, timings, load)
+        stage.store_latency(timings, load)
         return
 
 
-def store_latency(record: dict[str, Any], timings: dict[str, Any], load: dict[str, Any]) -> None:
-    """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's `timing_noise`."""
-    for name, res in timings.items():
-        stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
-        stats.update(
-            calls_per_block=res.calls_per_block,
-            threads=torch.get_num_threads(),
-            samples=res.samples_ms,
-        )
-        record["modes"][name]["latency_ms"] = stats
-    samples = {name: res.samples_ms for name, res in timings.items()}
-    speedups, record["timing_noise"] = paired_speedups(samples, load)
-    for name, entry in speedups.items():
-        record["modes"][name]["speedup_vs_eager"] = entry
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _quiet(_msg: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What one run profiles, how, and where its traces go; `now` and `clock` are the run's
+    timestamp and phase clock (tests replace them)."""
+
+    model: LoadedModel
+    device: torch.device
+    dtype: str
+    run_dir: Path
+    options: RunOptions = field(default_factory=RunOptions)
+    progress: Progress = _quiet
+    now: Callable[[], datetime] = _utc_now
+    clock: Callable[[], float] = time.perf_counter
 
 
 @dataclass
 class TimingStage:
-    """Where a run stops for its latency timing: the modes built, profiled and warm."""
+    """Where a run stops for its latency timing: the modes built, profiled and warm, and the
+    record being written (`entries`: each mode's entry in it)."""
 
     record: dict[str, Any]
+    entries: dict[str, dict[str, Any]]
     prepared_modes: dict[str, PreparedMode]
     phases: PhaseClock
     sync: Callable[[], None]
 
+    def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
+        """`mode` raised while being timed: recorded as failed, and not timed again."""
+        _mark_failed(self.entries[mode], mode, exc, device)
+        del self.prepared_modes[mode]
 
-def collect_run(
-    model: LoadedModel,
-    device: torch.device,
-    dtype: str,
-    run_dir: Path,
-    options: RunOptions = RunOptions(),
-    progress: Progress = lambda _msg: None,
-    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, Any]:
-    """Run all requested modes of `model` and return the run record (traces land in run_dir)."""
-    stages = collect_stages(model, device, dtype, run_dir, options, progress, now, clock)
+    def store_latency(self, timings: dict[str, Any], load: dict[str, Any]) -> None:
+        """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
+        `timing_noise`."""
+        for name, res in timings.items():
+            stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
+            stats.update(
+                calls_per_block=res.calls_per_block,
+                threads=torch.get_num_threads(),
+                samples=res.samples_ms,
+            )
+            self.entries[name]["latency_ms"] = stats
+        samples = {name: res.samples_ms for name, res in timings.items()}
+        speedups, self.record["timing_noise"] = paired_speedups(samples, load)
+        for name, entry in speedups.items():
+            self.entries[name]["speedup_vs_eager"] = entry
+
+
+def collect_run(setup: RunSetup) -> dict[str, Any]:
+    """Run all requested modes of the setup's model and return the run record (traces land in
+    its run_dir)."""
+    stages = collect_stages(setup)
     stage = next(stages)
     with stage.phases.phase("timing"), torch.no_grad():
-        _time_modes(
-            stage.record,
-            stage.prepared_modes,
-            model.example_inputs,
-            device,
-            stage.sync,
-            options,
-            progress,
-        )
+        _time_modes(stage, setup.model.example_inputs, setup.device, setup.options, setup.progress)
     return finish_stages(stages)
 
 
@@ -376,25 +387,22 @@ def finish_stages(stages: Generator[TimingStage, None, dict[str, Any]]) -> dict[
     raise RuntimeError("a run stopped twice for timing")
 
 
-def collect_stages(
-    model: LoadedModel,
-    device: torch.device,
-    dtype: str,
-    run_dir: Path,
-    options: RunOptions = RunOptions(),
-    progress: Progress = lambda _msg: None,
-    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-    clock: Callable[[], float] = time.perf_counter,
-) -> Generator[TimingStage, None, dict[str, Any]]:
-    """collect_run in two halves: yields once at the timing stage, then returns the record."""
+def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, Any]]:
+    """collect_run in two halves: yields once at the timing stage, then returns the record.
+
+    The record is written here and never read back: each mode's entry is kept in `entries`."""
+    model, device, dtype, run_dir = setup.model, setup.device, setup.dtype, setup.run_dir
+    options, progress = setup.options, setup.progress
     sync = make_sync(device)
-    phases = PhaseClock(clock)
+    phases = PhaseClock(setup.clock)
+    device_record = device_info(device)
+    entries: dict[str, dict[str, Any]] = {}
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "profreport", "version": __version__},
-        "created_utc": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": setup.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model": _model_record(model, dtype),
-        "device": device_info(device),
+        "device": device_record,
         "env": collect_env(device),
         "settings": {
             "profile_schedule": asdict(options.profile),
@@ -408,11 +416,12 @@ def collect_stages(
             else kernel_analysis.CPU_DEFINITION_TEXT,
             "bookkeeping_ops": sorted(kernel_analysis.BOOKKEEPING_OPS),
         },
-        "modes": {},
+        "modes": entries,
     }
     with phases.phase("ceilings"):
         progress("measuring memory bandwidth and matmul rate (cached per machine)")
-        record["ceilings"] = _ceilings(device, record["device"], dtype, options)
+        ceilings = _ceilings(device, device_record, dtype, options)
+    record["ceilings"] = ceilings
     prepared_modes: dict[str, PreparedMode] = {}
     bytes_work: dict[str, BytesWork] = {}
     with torch.no_grad():
@@ -424,7 +433,7 @@ def collect_stages(
                 "compile_s": None,
                 "output_check": None,
             }
-            record["modes"][name] = entry
+            entries[name] = entry
             unavailable = mode_for(name).unavailable_reason(device.type)
             if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
                 entry.update(status="skipped", error=unavailable)
@@ -467,12 +476,12 @@ def collect_stages(
                 interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
 
-    yield TimingStage(record, prepared_modes, phases, sync)  # the caller times the modes
+    yield TimingStage(record, entries, prepared_modes, phases, sync)  # the caller times the modes
 
-    if not settled(record["ceilings"]):  # a loaded machine measures ceilings too low: again
+    if not settled(ceilings):  # a loaded machine measures ceilings too low: again
         with phases.phase("ceilings"):
             progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
-            record["ceilings"] = measured_again(device, DTYPES[dtype], record["ceilings"])
+            record["ceilings"] = measured_again(device, DTYPES[dtype], ceilings)
 
     for name, work in bytes_work.items():
         if name not in prepared_modes:  # it failed while being timed
@@ -480,12 +489,11 @@ def collect_stages(
         with phases.phase("bytes"):
             _derive_unrecorded(work, bytes_work.get("eager"))
             est = estimate(work.calls, work.method, work.not_modeled)
-        record["modes"][name]["bytes"] = est.to_dict()
+        traffic = est.to_dict()
         if options.measure_bytes:
             progress(f"{name}: measuring DRAM bytes with Nsight Compute")
-        record["modes"][name]["bytes"]["measured"] = _measured_bytes(
-            name, model, device, dtype, options
-        )
+        traffic["measured"] = _measured_bytes(name, model, device, dtype, options)
+        entries[name]["bytes"] = traffic
     with phases.phase("fusion_map"):
         # run.json keeps a copy of today's findings for other tools; readers derive their own.
         record = with_findings(record)

@@ -11,7 +11,7 @@ from profreport.analysis.fusion_optimize import optimize_fusion
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
-from profreport.pipeline import RunOptions, collect_run
+from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record import load
 from profreport.record.model import ModeResult, TensorIO
 from tests.conftest import generate_run
@@ -270,7 +270,7 @@ def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
 def test_measured_bytes_say_why_they_are_missing(tmp_path):
     m = load_model("gated-residual", torch.device("cpu"), torch.float32, batch_size=1)
     opts = RunOptions(modes=("eager",), measure_bytes=True)
-    rec = collect_run(m, torch.device("cpu"), "float32", tmp_path, opts)
+    rec = collect_run(RunSetup(m, torch.device("cpu"), "float32", tmp_path, opts))
     measured = rec["modes"]["eager"]["bytes"]["measured"]
     assert measured["available"] is False
     assert "device is cpu" in measured["reason"]

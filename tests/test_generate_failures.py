@@ -200,7 +200,7 @@ def test_internal_error_is_one_line_and_leaves_no_folder(tmp_path, capsys, monke
 def test_interrupt_mid_run_leaves_nothing(tmp_path, capsys, monkeypatch):
     seen: list[Path] = []
 
-    def interrupt(record, prepared, *_args, **_kwargs):
+    def interrupt(stage, *_args, **_kwargs):
         seen.extend((tmp_path / "out").rglob("*.pt.trace.json"))
         raise KeyboardInterrupt
 
@@ -343,9 +343,10 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
     options = pipeline.RunOptions(
         timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
     )
-    pipeline._time_modes(
-        record, prepared, (torch.ones(2),), torch.device("cpu"), lambda: None, options, print
+    stage = pipeline.TimingStage(
+        record, record["modes"], prepared, pipeline.PhaseClock(), lambda: None
     )
+    pipeline._time_modes(stage, (torch.ones(2),), torch.device("cpu"), options, print)
     trace = record["modes"]["trace"]
     assert trace["status"] == "failed"
     assert trace["error"] == "RuntimeError: out of memory"
