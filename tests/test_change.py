@@ -3,6 +3,9 @@
 import pytest
 
 from profreport.analysis.change import Change
+from profreport.analysis.compare import compare_runs
+from profreport.analysis.trace_compare import _delta
+from profreport.record.model import Run
 
 
 def test_difference_keeps_ints_and_is_none_without_a_side():
@@ -23,3 +26,19 @@ def test_growth_beyond_a_limit_counts_from_nothing_to_something_only():
     assert Change(0, 1).grew_beyond_pct(1000)  # unbounded
     assert not Change(0, 0).grew_beyond_pct(0)
     assert not Change(None, 5).grew_beyond_pct(0)  # a missing side is no increase
+
+
+def test_trace_and_run_comparisons_state_one_number_alike():
+    """The same base and head give the same difference in analyze's document and compare's."""
+    trace = _delta(4, 6)
+    assert trace == {"baseline": 4, "value": 6, "delta": 2, "ratio": 1.5}
+    assert _delta(0.1, 0.3)["delta"] == 0.2  # rounded to 3 places: no 0.19999999999999998
+    assert _delta(0, 6)["ratio"] is None and _delta(None, 6)["delta"] is None
+
+    def run(per_step: int) -> Run:
+        mode = {"status": "ok", "kernels": {"per_step": per_step}, "bytes": {"read": 0}}
+        return Run.from_json({"model": {"name": "m"}, "device": {}, "modes": {"eager": mode}})
+
+    kernels = compare_runs(run(4), run(6)).modes[0].metric("kernels_per_step")
+    assert (kernels.base, kernels.head, kernels.change) == (4, 6, trace["delta"])
+    assert kernels.change_pct == (trace["ratio"] - 1) * 100
