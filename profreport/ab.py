@@ -30,6 +30,7 @@ from profreport.pipeline import (
     collect_stages,
     finish_stages,
 )
+from profreport.record.model import Run
 
 SIDES = ("base", "head")
 
@@ -139,11 +140,13 @@ def run_ab(
         load = time_together(
             stages, {s: models[s].example_inputs for s in SIDES}, device, options, progress
         )
+    # The finished records: run.json documents with today's findings in place (pipeline), read
+    # typed from here on; the dicts are what each side's RunResult saves.
     records = {side: finish_stages(generators[side]) for side in SIDES}
     labels = labels or {side: side for side in SIDES}
     comparison = compare_runs(
-        records["base"],
-        records["head"],
+        Run.from_json(records["base"]),
+        Run.from_json(records["head"]),
         thresholds,
         base_label=labels["base"],
         head_label=labels["head"],

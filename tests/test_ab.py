@@ -15,6 +15,7 @@ from profreport.ab import ab_order
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.capture.timing import TimingConfig, measure_latency
 from profreport.cli import main
+from profreport.record.model import Run
 from tests.test_timing import FakeClock
 
 MODELS = Path(__file__).resolve().parents[1] / "bench" / "ab_models"
@@ -48,7 +49,7 @@ def test_measure_latency_follows_the_ab_order():
     ]
 
 
-def _record(samples: dict[str, list[float]]) -> dict:
+def _record(samples: dict[str, list[float]]) -> Run:
     modes = {}
     for name, s in samples.items():
         modes[name] = {
@@ -57,7 +58,9 @@ def _record(samples: dict[str, list[float]]) -> dict:
             "bytes": {"read": 100, "written": 100},
             "latency_ms": {"median": sorted(s)[len(s) // 2], "samples": s},
         }
-    return {"model": {"name": "m"}, "device": {"type": "cpu"}, "env": {}, "modes": modes}
+    return Run.from_json(
+        {"model": {"name": "m"}, "device": {"type": "cpu"}, "env": {}, "modes": modes}
+    )
 
 
 def test_paired_gate_in_compare_exact_ratios():

@@ -162,11 +162,16 @@ def test_the_harness_sees_network_requests_and_console_errors(browser, tmp_path)
 
 def test_compare_page_loads_clean(browser, gated_run, tmp_path):
     from profreport.analysis.compare import Thresholds, compare_runs
+    from profreport.record.model import Run
     from profreport.render.compare import render_html
 
     record = load(gated_run)
     page_file = tmp_path / "compare.html"
-    page_file.write_text(render_html(compare_runs(record, record, Thresholds(0, 0.0, 0.0))))
+    page_file.write_text(
+        render_html(
+            compare_runs(Run.from_json(record), Run.from_json(record), Thresholds(0, 0.0, 0.0))
+        )
+    )
     context, page, log = _open(browser, page_file)
     try:
         assert log.console_errors == [] and log.page_errors == []

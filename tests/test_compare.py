@@ -13,6 +13,7 @@ from profreport.analysis.compare import CompareError, Thresholds, compare_runs
 from profreport.analysis.latency import summarize
 from profreport.cli import main
 from profreport.record import dumps, load
+from profreport.record.model import Run
 from profreport.render import compare as compare_render
 
 
@@ -22,6 +23,11 @@ def base(gated_run):
     # The guard's verdict on this machine's load is not under test here (test_paired is).
     record.pop("timing_noise", None)
     return record
+
+
+def _compare(base, head, *args, **kwargs):
+    """compare_runs of two run documents: the tests edit documents, the comparison reads runs."""
+    return compare_runs(Run.from_json(base), Run.from_json(head), *args, **kwargs)
 
 
 def _set_samples(record, mode, samples):
@@ -42,7 +48,7 @@ def _tight(center, n=30, seed=0):
 
 
 def test_identical_runs_change_nothing_and_pass_strict_gates(base):
-    cmp = compare_runs(base, base, Thresholds(0, 0.0, 0.0))
+    cmp = _compare(base, base, Thresholds(0, 0.0, 0.0))
     assert [m.mode for m in cmp.modes] == ["eager", "script", "trace", "optimize", "compile"]
     assert not cmp.regressed and cmp.regressions == []
     for mc in cmp.modes:
@@ -58,8 +64,8 @@ def test_identical_runs_change_nothing_and_pass_strict_gates(base):
 def test_kernel_increase_gate_counts_per_step_difference(base):
     head = copy.deepcopy(base)
     head["modes"]["compile"]["kernels"]["per_step"] = 3  # 1 -> 3
-    assert compare_runs(base, head, Thresholds(max_kernel_increase=2)).regressions == []
-    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=1))
+    assert _compare(base, head, Thresholds(max_kernel_increase=2)).regressions == []
+    cmp = _compare(base, head, Thresholds(max_kernel_increase=1))
     (reg,) = cmp.regressions
     assert (reg.mode, reg.metric) == ("compile", "kernels_per_step")
     assert "1 -> 3 (+2)" in reg.message and "limit +1 kernels" in reg.message
@@ -71,24 +77,24 @@ def test_bytes_gate_is_relative_to_base(base):
     b = head["modes"]["eager"]["bytes"]
     total = b["read"] + b["written"]  # 17 MiB
     b["read"] += total // 10  # +10%
-    cmp = compare_runs(base, head, Thresholds(max_bytes_increase_pct=5))
+    cmp = _compare(base, head, Thresholds(max_bytes_increase_pct=5))
     (reg,) = cmp.regressions
     assert (reg.mode, reg.metric) == ("eager", "bytes_per_step")
     assert cmp.modes[0].metric("bytes_per_step").change_pct == pytest.approx(10, abs=0.01)
-    assert compare_runs(base, head, Thresholds(max_bytes_increase_pct=10.5)).regressions == []
+    assert _compare(base, head, Thresholds(max_bytes_increase_pct=10.5)).regressions == []
 
 
 def test_latency_regression_needs_threshold_and_separated_intervals(base):
     b, h = copy.deepcopy(base), copy.deepcopy(base)
     _set_samples(b, "compile", _tight(1.0))
     _set_samples(h, "compile", _tight(1.2, seed=1))  # +20%, intervals far apart
-    cmp = compare_runs(b, h, Thresholds(max_latency_regression_pct=10))
+    cmp = _compare(b, h, Thresholds(max_latency_regression_pct=10))
     (reg,) = cmp.regressions
     assert (reg.mode, reg.metric) == ("compile", "latency_median_ms")
     lat = cmp.modes[-1].metric("latency_median_ms")
     assert lat.head_ci95[0] > lat.base_ci95[1]
     assert lat.change_pct == pytest.approx(20, abs=2)
-    assert compare_runs(b, h, Thresholds(max_latency_regression_pct=25)).regressions == []
+    assert _compare(b, h, Thresholds(max_latency_regression_pct=25)).regressions == []
 
 
 def test_latency_noise_is_not_a_regression(base):
@@ -96,7 +102,7 @@ def test_latency_noise_is_not_a_regression(base):
     rng = np.random.default_rng(3)
     _set_samples(b, "eager", list(rng.uniform(1.0, 3.0, 20)))
     _set_samples(h, "eager", list(rng.uniform(1.1, 3.3, 20)))  # ~10% slower, heavy overlap
-    cmp = compare_runs(b, h, Thresholds(max_latency_regression_pct=1))
+    cmp = _compare(b, h, Thresholds(max_latency_regression_pct=1))
     lat = cmp.modes[0].metric("latency_median_ms")
     assert lat.change_pct > 1  # beyond the threshold ...
     assert lat.head_ci95[0] <= lat.base_ci95[1]  # ... but inside the noise
@@ -107,38 +113,71 @@ def test_latency_noise_is_not_a_regression(base):
 def test_a_mode_that_stops_working_fails_a_gate(base):
     head = copy.deepcopy(base)
     head["modes"]["script"] = {"status": "failed", "error": "RuntimeError: boom", "compile_s": None}
-    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=5))
+    cmp = _compare(base, head, Thresholds(max_kernel_increase=5))
     (reg,) = cmp.regressions
     assert (reg.mode, reg.metric) == ("script", "status")
     assert "RuntimeError: boom" in reg.message
-    assert compare_runs(base, head).regressions == []  # no thresholds: report only
+    assert _compare(base, head).regressions == []  # no thresholds: report only
 
 
 def test_different_model_or_device_type_is_refused(base):
     other = copy.deepcopy(base)
     other["model"]["name"] = "simple"
     with pytest.raises(CompareError, match="different models"):
-        compare_runs(base, other)
+        _compare(base, other)
     other = copy.deepcopy(base)
     other["device"]["type"] = "cuda"
     with pytest.raises(CompareError, match="different device types"):
-        compare_runs(base, other)
+        _compare(base, other)
 
 
 def test_setup_differences_are_warned_and_missing_modes_listed(base):
     head = copy.deepcopy(base)
     head["model"]["dtype"] = "bfloat16"
     del head["modes"]["trace"]
-    cmp = compare_runs(base, head)
+    cmp = _compare(base, head)
     assert cmp.warnings == ["dtype differ: base 'float32', head 'bfloat16'"]
     assert cmp.only_in_base == ["trace"] and cmp.only_in_head == []
     assert "trace" not in [m.mode for m in cmp.modes]
 
 
+def test_setup_warnings_state_the_fields_as_each_record_stored_them(base):
+    older = copy.deepcopy(base)
+    del older["model"]["memory_format"]  # a record written before the field existed
+    head = copy.deepcopy(base)
+    head["model"]["inputs"][0]["shape"] = [2, 64]
+    head["env"]["threads"] = 3
+    one = "{'shape': [1, 256, 1024], 'dtype': 'float32'}"  # gated-residual's two inputs
+    assert _compare(older, head).warnings == [
+        f"inputs differ: base [{one}, {one}], head [{{'shape': [2, 64], 'dtype': 'float32'}}, {one}]",
+        "memory format differ: base None, head 'contiguous'",
+        f"intra-op threads differ: base {base['env']['threads']}, head 3",
+    ]
+
+
+def test_peak_memory_missing_on_one_side_is_stated_not_gated(base):
+    head = copy.deepcopy(base)
+    del head["modes"]["eager"]["peak_memory"]
+    head["modes"]["compile"]["peak_memory"]["bytes"] = None
+    cmp = _compare(base, head, Thresholds(max_peak_memory_increase_pct=0.0))
+    for mode in ("eager", "compile"):
+        peak = next(mc for mc in cmp.modes if mc.mode == mode).metric("peak_memory_bytes")
+        assert (peak.head, peak.change, peak.change_pct) == (None, None, None)
+        assert peak.note == "not measured in head" and not peak.regression
+    assert cmp.regressions == []
+
+
+def test_an_ok_mode_without_its_counts_cannot_be_compared(base):
+    head = copy.deepcopy(base)
+    del head["modes"]["script"]["kernels"]
+    with pytest.raises(CompareError, match="'script' is ok but its record has no kernel counts"):
+        _compare(base, head)
+
+
 def test_view_model_and_markdown(base):
     head = copy.deepcopy(base)
     head["modes"]["compile"]["kernels"]["per_step"] = 4
-    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=0), "main.json", "pr.json")
+    cmp = _compare(base, head, Thresholds(max_kernel_increase=0), "main.json", "pr.json")
     view = compare_render.build_compare_view(cmp)
     rows = {r["mode"]: r for r in view["rows"]}
     assert rows["compile"]["kernels"] == "1 → 4 (+3)"
@@ -157,7 +196,7 @@ def test_view_model_and_markdown(base):
 def test_json_and_html_renderings(base):
     head = copy.deepcopy(base)
     head["model"]["inputs"][0]["dtype"] = "<script>x</script>"
-    cmp = compare_runs(base, head, Thresholds(max_kernel_increase=0))
+    cmp = _compare(base, head, Thresholds(max_kernel_increase=0))
     data = json.loads(compare_render.render_json(cmp))
     assert data["schema"] == "profreport.compare/1"
     assert data["regressed"] is False
@@ -263,10 +302,10 @@ def test_noisy_record_makes_latency_inconclusive_not_failed(base, tmp_path):
     head = copy.deepcopy(base)
     _set_samples(base, "eager", _tight(1.0))
     _set_samples(head, "eager", _tight(1.3))  # +30%, intervals apart: a regression if quiet
-    quiet = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    quiet = _compare(base, head, Thresholds(max_latency_regression_pct=10))
     assert [r.metric for r in quiet.regressions] == ["latency_median_ms"]
     head["timing_noise"] = {"tripped": True, "reasons": ["other processes used 40% of CPU"]}
-    noisy = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    noisy = _compare(base, head, Thresholds(max_latency_regression_pct=10))
     assert noisy.regressions == []
     lat = noisy.modes[0].metric("latency_median_ms")
     assert lat.inconclusive == "head: other processes used 40% of CPU"
@@ -291,5 +330,5 @@ def test_noisy_record_makes_latency_inconclusive_not_failed(base, tmp_path):
     assert "inconclusive: eager: latency inconclusive: head: other processes" in err.getvalue()
     # Three times slower is beyond the noise band: it fails even on a busy machine.
     _set_samples(head, "eager", _tight(3.0))
-    loud = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
+    loud = _compare(base, head, Thresholds(max_latency_regression_pct=10))
     assert [r.metric for r in loud.regressions] == ["latency_median_ms"]

@@ -26,6 +26,7 @@ from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.cli import main
 from profreport.format import MdMarkup, md_cell, md_code, md_line, md_table
 from profreport.record import load
+from profreport.record.model import Run
 from profreport.render import charts, html, markdown, tables
 from profreport.render import compare as compare_render
 from profreport.render.timeline import TIMELINE_NAME
@@ -317,7 +318,9 @@ def test_compare_md_and_html_with_hostile_names_and_labels(hostile_run, tmp_path
 def test_compare_markdown_regression_bold_is_ours_only(hostile_run):
     record = load(hostile_run)
     record["modes"]["**x**"] = copy.deepcopy(record["modes"]["eager"])
-    cmp = compare_runs(record, copy.deepcopy(record), Thresholds(), "*a*", "b")
+    cmp = compare_runs(
+        Run.from_json(record), Run.from_json(copy.deepcopy(record)), Thresholds(), "*a*", "b"
+    )
     page = gfm(compare_render.render_markdown(cmp))
     assert "em" not in page.tags() and "*a*" in page.text
     assert ["**x**", "ok"] in [cells[:2] for cells in page.cells]

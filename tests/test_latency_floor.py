@@ -9,7 +9,7 @@ import pytest
 
 import profreport
 from profreport.analysis.compare import Thresholds, compare_runs
-from profreport.analysis.derive import with_findings
+from profreport.analysis.derive import derived_run, with_findings
 from profreport.cli import main
 from profreport.models import BUILTIN_MODELS
 from profreport.record import load
@@ -55,11 +55,12 @@ def test_gated_residual_runs_no_faster_than_its_floor(gated_run):
 
 
 def test_compare_gates_peak_memory(gated_run):
-    base = with_findings(load(gated_run))
-    head = copy.deepcopy(base)
-    head["modes"]["compile"]["peak_memory"]["bytes"] = int(
-        base["modes"]["compile"]["peak_memory"]["bytes"] * 1.5
+    document = load(gated_run)
+    bigger = copy.deepcopy(document)
+    bigger["modes"]["compile"]["peak_memory"]["bytes"] = int(
+        document["modes"]["compile"]["peak_memory"]["bytes"] * 1.5
     )
+    base, head = derived_run(document), derived_run(bigger)
     report_only = compare_runs(base, head)
     peak = next(mc for mc in report_only.modes if mc.mode == "compile").metric("peak_memory_bytes")
     assert peak is not None and peak.change_pct == pytest.approx(50.0, abs=0.01)

@@ -237,9 +237,9 @@ def test_renderers(tmp_path):
 
 def test_compare_two_sweeps_gates_per_point(gated_run):
     from profreport.analysis.compare import Thresholds
-    from profreport.analysis.derive import with_findings
+    from profreport.analysis.derive import derived_run
 
-    record = with_findings(load(gated_run))
+    record = derived_run(load(gated_run))
     base = _sweep([], _points("ok", "ok"))
     head = _sweep([], _points("ok", "failed"))
     runs = {"p0": record, "p1": record}

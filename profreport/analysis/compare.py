@@ -8,14 +8,28 @@ do not overlap, so noise never fails a gate.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from profreport.analysis.change import Change
 from profreport.analysis.latency import bootstrap_median_ci
 from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
+from profreport.record.model import (
+    Bytes,
+    KernelCounts,
+    Latency,
+    ModeResult,
+    PeakMemory,
+    Run,
+    Section,
+)
 
 SCHEMA = "profreport.compare/1"
+# The machine load `ab` sampled while it timed base and head together (capture/noise.py).
+MachineLoad = dict[str, Any]
 
 
 class CompareError(ValueError):
@@ -87,8 +101,28 @@ class RunIdentity:
     device_name: str | None
 
 
+class GateOutcome(ABC):
+    """What a gate reads of a comparison, of two runs or of two sweeps: its regressions and the
+    latencies it could not judge (cli.common.gate_exit names both and exits on `regressed`)."""
+
+    regressions: list[Regression]
+
+    @property
+    @abstractmethod
+    def inconclusive(self) -> list[str]:
+        """One line for each latency the gate could not judge, naming where and why."""
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+    def outcome(self) -> dict[str, Any]:
+        """The gate's outcome as the comparison documents end with it."""
+        return {"regressed": self.regressed, "inconclusive": self.inconclusive}
+
+
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(GateOutcome):
     model: str
     device_type: str
     base: RunIdentity
@@ -101,10 +135,6 @@ class Comparison:
     regressions: list[Regression]
 
     @property
-    def regressed(self) -> bool:
-        return bool(self.regressions)
-
-    @property
     def inconclusive(self) -> list[str]:
         """`<mode>: latency inconclusive: <why>` for each latency the gate could not judge."""
         return [
@@ -115,141 +145,134 @@ class Comparison:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data = {
-            "schema": SCHEMA,
-            **data,
-            "regressed": self.regressed,
-            "inconclusive": self.inconclusive,
-        }
-        return data
+        return {"schema": SCHEMA, **asdict(self), **self.outcome()}
 
 
-def _pct(base: float | None, head: float | None) -> float | None:
-    if base is None or head is None or base == 0:
-        return None
-    return (head - base) / base * 100.0
-
-
-def _identity(record: dict[str, Any], label: str) -> RunIdentity:
+def _identity(run: Run, label: str) -> RunIdentity:
     return RunIdentity(
         label=label,
-        created_utc=record.get("created_utc"),
-        torch=record.get("env", {}).get("torch"),
-        device_name=record.get("device", {}).get("name"),
+        created_utc=run.created_utc,
+        torch=run.env.torch,
+        device_name=run.device.name,
     )
 
 
-def _setup_warnings(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
-    """Differences that make numbers less comparable but are legitimate things to compare."""
+def _as_stored(section: Section, name: str) -> Any:
+    """`section.<name>` as its document held it, None when the key was absent: a record written
+    before a field existed (memory_format, inputs) differs from one that has it."""
+    if not section.has(name):
+        return None
+    value = getattr(section, name)
+    if isinstance(value, tuple):
+        return [v.to_json() if isinstance(v, Section) else v for v in value]
+    return value
+
+
+# What makes numbers less comparable but is a legitimate thing to compare: (what, section, field).
+_SETUP: tuple[tuple[str, Callable[[Run], Section], str], ...] = (
+    ("inputs", lambda r: r.model, "inputs"),
+    ("dtype", lambda r: r.model, "dtype"),
+    ("memory format", lambda r: r.model, "memory_format"),
+    ("device", lambda r: r.device, "name"),
+    ("torch", lambda r: r.env, "torch"),
+    ("intra-op threads", lambda r: r.env, "threads"),
+)
+
+
+def _setup_warnings(base: Run, head: Run) -> list[str]:
     out = []
-    checks = [
-        ("inputs", lambda r: r["model"].get("inputs")),
-        ("dtype", lambda r: r["model"].get("dtype")),
-        ("memory format", lambda r: r["model"].get("memory_format")),
-        ("device", lambda r: r["device"].get("name")),
-        ("torch", lambda r: r["env"].get("torch")),
-        ("intra-op threads", lambda r: r["env"].get("threads")),
-    ]
-    for what, get in checks:
-        a, b = get(base), get(head)
+    for what, section, name in _SETUP:
+        a, b = _as_stored(section(base), name), _as_stored(section(head), name)
         if a != b:
             out.append(f"{what} differ: base {a!r}, head {b!r}")
     return out
 
 
-def _kernels(base: dict, head: dict, limit: int | None) -> MetricChange:
-    b, h = base["kernels"]["per_step"], head["kernels"]["per_step"]
-    regression = limit is not None and h - b > limit
+def _pct_limit(limit_pct: float | None) -> str | None:
+    return None if limit_pct is None else f"+{limit_pct:g}%"
+
+
+def _metric(metric: str, source: str, change: Change, **gate: Any) -> MetricChange:
+    """One metric's numbers in base and head, their difference and relative change; `gate`: the
+    limit applied, whether it was crossed, and a note."""
     return MetricChange(
-        "kernels_per_step",
-        "profiler",
-        b,
-        h,
-        h - b,
-        _pct(b, h),
-        limit=None if limit is None else f"+{limit} kernels",
-        regression=regression,
+        metric, source, change.base, change.head, change.difference, change.pct, **gate
     )
 
 
-def _launches(base: dict, head: dict) -> MetricChange:
-    b, h = base["kernels"].get("launches", 0), head["kernels"].get("launches", 0)
-    return MetricChange("launches_per_step", "profiler", b, h, h - b, _pct(b, h))
+def _relative(
+    metric: str, source: str, change: Change, limit_pct: float | None, note: str = ""
+) -> MetricChange:
+    """A metric gated on its growth relative to base (modeled bytes, peak memory)."""
+    regression = limit_pct is not None and change.grew_beyond_pct(limit_pct)
+    return _metric(
+        metric, source, change, limit=_pct_limit(limit_pct), regression=regression, note=note
+    )
 
 
-def _bytes(base: dict, head: dict, limit_pct: float | None) -> MetricChange:
-    b = base["bytes"]["read"] + base["bytes"]["written"]
-    h = head["bytes"]["read"] + head["bytes"]["written"]
-    pct = _pct(b, h)
-    partial = [
-        side for side, m in (("base", base), ("head", head)) if m["bytes"].get("not_modeled")
-    ]
-    regression = False
-    if limit_pct is not None:
-        # From nothing to something is an unbounded increase.
-        regression = (pct > limit_pct) if pct is not None else (b == 0 and h > 0)
-    return MetricChange(
+def _kernels(base: KernelCounts, head: KernelCounts, limit: int | None) -> MetricChange:
+    b, h = base.per_step, head.per_step
+    return _metric(
+        "kernels_per_step",
+        "profiler",
+        Change(b, h),
+        limit=None if limit is None else f"+{limit} kernels",
+        regression=limit is not None and h - b > limit,
+    )
+
+
+def _launches(base: KernelCounts, head: KernelCounts) -> MetricChange:
+    return _metric("launches_per_step", "profiler", Change(base.launches, head.launches))
+
+
+def _bytes(base: Bytes, head: Bytes, limit_pct: float | None) -> MetricChange:
+    partial = [side for side, b in (("base", base), ("head", head)) if b.not_modeled]
+    return _relative(
         "bytes_per_step",
         "modeled",
-        b,
-        h,
-        h - b,
-        pct,
-        limit=None if limit_pct is None else f"+{limit_pct:g}%",
-        regression=regression,
+        Change(base.read + base.written, head.read + head.written),
+        limit_pct,
         note=f"partial in {' and '.join(partial)} (some kernels not modeled)" if partial else "",
     )
 
 
-def _peak_memory(base: dict, head: dict, limit_pct: float | None) -> MetricChange:
+def _peak_memory(
+    base: PeakMemory | None, head: PeakMemory | None, limit_pct: float | None
+) -> MetricChange:
     """Peak memory of one call (capture/peak_memory); gated like modeled bytes."""
-    b_peak, h_peak = base.get("peak_memory") or {}, head.get("peak_memory") or {}
-    b, h = b_peak.get("bytes"), h_peak.get("bytes")
-    source = h_peak.get("source") or b_peak.get("source") or "measured"
-    if b is None or h is None:
-        missing = " and ".join(s for s, v in (("base", b), ("head", h)) if v is None)
-        return MetricChange(
-            "peak_memory_bytes", source, b, h, None, None, note=f"not measured in {missing}"
-        )
-    pct = _pct(b, h)
-    regression = False
-    if limit_pct is not None:
-        regression = (pct > limit_pct) if pct is not None else (b == 0 and h > 0)
-    note = "" if b_peak.get("source") == h_peak.get("source") else "measured differently"
-    return MetricChange(
-        "peak_memory_bytes",
-        source,
-        b,
-        h,
-        h - b,
-        pct,
-        limit=None if limit_pct is None else f"+{limit_pct:g}%",
-        regression=regression,
-        note=note,
+    b_source = _as_stored(base, "source") if base is not None else None
+    h_source = _as_stored(head, "source") if head is not None else None
+    change = Change(
+        base.bytes if base is not None else None, head.bytes if head is not None else None
     )
+    source = h_source or b_source or "measured"
+    if change.difference is None:
+        missing = " and ".join(
+            side for side, v in (("base", change.base), ("head", change.head)) if v is None
+        )
+        return _metric("peak_memory_bytes", source, change, note=f"not measured in {missing}")
+    note = "" if b_source == h_source else "measured differently"
+    return _relative("peak_memory_bytes", source, change, limit_pct, note=note)
 
 
 def _latency(
-    base: dict,
-    head: dict,
+    base: Latency | None,
+    head: Latency | None,
     limit_pct: float | None,
     resamples: int,
     noise: list[str],
-    load: dict[str, Any] | None,
+    load: MachineLoad | None,
 ) -> MetricChange:
-    bs = (base.get("latency_ms") or {}).get("samples") or []
-    hs = (head.get("latency_ms") or {}).get("samples") or []
-    if not bs or not hs:
-        return MetricChange(
-            "latency_median_ms", "measured", None, None, None, None, note="no timed samples"
-        )
-    b_med = base["latency_ms"]["median"]
-    h_med = head["latency_ms"]["median"]
+    bs = tuple(base.samples or ()) if base is not None else ()
+    hs = tuple(head.samples or ()) if head is not None else ()
+    if base is None or head is None or not bs or not hs:
+        return _metric("latency_median_ms", "measured", Change(None, None), note="no timed samples")
+    change = Change(base.median, head.median)
     b_ci = bootstrap_median_ci(bs, resamples=resamples)
     h_ci = bootstrap_median_ci(hs, resamples=resamples)
-    pct = _pct(b_med, h_med)
-    inconclusive, paired = None, None
+    pct = change.pct
+    inconclusive: str | None = None
+    paired: dict[str, Any] | None = None
     if load is not None:  # base and head timed in the same rounds (`ab`)
         gate = paired_gate(bs, hs, limit_pct, load)
         lo, hi = gate.ratio.ci95
@@ -267,16 +290,13 @@ def _latency(
         if noise and not h_ci[0] > b_ci[1] * NOISE_BAND:  # noisy timing: only a huge change
             inconclusive, regression = "; ".join(noise), False
             note = f"latency inconclusive: {inconclusive}"
-    return MetricChange(
+    return _metric(
         "latency_median_ms",
         "measured",
-        b_med,
-        h_med,
-        h_med - b_med,
-        pct,
+        change,
         base_ci95=b_ci,
         head_ci95=h_ci,
-        limit=None if limit_pct is None else f"+{limit_pct:g}%",
+        limit=_pct_limit(limit_pct),
         regression=regression,
         note=note,
         inconclusive=inconclusive,
@@ -309,69 +329,90 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     return f"{mode}: {text}"
 
 
+def _measured(mode: ModeResult, name: str) -> tuple[KernelCounts, Bytes]:
+    """An ok mode's kernel counts and modeled bytes (a validated record always has both)."""
+    if mode.kernels is None or mode.bytes is None:
+        raise CompareError(f"mode {name!r} is ok but its record has no kernel counts or bytes")
+    return mode.kernels, mode.bytes
+
+
+def _mode_metrics(
+    name: str,
+    base: Run,
+    head: Run,
+    thresholds: Thresholds,
+    resamples: int,
+    load: MachineLoad | None,
+) -> list[MetricChange]:
+    b, h = base.mode(name), head.mode(name)
+    b_kernels, b_bytes = _measured(b, name)
+    h_kernels, h_bytes = _measured(h, name)
+    noise = [f"base: {r}" for r in record_noise(base, name)]
+    noise += [f"head: {r}" for r in record_noise(head, name)]
+    return [
+        _kernels(b_kernels, h_kernels, thresholds.max_kernel_increase),
+        _launches(b_kernels, h_kernels),
+        _bytes(b_bytes, h_bytes, thresholds.max_bytes_increase_pct),
+        _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
+        _latency(
+            b.latency_ms,
+            h.latency_ms,
+            thresholds.max_latency_regression_pct,
+            resamples,
+            noise,
+            load,
+        ),
+    ]
+
+
 def compare_runs(
-    base: dict[str, Any],
-    head: dict[str, Any],
+    base: Run,
+    head: Run,
     thresholds: Thresholds = Thresholds(),
     base_label: str = "base",
     head_label: str = "head",
     resamples: int = 2000,
-    paired_load: dict[str, Any] | None = None,
+    paired_load: MachineLoad | None = None,
 ) -> Comparison:
-    """Compare two validated run records; raise CompareError if they are not the same setup.
+    """Compare two validated runs; raise CompareError if they are not the same setup.
 
     `paired_load` (from `ab`, which timed base and head in the same rounds) switches the latency
     gate to per-round head/base ratios; the machine load it carries feeds the noise guard.
     """
-    base_model, head_model = base["model"].get("name"), head["model"].get("name")
-    if base_model != head_model:
-        raise CompareError(f"different models: base {base_model!r}, head {head_model!r}")
-    base_dev, head_dev = base["device"].get("type"), head["device"].get("type")
-    if base_dev != head_dev:
-        raise CompareError(f"different device types: base {base_dev!r}, head {head_dev!r}")
+    if base.model.name != head.model.name:
+        raise CompareError(f"different models: base {base.model.name!r}, head {head.model.name!r}")
+    if base.device.type != head.device.type:
+        raise CompareError(
+            f"different device types: base {base.device.type!r}, head {head.device.type!r}"
+        )
 
     modes: list[ModeComparison] = []
     regressions: list[Regression] = []
-    shared = [m for m in base["modes"] if m in head["modes"]]
-    for name in shared:
-        b, h = base["modes"][name], head["modes"][name]
+    for name in [m for m in base.modes if m in head.modes]:
+        b, h = base.mode(name), head.mode(name)
         metrics: list[MetricChange] = []
-        if b["status"] == "ok" and h["status"] == "ok":
-            metrics = [
-                _kernels(b, h, thresholds.max_kernel_increase),
-                _launches(b, h),
-                _bytes(b, h, thresholds.max_bytes_increase_pct),
-                _peak_memory(b, h, thresholds.max_peak_memory_increase_pct),
-                _latency(
-                    b,
-                    h,
-                    thresholds.max_latency_regression_pct,
-                    resamples,
-                    [f"base: {r}" for r in record_noise(base, name)]
-                    + [f"head: {r}" for r in record_noise(head, name)],
-                    paired_load,
-                ),
-            ]
+        if b.ok and h.ok:
+            metrics = _mode_metrics(name, base, head, thresholds, resamples, paired_load)
             regressions += [
                 Regression(name, m.metric, _regression_message(name, m))
                 for m in metrics
                 if m.regression
             ]
-        elif b["status"] == "ok" and thresholds.any_set:
+        elif b.ok and thresholds.any_set:
             # A mode that worked and now does not is worse than any number: gate on it too.
-            error = h.get("error") or h["status"]
+            error = h.error or h.status
             regressions.append(Regression(name, "status", f"{name}: was ok, now {error}"))
-        modes.append(ModeComparison(name, b["status"], h["status"], metrics))
+        modes.append(ModeComparison(name, b.status, h.status, metrics))
 
     return Comparison(
-        model=base_model,
-        device_type=base_dev,
+        model=base.model.name,
+        device_type=base.device.type,
         base=_identity(base, base_label),
         head=_identity(head, head_label),
         thresholds=thresholds,
         modes=modes,
-        only_in_base=[m for m in base["modes"] if m not in head["modes"]],
-        only_in_head=[m for m in head["modes"] if m not in base["modes"]],
+        only_in_base=[m for m in base.modes if m not in head.modes],
+        only_in_head=[m for m in head.modes if m not in base.modes],
         warnings=_setup_warnings(base, head),
         regressions=regressions,
     )

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from profreport.record.model import Run
+
 METHOD = "paired per-round ratios"
 
 # ---------------------------------------------------------------- thresholds (named, with sources)
@@ -291,10 +293,10 @@ def paired_speedups(
 # ---------------------------------------------------------------- the latency gate
 
 
-def record_noise(record: dict[str, Any], mode: str) -> list[str]:
+def record_noise(run: Run, mode: str) -> list[str]:
     """Why a stored run's timing of `mode` was noisy (its `timing_noise`): the run's reasons
     and that mode's own; [] when quiet or recorded before the guard existed."""
-    noise = record.get("timing_noise") or {}
+    noise = run.timing_noise or {}
     reasons = list(noise.get("reasons") or [])
     own = (noise.get("signals") or {}).get("modes", {}).get(mode) or {}
     return reasons + list(own.get("reasons") or [])

@@ -7,7 +7,9 @@ Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` in, plain dict
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
+from profreport.analysis.change import Change
 from profreport.analysis.counters import derived
 from profreport.analysis.kernels import (
     CPU_DEFINITION_TEXT,
@@ -36,7 +38,7 @@ DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
 
 def analysis_document(
     traces: list[tuple[str, TraceCounts]], top: int = 15, events: list[int] | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The whole ``analyze`` result: a summary per trace, later traces compared to the first.
 
     ``events``: how many events each trace held (after the ones no analysis reads were dropped).
@@ -57,9 +59,9 @@ def analysis_document(
     }
 
 
-def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
+def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict[str, Any]:
     """One trace's counts with its ``top`` kernels by time."""
-    out: dict = {"path": path, "device": counts.device, "definition": counts.definition}
+    out: dict[str, Any] = {"path": path, "device": counts.device, "definition": counts.definition}
     out["definition_evidence"] = counts.evidence
     out["device_activity"] = counts.device_activity
     unknown = UNRECORDED_FIELDS if counts.device_activity == "not recorded" else frozenset()
@@ -81,11 +83,11 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict:
     return out
 
 
-def kernel_entry(row: KernelRow, steps: int | None = None) -> dict:
+def kernel_entry(row: KernelRow, steps: int | None = None) -> dict[str, Any]:
     """One kernel row as JSON: the one shape of `analyze`'s top kernels and the run record's
     kernel tables. With `steps` (a run's profiled steps), per-step calls and time are added and
     the row is marked as the profiler's."""
-    entry: dict = {"name": row.name, "kind": row.kind, "calls": row.calls}
+    entry: dict[str, Any] = {"name": row.name, "kind": row.kind, "calls": row.calls}
     if steps is not None:
         entry["calls_per_step"] = row.calls / steps
     entry["time_us"] = row.time_us
@@ -105,19 +107,20 @@ def kernel_entry(row: KernelRow, steps: int | None = None) -> dict:
     return entry
 
 
-def _delta(base: float | None, value: float | None) -> dict:
-    if base is None or value is None:  # not recorded on one side: no difference to state
-        return {"baseline": base, "value": value, "delta": None, "ratio": None}
-    ratio = value / base if base else None
-    delta = value - base
+def _delta(base: float | None, value: float | None) -> dict[str, Any]:
+    """One count against the baseline; no difference stated when a side did not record it."""
+    change = Change(base, value)
+    delta = change.difference
     if isinstance(delta, float):
         delta = round(delta, 3)
-    return {"baseline": base, "value": value, "delta": delta, "ratio": ratio}
+    return {"baseline": base, "value": value, "delta": delta, "ratio": change.ratio}
 
 
-def compare_counts(base_path: str, base: TraceCounts, path: str, other: TraceCounts) -> dict:
+def compare_counts(
+    base_path: str, base: TraceCounts, path: str, other: TraceCounts
+) -> dict[str, Any]:
     """Differences of ``other`` against ``base``: totals, per-step, per kernel, per launching op."""
-    out: dict = {"baseline": base_path, "path": path}
+    out: dict[str, Any] = {"baseline": base_path, "path": path}
     if base.definition != other.definition:
         out["note"] = (
             f"definitions differ ({base.definition} vs {other.definition}): "
@@ -133,11 +136,11 @@ def compare_counts(base_path: str, base: TraceCounts, path: str, other: TraceCou
     return out
 
 
-def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[dict]:
+def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[dict[str, Any]]:
     """Kernels whose call count or time changed (including ones only one side has)."""
     b = {(r.kind, r.name): r for r in base}
     o = {(r.kind, r.name): r for r in other}
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     deltas: list[tuple[float, int]] = []
     for key in b.keys() | o.keys():
         rb, ro = b.get(key), o.get(key)
@@ -145,7 +148,7 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
         time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
         if calls_b == calls_o and rb is not None and ro is not None and time_b == time_o:
             continue
-        dt = time_o - time_b if time_b is not None and time_o is not None else None
+        dt = Change(time_b, time_o).difference
         rows.append(
             {
                 "name": key[1],
@@ -165,7 +168,7 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
     return [rows[i] for i in order]
 
 
-def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict]:
+def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict[str, Any]]:
     """Kernels launched per CPU op, where the count differs."""
     changed = [
         (op, base.get(op, 0), other.get(op, 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from profreport.cli.common import (
     Command,
@@ -15,6 +15,9 @@ from profreport.cli.common import (
 )
 from profreport.files import write_atomic
 from profreport.render.registry import COMPARISON, formats
+
+if TYPE_CHECKING:
+    from profreport.analysis.compare import GateOutcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
     from profreport.analysis.compare import CompareError, compare_runs
-    from profreport.analysis.derive import with_findings
+    from profreport.analysis.derive import derived_run
     from profreport.render import compare as compare_render
 
     out_path = Path(args.out) if args.out else None
@@ -40,16 +43,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     if sweep_compare.either_is_sweep(args.base, args.head):
         return _compare_sweeps(args, out_path, out, err)
-    records = []
+    runs = []
     for source in (args.base, args.head):
         try:
-            records.append(with_findings(run_record.load(Path(source))))
+            runs.append(derived_run(run_record.load(Path(source))))
         except run_record.RecordError as exc:
             raise UsageError(str(exc)) from None
     gates = thresholds(args)
     try:
         comparison = compare_runs(
-            records[0], records[1], gates, base_label=args.base, head_label=args.head
+            runs[0], runs[1], gates, base_label=args.base, head_label=args.head
         )
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None
@@ -71,7 +74,9 @@ def _compare_sweeps(
     return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
 
 
-def _write(comparison: Any, content: str, out_path: Path | None, out: TextIO, err: TextIO) -> int:
+def _write(
+    comparison: GateOutcome, content: str, out_path: Path | None, out: TextIO, err: TextIO
+) -> int:
     """The comparison on stdout or in --out; the gates' exit code."""
     if out_path is None:
         out.write(content)

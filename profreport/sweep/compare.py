@@ -15,10 +15,12 @@ from typing import Any
 from profreport.analysis.compare import (
     CompareError,
     Comparison,
+    GateOutcome,
     Regression,
     Thresholds,
     compare_runs,
 )
+from profreport.record.model import Run
 from profreport.sweep import document
 from profreport.sweep.summary import point_label
 
@@ -35,7 +37,7 @@ class PointComparison:
 
 
 @dataclass(frozen=True)
-class SweepComparison:
+class SweepComparison(GateOutcome):
     base_label: str
     head_label: str
     thresholds: Thresholds
@@ -45,11 +47,8 @@ class SweepComparison:
     regressions: list[Regression] = field(default_factory=list)
 
     @property
-    def regressed(self) -> bool:
-        return bool(self.regressions)
-
-    @property
     def inconclusive(self) -> list[str]:
+        """Each point's inconclusive latencies, named by the point."""
         return [
             f"{p.label}: {line}"
             for p in self.points
@@ -76,8 +75,7 @@ class SweepComparison:
             "only_in_base": self.only_in_base,
             "only_in_head": self.only_in_head,
             "regressions": [vars(r) for r in self.regressions],
-            "regressed": self.regressed,
-            "inconclusive": self.inconclusive,
+            **self.outcome(),
         }
 
 
@@ -88,14 +86,14 @@ def _key(p: dict[str, Any]) -> tuple[Any, ...]:
 def compare_sweeps(
     base: dict[str, Any],
     head: dict[str, Any],
-    base_runs: dict[str, dict[str, Any]],
-    head_runs: dict[str, dict[str, Any]],
+    base_runs: dict[str, Run],
+    head_runs: dict[str, Run],
     thresholds: Thresholds | None = None,
     base_label: str = "base",
     head_label: str = "head",
 ) -> SweepComparison:
-    """Compare two sweep records; `*_runs` map a point id to its (derived) run record, for the
-    points that have one."""
+    """Compare two sweep records; `*_runs` map a point id to its (derived) run, for the points
+    that have one."""
     thresholds = thresholds or Thresholds()
     head_points = {_key(p): p for p in head["points"]}
     base_keys = {_key(p) for p in base["points"]}
@@ -149,16 +147,16 @@ def either_is_sweep(*paths: str) -> bool:
     return any(Path(p).is_file() and document.is_sweep(Path(p)) for p in paths)
 
 
-def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, dict[str, Any]]:
+def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, Run]:
     from profreport import record as run_record
-    from profreport.analysis.derive import with_findings
+    from profreport.analysis.derive import derived_run
 
     root = sweep_path.parent
     runs = {}
     for p in doc["points"]:
         if p.get("run"):
             try:
-                runs[p["id"]] = with_findings(run_record.load(root / p["run"]))
+                runs[p["id"]] = derived_run(run_record.load(root / p["run"]))
             except run_record.RecordError:
                 continue  # the point is then compared as having no run record
     return runs
