@@ -1,16 +1,19 @@
 """One registry of renderers: each is a name (the `--format` value), the document it renders
-(a run record, a comparison, a trace analysis), the file it writes, and `render(document) ->
-str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read it;
-writing the files stays with the caller (the CLI, `RunResult.save`).
+(a run, a comparison, a trace analysis), the file it writes, and `render(document) ->
+str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read
+it; writing the files stays with the caller (the CLI, `RunResult.save`). A run is handed over as
+the typed `profreport.record.Run` with findings (`analysis.derive.derived_run`), or as its
+run.json dict to a renderer that does not declare `typed`.
 
-A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call).
-"""
+A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call)."""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 from typing import Any
+
+from profreport.record.model import Run
 
 RUN = "run"  # a run record (profreport.run/1): run.json, report.html, summary.md
 COMPARISON = "comparison"  # `profreport compare`
@@ -26,8 +29,13 @@ class Renderer:
     function: (
         str  # "package.module:function", imported when first used: render(document, **options)
     )
+    # A RUN renderer is handed the typed `Run` (with findings) when True; when False (the
+    # default, what a renderer registered from outside was written against) the run.json dict.
+    typed: bool = False
 
     def render(self, document: Any, **options: Any) -> str | bytes:
+        if self.document == RUN and not self.typed and isinstance(document, Run):
+            document = document.to_json()
         module, _, name = self.function.partition(":")
         result: str | bytes = getattr(importlib.import_module(module), name)(document, **options)
         return result
@@ -39,9 +47,9 @@ class Renderer:
 
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (
-    Renderer("json", RUN, "run.json", "profreport.record:dumps"),
-    Renderer("html", RUN, "report.html", "profreport.render.html:render"),
-    Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
+    Renderer("json", RUN, "run.json", "profreport.render.run_json:render", typed=True),
+    Renderer("html", RUN, "report.html", "profreport.render.html:render", typed=True),
+    Renderer("md", RUN, "summary.md", "profreport.render.markdown:render", typed=True),
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
     Renderer("json", COMPARISON, "comparison.json", "profreport.render.compare:render_json"),
     Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
