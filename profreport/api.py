@@ -30,6 +30,7 @@ from profreport.env import DTYPES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run
+from profreport.record.model import Run
 from profreport.text import error_line
 
 if TYPE_CHECKING:
@@ -92,18 +93,35 @@ def check_eager(model: LoadedModel, device: torch.device, dtype_name: str) -> No
 
 @dataclass
 class RunResult:
-    """One profiled run: the record (same dict as run.json) and the folder holding its traces."""
+    """One profiled run: the record (same dict as run.json) and the folder holding its traces.
+    `run` is the record typed, with today's findings: what the reports and tables read."""
 
     record: dict[str, Any] = field(repr=False)
     run_dir: Path
     owns_run_dir: bool = field(default=False, repr=False)  # a temp folder profile() made
+    # the derived run and the record object it was derived from
+    _derived: tuple[dict[str, Any], Run] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __repr__(self) -> str:
-        modes = {n: m["status"] for n, m in self.record["modes"].items()}
+        run = self.run
+        modes = {n: m.status for n, m in run.modes.items()}
         return (
-            f"RunResult(model={self.record['model']['name']!r}, "
-            f"device={self.record['device']['type']!r}, modes={modes}, run_dir={str(self.run_dir)!r})"
+            f"RunResult(model={run.model.name!r}, "
+            f"device={run.device.type!r}, modes={modes}, run_dir={str(self.run_dir)!r})"
         )
+
+    @property
+    def run(self) -> Run:
+        """The typed run with today's findings derived from `record`'s evidence
+        (`analysis.derive.derived_run`). Derived once per `record` object (assigning another
+        record derives again; `save` does after adding the timeline to it)."""
+        from profreport.analysis.derive import derived_run
+
+        if self._derived is None or self._derived[0] is not self.record:
+            self._derived = (self.record, derived_run(self.record))
+        return self._derived[1]
 
     @property
     def findings(self) -> Findings:
@@ -115,38 +133,38 @@ class RunResult:
     def to_html(self) -> str:
         from profreport.render import html as html_render
 
-        return html_render.render(self.record)
+        return html_render.render(self.run)
 
     def to_markdown(self) -> str:
         from profreport.render import markdown
 
-        return markdown.render(self.record)
+        return markdown.render(self.run)
 
     def kernels(self, mode: str) -> pd.DataFrame:
         """The kernel table of one mode (KeyError: not in the run; ValueError: it failed)."""
         from profreport.render.tables import kernel_frame
 
-        return kernel_frame(self.record, mode)
+        return kernel_frame(self.run, mode)
 
     def kernel_table(self) -> pd.DataFrame:
         """All modes' kernel tables stacked, with a leading `mode` column."""
         from profreport.render.tables import kernel_table
 
-        return kernel_table(self.record)
+        return kernel_table(self.run)
 
     def summary(self) -> pd.DataFrame:
         """One row per mode: kernels, bytes, latency, speedup, verdict (unformatted numbers)."""
         from profreport.render.tables import summary_frame
 
-        return summary_frame(self.record)
+        return summary_frame(self.run)
 
     def _repr_html_(self) -> str:
         # A compact notebook view: the full report is a whole page with its own styles.
-        title = html.escape(
-            f"profreport: {self.record['model']['name']} on {self.record['device']['type']}"
-        )
+        run = self.run
+        title = html.escape(f"profreport: {run.model.name} on {run.device.type}")
         verdicts = "".join(
-            f"<li>{html.escape(m.get('verdict', n))}</li>" for n, m in self.record["modes"].items()
+            f"<li>{html.escape(n if m.verdict is None else m.verdict)}</li>"
+            for n, m in run.modes.items()
         )
         table = self.summary().drop(columns=["verdict"]).to_html(index=False, na_rep="")
         return f"<h4>{title}</h4>{table}<ul>{verdicts}</ul>"
@@ -166,15 +184,16 @@ class RunResult:
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
         self.record["timeline"] = self._write_timeline(target)  # linked from the report
-        outputs = {r.filename: r.render(self.record) for r in renderers(RUN)}
+        self._derived = None  # the record changed in place: derive it again, with its timeline
+        run = self.run
+        outputs = {r.filename: r.render(run) for r in renderers(RUN)}
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text
         assert isinstance(markdown, str)
-        for name, mode in self.record["modes"].items():
-            if mode["status"] == "ok":
-                outputs[f"kernels_{name}.csv"] = kernel_csv(self.record, name)
+        for name in run.ok_modes:
+            outputs[f"kernels_{name}.csv"] = kernel_csv(run, name)
         for name, content in outputs.items():
             write_atomic(target / name, content)
-        tensorboard_summary.write(self.record, target / "tensorboard" / "summary", markdown)
+        tensorboard_summary.write(run, target / "tensorboard" / "summary", markdown)
         return target
 
     def _write_timeline(self, folder: Path) -> str | None:
@@ -185,8 +204,9 @@ class RunResult:
         from profreport.traceio.documents import read_document
 
         traces = {}
-        for mode, entry in self.record.get("modes", {}).items():
-            rel = entry.get("trace") if entry.get("status") == "ok" else None
+        # the trace files are evidence: the record as stored names them, no findings needed
+        for mode, entry in Run.from_json(self.record).ok_modes.items():
+            rel = entry.trace
             if rel and (folder / rel).is_file():
                 traces[mode] = read_document(folder / rel)
         if not traces:

@@ -1,5 +1,6 @@
 """The library API: profreport.profile() on a module, the RunResult's tables, reports and save()."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from torch import nn
 import profreport
 from profreport.record import load
 from profreport.render.tables import KERNEL_COLUMNS
+from profreport.render.timeline import TIMELINE_NAME
 
 
 class Gate(nn.Module):
@@ -68,11 +70,24 @@ def test_reports_and_notebook_view(result):
 
 def test_save_moves_traces_and_writes_every_output(result, tmp_path):
     old_dir = result.run_dir
+    before = result.run
+    assert result.run is before  # derived once per record
+    assert before.timeline is None
     folder = result.save(tmp_path / "run")
     assert folder == tmp_path / "run" and result.run_dir == folder
     assert not old_dir.exists()  # the temporary folder was emptied and removed
     rec = load(folder)
     assert rec == json.loads(json.dumps(result.record))
+    # save added the timeline to the record, and the run its reports read has it too
+    assert result.record["timeline"] == result.run.timeline == TIMELINE_NAME
+    assert rec == result.run.to_json()
+    assert f'<a href="{TIMELINE_NAME}">' in (folder / "report.html").read_text()
+    own = result.record
+    other = copy.deepcopy(own)
+    other["model"]["name"] = "Other"
+    result.record = other  # another record: derived again
+    assert result.run.model.name == "Other"
+    result.record = own
     for mode in ("eager", "trace"):
         assert (folder / rec["modes"][mode]["trace"]).is_file()
         csv = pd.read_csv(folder / f"kernels_{mode}.csv")

@@ -13,6 +13,7 @@ from profreport.analysis.bytes_model import model_from_inductor_nodes, model_fro
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.modes import prepare_mode
+from profreport.record import ModeResult
 from profreport.render.viewmodel import _compiler_view
 
 F32, I64 = 4, 8
@@ -182,7 +183,7 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     assert table["scheduler_bytes"] == 102_400_000  # what Inductor's sizing gave the fused node
     assert table["counted_bytes"] == 4 * 64 * 512 * F32
     summary = _compiler_view(
-        "compile", {"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}}
+        ModeResult.from_json({"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}})
     )["inductor_summary"]
     assert "1 buffer access(es) through an index tensor" in summary
     assert "(512.00 KiB) where Inductor's per-kernel sizing gives 97.66 MiB" in summary
@@ -307,7 +308,7 @@ def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
     assert table["full_bytes"] == table["scheduler_bytes"] == 1024 * 64 * F32
     assert table["counted_bytes"] == 128 * 64 * F32
     summary = _compiler_view(
-        "compile", {"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}}
+        ModeResult.from_json({"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}})
     )["inductor_summary"]
     assert "1 buffer access(es) of a slice of a buffer inside a fused kernel" in summary
 

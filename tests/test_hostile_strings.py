@@ -25,8 +25,7 @@ from markdown_it import MarkdownIt
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.cli import main
 from profreport.format import MdMarkup, md_cell, md_code, md_line, md_table
-from profreport.record import load
-from profreport.record.model import Run
+from profreport.record import Run, load
 from profreport.render import charts, html, markdown, tables
 from profreport.render import compare as compare_render
 from profreport.render.timeline import TIMELINE_NAME
@@ -230,10 +229,11 @@ def test_kernel_csvs_hold_no_hostile_names_and_neutralise_formulas(hostile_run):
     table = record["modes"]["eager"]["kernels"]["table"]
     names = ['=HYPERLINK("http://evil","x")', "+1+1", "-2", "@SUM(A1)", "\tx", "aten::mm"]
     table[:] = [dict(table[i % len(table)], name=n) for i, n in enumerate(names)]
-    rows = list(csv.DictReader(io.StringIO(tables.kernel_csv(record, "eager"))))
+    rows = list(csv.DictReader(io.StringIO(tables.kernel_csv(Run.from_json(record), "eager"))))
     assert [r["name"] for r in rows] == ["'" + n for n in names[:-1]] + ["aten::mm"]
     assert float(rows[0]["calls"]) == table[0]["calls"]  # numbers stay numbers
-    assert list(tables.kernel_frame(record, "eager")["name"]) == names  # the DataFrame is exact
+    # the DataFrame is exact
+    assert list(tables.kernel_frame(Run.from_json(record), "eager")["name"]) == names
 
 
 def test_notebook_view_escapes(hostile_run):
@@ -250,11 +250,11 @@ def test_a_hostile_record_renders_as_text_charts_included(hostile_run):
     name = IMG + "|$\\x$"
     record["modes"] = {n: m for n, m in record["modes"].items() if n != "script"}
     record["modes"][name] = copy.deepcopy(record["modes"]["trace"])
-    page = Page(html.render(record))
+    page = Page(html.render(Run.from_json(record)))
     assert_inert(page, REPORT_TAGS)
     # a tick label on each bar chart and an entry in the roofline legend, as literal text
     assert page.svg_text.count(name) == 4
-    gfm_page = gfm(markdown.render(record))
+    gfm_page = gfm(markdown.render(Run.from_json(record)))
     assert [name, "ok"] in [cells[:2] for cells in gfm_page.cells]
 
 

@@ -12,7 +12,7 @@ from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.analysis.derive import derived_run, with_findings
 from profreport.cli import main
 from profreport.models import BUILTIN_MODELS
-from profreport.record import load
+from profreport.record import Run, load
 from profreport.render.compare import render_markdown
 from profreport.render.tables import kernel_frame, summary_frame
 
@@ -37,10 +37,10 @@ def _check_floor(run_dir) -> None:
                 assert row["ceiling_pct"] is not None and row["achieved_bytes_per_s"] > 0
         peak = mode["peak_memory"]
         assert peak["bytes"] is not None and peak["bytes"] > 0
-        frame = kernel_frame(record, name)
+        frame = kernel_frame(Run.from_json(record), name)
         timed = frame[frame["bytes_read"].notna() & (frame["time_us_per_step"] > 0)]
         assert timed["ceiling_pct"].notna().all()
-    summary = summary_frame(record).set_index("mode")
+    summary = summary_frame(Run.from_json(record)).set_index("mode")
     assert summary.loc["eager", "memory_compression"] == pytest.approx(1.0)
     assert (summary["x_of_floor"] >= 1.0).all()
 

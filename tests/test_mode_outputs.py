@@ -114,9 +114,9 @@ def test_a_mode_whose_output_is_wrong_is_flagged(monkeypatch):
         "trace: OUTPUT DIFFERS from eager (max abs err 1, max rel err 0.0333; tolerance rtol "
         "0.0001, atol 1e-05): a speedup that changes the result is not a speedup; "
     )
-    md = markdown.render(rec)
+    md = markdown.render(res.run)
     assert "| DIFFERS: max abs err 1, rel 0.033 (rtol 0.0001, atol 1e-05; 1 tensor) |" in md
-    page = html.render(rec)
+    page = html.render(res.run)
     assert "<b>DIFFERS: max abs err 1, rel 0.033" in page
 
 
@@ -135,11 +135,12 @@ def test_a_mode_that_matches_passes_and_the_report_says_so(monkeypatch):
     assert check["within_tolerance"] is True and check["max_abs_err"] == 0.0
     assert "OUTPUT DIFFERS" not in res.record["modes"]["trace"]["verdict"]
     assert "| ok: max abs err 0, rel 0 (rtol 0.0001, atol 1e-05; 1 tensor) |" in (
-        markdown.render(res.record)
+        markdown.render(res.run)
     )
 
 
 def test_view_model_of_output_checks_and_of_an_old_record():
+    from profreport.record import ModeResult, Run
     from profreport.render.viewmodel import build_view, output_check_view
 
     differs = {
@@ -153,14 +154,18 @@ def test_view_model_of_output_checks_and_of_an_old_record():
             "note": "tensor 1: dtype float64, eager's float32",
         }
     }
-    assert output_check_view("compile", differs) == {
+    assert output_check_view("compile", ModeResult.from_json(differs)) == {
         "state": "DIFFERS",
         "text": "DIFFERS: max abs err 0.5, rel 0.12 (rtol 0.0001, atol 1e-05; 2 tensors)",
         "differs": True,
         "note": "tensor 1: dtype float64, eager's float32",
     }
-    assert output_check_view("eager", {"output_check": None})["text"] == "reference"
-    assert output_check_view("trace", {})["text"] == "not checked"  # a record from before
+    assert (
+        output_check_view("eager", ModeResult.from_json({"output_check": None}))["text"]
+        == "reference"
+    )
+    # a record from before
+    assert output_check_view("trace", ModeResult.from_json({}))["text"] == "not checked"
 
     repr_error = (
         "RuntimeError: Tracer cannot infer type of Out(x=tensor([[1.0, 2.0],\n [3.0, 4.0]]))"
@@ -171,7 +176,7 @@ def test_view_model_of_output_checks_and_of_an_old_record():
         "env": {},
         "modes": {"trace": {"status": "failed", "error": repr_error, "verdict": "trace: failed"}},
     }
-    view = build_view(record)
+    view = build_view(Run.from_json(record))
     assert view["summary"][0]["error"] == (
         "RuntimeError: Tracer cannot infer type of Out(x=tensor(...))"
     )

@@ -7,8 +7,7 @@ import re
 import pytest
 
 from profreport.analysis.verdict import verdict_for
-from profreport.record import RecordError, dumps, load, validate
-from profreport.record.model import Run
+from profreport.record import RecordError, Run, dumps, load, validate
 from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
 
@@ -19,7 +18,7 @@ def record(gated_run):
 
 
 def test_view_model_formats_numbers_with_units(record):
-    view = build_view(record)
+    view = build_view(Run.from_json(record))
     rows = {r["mode"]: r for r in view["summary"]}
     assert list(rows) == ["eager", "script", "trace", "optimize", "compile"]
     # 1 x 256 x 1024 float32 = 1 MiB per tensor; eager reads 10, compile writes 1 of them
@@ -42,7 +41,7 @@ def test_view_model_formats_numbers_with_units(record):
 def test_html_is_self_contained_and_escaped(record):
     rec = copy.deepcopy(record)
     rec["model"]["description"] = "<script>alert(1)</script>"
-    page = html.render(rec)
+    page = html.render(Run.from_json(rec))
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page
     assert page.count("<svg") == 4  # kernels, bytes, latency, roofline charts
@@ -62,14 +61,14 @@ def test_failed_mode_is_shown_with_its_error(record):
         "compile_s": None,
     }
     rec["modes"]["script"]["verdict"] = verdict_for("script", Run.from_json(rec))
-    page = html.render(rec)
+    page = html.render(Run.from_json(rec))
     assert "RuntimeError: cannot script this" in page
-    md = markdown.render(rec)
+    md = markdown.render(Run.from_json(rec))
     assert "| script | failed | RuntimeError: cannot script this |" in md
 
 
 def test_markdown_has_one_row_per_mode_and_the_verdicts(record):
-    md = markdown.render(record)
+    md = markdown.render(Run.from_json(record))
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 5  # header + modes
     verdicts = [line for line in md.splitlines() if line.startswith("- ") and ": " in line]

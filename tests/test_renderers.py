@@ -34,8 +34,8 @@ def test_the_builtin_formats_come_from_the_registry():
 @pytest.fixture
 def toy_renderer(monkeypatch, tmp_path):
     (tmp_path / "toy_text_renderer.py").write_text(
-        "def render(record):\n"
-        "    return ''.join(f\"{n}: {m['status']}\\n\" for n, m in record['modes'].items())\n"
+        "def render(run):\n"
+        "    return ''.join(f\"{n}: {m.status}\\n\" for n, m in run.modes.items())\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.register(TOY)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from profreport.analysis.derive import derive, with_findings
+from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
-from profreport.record.model import ModeResult
+from profreport.record import KernelRow, Run
+from profreport.record.model import Ceilings, ModeResult
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -39,11 +40,14 @@ def _ceilings(memory=10e9, cache=100e9, rate=1e12, llc=32 * MiB) -> dict:
 
 
 def test_roofs_from_a_record_and_when_there_are_none():
-    assert Roofs.from_record(_ceilings()) == ROOFS
+    assert Roofs.from_record(Ceilings.from_json(_ceilings())) == ROOFS
     assert Roofs.from_record(None) is None
-    assert Roofs.from_record({"source": "unavailable", "reason": "x"}) is None
+    unavailable = Ceilings.from_json({"source": "unavailable", "reason": "x"})
+    assert Roofs.from_record(unavailable) is None
     without_llc = _ceilings(llc=None)
-    assert Roofs.from_record(without_llc) == Roofs(10e9, 1e12)  # no cache roof without its size
+    assert Roofs.from_record(Ceilings.from_json(without_llc)) == Roofs(
+        10e9, 1e12
+    )  # no cache roof without its size
 
 
 def test_bandwidth_roof_depends_on_whether_one_call_fits_the_cache():
@@ -178,7 +182,7 @@ def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     assert "ceilings" not in old
     found = derive(old)
     assert all(f.roofline is None for f in found.modes.values())
-    view = build_view(with_findings(old))
+    view = build_view(derived_run(old))
     assert view["has_roofline"] is False
     assert ("ceilings", "not measured (record written before ceilings were measured)") in view[
         "env_rows"
@@ -201,8 +205,8 @@ def test_view_and_markdown_flag_an_inconsistent_mode():
     assert compile_mode["roofline"]["consistent"] is True
     # impossible ceilings: 1 B/s makes every floor far above the measured medians
     rec["ceilings"] = _ceilings(memory=1.0, cache=1.0, rate=1.0)
-    found = with_findings(rec)
-    cells = floor_cells(found["modes"]["eager"])
+    found = derived_run(rec)
+    cells = floor_cells(found.mode("eager"))
     assert cells["inconsistent"].startswith("inconsistent: the measured median")
     text = markdown.render(found)
     assert "INCONSISTENT (measured" in text
@@ -212,12 +216,12 @@ def test_view_and_markdown_flag_an_inconsistent_mode():
 def test_kernel_cells_and_ceiling_rows_carry_units_and_sources():
     row = _row("aten::relu", 8 * MiB, 8 * MiB, 1000.0)
     attach_roofline(_mode([row], 10.0), ROOFS)
-    cells = kernel_cells(row)
+    cells = kernel_cells(KernelRow.from_json(row))
     assert cells["achieved_bw"] == "16.8 GB/s"
     assert cells["achieved_flops"] == "FLOPs unknown"
     assert cells["bound"] == "in-cache bandwidth"
     assert cells["ceiling_pct"] == "17%"
-    rows = dict(ceiling_rows({"ceilings": _ceilings()}))
+    rows = dict(ceiling_rows(Run.from_json({"ceilings": _ceilings()})))
     assert rows["memory bandwidth"].startswith("10.0 GB/s measured (best of 7; median 9.0 GB/s")
     assert rows["matmul rate"].startswith("1.0 TFLOP/s measured")
     assert "reused from the per-machine cache" in rows["ceilings measured"]
@@ -232,7 +236,7 @@ def test_chart_points_one_per_timed_kernel_or_shared_group():
     ]
     mode = {"status": "ok", **_mode(rows, 30.0)}
     attach_roofline(mode, ROOFS)
-    points = chart_points({"modes": {"eager": mode}})
+    points = chart_points(Run.from_json({"modes": {"eager": mode}}))
     assert len(points) == 2
     conv, relu = points
     assert conv.time_s == pytest.approx(10e-3) and conv.flops == pytest.approx(3e9)

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from profreport.modes import default_modes
-from profreport.record import load
+from profreport.record import Run, load
 from profreport.render.tensorboard_summary import TEXT_TAG, scalars
 
 MODES = sorted(default_modes())
@@ -111,7 +111,7 @@ def test_summary_run_has_the_scalars_and_the_markdown(tensorboard, gated_run):
     record = load(gated_run)
     acc = EventAccumulator(str(gated_run / "tensorboard" / "summary"), size_guidance={"tensors": 0})
     acc.Reload()
-    expected = scalars(record)
+    expected = scalars(Run.from_json(record))
     assert set(acc.Tags()["scalars"]) == set(expected)
     assert acc.Scalars("kernels_per_step/eager")[0].value == 7
     assert acc.Scalars("kernels_per_step/compile")[0].value == 1

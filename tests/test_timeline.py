@@ -10,7 +10,7 @@ from functools import partial
 import orjson
 
 from profreport.cli import analyze
-from profreport.record import load
+from profreport.record import Run, load
 from profreport.render.timeline import FLOW_ID_STRIDE, TIMELINE_NAME, build, step_window
 from profreport.render.viewmodel import build_view
 from tests.counter_trace import x_event
@@ -162,7 +162,7 @@ def test_generate_writes_a_linked_timeline_of_every_mode(gated_run):
     assert f'<a href="{TIMELINE_NAME}">' in html
     hostile = load(gated_run)
     hostile["timeline"] = "javascript:alert(1)"  # a record's string never becomes a link
-    assert build_view(hostile)["timeline"] is None
+    assert build_view(Run.from_json(hostile))["timeline"] is None
     # no *.pt.trace.json at the run root or the logdir's top: not one more TensorBoard run
     pattern = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")
     assert not pattern.match(TIMELINE_NAME)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import profreport
-from profreport.analysis.derive import derive, with_findings
+from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.format import md_code
 from profreport.modes.compile_logs import capturing_compiler_logs
 from profreport.record import validate
@@ -80,7 +80,8 @@ def test_graph_break_has_dynamo_reason_user_line_and_source(branchy):
 
 
 def test_graph_break_shows_in_every_output_escaped(branchy):
-    record = validate(with_findings(branchy))
+    validate(with_findings(branchy))
+    record = derived_run(branchy)
     page = html.render(record)
     assert 'href="#why-compile"' in page and 'id="why-compile"' in page
     assert "if h.sum().item() &gt; 0:" in page  # autoescaped source text
@@ -185,7 +186,7 @@ def test_graph_break_names_are_escaped_in_html_and_markdown(branchy):
     hostile = copy.deepcopy(branchy)
     gb = hostile["modes"]["compile"]["compiler"]["graph_break_records"][0]
     gb["file"], gb["source"] = "/tmp/a|b<i>.py", "if x.item() > 0: <script>alert(1)</script> | `y`"
-    record = with_findings(hostile)
+    record = derived_run(hostile)
     page = html.render(record)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
     assert "/tmp/a|b&lt;i&gt;.py" in page

@@ -54,11 +54,9 @@ class Roofs:
     last_level_cache_bytes: int | None = None
 
     @classmethod
-    def from_record(cls, ceilings: Ceilings | Mapping[str, Any] | None) -> Roofs | None:
-        """The roofs of a record's `ceilings` section (typed, or its JSON); None when it has none
-        (older records, or the measurement failed)."""
-        if isinstance(ceilings, Mapping):
-            ceilings = Ceilings.from_json(ceilings)
+    def from_record(cls, ceilings: Ceilings | None) -> Roofs | None:
+        """The roofs of a record's `ceilings` section; None when it has none (older records, or
+        the measurement failed)."""
         if ceilings is None or ceilings.memory_bandwidth is None or ceilings.matmul_rate is None:
             return None
         memory = float(ceilings.memory_bandwidth.value)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from profreport.cli.common import EXIT_OK, Command, UsageError, not_a_file
 from profreport.files import write_atomic
+from profreport.record.model import Run
 from profreport.render.registry import report_renderers
 
 
@@ -18,23 +19,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_reports(record: dict[str, Any], folder: Path) -> list[Path]:
+def write_reports(derived: Run, folder: Path) -> list[Path]:
     written = []
     for renderer in report_renderers():
-        write_atomic(folder / renderer.filename, renderer.render(record))
+        write_atomic(folder / renderer.filename, renderer.render(derived))
         written.append(folder / renderer.filename)
     return written
 
 
 def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     from profreport import record as run_record
-    from profreport.analysis.derive import with_findings
+    from profreport.analysis.derive import derived_run
 
     try:
         rec = run_record.load(Path(args.record))
     except run_record.RecordError as exc:
         raise UsageError(str(exc)) from None
-    rec = with_findings(rec)  # today's analysis of the stored evidence, not the stored verdicts
+    derived = derived_run(rec)  # today's analysis of the stored evidence, not the stored verdicts
     src = Path(args.record)
     own = src if src.is_dir() else src.parent
     folder = Path(args.out) if args.out else own
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
         taken = [r.filename for r in report_renderers() if (folder / r.filename).exists()]
         if taken:
             raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
-    for path in write_reports(rec, folder):
+    for path in write_reports(derived, folder):
         print(path, file=out)
     return EXIT_OK
 

@@ -401,6 +401,26 @@ class Ceilings(Section):
     def available(self) -> bool:
         return self.memory_bandwidth is not None and self.matmul_rate is not None
 
+    # How the measurement went, kept beside the ceilings by capture/ceilings.py (not declared
+    # fields: records written before have none of them).
+    @property
+    def other_busy_share(self) -> float | None:
+        """Share of all CPU time other processes used while measuring (None: not recorded)."""
+        share = self.extra.get("other_busy_share")
+        return None if share is None else float(share)
+
+    @property
+    def attempts(self) -> int:
+        """How many times the ceilings were measured (each the best of them); 1 if not recorded."""
+        attempts = self.extra.get("attempts")
+        return 1 if attempts is None else int(attempts)
+
+    @property
+    def cache_sizes_from(self) -> str | None:
+        """Where the cache sizes were read (a sysfs folder, a device property)."""
+        where = self.extra.get("cache_sizes_from")
+        return None if where is None else str(where)
+
 
 @dataclass(frozen=True)
 class ModeResult(Section):
@@ -440,6 +460,20 @@ class ModeResult(Section):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def ok_kernels(self) -> KernelCounts:
+        """`kernels` of a mode that ran: every ok mode has them (record.validate)."""
+        if self.kernels is None:
+            raise ValueError(f"a mode with status {self.status!r} has no kernel counts")
+        return self.kernels
+
+    @property
+    def ok_bytes(self) -> Bytes:
+        """`bytes` of a mode that ran: every ok mode has them (record.validate)."""
+        if self.bytes is None:
+            raise ValueError(f"a mode with status {self.status!r} has no modeled bytes")
+        return self.bytes
+
 
 @dataclass(frozen=True)
 class Run(Section):
@@ -473,3 +507,8 @@ class Run(Section):
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]
+
+    @property
+    def ok_modes(self) -> dict[str, ModeResult]:
+        """The modes that ran (status "ok"), in record order."""
+        return {name: mode for name, mode in self.modes.items() if mode.ok}

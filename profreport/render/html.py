@@ -2,56 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup
 
-from profreport.analysis.roofline import Roofs
+from profreport.record.model import Run
 from profreport.render import charts
 from profreport.render.jinja import render_page
 from profreport.render.roofline_chart import roofline_chart
-from profreport.render.roofline_view import chart_points
+from profreport.render.roofline_view import chart_points, roofs
 from profreport.render.viewmodel import build_view
 
 
-def build_charts(record: dict[str, Any]) -> dict[str, Markup]:
-    ok = {n: m for n, m in record["modes"].items() if m["status"] == "ok"}
+def build_charts(run: Run) -> dict[str, Markup]:
+    ok = run.ok_modes
     if not ok:
         return {}
     names = list(ok)
-    kernel_label = "device kernels" if record["device"].get("type") == "cuda" else "CPU kernels"
+    kernel_label = "device kernels" if run.device.type == "cuda" else "CPU kernels"
     out = {
         "kernels": charts.bar_chart(
             names,
-            [m["kernels"]["per_step"] for m in ok.values()],
+            [m.ok_kernels.per_step for m in ok.values()],
             f"{kernel_label} per step",
             "count (profiler)",
         ),
         "bytes": charts.stacked_bytes_chart(
             names,
-            [m["bytes"]["read"] / 2**20 for m in ok.values()],
-            [m["bytes"]["written"] / 2**20 for m in ok.values()],
+            [m.ok_bytes.read / 2**20 for m in ok.values()],
+            [m.ok_bytes.written / 2**20 for m in ok.values()],
             "Memory traffic per step",
         ),
     }
-    timed = {n: m["latency_ms"] for n, m in ok.items() if m.get("latency_ms")}
+    timed = {n: m.latency_ms for n, m in ok.items() if m.latency_ms is not None}
     if timed:
+        # p10 and p90 are always written with a median (record.validate); a missing one would
+        # draw no whisker
         out["latency"] = charts.latency_chart(
             list(timed),
-            [t["median"] for t in timed.values()],
-            [t["p10"] for t in timed.values()],
-            [t["p90"] for t in timed.values()],
+            [t.median for t in timed.values()],
+            [t.median if t.p10 is None else t.p10 for t in timed.values()],
+            [t.median if t.p90 is None else t.p90 for t in timed.values()],
         )
-    roofs = Roofs.from_record(record.get("ceilings"))
-    points = chart_points(record)
-    if roofs is not None and points:
-        out["roofline"] = roofline_chart(points, roofs)
+    run_roofs = roofs(run)
+    points = chart_points(run)
+    if run_roofs is not None and points:
+        out["roofline"] = roofline_chart(points, run_roofs)
     # The only unescaped content on the page: each SVG passed charts.checked_svg (drawing
     # elements only, no handlers, no outside links) and its labels are matplotlib-escaped text.
     return {k: Markup(v) for k, v in out.items()}
 
 
-def render(record: dict[str, Any]) -> str:
-    view = build_view(record)
-    view["charts"] = build_charts(record)
+def render(run: Run) -> str:
+    """The report page of a run (with findings: profreport.analysis.derive.derived_run)."""
+    view = build_view(run)
+    view["charts"] = build_charts(run)
     return render_page("report.html.j2", **view)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from profreport.format import md_cell, md_code, md_line, md_table
+from profreport.record.model import Run, Section
 from profreport.render.viewmodel import build_view
 
 
@@ -51,9 +52,15 @@ def _why_not_fused(view: dict[str, Any]) -> list[str]:
     return ["**Why it did not fuse**", "", *lines, ""] if lines else []
 
 
-def render(record: dict[str, Any]) -> str:
-    view = build_view(record)
-    model, env = view["model"], record.get("env", {})
+def _or_na(section: Section, key: str, value: object) -> object:
+    """`value`, or "n/a" where the record has no such field (a field written as null stays)."""
+    return value if section.has(key) else "n/a"
+
+
+def render(run: Run) -> str:
+    """The pull-request summary of a run (with findings: analysis.derive.derived_run)."""
+    view = build_view(run)
+    model, env = view["model"], run.env
     cuda = view["is_cuda"]
     lines = [
         f"### {md_line(view['title'])}",
@@ -62,7 +69,8 @@ def render(record: dict[str, Any]) -> str:
         "",
         md_cell(
             f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
-            f"torch {env.get('torch', 'n/a')}, {env.get('threads', 'n/a')} threads; "
+            f"torch {_or_na(env, 'torch', env.torch)}, "
+            f"{_or_na(env, 'threads', env.threads)} threads; "
             f"recorded {view['created_utc']} UTC"
         ),
         "",

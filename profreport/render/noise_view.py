@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from profreport.record.model import Speedup
 
-def speedup_cell(sp: dict[str, Any] | None) -> str:
-    """'1.23x (1.10-1.31)', 'inconclusive 1.05x (0.80-1.30)', or 'baseline'."""
+
+def speedup_cell(sp: Speedup | Mapping[str, Any] | None) -> str:
+    """'1.23x (1.10-1.31)', 'inconclusive 1.05x (0.80-1.30)', or 'baseline'. `sp`: a mode's
+    speedup, or the same fields as JSON (a sweep point's)."""
     if not sp:
         return "baseline"
-    text = f"{sp['median']:.2f}x ({sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})"
-    return f"inconclusive {text}" if sp.get("inconclusive") else text
+    if not isinstance(sp, Speedup):
+        sp = Speedup.from_json(sp)
+    text = f"{sp.median:.2f}x ({sp.ci95[0]:.2f}-{sp.ci95[1]:.2f})"
+    return f"inconclusive {text}" if sp.inconclusive else text
 
 
 def _pct(x: Any) -> str:
     return "unknown" if x is None else f"{x:.0%}"
 
 
-def noise_text(noise: dict[str, Any] | None) -> str:
+def noise_text(noise: Mapping[str, Any] | None) -> str:
     """One paragraph: what the guard measured, its limits, and its decision."""
     if not noise:
         return "not recorded (a record written before the noise guard)."

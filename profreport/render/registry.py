@@ -1,10 +1,10 @@
 """One registry of renderers: each is a name (the `--format` value), the document it renders
-(a run record, a comparison, a trace analysis), the file it writes, and `render(document) ->
-str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read it;
-writing the files stays with the caller (the CLI, `RunResult.save`).
+(a run, a comparison, a trace analysis), the file it writes, and `render(document) ->
+str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read
+it; writing the files stays with the caller (the CLI, `RunResult.save`). A run is handed over as
+the typed `profreport.record.Run` with today's findings (`analysis.derive.derived_run`).
 
-A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call).
-"""
+A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class Renderer:
 
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (
-    Renderer("json", RUN, "run.json", "profreport.record:dumps"),
+    Renderer("json", RUN, "run.json", "profreport.render.run_json:render"),
     Renderer("html", RUN, "report.html", "profreport.render.html:render"),
     Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),

@@ -1,10 +1,12 @@
-"""Tabular renderers: a run record's kernel tables and per-mode summary as pandas DataFrames / CSV."""
+"""Tabular renderers: a run's kernel tables and per-mode summary as pandas DataFrames / CSV."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
+
+from profreport.record.model import KernelRow, ModeResult, Run
 
 KERNEL_COLUMNS = [
     "name",
@@ -51,33 +53,29 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _ok_mode(record: dict[str, Any], mode: str) -> dict[str, Any]:
-    modes = record["modes"]
+def _ok_mode(run: Run, mode: str) -> ModeResult:
+    modes = run.modes
     if mode not in modes:
         raise KeyError(f"mode {mode!r} is not in this run (have {', '.join(modes)})")
     entry = modes[mode]
-    if entry["status"] != "ok":
-        raise ValueError(
-            f"mode {mode!r} has no kernel table: {entry.get('error') or entry['status']}"
-        )
+    if not entry.ok:
+        raise ValueError(f"mode {mode!r} has no kernel table: {entry.error or entry.status}")
     return entry
 
 
-def kernel_frame(record: dict[str, Any], mode: str) -> pd.DataFrame:
+def _kernel_record(row: KernelRow) -> dict[str, Any]:
+    return {column: getattr(row, column) for column in KERNEL_COLUMNS}
+
+
+def kernel_frame(run: Run, mode: str) -> pd.DataFrame:
     """One row per distinct kernel of `mode`, as in `modes.<mode>.kernels.table`."""
-    rows = _ok_mode(record, mode)["kernels"]["table"]
-    return pd.DataFrame(
-        [{c: r.get(c) for c in KERNEL_COLUMNS} for r in rows], columns=KERNEL_COLUMNS
-    )
+    rows = _ok_mode(run, mode).ok_kernels.table
+    return pd.DataFrame([_kernel_record(r) for r in rows], columns=KERNEL_COLUMNS)
 
 
-def kernel_table(record: dict[str, Any]) -> pd.DataFrame:
+def kernel_table(run: Run) -> pd.DataFrame:
     """The kernel tables of every mode that ran, stacked, with a leading `mode` column."""
-    frames = [
-        kernel_frame(record, name).assign(mode=name)
-        for name, m in record["modes"].items()
-        if m["status"] == "ok"
-    ]
+    frames = [kernel_frame(run, name).assign(mode=name) for name in run.ok_modes]
     if not frames:
         return pd.DataFrame(columns=["mode", *KERNEL_COLUMNS])
     out = pd.concat(frames, ignore_index=True)
@@ -93,43 +91,46 @@ def _inert(value: Any) -> Any:
     return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
 
 
-def kernel_csv(record: dict[str, Any], mode: str) -> str:
+def kernel_csv(run: Run, mode: str) -> str:
     """`kernel_frame` as CSV for spreadsheets: a text cell that would start a formula gets a
     leading `'` (the usual neutraliser, shown by spreadsheets as text). No real kernel or op name
     starts so; run.json and the DataFrames keep every name exactly."""
-    frame = kernel_frame(record, mode)
+    frame = kernel_frame(run, mode)
     for column in frame.columns:
         frame[column] = frame[column].map(_inert)
-    return frame.to_csv(index=False)
+    csv: str = frame.to_csv(index=False)
+    return csv
 
 
-def summary_frame(record: dict[str, Any]) -> pd.DataFrame:
+def _peak(mode: ModeResult) -> int | None:
+    return None if mode.peak_memory is None else mode.peak_memory.bytes
+
+
+def summary_frame(run: Run) -> pd.DataFrame:
     """One row per mode: the numbers of the summary table, unformatted."""
     rows = []
-    eager = record["modes"].get("eager") or {}
-    eager_peak = (
-        (eager.get("peak_memory") or {}).get("bytes") if eager.get("status") == "ok" else None
-    )
-    for name, m in record["modes"].items():
+    eager = run.modes.get("eager")
+    eager_peak = _peak(eager) if eager is not None and eager.ok else None
+    for name, m in run.modes.items():
         row: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
-        row.update(mode=name, status=m["status"], verdict=m.get("verdict"))
-        if m["status"] == "ok":
-            lat = m.get("latency_ms") or {}
-            sp = m.get("speedup_vs_eager")
+        row.update(mode=name, status=m.status, verdict=m.verdict)
+        if m.ok:
+            lat = m.latency_ms
+            sp = m.speedup_vs_eager
             row.update(
-                kernels_per_step=m["kernels"]["per_step"],
-                launches_per_step=m["kernels"].get("launches"),
-                bytes_read=m["bytes"]["read"],
-                bytes_written=m["bytes"]["written"],
-                bytes_partial=bool(m["bytes"].get("not_modeled")),
-                latency_median_ms=lat.get("median"),
-                latency_iqr_ms=lat.get("iqr"),
-                latency_n=lat.get("n"),
-                speedup_vs_eager=sp["median"] if sp else None,
-                compile_s=m.get("compile_s"),
+                kernels_per_step=m.ok_kernels.per_step,
+                launches_per_step=m.ok_kernels.launches,
+                bytes_read=m.ok_bytes.read,
+                bytes_written=m.ok_bytes.written,
+                bytes_partial=bool(m.ok_bytes.not_modeled),
+                latency_median_ms=None if lat is None else lat.median,
+                latency_iqr_ms=None if lat is None else lat.iqr,
+                latency_n=None if lat is None else lat.n,
+                speedup_vs_eager=sp.median if sp else None,
+                compile_s=m.compile_s,
             )
-            floor = m.get("roofline") or {}
-            peak = (m.get("peak_memory") or {}).get("bytes")
+            floor = m.roofline or {}
+            peak = _peak(m)
             row.update(
                 latency_floor_ms=floor.get("floor_ms"),
                 x_of_floor=floor.get("x_of_floor"),

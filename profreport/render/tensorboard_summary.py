@@ -10,34 +10,34 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+
+from profreport.record.model import Run
 
 EVENTS_GLOB = "events.out.tfevents.*"
 TEXT_TAG = "summary"
 
 
-def scalars(record: dict[str, Any]) -> dict[str, float]:
-    """The scalar tags and values written for a record: `<metric>/<mode>`, ok modes only."""
+def scalars(run: Run) -> dict[str, float]:
+    """The scalar tags and values written for a run: `<metric>/<mode>`, ok modes only."""
     out: dict[str, float] = {}
-    for name, m in record["modes"].items():
-        if m["status"] != "ok":
-            continue
-        out[f"kernels_per_step/{name}"] = float(m["kernels"]["per_step"])
-        out[f"launches_per_step/{name}"] = float(m["kernels"].get("launches", 0))
-        out[f"bytes_read_per_step/{name}"] = float(m["bytes"]["read"])
-        out[f"bytes_written_per_step/{name}"] = float(m["bytes"]["written"])
-        out[f"bytes_per_step/{name}"] = float(m["bytes"]["read"] + m["bytes"]["written"])
-        lat = m.get("latency_ms") or {}
-        if lat.get("median") is not None:
-            out[f"latency_ms_median/{name}"] = float(lat["median"])
-        sp = m.get("speedup_vs_eager")
-        if sp and sp.get("median") is not None:
-            out[f"speedup_vs_eager/{name}"] = float(sp["median"])
+    for name, m in run.ok_modes.items():
+        kernels, traffic = m.ok_kernels, m.ok_bytes
+        out[f"kernels_per_step/{name}"] = float(kernels.per_step)
+        out[f"launches_per_step/{name}"] = float(kernels.launches)
+        out[f"bytes_read_per_step/{name}"] = float(traffic.read)
+        out[f"bytes_written_per_step/{name}"] = float(traffic.written)
+        out[f"bytes_per_step/{name}"] = float(traffic.read + traffic.written)
+        lat = m.latency_ms
+        if lat is not None and lat.median is not None:
+            out[f"latency_ms_median/{name}"] = float(lat.median)
+        sp = m.speedup_vs_eager
+        if sp and sp.median is not None:
+            out[f"speedup_vs_eager/{name}"] = float(sp.median)
     return out
 
 
-def _walltime(record: dict[str, Any]) -> float | None:
-    created = record.get("created_utc")
+def _walltime(run: Run) -> float | None:
+    created = run.created_utc
     if not created:
         return None
     try:
@@ -47,7 +47,7 @@ def _walltime(record: dict[str, Any]) -> float | None:
     return stamp.timestamp()
 
 
-def write(record: dict[str, Any], folder: Path, markdown: str) -> Path:
+def write(run: Run, folder: Path, markdown: str) -> Path:
     """Write the scalars and the Markdown summary to one event file in `folder`; return it.
 
     Event files an earlier write left there are replaced, so the folder always holds one summary.
@@ -57,10 +57,10 @@ def write(record: dict[str, Any], folder: Path, markdown: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob(EVENTS_GLOB):
         old.unlink()
-    walltime = _walltime(record)
+    walltime = _walltime(run)
     writer = SummaryWriter(log_dir=str(folder))
     try:
-        for tag, value in scalars(record).items():
+        for tag, value in scalars(run).items():
             writer.add_scalar(tag, value, global_step=0, walltime=walltime)
         writer.add_text(TEXT_TAG, markdown, global_step=0, walltime=walltime)
     finally:

@@ -6,10 +6,20 @@ fusion map, environment, failures); the sections with logic of their own are alr
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
+from profreport.record.model import (
+    CompilerEvidence,
+    ModelInfo,
+    ModeResult,
+    ProfileSchedule,
+    Run,
+    Settings,
+    TimingSettings,
+)
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.roofline_view import (
     ceiling_rows,
@@ -93,9 +103,9 @@ def _err(x: float | None) -> str:
     return "n/a" if x is None else ("0" if x == 0 else f"{x:.2g}")
 
 
-def output_check_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
+def output_check_view(name: str, mode: ModeResult) -> dict[str, Any]:
     """The output check of one mode as text: `state` is reference / ok / DIFFERS / not checked."""
-    check = mode.get("output_check")
+    check = mode.output_check
     if name == "eager":
         return {"state": "reference", "text": "reference", "differs": False, "note": ""}
     if not check:
@@ -117,73 +127,74 @@ def output_check_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _mode_summary(name: str, mode: dict[str, Any], eager: dict[str, Any] | None) -> dict[str, Any]:
+def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "mode": name,
-        "status": mode["status"],
-        "verdict": mode.get("verdict", ""),
-        "why_count": len(mode.get("why_not_fused") or []),
+        "status": mode.status,
+        "verdict": _verdict(mode),
+        "why_count": len(mode.why_not_fused or ()),
     }
-    if mode["status"] != "ok":
+    if not mode.ok:
         # a record written before error lines were cleaned may still hold a tensor repr
-        row["error"] = one_line(mode.get("error") or "")
+        row["error"] = one_line(mode.error or "")
         row["verdict"] = without_tensor_reprs(row["verdict"])
         return row
-    k, b = mode["kernels"], mode["bytes"]
-    lat = mode.get("latency_ms") or {}
-    sp = mode.get("speedup_vs_eager")
+    k, b = mode.ok_kernels, mode.ok_bytes
+    lat = mode.latency_ms
     row.update(
-        kernels=k["per_step"],
-        launches=k["launches"],
-        memcpy=k["memcpy"],
-        memset=k["memset"],
-        read=fmt_bytes(b["read"]),
-        written=fmt_bytes(b["written"]),
-        total=fmt_bytes(b["read"] + b["written"]),
-        bytes_source=b["source"],
-        bytes_partial=bool(b.get("not_modeled")),
-        median=fmt_ms(lat.get("median")),
-        iqr=fmt_ms(lat.get("iqr")),
-        p10_p90=f"{fmt_ms(lat.get('p10'))} - {fmt_ms(lat.get('p90'))}" if lat else "n/a",
-        n=lat.get("n", "n/a"),
-        speedup=speedup_cell(sp),
-        compile_s=_num(mode.get("compile_s"), "{:.2f} s"),
+        kernels=k.per_step,
+        launches=k.launches,
+        memcpy=k.memcpy,
+        memset=k.memset,
+        read=fmt_bytes(b.read),
+        written=fmt_bytes(b.written),
+        total=fmt_bytes(b.read + b.written),
+        bytes_source=b.source,
+        bytes_partial=bool(b.not_modeled),
+        median=fmt_ms(None if lat is None else lat.median),
+        iqr=fmt_ms(None if lat is None else lat.iqr),
+        p10_p90=f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
+        n="n/a" if lat is None or lat.n is None else lat.n,
+        speedup=speedup_cell(mode.speedup_vs_eager),
+        compile_s=_num(mode.compile_s, "{:.2f} s"),
         output=output_check_view(name, mode),
         floor=floor_cells(mode),
         memory=peak_cells(mode, eager),
     )
-    if eager and eager.get("status") == "ok" and name != "eager":
-        row["kernel_delta"] = k["per_step"] - eager["kernels"]["per_step"]
+    if eager is not None and eager.ok and name != "eager":
+        row["kernel_delta"] = k.per_step - eager.ok_kernels.per_step
     return row
 
 
-def _kernel_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
+def _verdict(mode: ModeResult) -> str:
+    return "" if mode.verdict is None else mode.verdict
+
+
+def _kernel_rows(mode: ModeResult) -> list[dict[str, Any]]:
     rows = []
-    for r in mode["kernels"]["table"][:TOP_KERNELS]:
+    for r in mode.ok_kernels.table[:TOP_KERNELS]:
         rows.append(
             {
-                "name": r["name"],
-                "kind": r["kind"],
-                "calls_per_step": _num(r["calls_per_step"], "{:g}"),
+                "name": r.name,
+                "kind": r.kind,
+                "calls_per_step": _num(r.calls_per_step, "{:g}"),
                 "time_per_step": fmt_ms(
-                    None if r["time_us_per_step"] is None else r["time_us_per_step"] / 1000
+                    None if r.time_us_per_step is None else r.time_us_per_step / 1000
                 ),
-                "launched_by": r.get("launched_by") or "",
+                "launched_by": r.launched_by or "",
                 "bytes": (
-                    f"{fmt_bytes(r['bytes_read'])} / {fmt_bytes(r['bytes_written'])}"
-                    if r.get("bytes_read") is not None
+                    f"{fmt_bytes(r.bytes_read)} / {fmt_bytes(r.bytes_written)}"
+                    if r.bytes_read is not None
                     else "-"
                 ),
-                "flops": _flops(r.get("flops")),
-                "intensity": "-"
-                if r.get("flops_per_byte") is None
-                else f"{r['flops_per_byte']:.2f}",
+                "flops": _flops(r.flops),
+                "intensity": "-" if r.flops_per_byte is None else f"{r.flops_per_byte:.2f}",
                 "bytes_note": (
-                    f"op shared by {r['bytes_shared_by']} kernels"
-                    if (r.get("bytes_shared_by") or 0) > 1
+                    f"op shared by {r.bytes_shared_by} kernels"
+                    if (r.bytes_shared_by or 0) > 1
                     else ""
                 ),
-                "source": r.get("source", "profiler"),
+                "source": r.source if r.has("source") else "profiler",
                 "roofline": kernel_cells(r),
             }
         )
@@ -199,22 +210,22 @@ def _flops(x: float | None) -> str:
     return f"{x:.0f} FLOP"
 
 
-def _bytes_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
+def _bytes_rows(mode: ModeResult) -> list[dict[str, Any]]:
     return [
         {
-            "op": r["op"],
-            "calls": r["calls"],
-            "read": fmt_bytes(r["read"]),
-            "written": fmt_bytes(r["written"]),
-            "flops": _flops(r.get("flops")),
-            "intensity": "-" if r.get("flops_per_byte") is None else f"{r['flops_per_byte']:.2f}",
+            "op": r.op,
+            "calls": r.calls,
+            "read": fmt_bytes(r.read),
+            "written": fmt_bytes(r.written),
+            "flops": _flops(r.flops),
+            "intensity": "-" if r.flops_per_byte is None else f"{r.flops_per_byte:.2f}",
         }
-        for r in mode["bytes"]["table"]
+        for r in mode.ok_bytes.table
     ]
 
 
-def _fusion_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
-    fusion = mode.get("fusion") or {}
+def _fusion_rows(mode: ModeResult) -> list[dict[str, Any]]:
+    fusion = mode.fusion or {}
     rows = []
     for g in fusion.get("groups", []):
         saved = g.get("saved_bytes")
@@ -232,8 +243,8 @@ def _fusion_rows(mode: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _measured_view(mode: dict[str, Any]) -> dict[str, Any]:
-    m = mode["bytes"].get("measured") or {}
+def _measured_view(mode: ModeResult) -> dict[str, Any]:
+    m = mode.ok_bytes.measured or {}
     if not m.get("available"):
         return {"available": False, "reason": m.get("reason") or "not requested (--measure-bytes)"}
     return {
@@ -253,7 +264,7 @@ def _measured_view(mode: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _indirect_note(nodes: list[dict[str, Any]]) -> str:
+def _indirect_note(nodes: Sequence[Mapping[str, Any]]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
     tensor count the elements touched (runs recorded before this have no such entries)."""
     notes = []
@@ -274,21 +285,21 @@ def _indirect_note(nodes: list[dict[str, Any]]) -> str:
     return "".join(notes)
 
 
-def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
-    c = mode.get("compiler") or {}
+def _compiler_view(mode: ModeResult) -> dict[str, Any]:
+    c = mode.compiler or CompilerEvidence(json_keys=())
     view: dict[str, Any] = {
-        "notes": c.get("notes", []),
+        "notes": list(c.notes or ()),
         "op_changes": [],
-        "outputs": c.get("outputs") or "",
+        "outputs": c.outputs or "",
     }
-    if "graph" in c:
-        view["graph"] = c["graph"]
-        view["fusion_groups"] = [
-            " + ".join(g["ops"]) + f"  [{g['kind']}]" for g in c.get("fusion_groups", [])
-        ]
-        view["fused_library_ops"] = sorted(set(c.get("fused_library_ops", [])))
-        before = c.get("op_counts_before")
-        after = c.get("op_counts", {})
+    # what the compiler reported decides the sections: a key present (even empty or null) is
+    # a section, as the template's `is defined` shows it
+    if c.has("graph"):
+        view["graph"] = c.graph
+        view["fusion_groups"] = [" + ".join(g["ops"]) + f"  [{g['kind']}]" for g in c.fusion_groups]
+        view["fused_library_ops"] = sorted(set(c.fused_library_ops))
+        before = c.op_counts_before
+        after = c.op_counts or {}
         if before is not None:
             ops = sorted(set(before) | set(after))
             view["op_changes"] = [
@@ -296,7 +307,7 @@ def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
                 for op in ops
                 if before.get(op, 0) != after.get(op, 0)
             ]
-    if "inductor_nodes" in c:
+    if c.has("inductor_nodes"):
         view["inductor_nodes"] = [
             {
                 "name": n["name"],
@@ -305,27 +316,27 @@ def _compiler_view(name: str, mode: dict[str, Any]) -> dict[str, Any]:
                 "read": fmt_bytes(n.get("read")),
                 "written": fmt_bytes(n.get("written")),
             }
-            for n in c["inductor_nodes"]
+            for n in c.inductor_nodes
         ]
         view["inductor_kernels"] = [
-            r["name"] for r in mode["kernels"]["table"] if is_inductor_kernel(r["name"])
+            r.name for r in mode.ok_kernels.table if is_inductor_kernel(r.name)
         ]
         view["inductor_summary"] = (
-            f"{c.get('graphs', 0)} graph(s), {c.get('graph_breaks', 0)} graph break(s), "
-            f"Inductor's own byte estimate {fmt_bytes(c.get('inductor_bytes_accessed'))} "
-            "(compiler estimate, read + written)" + _indirect_note(c["inductor_nodes"])
+            f"{c.graphs or 0} graph(s), {c.graph_breaks or 0} graph break(s), "
+            f"Inductor's own byte estimate {fmt_bytes(c.inductor_bytes_accessed)} "
+            "(compiler estimate, read + written)" + _indirect_note(c.inductor_nodes)
         )
     return view
 
 
-def failure_notice(modes: dict[str, Any]) -> str | None:
+def failure_notice(modes: Mapping[str, ModeResult]) -> str | None:
     """One sentence at the top of a report when modes failed: a broken model must not read as a
     report with a few blank cells."""
-    failed = [name for name, mode in modes.items() if mode["status"] == "failed"]
+    failed = [name for name, mode in modes.items() if mode.status == "failed"]
     if not failed:
         return None
     if "eager" in failed:
-        error = one_line(modes["eager"].get("error") or "no error recorded")
+        error = one_line(modes["eager"].error or "no error recorded")
         return (
             f"The model does not run in eager mode ({error}), so there is no baseline: fix the "
             "model first. Each mode's error is below."
@@ -336,93 +347,108 @@ def failure_notice(modes: dict[str, Any]) -> str | None:
     )
 
 
-def build_view(record: dict[str, Any]) -> dict[str, Any]:
-    """Turn a run record into the dict the HTML and Markdown templates lay out."""
-    modes = record["modes"]
-    eager = modes.get("eager")
-    settings = record.get("settings", {})
-    sched = settings.get("profile_schedule", {"wait": 1, "warmup": 1, "active": 3})
-    timing = settings.get("timing", {})
-    definition = record.get("kernel_definition", {})
-    model = record["model"]
-    details = []
-    for name, mode in modes.items():
-        d: dict[str, Any] = {
-            "mode": name,
-            "status": mode["status"],
-            "verdict": mode.get("verdict", ""),
-            "why": why_rows(mode),
-        }
-        if mode["status"] == "ok":
-            d["kernels"] = _kernel_rows(mode)
-            d["kernel_count"] = len(mode["kernels"]["table"])
-            d["bytes"] = _bytes_rows(mode)
-            d["bytes_method"] = mode["bytes"]["method"]
-            d["not_modeled"] = mode["bytes"].get("not_modeled", [])
-            d["fusion"] = _fusion_rows(mode)
-            d["fusion_source"] = (mode.get("fusion") or {}).get("source", "")
-            d["measured"] = _measured_view(mode)
-            d["compiler"] = _compiler_view(name, mode)
-            d["trace"] = mode.get("trace")
-            d["output"] = output_check_view(name, mode)
-        else:
-            d["verdict"] = without_tensor_reprs(d["verdict"])
-            d["error"] = one_line(mode.get("error") or "")
-            d["traceback"] = mode.get("traceback")
-        details.append(d)
-    env = record["env"]
+def _detail(name: str, mode: ModeResult) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "mode": name,
+        "status": mode.status,
+        "verdict": _verdict(mode),
+        "why": why_rows(mode),
+    }
+    if mode.ok:
+        d["kernels"] = _kernel_rows(mode)
+        d["kernel_count"] = len(mode.ok_kernels.table)
+        d["bytes"] = _bytes_rows(mode)
+        d["bytes_method"] = mode.ok_bytes.method
+        d["not_modeled"] = list(mode.ok_bytes.not_modeled or ())
+        d["fusion"] = _fusion_rows(mode)
+        d["fusion_source"] = (mode.fusion or {}).get("source", "")
+        d["measured"] = _measured_view(mode)
+        d["compiler"] = _compiler_view(mode)
+        d["trace"] = mode.trace
+        d["output"] = output_check_view(name, mode)
+    else:
+        d["verdict"] = without_tensor_reprs(d["verdict"])
+        d["error"] = one_line(mode.error or "")
+        d["traceback"] = mode.traceback
+    return d
+
+
+def _model_view(model: ModelInfo) -> dict[str, Any]:
     return {
-        "title": f"profreport: {model['name']} on {record['device'].get('name', record['device']['type'])}",
-        "created_utc": record.get("created_utc"),
-        "failure_notice": failure_notice(modes),
-        "tool_version": record.get("tool", {}).get("version"),
-        "model": {
-            "name": model["name"],
-            "description": model.get("description", ""),
-            "batch_size": model.get("batch_size"),
-            "dtype": model.get("dtype"),
-            "parameters": f"{model.get('parameters', 0):,}",
-            "memory_format": model.get("memory_format", "contiguous"),
-            "inputs": ", ".join(
-                f"{'x'.join(str(s) for s in i['shape'])} {i['dtype']}"
-                for i in model.get("inputs", [])
+        "name": model.name,
+        "description": model.description,
+        "batch_size": model.batch_size,
+        "dtype": model.dtype,
+        "parameters": f"{model.parameters or 0:,}",
+        "memory_format": model.memory_format,
+        "inputs": ", ".join(f"{'x'.join(str(s) for s in i.shape)} {i.dtype}" for i in model.inputs),
+    }
+
+
+def _method(run: Run) -> dict[str, str]:
+    settings = run.settings or Settings()
+    sched = settings.profile_schedule or ProfileSchedule()
+    timing = settings.timing or TimingSettings()
+    definition = "" if run.kernel_definition is None else run.kernel_definition.text
+    return {
+        "kernels": METHOD["kernels"].format(
+            definition="" if definition is None else definition,
+            wait=sched.wait,
+            warmup=sched.warmup,
+            active=sched.active,
+        ),
+        "bytes": METHOD["bytes"],
+        "latency": METHOD["latency"].format(
+            block_ms=(0.02 if timing.block_s is None else timing.block_s) * 1000,
+            min_blocks=15 if timing.min_blocks is None else timing.min_blocks,
+            min_time_s=1.0 if timing.min_time_s is None else timing.min_time_s,
+            resamples=(
+                2000 if settings.bootstrap_resamples is None else settings.bootstrap_resamples
             ),
-        },
-        "device": record["device"],
+        ),
+        "noise": noise_text(run.timing_noise),
+        "compile_s": METHOD["compile_s"].format(jit_calls=3),
+        "output": METHOD["output"],
+        "roofline": METHOD["roofline"],
+        "peak_memory": peak_method(run),
+    }
+
+
+def build_view(run: Run) -> dict[str, Any]:
+    """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
+    modes = run.modes
+    eager = modes.get("eager")
+    definition = run.kernel_definition
+    env = run.env
+    device = run.device
+    return {
+        "title": f"profreport: {run.model.name} on "
+        f"{device.name if device.has('name') else device.type}",
+        "created_utc": run.created_utc,
+        "failure_notice": failure_notice(modes),
+        "tool_version": None if run.tool is None else run.tool.version,
+        "model": _model_view(run.model),
+        "device": device.to_json(),
         # All modes in one trace, beside the report. The link is our own constant, never a
         # string from the record (a record could hold any URL).
-        "timeline": TIMELINE_NAME if record.get("timeline") == TIMELINE_NAME else None,
-        "is_cuda": record["device"].get("type") == "cuda",
+        "timeline": TIMELINE_NAME if run.timeline == TIMELINE_NAME else None,
+        "is_cuda": device.type == "cuda",
         "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
-        "details": details,
+        "details": [_detail(n, m) for n, m in modes.items()],
         "env_rows": [
-            ("torch", env.get("torch")),
-            ("python", env.get("python")),
-            ("platform", env.get("platform")),
-            ("intra-op threads", env.get("threads")),
-            ("CUDA runtime", env.get("cuda_runtime") or "-"),
-            ("HIP runtime", env.get("hip_runtime") or "-"),
-            ("cuDNN", env.get("cudnn") or "-"),
-            ("oneDNN (MKLDNN)", env.get("mkldnn")),
+            ("torch", env.torch),
+            ("python", env.python),
+            ("platform", env.platform),
+            ("intra-op threads", env.threads),
+            ("CUDA runtime", env.cuda_runtime or "-"),
+            ("HIP runtime", env.hip_runtime or "-"),
+            ("cuDNN", env.cudnn or "-"),
+            ("oneDNN (MKLDNN)", env.mkldnn),
         ]
-        + [(f"fuser: {k}", v if v is not None else "-") for k, v in env.get("fusers", {}).items()]
-        + ceiling_rows(record),
-        "has_roofline": any(m.get("roofline") for m in modes.values()),
-        "definition_name": definition.get("name", ""),
-        "bookkeeping_ops": ", ".join(definition.get("bookkeeping_ops", [])),
-        "method": {
-            "kernels": METHOD["kernels"].format(definition=definition.get("text", ""), **sched),
-            "bytes": METHOD["bytes"],
-            "latency": METHOD["latency"].format(
-                block_ms=timing.get("block_s", 0.02) * 1000,
-                min_blocks=timing.get("min_blocks", 15),
-                min_time_s=timing.get("min_time_s", 1.0),
-                resamples=settings.get("bootstrap_resamples", 2000),
-            ),
-            "noise": noise_text(record.get("timing_noise")),
-            "compile_s": METHOD["compile_s"].format(jit_calls=3),
-            "output": METHOD["output"],
-            "roofline": METHOD["roofline"],
-            "peak_memory": peak_method(record),
-        },
+        + [(f"fuser: {k}", v if v is not None else "-") for k, v in (env.fusers or {}).items()]
+        + ceiling_rows(run),
+        "has_roofline": any(m.roofline for m in modes.values()),
+        "definition_name": "" if definition is None or definition.name is None else definition.name,
+        "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
+        "method": _method(run),
     }

@@ -3,7 +3,7 @@ template and the Markdown renderer lay out."""
 
 from __future__ import annotations
 
-from typing import Any
+from profreport.record.model import ModeResult
 
 _KIND_LABELS = {
     "graph_break": "graph break",
@@ -19,10 +19,10 @@ _KIND_LABELS = {
 }
 
 
-def why_rows(mode: dict[str, Any]) -> list[dict[str, str]]:
-    """One row per why-not-fused entry of a mode entry (with findings), in finding order."""
+def why_rows(mode: ModeResult) -> list[dict[str, str]]:
+    """One row per why-not-fused entry of a mode (with findings), in finding order."""
     rows = []
-    for e in mode.get("why_not_fused") or []:
+    for e in mode.why_not_fused or ():
         rows.append(
             {
                 "kind": _KIND_LABELS.get(str(e.get("kind")), str(e.get("kind", ""))),
