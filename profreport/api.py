@@ -175,8 +175,8 @@ class RunResult:
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
-        from profreport.files import write_atomic
-        from profreport.render import tensorboard_summary
+        from profreport.files import write_atomic, write_tensorboard_summary
+        from profreport.render import tensorboard_summary as tb
         from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
 
@@ -193,7 +193,13 @@ class RunResult:
             outputs[f"kernels_{name}.csv"] = kernel_csv(run, name)
         for name, content in outputs.items():
             write_atomic(target / name, content)
-        tensorboard_summary.write(run, target / "tensorboard" / "summary", markdown)
+        write_tensorboard_summary(
+            target / "tensorboard" / "summary",
+            tb.scalars(run),
+            tb.TEXT_TAG,
+            markdown,
+            tb.walltime(run),
+        )
         return target
 
     def _write_timeline(self, folder: Path) -> str | None:

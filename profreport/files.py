@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -19,6 +20,36 @@ def read_text(path: Path, error: type[Exception]) -> str:
         raise error(f"no such file: {path}") from None
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+TENSORBOARD_EVENTS = "events.out.tfevents.*"
+
+
+def write_tensorboard_summary(
+    folder: Path,
+    scalars: Mapping[str, float],
+    text_tag: str,
+    text: str,
+    walltime: float | None,
+) -> Path:
+    """Write `scalars` and `text` at step 0 to one TensorBoard event file in `folder`; return it.
+
+    Event files an earlier write left there are replaced, so the folder always holds one summary.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(TENSORBOARD_EVENTS):
+        old.unlink()
+    writer = SummaryWriter(log_dir=str(folder))
+    try:
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, global_step=0, walltime=walltime)
+        writer.add_text(text_tag, text, global_step=0, walltime=walltime)
+    finally:
+        writer.close()
+    (event_file,) = folder.glob(TENSORBOARD_EVENTS)
+    return event_file
 
 
 def _umask() -> int:

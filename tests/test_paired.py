@@ -7,7 +7,7 @@ import pytest
 from profreport.analysis import paired
 from profreport.analysis.verdict import _latency_clause
 from profreport.capture import noise
-from profreport.record.model import ModeResult
+from profreport.record.model import ModeResult, Speedup
 
 QUIET = {"other_busy_share": 0.01}
 
@@ -138,8 +138,9 @@ def test_view_model_cells_and_method_text():
 
     assert speedup_cell(None) == "baseline"
     sp = {"median": 1.04, "ci95": [0.9, 1.2], "inconclusive": "busy"}
-    assert speedup_cell(sp) == "inconclusive 1.04x (0.90-1.20)"
-    assert speedup_cell({**sp, "inconclusive": None}) == "1.04x (0.90-1.20)"
+    assert speedup_cell(Speedup.from_json(sp)) == "inconclusive 1.04x (0.90-1.20)"
+    assert speedup_cell(Speedup.from_json({**sp, "inconclusive": None})) == "1.04x (0.90-1.20)"
+    assert speedup_cell(Speedup.from_json({})) == "baseline"
     assert noise_text(None).startswith("not recorded")
     _, guard = paired.paired_speedups({"eager": [1.0] * 10, "compile": [0.5] * 10}, QUIET)
     text = noise_text(guard)

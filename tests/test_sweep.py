@@ -1,10 +1,11 @@
-"""`profreport sweep` without running points: the grid, the sweep record, the summary, the
-renderers, the comparison of two sweeps, and bad input. The end-to-end sweeps (local and Ray
-executors) are in test_sweep_e2e.py."""
+"""`profreport sweep` without running points: the grid, the sweep record and its typed model, the
+summary, the renderers, the comparison of two sweeps, and bad input. The end-to-end sweeps (local
+and Ray executors) are in test_sweep_e2e.py."""
 
 import io
 import json
 import math
+import re
 import sys
 
 import pytest
@@ -16,6 +17,7 @@ from profreport.sweep import document, render, summary
 from profreport.sweep.compare import compare_sweeps
 from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
+from profreport.sweep.model import Sweep
 
 
 def test_axes_apply_to_the_models_that_take_them():
@@ -153,6 +155,10 @@ def _sweep(rows, points):
     }
 
 
+def _typed(rows, points):
+    return Sweep.from_json(_sweep(rows, points))
+
+
 def _points(*statuses):
     return [
         {
@@ -178,7 +184,8 @@ def test_summary_in_the_dashboards_terms():
         _row("p2", "eager", 4, status="failed"),
         _row("p2", "compile", 4, status="failed"),
     ]
-    s = summary.summarize(_sweep(rows, _points("ok", "ok", "failed")))
+    sweep = _typed(rows, _points("ok", "ok", "failed"))
+    s = summary.summarize(sweep)
     comp = s.mode("compile")
     assert comp.geomean_speedup == pytest.approx(4.0)  # sqrt(2 * 8)
     assert (comp.passed, comp.points) == (2, 3) and comp.pass_rate == pytest.approx(2 / 3)
@@ -189,7 +196,7 @@ def test_summary_in_the_dashboards_terms():
         0
     ].error == "it raised"
     assert s.axis == "batch_size"
-    lines = summary.series(rows, s.axis)
+    lines = summary.series(sweep.rows, s.axis)
     assert [(ln.mode, ln.x) for ln in lines] == [("eager", (1, 2)), ("compile", (1, 2))]
     assert summary.geometric_mean([]) is None
     assert math.isclose(summary.geometric_mean([1.0, 100.0]), 10.0)
@@ -202,16 +209,16 @@ def test_a_model_without_the_swept_axis_stays_off_the_chart():
         {**_row("p2", "eager", 1), "model": "hf:vit"},  # an image model: no sequence length
     ]
     doc = _sweep(rows, _points("ok", "ok", "ok"))
-    assert summary.swept_axis(rows) == "seq_len"
-    lines = summary.series(rows, "seq_len")
+    typed = Sweep.from_json(doc).rows
+    assert summary.swept_axis(typed) == "seq_len"
+    lines = summary.series(typed, "seq_len")
     assert [(ln.label, ln.x) for ln in lines] == [("hf:gpt2, batch 1, float32, eager", (32, 64))]
     assert render.render_html(doc).count("<svg") == 4
 
 
 def test_compression_ratio_not_recorded_without_peak_memory():
     rows = [_row("p0", "eager", 1), _row("p0", "compile", 1, speedup=1.5)]
-    doc = _sweep(rows, _points("ok"))
-    view = render.build_view(doc)
+    view = render.build_view(_typed(rows, _points("ok")))
     comp = next(m for m in view["summary"] if m["mode"] == "compile")
     assert comp["compression"] == "not recorded"
     assert comp["geomean"] == "1.50x over 1 points"
@@ -240,8 +247,8 @@ def test_compare_two_sweeps_gates_per_point(gated_run):
     from profreport.analysis.derive import derived_run
 
     record = derived_run(load(gated_run))
-    base = _sweep([], _points("ok", "ok"))
-    head = _sweep([], _points("ok", "failed"))
+    base = _typed([], _points("ok", "ok"))
+    head = _typed([], _points("ok", "failed"))
     runs = {"p0": record, "p1": record}
     c = compare_sweeps(base, head, runs, {"p0": record}, Thresholds(0, 0.0, None))
     assert [p.label for p in c.points] == ["m, batch 1, float32", "m, batch 2, float32"]
@@ -252,9 +259,83 @@ def test_compare_two_sweeps_gates_per_point(gated_run):
     # Without thresholds a failed point is reported, not gated.
     assert not compare_sweeps(base, head, runs, {"p0": record}).regressed
     # Points match by model, batch, sequence length and dtype.
-    other = _sweep([], [{**p, "batch_size": 64} for p in _points("ok")])
+    other = _typed([], [{**p, "batch_size": 64} for p in _points("ok")])
     c = compare_sweeps(base, other, runs, {"p0": record})
     assert c.points == [] and c.only_in_head == ["m, batch 64, float32"]
+
+
+def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, monkeypatch):
+    """Every sweep.json the command writes (after each point, on Ctrl-C, with --resume, at the
+    end) reads into the typed Sweep and back byte for byte. The points' runs are copies of a real
+    run; the executor is replaced, so that one point can be interrupted on cue."""
+    import shutil
+
+    from profreport.cli import sweep as cli_sweep
+    from profreport.record import dumps
+
+    written = []
+    real_save = cli_sweep.save
+
+    def save(sweep, root, final):
+        kept = real_save(sweep, root, final)
+        written.append((root / "sweep.json").read_text())
+        return kept
+
+    interrupt = [True]
+
+    def execute(executor, address, spec, todo, root, on_start, on_done):
+        for n, point in enumerate(todo):
+            on_start(point)
+            if interrupt[0] and n == 1:
+                raise KeyboardInterrupt
+            if point.model == "simple":
+                run = root / "points" / point.id / "run"
+                shutil.copytree(gated_run, run)
+                on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.5, worker="w"))
+            else:
+                on_done(point, PointOutcome("failed", "boom", exit_code=2, duration_s=0.5))
+
+    monkeypatch.setattr(cli_sweep, "save", save)
+    monkeypatch.setattr(cli_sweep, "_execute", execute)
+    grid = ["--model", "simple", "--model", "mlp-block", "--batch-sizes", "1,2"]
+    code, _out, err = _cli("sweep", *grid, "--device", "cpu", "--out", str(tmp_path), "--quiet")
+    assert code == 130, err
+    interrupted = Sweep.from_json(json.loads(written[-1]))
+    assert [p.status for p in interrupted.points] == ["ok", "interrupted", "pending", "pending"]
+    assert interrupted.points[1].error == "the sweep was interrupted"
+    interrupt[0] = False
+    (folder,) = tmp_path.iterdir()
+    code, out, err = _cli("sweep", "--resume", str(folder), "--quiet")
+    assert code == 1 and "(1 points already done were not run again)" in out, err
+    assert len(written) == 8  # start, 1 point, Ctrl-C; start, 3 points, end
+    for text in written:
+        assert dumps(Sweep.from_json(json.loads(text)).to_json()) == text
+    final = document.load_sweep(folder)
+    raw = json.loads(written[-1])
+    assert [(p.id, p.status, p.error) for p in final.points] == [
+        (p["id"], p["status"], p["error"]) for p in raw["points"]
+    ]
+    assert [p.status for p in final.points] == ["ok", "ok", "failed", "failed"]
+    record = load(gated_run)
+    eager = final.rows[0]
+    assert (eager.mode, eager.kernels_per_step) == ("eager", raw["rows"][0]["kernels_per_step"])
+    assert eager.latency_ms.median == record["modes"]["eager"]["latency_ms"]["median"]
+    assert final.summary == raw["summary"] and final.summary["points"] == 4
+    assert (final.rows[-1].status, final.rows[-1].error) == ("failed", "boom")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"rows": [1]}, "rows[0]: expected an object"),
+        ({"rows": [{"latency_ms": 3}]}, "rows[0].latency_ms: expected an object"),
+        ({"grid": {"models": "m"}}, "grid.models: expected a list"),
+        ({"tool": "profreport"}, "tool: expected an object"),
+    ],
+)
+def test_a_sweep_record_the_typed_record_cannot_read_is_one_line(change, message):
+    with pytest.raises(document.SweepRecordError, match=re.escape(message)):
+        document.validate({**_sweep([], _points("ok")), **change}, "sweep.json")
 
 
 def _cli(*argv):

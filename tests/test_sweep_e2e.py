@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from profreport.cli import main
+from profreport.record import dumps
 from profreport.sweep import document
+from profreport.sweep.model import Sweep
 from tests.test_browser import _open, browser  # noqa: F401  (the Chromium fixture)
 
 pytestmark = pytest.mark.slow
@@ -123,6 +125,11 @@ def test_local_sweep_writes_a_run_per_point(local_sweep):
         == 4 * numbers[("gated-residual-b1-float32", "eager")][1]
     )
     assert doc["summary"]["modes"][1]["mode"] == "compile"
+    # The typed record reads the written sweep.json and writes it back byte for byte.
+    text = (local_sweep / "sweep.json").read_text()
+    sweep = Sweep.from_json(json.loads(text))
+    assert dumps(sweep.to_json()) == text
+    assert sweep.rows[1].speedup_vs_eager.median == doc["rows"][1]["speedup_vs_eager"]["median"]
     assert (
         (local_sweep / "sweep.md")
         .read_text()
@@ -196,6 +203,8 @@ def test_a_point_that_raises_is_recorded_and_the_sweep_completes(tmp_path):
     cache = _cold_cache_of(row)
     assert "profreport-inductor-" in cache and not os.path.exists(cache)
     assert f"error: point {bad['id']} failed" in err
+    text = (folder / "sweep.json").read_text()
+    assert dumps(Sweep.from_json(json.loads(text)).to_json()) == text
     assert "this model raises on purpose" in (folder / "sweep.html").read_text()
     assert "sweep: 1 of 2 points ran (1 failed, 0 not run)" in stdout
 

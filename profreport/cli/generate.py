@@ -120,7 +120,7 @@ def _summary_table(run: Run, out: TextIO) -> None:
             str(m.kernels.per_step),
             fmt_bytes(m.bytes.read + m.bytes.written),
             fmt_ms(m.latency_ms.median if m.latency_ms is not None else None),
-            speedup_cell(sp.to_json() if sp is not None else None),
+            speedup_cell(sp),
         )
     Console(file=out, width=120).print(table)
 

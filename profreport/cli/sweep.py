@@ -28,6 +28,7 @@ from profreport.cli.common import (
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
+from profreport.sweep.model import Sweep, SweepPoint, SweepRow
 
 EXIT_FAILED = EXIT_GATE  # the sweep finished, but some point failed
 EXECUTORS = ("local", "ray")
@@ -169,54 +170,57 @@ def _new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
     raise UsageError(f"cannot find a free folder name for {name} under {parent}")
 
 
-def new_document(spec: SweepSpec, executor: str, now: datetime) -> dict[str, Any]:
+def new_sweep(spec: SweepSpec, executor: str, now: datetime) -> Sweep:
+    """The record of a sweep about to start: every point pending."""
     from profreport import __version__
 
-    return {
-        "schema": document.SCHEMA,
-        "tool": {"name": "profreport", "version": __version__},
-        "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "executor": executor,
-        "grid": spec.to_json(),
-        "points": [{**p.to_json(), "status": "pending"} for p in spec.points()],
-        "rows": [],
-    }
+    # built as the document it is written as, so that its keys keep this order
+    return Sweep.from_json(
+        {
+            "schema": document.SCHEMA,
+            "tool": {"name": "profreport", "version": __version__},
+            "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "executor": executor,
+            "grid": spec.to_json(),
+            "points": [{**p.to_json(), "status": "pending"} for p in spec.points()],
+            "rows": [],
+        }
+    )
 
 
 def record_outcome(
-    doc: dict[str, Any], spec: SweepSpec, point: Point, outcome: PointOutcome, root: Path
-) -> None:
-    """Put a finished point, and one row per mode from its run record, into `doc`."""
+    sweep: Sweep, spec: SweepSpec, point: Point, outcome: PointOutcome, root: Path
+) -> Sweep:
+    """`sweep` with a finished point, and one row per mode from its run record."""
     from profreport import record as run_record
-    from profreport.record.model import Run
 
     run = None
     if outcome.run_dir is not None:
         try:
-            run = Run.from_json(run_record.load(outcome.run_dir))
+            run = run_record.load_run(outcome.run_dir)
         except run_record.RecordError as exc:
             outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
     elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
         outcome.status, outcome.error = "failed", "generate wrote no run record"
-    entry = document.point_entry(point, outcome, root)
-    doc["points"] = [entry if p["id"] == point.id else p for p in doc["points"]]
-    run_rel = entry["run"] if run is not None else None
+    entry = SweepPoint.from_json(document.point_entry(point, outcome, root))
+    run_rel = entry.run if run is not None else None
     rows = document.mode_rows(point, spec.modes, run, outcome, run_rel)
-    kept = [r for r in doc["rows"] if r["point"] != point.id]
-    order = [p["id"] for p in doc["points"]]
-    doc["rows"] = sorted([*kept, *rows], key=lambda r: order.index(r["point"]))
+    return sweep.with_point(entry, [SweepRow.from_json(r) for r in rows])
 
 
-def save(doc: dict[str, Any], root: Path, final: bool) -> None:
-    """sweep.json after every point; sweep.html and sweep.md at the end (or on an interrupt)."""
+def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
+    """sweep.json after every point; sweep.html and sweep.md at the end (or on an interrupt),
+    with the summary in sweep.json. Returns the sweep as written."""
     from profreport.files import write_atomic
     from profreport.render.registry import SWEEP, get, renderers
     from profreport.sweep import render, summary
 
     if final:
-        doc["summary"] = render.summary_json(summary.summarize(doc))
+        sweep = sweep.adding(summary=render.summary_json(summary.summarize(sweep)))
+    content = sweep.to_json()  # what every renderer of a sweep takes
     for renderer in renderers(SWEEP) if final else (get(SWEEP, "json"),):
-        write_atomic(root / renderer.filename, renderer.render(doc))
+        write_atomic(root / renderer.filename, renderer.render(content))
+    return sweep
 
 
 @contextmanager
@@ -262,11 +266,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         root = Path(args.resume)
         root = root.parent if root.is_file() else root  # the folder, or its sweep.json
         try:
-            doc = document.load(root / document.FILENAME)
-            spec = SweepSpec.from_json(doc["grid"])
+            sweep = document.load_sweep(root / document.FILENAME)
+            spec = SweepSpec.from_json(sweep.grid.to_json())
         except (document.SweepRecordError, GridError) as exc:
             raise UsageError(str(exc)) from None
-        executor, address = args.executor or doc.get("executor") or "local", args.ray_address
+        executor, address = args.executor or sweep.executor or "local", args.ray_address
         if executor == "ray":
             _require_ray()
     else:
@@ -278,10 +282,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if executor == "ray":
             _require_ray()
         root = _new_folder(Path(settings.get("out", "reports")), spec, now)
-        doc = new_document(spec, executor, now)
-    doc["executor"] = executor  # the one that ran the latest points (see each point's worker)
-    todo = [p for p in spec.points() if _status(doc, p) not in document.DONE]
-    save(doc, root, final=False)
+        sweep = new_sweep(spec, executor, now)
+    # the executor that ran the latest points (see each point's worker)
+    sweep = save(sweep.adding(executor=executor), root, final=False)
+    todo = [p for p in spec.points() if sweep.status(p.id) not in document.DONE]
     done_before = len(spec.points()) - len(todo)
     running: set[str] = set()
     with _progress(args.quiet, len(todo), err) as progress:
@@ -291,9 +295,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             progress(f"{point.label}: running", False)
 
         def on_done(point: Point, outcome: PointOutcome) -> None:
+            nonlocal sweep
             running.discard(point.id)
-            record_outcome(doc, spec, point, outcome, root)
-            save(doc, root, final=False)
+            # recorded before it is written: a Ctrl-C while writing still keeps the outcome
+            sweep = record_outcome(sweep, spec, point, outcome, root)
+            save(sweep, root, final=False)
             took = f" ({outcome.duration_s:.1f} s)" if outcome.duration_s is not None else ""
             progress(f"{point.label}: {outcome.status}{took}", True)
 
@@ -301,24 +307,24 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             _execute(executor, address, spec, todo, root, on_start, on_done)
         except KeyboardInterrupt:
-            for p in doc["points"]:
-                if p["id"] in running:  # stopped before it finished: --resume runs it again
-                    p.update(status="interrupted", error="the sweep was interrupted")
-            save(doc, root, final=True)
-            finished = sum(1 for p in doc["points"] if p["status"] in document.DONE)
+            for p in sweep.points:
+                if p.id in running:  # stopped before it finished: --resume runs it again
+                    stopped = p.adding(status="interrupted", error="the sweep was interrupted")
+                    sweep = sweep.with_point(stopped)
+            sweep = save(sweep, root, final=True)
+            finished = sum(1 for p in sweep.points if p.status in document.DONE)
             print(
-                f"error: interrupted after {finished} of {len(doc['points'])} points; resume "
+                f"error: interrupted after {finished} of {len(sweep.points)} points; resume "
                 f"with: profreport sweep --resume {root}",
                 file=err,
             )
             return EXIT_INTERRUPTED
-    save(doc, root, final=True)
-    _print_summary(doc, root, out, done_before, time.monotonic() - started)
-    failed = [p for p in doc["points"] if p["status"] != "ok"]
+    sweep = save(sweep, root, final=True)
+    _print_summary(sweep, root, out, done_before, time.monotonic() - started)
+    failed = [p for p in sweep.points if not p.ok]
     for p in failed:
         print(
-            f"error: point {terminal_text(p['id'])} {p['status']}: "
-            f"{terminal_text(p.get('error') or p['status'])}",
+            f"error: point {terminal_text(p.id)} {p.status}: {terminal_text(p.error or p.status)}",
             file=err,
         )
     return EXIT_FAILED if failed else EXIT_OK
@@ -332,10 +338,6 @@ def _require_ray() -> None:
         import ray  # noqa: F401
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
-
-
-def _status(doc: dict[str, Any], point: Point) -> str:
-    return next((p["status"] for p in doc["points"] if p["id"] == point.id), "pending")
 
 
 def _execute(
@@ -361,14 +363,12 @@ def _execute(
         run_local(spec, todo, root, on_start, on_done)
 
 
-def _print_summary(
-    doc: dict[str, Any], root: Path, out: TextIO, skipped: int, took_s: float
-) -> None:
+def _print_summary(sweep: Sweep, root: Path, out: TextIO, skipped: int, took_s: float) -> None:
     from profreport.sweep import render, summary
 
-    for line in render.summary_lines(summary.summarize(doc)):
+    for line in render.summary_lines(summary.summarize(sweep)):
         print(line, file=out)
-    print(f"  compile times {render.compile_cache_note(doc)}", file=out)
+    print(f"  compile times {render.compile_cache_note(sweep)}", file=out)
     if skipped:
         print(f"  ({skipped} points already done were not run again)", file=out)
     print(f"sweep took {took_s:.1f} s (wall clock)", file=out)

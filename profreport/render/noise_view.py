@@ -8,13 +8,11 @@ from typing import Any
 from profreport.record.model import Speedup
 
 
-def speedup_cell(sp: Speedup | Mapping[str, Any] | None) -> str:
-    """'1.23x (1.10-1.31)', 'inconclusive 1.05x (0.80-1.30)', or 'baseline'. `sp`: a mode's
-    speedup, or the same fields as JSON (a sweep point's)."""
-    if not sp:
+def speedup_cell(sp: Speedup | None) -> str:
+    """'1.23x (1.10-1.31)', 'inconclusive 1.05x (0.80-1.30)', or 'baseline' (no speedup: eager,
+    or a record without one)."""
+    if sp is None or not sp.has("median"):  # none, or an empty one (`{}` in its document)
         return "baseline"
-    if not isinstance(sp, Speedup):
-        sp = Speedup.from_json(sp)
     text = f"{sp.median:.2f}x ({sp.ci95[0]:.2f}-{sp.ci95[1]:.2f})"
     return f"inconclusive {text}" if sp.inconclusive else text
 

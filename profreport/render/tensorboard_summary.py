@@ -1,6 +1,7 @@
-"""TensorBoard renderer: a run's per-mode numbers as scalars and its Markdown summary as text.
+"""TensorBoard summary of a run: its per-mode numbers as scalars, its Markdown summary as text.
 
-Written to `<run>/tensorboard/summary/`, beside the per-mode profiler traces, so one
+Pure: `scalars(run)` and `walltime(run)` are what `files.write_tensorboard_summary` writes to
+`<run>/tensorboard/summary/` (RunResult.save), beside the per-mode profiler traces, so one
 `tensorboard --logdir <run>/tensorboard` shows both. The folder holds no `*.pt.trace.json`, so the
 PyTorch Profiler plugin still lists exactly the mode runs. All points are at step 0 with the
 record's creation time as wall time: the same record always writes the same values.
@@ -9,11 +10,9 @@ record's creation time as wall time: the same record always writes the same valu
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 from profreport.record.model import Run
 
-EVENTS_GLOB = "events.out.tfevents.*"
 TEXT_TAG = "summary"
 
 
@@ -36,7 +35,8 @@ def scalars(run: Run) -> dict[str, float]:
     return out
 
 
-def _walltime(run: Run) -> float | None:
+def walltime(run: Run) -> float | None:
+    """The record's creation time as seconds since the epoch (every point's wall time)."""
     created = run.created_utc
     if not created:
         return None
@@ -45,25 +45,3 @@ def _walltime(run: Run) -> float | None:
     except ValueError:
         return None
     return stamp.timestamp()
-
-
-def write(run: Run, folder: Path, markdown: str) -> Path:
-    """Write the scalars and the Markdown summary to one event file in `folder`; return it.
-
-    Event files an earlier write left there are replaced, so the folder always holds one summary.
-    """
-    from torch.utils.tensorboard import SummaryWriter
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob(EVENTS_GLOB):
-        old.unlink()
-    walltime = _walltime(run)
-    writer = SummaryWriter(log_dir=str(folder))
-    try:
-        for tag, value in scalars(run).items():
-            writer.add_scalar(tag, value, global_step=0, walltime=walltime)
-        writer.add_text(TEXT_TAG, markdown, global_step=0, walltime=walltime)
-    finally:
-        writer.close()
-    (event_file,) = folder.glob(EVENTS_GLOB)
-    return event_file

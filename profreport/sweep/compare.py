@@ -22,7 +22,7 @@ from profreport.analysis.compare import (
 )
 from profreport.record.model import Run
 from profreport.sweep import document
-from profreport.sweep.summary import point_label
+from profreport.sweep.model import Sweep
 
 SCHEMA = "profreport.sweep-compare/1"
 
@@ -79,13 +79,9 @@ class SweepComparison(GateOutcome):
         }
 
 
-def _key(p: dict[str, Any]) -> tuple[Any, ...]:
-    return (p["model"], p.get("batch_size"), p.get("seq_len"), p["dtype"])
-
-
 def compare_sweeps(
-    base: dict[str, Any],
-    head: dict[str, Any],
+    base: Sweep,
+    head: Sweep,
     base_runs: dict[str, Run],
     head_runs: dict[str, Run],
     thresholds: Thresholds | None = None,
@@ -95,47 +91,47 @@ def compare_sweeps(
     """Compare two sweep records; `*_runs` map a point id to its (derived) run, for the points
     that have one."""
     thresholds = thresholds or Thresholds()
-    head_points = {_key(p): p for p in head["points"]}
-    base_keys = {_key(p) for p in base["points"]}
+    head_points = {p.point.key: p for p in head.points}
+    base_keys = {p.point.key for p in base.points}
     out: list[PointComparison] = []
     regressions: list[Regression] = []
-    for bp in base["points"]:
-        hp = head_points.get(_key(bp))
+    for bp in base.points:
+        hp = head_points.get(bp.point.key)
         if hp is None:
             continue
-        label = point_label(bp)
-        b_run, h_run = base_runs.get(bp["id"]), head_runs.get(hp["id"])
+        label = bp.label
+        b_run, h_run = base_runs.get(bp.id), head_runs.get(hp.id)
         if b_run is not None and h_run is not None:
             try:
                 c = compare_runs(
-                    b_run, h_run, thresholds, f"{base_label}:{bp['id']}", f"{head_label}:{hp['id']}"
+                    b_run, h_run, thresholds, f"{base_label}:{bp.id}", f"{head_label}:{hp.id}"
                 )
             except CompareError as exc:
                 out.append(
-                    PointComparison(label, bp["status"], hp["status"], note=f"not compared: {exc}")
+                    PointComparison(label, bp.status, hp.status, note=f"not compared: {exc}")
                 )
                 continue
             regressions += [
                 Regression(r.mode, r.metric, f"{label}: {r.message}") for r in c.regressions
             ]
-            out.append(PointComparison(label, bp["status"], hp["status"], c))
+            out.append(PointComparison(label, bp.status, hp.status, c))
             continue
         note = "no run record on " + " and ".join(
             side for side, run in (("base", b_run), ("head", h_run)) if run is None
         )
         if b_run is not None and thresholds.any_set:
-            error = hp.get("error") or hp["status"]
+            error = hp.error or hp.status
             regressions.append(
-                Regression("*", "status", f"{label}: was ok, now {hp['status']}: {error}")
+                Regression("*", "status", f"{label}: was ok, now {hp.status}: {error}")
             )
-        out.append(PointComparison(label, bp["status"], hp["status"], note=note))
+        out.append(PointComparison(label, bp.status, hp.status, note=note))
     return SweepComparison(
         base_label,
         head_label,
         thresholds,
         out,
-        only_in_base=[point_label(p) for p in base["points"] if _key(p) not in head_points],
-        only_in_head=[point_label(p) for p in head["points"] if _key(p) not in base_keys],
+        only_in_base=[p.label for p in base.points if p.point.key not in head_points],
+        only_in_head=[p.label for p in head.points if p.point.key not in base_keys],
         regressions=regressions,
     )
 
@@ -147,16 +143,16 @@ def either_is_sweep(*paths: str) -> bool:
     return any(Path(p).is_file() and document.is_sweep(Path(p)) for p in paths)
 
 
-def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, Run]:
+def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
     from profreport import record as run_record
     from profreport.analysis.derive import derived_run
 
     root = sweep_path.parent
     runs = {}
-    for p in doc["points"]:
-        if p.get("run"):
+    for p in sweep.points:
+        if p.run:
             try:
-                runs[p["id"]] = derived_run(run_record.load(root / p["run"]))
+                runs[p.id] = derived_run(run_record.load(root / p.run))
             except run_record.RecordError:
                 continue  # the point is then compared as having no run record
     return runs
@@ -165,14 +161,14 @@ def _runs(doc: dict[str, Any], sweep_path: Path) -> dict[str, Run]:
 def compare_sweep_files(base: str, head: str, thresholds: Thresholds) -> SweepComparison:
     """Load two sweep.json files (and the run records they point at) and compare them;
     SweepRecordError when either is not a readable sweep record."""
-    docs = []
+    docs: list[Sweep] = []
     for source in (base, head):
         path = Path(source)
         if not (path.is_file() and document.is_sweep(path)):
             raise document.SweepRecordError(
                 f"cannot compare a sweep with a run: {source} is not a sweep.json"
             )
-        docs.append(document.load(path))
+        docs.append(document.load_sweep(path))
     return compare_sweeps(
         docs[0],
         docs[1],

@@ -5,6 +5,10 @@ run folder it wrote (relative to sweep.json) and the error when it failed. `rows
 point and mode, copied from the point's run.json (kernels from the profiler, bytes modeled,
 latency measured) so other tools can plot a sweep without reading every run; profreport's own
 comparison reads the run folders themselves.
+
+This module writes the record's entries (`point_entry`, `mode_rows`) and checks a document before
+it is typed (`validate`); readers take the typed `Sweep` (profreport.sweep.model) from
+`load_sweep`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from typing import Any
 from profreport.files import read_text
 from profreport.record.model import ModeResult, Run
 from profreport.sweep.grid import Point
+from profreport.sweep.model import GRID_LISTS, Sweep
 
 SCHEMA = "profreport.sweep/1"
 FILENAME = "sweep.json"
 POINT_STATUSES = ("ok", "failed", "pending", "interrupted")
 DONE = ("ok", "failed")  # a point `--resume` does not run again
+NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
 
 
 class SweepRecordError(Exception):
@@ -128,12 +134,23 @@ def validate(data: Any, source: str) -> dict[str, Any]:
     for key, kind in (("grid", dict), ("points", list), ("rows", list)):
         if not isinstance(data.get(key), kind):
             raise SweepRecordError(f"{source}: {key}: missing or of the wrong type")
+    for key in GRID_LISTS:
+        if not isinstance(data["grid"].get(key, []), list):
+            raise SweepRecordError(f"{source}: grid.{key}: expected a list")
     for i, p in enumerate(data["points"]):
         if not isinstance(p, dict) or p.get("status") not in POINT_STATUSES:
             raise SweepRecordError(f"{source}: points[{i}]: not a point with a known status")
         for key in ("id", "model", "dtype"):
             if not isinstance(p.get(key), str):
                 raise SweepRecordError(f"{source}: points[{i}].{key}: expected a string")
+    for i, r in enumerate(data["rows"]):
+        if not isinstance(r, dict):
+            raise SweepRecordError(f"{source}: rows[{i}]: expected an object")
+        for key in ("latency_ms", "speedup_vs_eager"):
+            if not isinstance(r.get(key) or {}, dict):
+                raise SweepRecordError(f"{source}: rows[{i}].{key}: expected an object")
+    if not isinstance(data.get("tool") or {}, dict):
+        raise SweepRecordError(f"{source}: tool: expected an object")
     return data
 
 
@@ -149,8 +166,13 @@ def read_json(path: Path) -> Any:
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Read and validate a sweep record from sweep.json or its folder."""
+    """Read and validate a sweep record document from sweep.json or its folder."""
     return validate(read_json(path), str(path))
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read, validate and type a sweep record from sweep.json or its folder."""
+    return Sweep.from_json(load(path))
 
 
 def is_sweep(path: Path) -> bool:

@@ -1,8 +1,12 @@
 """Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
-sweep.md, and the summary's JSON copy and terminal lines. All read one view-model."""
+sweep.md, and the summary's JSON copy and terminal lines. All read one view-model, built from the
+typed record (profreport.sweep.model); `render_html` and `render_markdown` take the sweep.json
+document, as every renderer of the registry's sweep entry does (its JSON renderer writes it)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -12,7 +16,15 @@ from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
-from profreport.sweep.summary import AXIS_LABELS, ModeSummary, SweepSummary, series, summarize
+from profreport.sweep.model import Sweep, SweepRow
+from profreport.sweep.summary import (
+    AXIS_LABELS,
+    ModeSummary,
+    Series,
+    SweepSummary,
+    series,
+    summarize,
+)
 
 NOT_RECORDED = "not recorded"
 
@@ -49,8 +61,8 @@ def _compression(m: ModeSummary) -> str:
     return f"{m.compression_ratio:.2f}x over {m.compression_points} points"
 
 
-def compile_cache_note(doc: dict[str, Any]) -> str:
-    if doc["grid"].get("cold_compile", True):
+def compile_cache_note(sweep: Sweep) -> str:
+    if sweep.grid.cold_compile:
         return "cold: each point compiled into an empty Inductor cache"
     return "warm: points shared Inductor's on-disk cache"
 
@@ -72,40 +84,70 @@ def summary_lines(s: SweepSummary) -> list[str]:
     return lines
 
 
-def _row_view(r: dict[str, Any]) -> dict[str, Any]:
-    ok = r["status"] == "ok"
-    lat = r.get("latency_ms") or {}
+def _row_view(r: SweepRow) -> dict[str, Any]:
+    ok = r.ok
+    lat, sp = r.latency_ms, r.speedup_vs_eager
     return {
-        "point": r["point"],
-        "mode": r["mode"],
-        "status": r["status"],
+        "point": r.point,
+        "mode": r.mode,
+        "status": r.status,
         "ok": ok,
-        "kernels": str(r["kernels_per_step"]) if ok else "",
-        "bytes": (fmt_bytes(r["bytes_per_step"]) + (" partial" if r.get("bytes_partial") else ""))
+        "kernels": str(r.kernels_per_step) if ok else "",
+        "bytes": (fmt_bytes(r.bytes_per_step) + (" partial" if r.bytes_partial else ""))
         if ok
         else "",
-        "latency": f"{fmt_ms(lat['median'])} [{fmt_ms(lat.get('p10'))} – {fmt_ms(lat.get('p90'))}]"
-        if ok and lat.get("median") is not None
+        "latency": f"{fmt_ms(lat.median)} [{fmt_ms(lat.p10)} – {fmt_ms(lat.p90)}]"
+        if ok and lat is not None and lat.has("median") and lat.median is not None
         else "",
-        "speedup": speedup_cell(r.get("speedup_vs_eager")) if ok else "",
-        "compile": f"{r['compile_s']:.2f} s" if ok and r.get("compile_s") is not None else "",
-        "peak": fmt_bytes(r["peak_memory_bytes"]) if ok and r.get("peak_memory_bytes") else "",
-        "error": r.get("error") or "",
-        "report": f"{r['run']}/report.html" if r.get("run") else None,
+        "speedup": speedup_cell(sp) if ok else "",
+        "compile": f"{r.compile_s:.2f} s" if ok and r.compile_s is not None else "",
+        "peak": fmt_bytes(r.peak_memory_bytes) if ok and r.peak_memory_bytes else "",
+        "error": r.error or "",
+        "report": f"{r.run}/report.html" if r.run else None,
     }
 
 
-def _ticks(rows: list[dict[str, Any]], axis: str | None) -> list[Any]:
+def _ticks(rows: Sequence[SweepRow], axis: str | None) -> list[Any]:
     if axis is None:
         return [None]
-    values = {r.get(axis) for r in rows if r["status"] == "ok"}
+    values = {r.on_axis(axis) for r in rows if r.ok}
     if axis == "dtype":
         return [d for d in ("float32", "bfloat16", "float16") if d in values]
     return sorted(v for v in values if v is not None)
 
 
-def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
-    rows = doc["rows"]
+def _gaps(values: Iterable[float | None]) -> list[float]:
+    """A line's values; one not recorded (None) is a gap in the line."""
+    return [math.nan if v is None else v for v in values]
+
+
+Band = tuple[float | None, float | None, float | None]  # a value and its band: low, high
+
+
+def _speedup_band(r: SweepRow) -> Band:
+    sp = r.speedup_vs_eager
+    return (None, None, None) if sp is None else (sp.median, sp.ci95[0], sp.ci95[1])
+
+
+def _latency_band(r: SweepRow) -> Band:
+    lat = r.latency_ms
+    return (None, None, None) if lat is None else (lat.median, lat.p10, lat.p90)
+
+
+def _band_line(s: Series, x: list[int], bands: list[Band]) -> charts.Line:
+    """A line over the series' rows with a band around it."""
+    return charts.Line(
+        s.label,
+        s.mode,
+        x,
+        _gaps(b[0] for b in bands),
+        _gaps(b[1] for b in bands),
+        _gaps(b[2] for b in bands),
+    )
+
+
+def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
+    rows = sweep.rows
     ticks = _ticks(rows, axis)
     lines = series(rows, axis)
     if not lines:
@@ -113,22 +155,15 @@ def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
     xlabel = AXIS_LABELS[axis] if axis else "point"
     labels = [str(t) if t is not None else "" for t in ticks]
 
-    def pos(s) -> list[int]:
+    def pos(s: Series) -> list[int]:
         return [ticks.index(x) for x in s.x]
 
     speed = [
-        charts.Line(
-            s.label,
-            s.mode,
-            pos(s),
-            [r["speedup_vs_eager"]["median"] for r in s.rows],
-            [r["speedup_vs_eager"]["ci95"][0] for r in s.rows],
-            [r["speedup_vs_eager"]["ci95"][1] for r in s.rows],
-        )
+        _band_line(s, pos(s), [_speedup_band(r) for r in s.rows])
         for s in lines
-        if s.mode != "eager" and all(r.get("speedup_vs_eager") for r in s.rows)
+        if s.mode != "eager" and all(r.speedup_vs_eager is not None for r in s.rows)
     ]
-    timed = [s for s in lines if all((r.get("latency_ms") or {}).get("median") for r in s.rows)]
+    timed = [s for s in lines if all(r.latency_ms and r.latency_ms.median for r in s.rows)]
     out = {
         "speedup": charts.line_chart(
             speed,
@@ -140,7 +175,7 @@ def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
         ),
         "kernels": charts.line_chart(
             [
-                charts.Line(s.label, s.mode, pos(s), [r["kernels_per_step"] for r in s.rows])
+                charts.Line(s.label, s.mode, pos(s), _gaps(r.kernels_per_step for r in s.rows))
                 for s in lines
             ],
             labels,
@@ -150,7 +185,15 @@ def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
         ),
         "bytes": charts.line_chart(
             [
-                charts.Line(s.label, s.mode, pos(s), [r["bytes_per_step"] / 2**20 for r in s.rows])
+                charts.Line(
+                    s.label,
+                    s.mode,
+                    pos(s),
+                    _gaps(
+                        None if r.bytes_per_step is None else r.bytes_per_step / 2**20
+                        for r in s.rows
+                    ),
+                )
                 for s in lines
             ],
             labels,
@@ -159,17 +202,7 @@ def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
             "MiB (modeled)",
         ),
         "latency": charts.line_chart(
-            [
-                charts.Line(
-                    s.label,
-                    s.mode,
-                    pos(s),
-                    [r["latency_ms"]["median"] for r in s.rows],
-                    [r["latency_ms"]["p10"] for r in s.rows],
-                    [r["latency_ms"]["p90"] for r in s.rows],
-                )
-                for s in timed
-            ],
+            [_band_line(s, pos(s), [_latency_band(r) for r in s.rows]) for s in timed],
             labels,
             "Latency median (band: p10-p90)",
             xlabel,
@@ -180,16 +213,16 @@ def build_charts(doc: dict[str, Any], axis: str | None) -> dict[str, Markup]:
     return {k: Markup(v) for k, v in out.items()}
 
 
-def build_view(doc: dict[str, Any]) -> dict[str, Any]:
-    s = summarize(doc)
-    devices = sorted({r["device"] for r in doc["rows"] if r.get("device")})
-    models = ", ".join(doc["grid"]["models"])
+def build_view(sweep: Sweep) -> dict[str, Any]:
+    s = summarize(sweep)
+    devices = sorted({r.device for r in sweep.rows if r.device})
+    models = ", ".join(sweep.grid.models)
     return {
-        "title": f"profreport sweep: {models} on {', '.join(devices) or doc['grid']['device']}",
-        "created": doc.get("created_utc") or "n/a",
-        "version": (doc.get("tool") or {}).get("version") or "n/a",
-        "executor": doc.get("executor") or "n/a",
-        "compile_cache": compile_cache_note(doc),
+        "title": f"profreport sweep: {models} on {', '.join(devices) or sweep.grid.device}",
+        "created": sweep.created_utc or "n/a",
+        "version": (sweep.tool.version if sweep.tool is not None else None) or "n/a",
+        "executor": sweep.executor or "n/a",
+        "compile_cache": compile_cache_note(sweep),
         "points": s.points,
         "ok_points": s.ok_points,
         "pending": s.pending,
@@ -204,18 +237,20 @@ def build_view(doc: dict[str, Any]) -> dict[str, Any]:
             }
             for m in s.modes
         ],
-        "rows": [_row_view(r) for r in doc["rows"]],
+        "rows": [_row_view(r) for r in sweep.rows],
         "failed": [{"label": f.label, "status": f.status, "error": f.error} for f in s.failed],
-        "charts": build_charts(doc, s.axis),
+        "charts": build_charts(sweep, s.axis),
     }
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    return render_page("sweep.html.j2", **build_view(doc))
+def render_html(document: Mapping[str, Any]) -> str:
+    """sweep.html of a sweep.json document."""
+    return render_page("sweep.html.j2", **build_view(Sweep.from_json(document)))
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
-    v = build_view(doc)
+def render_markdown(document: Mapping[str, Any]) -> str:
+    """sweep.md of a sweep.json document."""
+    v = build_view(Sweep.from_json(document))
     lines = [
         f"### {md_line(v['title'])}",
         "",

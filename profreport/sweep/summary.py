@@ -1,5 +1,5 @@
 """A sweep in the PyTorch compile dashboard's terms, and the series its charts draw: pure
-functions over a sweep record's rows.
+functions over a typed sweep record's points and rows (profreport.sweep.model).
 
 Per mode: pass rate (points where the mode ran ok, over the points that finished), geometric-mean
 speedup over eager across passing points (each point's measured median), mean compile time
@@ -10,9 +10,12 @@ mean) over the points whose run records hold a peak-memory figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from profreport.sweep.document import NOT_RUN
+from profreport.sweep.model import Sweep, SweepRow
 
 AXES = ("batch_size", "seq_len", "dtype")
 AXIS_LABELS = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype"}
@@ -61,68 +64,58 @@ def geometric_mean(values: Iterable[float]) -> float | None:
     return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
 
 
-def point_label(p: Mapping[str, Any]) -> str:
-    parts = [p["model"]]
-    if p.get("batch_size") is not None:
-        parts.append(f"batch {p['batch_size']}")
-    if p.get("seq_len") is not None:
-        parts.append(f"seq {p['seq_len']}")
-    return ", ".join([*parts, p["dtype"]])
-
-
-def swept_axis(rows: Sequence[Mapping[str, Any]]) -> str | None:
+def swept_axis(rows: Sequence[SweepRow]) -> str | None:
     """The first axis (batch size, sequence length, dtype) with more than one value."""
     for axis in AXES:
-        if len({r.get(axis) for r in rows if r.get(axis) is not None}) > 1:
+        if len({v for r in rows if (v := r.on_axis(axis)) is not None}) > 1:
             return axis
     return None
 
 
-def _mode_summary(mode: str, rows: list[Mapping[str, Any]], eager: dict[str, Any]) -> ModeSummary:
-    passed = [r for r in rows if r["status"] == "ok"]
-    speedups = [r["speedup_vs_eager"] for r in passed if r.get("speedup_vs_eager")]
-    compile_s = [r["compile_s"] for r in passed if r.get("compile_s") is not None]
+def _mode_summary(mode: str, rows: list[SweepRow], eager: dict[str, int]) -> ModeSummary:
+    passed = [r for r in rows if r.ok]
+    speedups = [r.speedup_vs_eager for r in passed if r.speedup_vs_eager is not None]
+    compile_s = [r.compile_s for r in passed if r.compile_s is not None]
     ratios = [
-        eager[r["point"]] / r["peak_memory_bytes"]
+        eager[r.point] / r.peak_memory_bytes
         for r in passed
-        if r.get("peak_memory_bytes") and eager.get(r["point"])
+        if r.peak_memory_bytes and eager.get(r.point)
     ]
     return ModeSummary(
         mode=mode,
         points=len(rows),
         passed=len(passed),
-        geomean_speedup=geometric_mean(s["median"] for s in speedups) if mode != "eager" else None,
+        geomean_speedup=geometric_mean(s.median for s in speedups) if mode != "eager" else None,
         speedup_points=len(speedups) if mode != "eager" else 0,
-        speedup_inconclusive=sum(1 for s in speedups if s.get("inconclusive")),
+        speedup_inconclusive=sum(1 for s in speedups if s.inconclusive),
         mean_compile_s=sum(compile_s) / len(compile_s) if compile_s else None,
         compression_ratio=geometric_mean(ratios) if mode != "eager" else None,
         compression_points=len(ratios) if mode != "eager" else 0,
     )
 
 
-def summarize(sweep: Mapping[str, Any]) -> SweepSummary:
+def summarize(sweep: Sweep) -> SweepSummary:
     """The dashboard figures of a sweep record (`profreport.sweep/1`)."""
-    rows: list[Mapping[str, Any]] = sweep["rows"]
-    points = sweep["points"]
-    modes = list(dict.fromkeys([*sweep["grid"].get("modes", []), *(r["mode"] for r in rows)]))
+    rows, points = sweep.rows, sweep.points
+    modes = list(dict.fromkeys([*sweep.grid.modes, *(r.mode for r in rows)]))
     eager_peak = {
-        r["point"]: r["peak_memory_bytes"]
+        r.point: r.peak_memory_bytes
         for r in rows
-        if r["mode"] == "eager" and r["status"] == "ok" and r.get("peak_memory_bytes")
+        if r.mode == "eager" and r.ok and r.peak_memory_bytes
     }
-    by_mode = {m: [r for r in rows if r["mode"] == m] for m in modes}
+    by_mode = {m: [r for r in rows if r.mode == m] for m in modes}
     failed = tuple(
-        FailedPoint(p["id"], point_label(p), p["status"], p.get("error") or p["status"])
+        FailedPoint(p.id, p.label, p.status, p.error or p.status)
         for p in points
-        if p["status"] == "failed"
+        if p.status == "failed"
     )
     return SweepSummary(
         points=len(points),
-        ok_points=sum(1 for p in points if p["status"] == "ok"),
+        ok_points=sum(1 for p in points if p.ok),
         modes=tuple(_mode_summary(m, by_mode[m], eager_peak) for m in modes if by_mode[m]),
         failed=failed,
         axis=swept_axis(rows),
-        pending=sum(1 for p in points if p["status"] in ("pending", "interrupted")),
+        pending=sum(1 for p in points if p.status in NOT_RUN),
     )
 
 
@@ -133,27 +126,27 @@ class Series:
     label: str
     mode: str
     x: tuple[Any, ...]
-    rows: tuple[Mapping[str, Any], ...] = field(repr=False)
+    rows: tuple[SweepRow, ...] = field(repr=False)
 
 
-def series(rows: Sequence[Mapping[str, Any]], axis: str | None) -> list[Series]:
+def series(rows: Sequence[SweepRow], axis: str | None) -> list[Series]:
     """The passing rows grouped into lines over `axis` (one line per model, mode and the values
     of the other axes), each ordered along the axis; rows without a value on the axis are left
     out."""
     others = [a for a in AXES if a != axis]
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[SweepRow]] = {}
     for r in rows:
         # A model the axis does not apply to (a vision model on a sequence-length axis) is in
         # the table, not on the chart.
-        if r["status"] == "ok" and (axis is None or r.get(axis) is not None):
-            groups.setdefault((r["model"], *(r.get(a) for a in others), r["mode"]), []).append(r)
+        if r.ok and (axis is None or r.on_axis(axis) is not None):
+            groups.setdefault((r.model, *(r.on_axis(a) for a in others), r.mode), []).append(r)
     out = []
     for key, members in groups.items():
         if axis == "dtype":
-            members.sort(key=lambda r: ("float32", "bfloat16", "float16").index(r["dtype"]))
+            members.sort(key=lambda r: ("float32", "bfloat16", "float16").index(r.dtype))
         elif axis is not None:
             name = axis
-            members.sort(key=lambda r: r.get(name) or 0)
+            members.sort(key=lambda r: r.on_axis(name) or 0)
         fixed = [
             f"{AXIS_LABELS[a].split()[0]} {v}" if a != "dtype" else str(v)
             for a, v in zip(others, key[1:-1], strict=True)
@@ -164,7 +157,7 @@ def series(rows: Sequence[Mapping[str, Any]], axis: str | None) -> list[Series]:
             Series(
                 label,
                 key[-1],
-                tuple(r.get(axis) if axis else None for r in members),
+                tuple(r.on_axis(axis) if axis else None for r in members),
                 tuple(members),
             )
         )

@@ -1,0 +1,145 @@
+"""The sweep record (`profreport.sweep/1`) as frozen dataclasses: what readers use instead of
+string keys.
+
+`Sweep.from_json(document)` reads a sweep.json document (validated by `document.validate`);
+`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+Like the run record's classes (profreport.record.model, whose `Section` these extend), keys a class
+does not declare are kept in `extra` and written back. A row's latency and speedup are the run
+record's own `Latency` and `Speedup`, holding the fields the row copied from its run.json.
+
+The stored `summary` is a copy of the dashboard figures for other tools (a JSON mapping);
+profreport's readers compute their own with `summary.summarize`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from profreport.record.model import JSON, Latency, Section, Speedup, Tool
+from profreport.sweep.grid import Point
+
+# the grid's fields that are lists (grid.SweepSpec.to_json), read as tuples
+GRID_LISTS = ("models", "batch_sizes", "seq_lens", "dtypes", "modes", "generate_flags")
+
+
+@dataclass(frozen=True)
+class SweepGrid(Section):
+    """The sweep's specification as sweep.json stores it (`grid.SweepSpec.to_json`); turned back
+    into a checked `SweepSpec` by `SweepSpec.from_json(grid.to_json())`."""
+
+    models: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+    seq_lens: tuple[int, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    device: str | None = None
+    min_time_s: float | None = None
+    max_time_s: float | None = None
+    threads: int | None = None
+    cold_compile: bool | None = True  # False: the points shared Inductor's on-disk cache
+    generate_flags: tuple[str, ...] = ()
+    _tuples = frozenset(GRID_LISTS)
+
+
+@dataclass(frozen=True)
+class SweepPoint(Section):
+    """One point of the grid and its outcome. A pending point holds only its axis values and
+    status; `run` and `log` are relative to sweep.json."""
+
+    id: str = ""
+    model: str = ""
+    batch_size: int | None = None
+    seq_len: int | None = None
+    dtype: str = ""
+    status: str = "pending"  # ok | failed | pending | interrupted
+    error: str | None = None
+    exit_code: int | None = None
+    run: str | None = None
+    log: str | None = None
+    duration_s: float | None = None
+    worker: str | None = None
+
+    @property
+    def point(self) -> Point:
+        return Point(self.model, self.batch_size, self.seq_len, self.dtype)
+
+    @property
+    def label(self) -> str:
+        return self.point.label
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class SweepRow(Section):
+    """One point and mode: a copy of the figures of the mode in the point's run record (kernels
+    from the profiler, bytes modeled, latency measured), or the error when it has none. `device`
+    is there when the point has a run record."""
+
+    point: str = ""
+    model: str = ""
+    batch_size: int | None = None
+    seq_len: int | None = None
+    dtype: str = ""
+    device: str | None = None
+    mode: str = ""
+    run: str | None = None
+    status: str = ""
+    error: str | None = None
+    kernels_per_step: int | None = None
+    bytes_per_step: int | None = None
+    bytes_partial: bool | None = None
+    latency_ms: Latency | None = None  # median, p10, p90
+    speedup_vs_eager: Speedup | None = None  # median, ci95, inconclusive
+    compile_s: float | None = None
+    peak_memory_bytes: int | None = None
+    _objects = MappingProxyType({"latency_ms": Latency, "speedup_vs_eager": Speedup})
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def on_axis(self, axis: str) -> int | str | None:
+        """The row's value on a swept axis: batch_size, seq_len or dtype."""
+        values: dict[str, int | str | None] = {
+            "batch_size": self.batch_size,
+            "seq_len": self.seq_len,
+            "dtype": self.dtype,
+        }
+        return values[axis]
+
+
+@dataclass(frozen=True)
+class Sweep(Section):
+    """A whole sweep record (`profreport.sweep/1`)."""
+
+    schema: str = ""
+    tool: Tool | None = None
+    created_utc: str | None = None
+    executor: str | None = None
+    grid: SweepGrid = field(default_factory=SweepGrid)
+    points: tuple[SweepPoint, ...] = ()
+    rows: tuple[SweepRow, ...] = ()
+    summary: JSON | None = None
+    _objects = MappingProxyType({"tool": Tool, "grid": SweepGrid})
+    _lists = MappingProxyType({"points": SweepPoint, "rows": SweepRow})
+
+    def status(self, point_id: str) -> str:
+        """The status of the point `point_id` ("pending" for a point the record does not hold)."""
+        return next((p.status for p in self.points if p.id == point_id), "pending")
+
+    def with_point(self, point: SweepPoint, rows: Sequence[SweepRow] | None = None) -> Sweep:
+        """A copy with `point` in place of the point of its id, and `rows` (None: the rows it
+        has) in place of that point's rows; rows stay in the order of the points."""
+        points = tuple(point if p.id == point.id else p for p in self.points)
+        if rows is None:
+            return dataclasses.replace(self, points=points)
+        order = [p.id for p in points]
+        kept = [r for r in self.rows if r.point != point.id]
+        ordered = sorted([*kept, *rows], key=lambda r: order.index(r.point))
+        return dataclasses.replace(self, points=points, rows=tuple(ordered))
