@@ -116,7 +116,7 @@ class RunResult:
     def run(self) -> Run:
         """The typed run with today's findings derived from `record`'s evidence
         (`analysis.derive.derived_run`). Derived once per `record` object (assigning another
-        record derives again; `save` does after adding the timeline to it)."""
+        record derives again; `save` adds the timeline it writes)."""
         from profreport.analysis.derive import derived_run
 
         if self._derived is None or self._derived[0] is not self.record:
@@ -183,8 +183,10 @@ class RunResult:
         target = Path(folder) if folder is not None else self.run_dir
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
-        self.record["timeline"] = self._write_timeline(target)  # linked from the report
-        self._derived = None  # the record changed in place: derive it again, with its timeline
+        timeline = self._write_timeline(target)  # linked from the report
+        self.record["timeline"] = timeline
+        # the timeline is no evidence: the findings stand, only the link is added
+        self._derived = (self.record, self.run.adding(timeline=timeline))
         run = self.run
         outputs = {r.filename: r.render(run) for r in renderers(RUN)}
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text

@@ -15,7 +15,7 @@ the bootstrap is the latency statistics' to own (analysis/latency.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -60,23 +60,30 @@ class Findings:
 _MISSING_EVIDENCE = (KeyError, TypeError, IndexError, AttributeError)
 
 
-def _with_rows(mode: ModeResult, fields: tuple[dict[str, Any], ...]) -> ModeResult:
-    """`mode` with `fields[i]` added to its i-th kernel row."""
+def _with_table(
+    mode: ModeResult, rows: Callable[[KernelCounts], Iterable[KernelRow]]
+) -> ModeResult:
+    """`mode` with its kernel table replaced by `rows(kernels)` (unchanged without kernels)."""
     kernels = mode.kernels
     if kernels is None:
         return mode
-    rows = tuple(row.adding(**extra) for row, extra in zip(kernels.table, fields, strict=True))
-    return dataclasses.replace(mode, kernels=dataclasses.replace(kernels, table=rows))
+    return dataclasses.replace(
+        mode, kernels=dataclasses.replace(kernels, table=tuple(rows(kernels)))
+    )
+
+
+def _with_rows(mode: ModeResult, fields: tuple[dict[str, Any], ...]) -> ModeResult:
+    """`mode` with `fields[i]` added to its i-th kernel row."""
+    return _with_table(
+        mode, lambda k: (r.adding(**f) for r, f in zip(k.table, fields, strict=True))
+    )
 
 
 def _stripped(mode: ModeResult) -> ModeResult:
     """`mode` without its stored findings (its own and its kernel rows')."""
-    mode = mode.without(*FINDING_KEYS)
-    kernels: KernelCounts | None = mode.kernels
-    if kernels is None:
-        return mode
-    rows = tuple(row.without(*ROW_FINDING_FIELDS) for row in kernels.table)
-    return dataclasses.replace(mode, kernels=dataclasses.replace(kernels, table=rows))
+    return _with_table(
+        mode.without(*FINDING_KEYS), lambda k: (r.without(*ROW_FINDING_FIELDS) for r in k.table)
+    )
 
 
 def _measured(
@@ -115,9 +122,9 @@ def derived_run(record: Run | Mapping[str, Any]) -> Run:
             )
         except _MISSING_EVIDENCE:
             modes[name] = mode
-    run = dataclasses.replace(run, modes=modes)
-    for name in list(modes):
-        mode = modes[name]
+    # why-not-fused and verdicts read the run whose modes carry their fusion maps
+    run = dataclasses.replace(run, modes=dict(modes))
+    for name, mode in run.modes.items():
         try:
             if mode.ok and name != "eager":
                 why = mode_for(name).why_not_fused(mode, run)
@@ -132,8 +139,7 @@ def derived_run(record: Run | Mapping[str, Any]) -> Run:
             if stored[name].has("verdict"):
                 mode = mode.adding(verdict=stored[name].verdict)
         modes[name] = mode
-        run = dataclasses.replace(run, modes=dict(modes))
-    return run
+    return dataclasses.replace(run, modes=modes)
 
 
 def _row_fields(row: KernelRow, names: tuple[str, ...]) -> dict[str, Any]:
