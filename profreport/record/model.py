@@ -14,112 +14,12 @@ whole shape reads top to bottom in one file.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
-JSON = Mapping[str, Any]
-_T = TypeVar("_T", bound="Section")
-
-
-def _dump(value: Any) -> Any:
-    if isinstance(value, Section):
-        return value.to_json()
-    if isinstance(value, tuple):
-        return [_dump(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _dump(v) for k, v in value.items()}
-    return value
-
-
-@dataclass(frozen=True)
-class Section:
-    """One object of the record. `json_keys`: the keys as read, in order (None, for an object
-    built in code: every declared field, in declaration order); `extra`: keys this class does not
-    declare."""
-
-    json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
-    extra: JSON = field(default_factory=dict, kw_only=True, repr=False)
-
-    # field name -> Section class of its value (an object), of its items (a list), or of the
-    # values of a name -> object mapping
-    _objects: ClassVar[Mapping[str, type[Section]]] = {}
-    _lists: ClassVar[Mapping[str, type[Section]]] = {}
-    _maps: ClassVar[Mapping[str, type[Section]]] = {}
-    # fields that hold a list of plain values, read as a tuple
-    _tuples: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def _declared(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name not in ("json_keys", "extra")]
-
-    @classmethod
-    def from_json(cls: type[_T], data: JSON) -> _T:
-        declared = set(cls._declared())
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in declared:
-                extra[key] = value
-            elif value is None:
-                kwargs[key] = None
-            elif key in cls._objects:
-                kwargs[key] = cls._objects[key].from_json(value)
-            elif key in cls._lists:
-                kwargs[key] = tuple(cls._lists[key].from_json(v) for v in value)
-            elif key in cls._maps:
-                kwargs[key] = {k: cls._maps[key].from_json(v) for k, v in value.items()}
-            elif key in cls._tuples:
-                kwargs[key] = tuple(value)
-            else:
-                kwargs[key] = value
-        return cls(**kwargs, json_keys=tuple(data), extra=extra)
-
-    def to_json(self) -> dict[str, Any]:
-        keys = (*self._declared(), *self.extra) if self.json_keys is None else self.json_keys
-        out: dict[str, Any] = {}
-        for key in keys:
-            value = self.extra[key] if key in self.extra else getattr(self, key)
-            out[key] = _dump(value)
-        return out
-
-    def has(self, key: str) -> bool:
-        """Whether the document this came from had `key` (an absent field reads as None)."""
-        return self.json_keys is None or key in self.json_keys
-
-    def _keys(self) -> tuple[str, ...]:
-        return (*self._declared(), *self.extra) if self.json_keys is None else self.json_keys
-
-    def without(self: _T, *keys: str) -> _T:
-        """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
-        declared = {f.name: f for f in dataclasses.fields(self)}
-        defaults: dict[str, Any] = {}
-        for key in keys:
-            f = declared.get(key)
-            if f is None or key in ("json_keys", "extra"):
-                continue
-            if f.default_factory is not dataclasses.MISSING:
-                defaults[key] = f.default_factory()
-            else:
-                defaults[key] = f.default
-        return dataclasses.replace(
-            self,
-            **defaults,
-            json_keys=tuple(k for k in self._keys() if k not in keys),
-            extra={k: v for k, v in self.extra.items() if k not in keys},
-        )
-
-    def adding(self: _T, **values: Any) -> _T:
-        """A copy with `values` set; keys it did not have are written after its own, in the
-        order given (a finding added to evidence read from a document)."""
-        declared = set(self._declared())
-        own = {k: v for k, v in values.items() if k in declared}
-        extra = {**self.extra, **{k: v for k, v in values.items() if k not in declared}}
-        keys = self._keys()
-        new = tuple(k for k in values if k not in keys)
-        return dataclasses.replace(self, **own, json_keys=(*keys, *new), extra=extra)
+from profreport.record.section import JSON as JSON  # re-exported for the record's readers
+from profreport.record.section import Section as Section
 
 
 @dataclass(frozen=True)
@@ -132,7 +32,6 @@ class Tool(Section):
 class InputSpec(Section):
     shape: tuple[int, ...] = ()
     dtype: str = ""
-    _tuples = frozenset({"shape"})
 
 
 @dataclass(frozen=True)
@@ -145,7 +44,6 @@ class ModelInfo(Section):
     dtype: str | None = None
     parameters: int | None = None
     inputs: tuple[InputSpec, ...] = ()
-    _lists = MappingProxyType({"inputs": InputSpec})
 
 
 @dataclass(frozen=True)
@@ -189,7 +87,6 @@ class Settings(Section):
     profile_schedule: ProfileSchedule | None = None
     timing: TimingSettings | None = None
     bootstrap_resamples: int | None = None
-    _objects = MappingProxyType({"profile_schedule": ProfileSchedule, "timing": TimingSettings})
 
 
 @dataclass(frozen=True)
@@ -197,7 +94,6 @@ class KernelDefinition(Section):
     name: str | None = None
     text: str | None = None
     bookkeeping_ops: tuple[str, ...] = ()
-    _tuples = frozenset({"bookkeeping_ops"})
 
 
 @dataclass(frozen=True)
@@ -242,8 +138,6 @@ class KernelCounts(Section):
     unrecorded: tuple[str, ...] = ()
     whole_trace: JSON | None = None
     table: tuple[KernelRow, ...] = ()
-    _lists = MappingProxyType({"table": KernelRow})
-    _tuples = frozenset({"unrecorded"})
 
 
 @dataclass(frozen=True)
@@ -282,8 +176,6 @@ class Bytes(Section):
     table: tuple[OpBytes, ...] = ()
     sequence: tuple[TensorIO, ...] = ()
     measured: JSON | None = None
-    _lists = MappingProxyType({"table": OpBytes, "sequence": TensorIO})
-    _tuples = frozenset({"not_modeled"})
 
     @property
     def traffic(self) -> int:
@@ -303,7 +195,6 @@ class Latency(Section):
     calls_per_block: int | None = None
     threads: int | None = None
     samples: tuple[float, ...] = ()
-    _tuples = frozenset({"samples"})
 
 
 @dataclass(frozen=True)
@@ -318,7 +209,6 @@ class Speedup(Section):
     rounds: int | None = None
     noise: str | None = None
     inconclusive: str | None = None
-    _tuples = frozenset({"ci95"})
 
 
 @dataclass(frozen=True)
@@ -345,17 +235,6 @@ class CompilerEvidence(Section):
     export_s: float | None = None
     aot_build_s: float | None = None
     package_bytes: int | None = None
-    _tuples = frozenset(
-        {
-            "fusion_groups",
-            "fused_library_ops",
-            "unrecorded_ops",
-            "notes",
-            "inductor_nodes",
-            "graph_break_records",
-            "fusion_refusals",
-        }
-    )
 
 
 @dataclass(frozen=True)
@@ -393,9 +272,6 @@ class Ceilings(Section):
     matmul_rate: Ceiling | None = None
     measured_utc: str | None = None
     cached: bool | None = None
-    _objects = MappingProxyType(
-        {"memory_bandwidth": Ceiling, "cache_bandwidth": Ceiling, "matmul_rate": Ceiling}
-    )
 
     @property
     def available(self) -> bool:
@@ -444,17 +320,6 @@ class ModeResult(Section):
     roofline: JSON | None = None
     why_not_fused: tuple[JSON, ...] | None = None
     verdict: str | None = None
-    _tuples = frozenset({"why_not_fused"})
-    _objects = MappingProxyType(
-        {
-            "peak_memory": PeakMemory,
-            "compiler": CompilerEvidence,
-            "kernels": KernelCounts,
-            "latency_ms": Latency,
-            "speedup_vs_eager": Speedup,
-            "bytes": Bytes,
-        }
-    )
 
     @property
     def ok(self) -> bool:
@@ -492,18 +357,6 @@ class Run(Section):
     timing_noise: JSON | None = None
     timeline: str | None = None
     phases_s: JSON | None = None
-    _objects = MappingProxyType(
-        {
-            "ceilings": Ceilings,
-            "tool": Tool,
-            "model": ModelInfo,
-            "device": Device,
-            "env": Environment,
-            "settings": Settings,
-            "kernel_definition": KernelDefinition,
-        }
-    )
-    _maps = MappingProxyType({"modes": ModeResult})
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from profreport.record.model import JSON, Latency, Section, Speedup, Tool
 from profreport.sweep.grid import Point
@@ -41,7 +40,6 @@ class SweepGrid(Section):
     threads: int | None = None
     cold_compile: bool | None = True  # False: the points shared Inductor's on-disk cache
     generate_flags: tuple[str, ...] = ()
-    _tuples = frozenset(GRID_LISTS)
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,6 @@ class SweepRow(Section):
     speedup_vs_eager: Speedup | None = None  # median, ci95, inconclusive
     compile_s: float | None = None
     peak_memory_bytes: int | None = None
-    _objects = MappingProxyType({"latency_ms": Latency, "speedup_vs_eager": Speedup})
 
     @property
     def ok(self) -> bool:
@@ -126,8 +123,6 @@ class Sweep(Section):
     points: tuple[SweepPoint, ...] = ()
     rows: tuple[SweepRow, ...] = ()
     summary: JSON | None = None
-    _objects = MappingProxyType({"tool": Tool, "grid": SweepGrid})
-    _lists = MappingProxyType({"points": SweepPoint, "rows": SweepRow})
 
     def status(self, point_id: str) -> str:
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""

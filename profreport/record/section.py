@@ -1,0 +1,342 @@
+"""The base of every typed record object: JSON in and out, and the schema, both read from the
+dataclass's own type hints.
+
+A `Section` subclass is a frozen dataclass; its field types say everything: a field typed as
+another Section is a JSON object read into that class, `tuple[X, ...]` a list (of X),
+`Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
+`Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed.
+`from_json`, `to_json`, `validate` and the generated reference (scripts/record_docs.py) all
+read that one description, so a new field is one annotated line.
+
+Whether a key must be in a document is the field's `required(...)` default; whether it may be
+null is whether its type admits None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeVar, Union, cast
+
+JSON = Mapping[str, Any]
+_T = TypeVar("_T", bound="Section")
+_V = TypeVar("_V")
+
+
+class SchemaError(Exception):
+    """A document does not have the shape its Section declares; the message names the field."""
+
+
+class _Number:
+    """`Annotated[int, NUMBER]`: written as an integer, accepted as any number (a byte count
+    another tool may have stored as a float)."""
+
+
+NUMBER = _Number()
+ByteCount = Annotated[int, NUMBER]
+
+_SKIP = ("json_keys", "extra")
+
+
+def required(default: _V, *, when: tuple[str, str] | None = None) -> _V:
+    """A field every document has (`when`: only where another field of the same object has
+    that value, e.g. ("status", "ok")); the default is for objects built in code."""
+    return cast(_V, field(default=default, metadata={"required": when or True}))
+
+
+def required_factory(factory: Callable[[], _V]) -> _V:
+    """`required` with a default made by `factory` (a mutable or Section default)."""
+    return cast(_V, field(default_factory=factory, metadata={"required": True}))
+
+
+# ---------------------------------------------------------------- shapes from type hints
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a JSON value must look like: `kind` is section, list, pair, map, text, integer,
+    number, flag, choice or any; `item` the shape of a list's items or a map's values."""
+
+    kind: str
+    nullable: bool = False
+    item: Shape | None = None
+    section: type[Section] | None = None
+    choices: tuple[object, ...] = ()
+
+    @property
+    def noun(self) -> str:
+        """How a message names what is expected ("an integer", "a list of two numbers")."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        return _NOUNS[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        return _ACCEPTS[self.kind](value) and (self.kind != "choice" or value in self.choices)
+
+    def read(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.kind == "section" and self.section is not None:
+            return self.section.from_json(value)
+        if self.kind in ("list", "pair"):
+            item = self.item
+            if item is None or item.kind not in ("section", "list", "pair", "map"):
+                return tuple(value)
+            return tuple(item.read(v) for v in value)
+        if self.kind == "map" and self.item is not None and self.item.kind == "section":
+            return {k: self.item.read(v) for k, v in value.items()}
+        return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_NOUNS = {
+    "section": "an object",
+    "map": "an object",
+    "list": "a list",
+    "pair": "a list of two numbers",
+    "text": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "flag": "true or false",
+    "any": "a value",
+}
+_ACCEPTS: dict[str, Callable[[Any], bool]] = {
+    "section": lambda v: isinstance(v, dict),
+    "map": lambda v: isinstance(v, dict),
+    "list": lambda v: isinstance(v, list),
+    "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
+    "text": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": _is_number,
+    "flag": lambda v: isinstance(v, bool),
+    "choice": lambda v: isinstance(v, (str, int, bool)),
+    "any": lambda v: True,
+}
+_PRIMITIVES: dict[Any, str] = {str: "text", int: "integer", float: "number", bool: "flag"}
+
+
+def shape_of(hint: Any) -> Shape:
+    """The shape a field's type hint describes (TypeError for a hint no JSON value fits)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            inner = shape_of(rest[0])
+        elif all(shape_of(a).kind in ("integer", "number") for a in rest):
+            inner = Shape("number")
+        else:
+            inner = Shape("any")
+        return dataclasses.replace(inner, nullable=len(rest) < len(args) or inner.nullable)
+    if origin is Annotated:
+        if any(isinstance(a, _Number) for a in args[1:]):
+            return Shape("number")
+        return shape_of(args[0])
+    if hint is Any:
+        return Shape("any")
+    if origin is Literal:
+        return Shape("choice", choices=args)
+    if isinstance(hint, type) and issubclass(hint, Section):
+        return Shape("section", section=hint)
+    if hint in _PRIMITIVES:
+        return Shape(_PRIMITIVES[hint])
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return Shape("list", item=shape_of(args[0]))
+        if len(args) == 2 and all(shape_of(a).kind == "number" for a in args):
+            return Shape("pair", item=Shape("number"))
+    if origin in (Mapping, dict, types.MappingProxyType) or hint in (dict,):
+        value = args[1] if len(args) == 2 else Any
+        return Shape("map", item=None if value is Any else shape_of(value))
+    raise TypeError(f"no JSON shape for the type hint {hint!r}")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One declared field: its JSON key, shape, and when a document must have it."""
+
+    name: str
+    shape: Shape
+    required: bool | tuple[str, str]
+    doc: str = ""
+
+    def required_in(self, data: Mapping[str, Any]) -> bool:
+        if isinstance(self.required, tuple):
+            key, value = self.required
+            return data.get(key) == value
+        return self.required
+
+
+_SCHEMAS: dict[type, tuple[FieldSpec, ...]] = {}
+
+
+def schema_of(cls: type[Section]) -> tuple[FieldSpec, ...]:
+    """The declared fields of `cls`, in declaration order (derived once from its type hints)."""
+    found = _SCHEMAS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        found = tuple(
+            FieldSpec(
+                f.name,
+                shape_of(hints[f.name]),
+                f.metadata.get("required", False),
+                f.metadata.get("doc", ""),
+            )
+            for f in dataclasses.fields(cls)
+            if f.name not in _SKIP
+        )
+        _SCHEMAS[cls] = found
+    return found
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _where(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def problems(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Iterator[str]:
+    """`<field>: <what is wrong>` for every declared field of `data` that does not have the
+    shape `cls` declares, outermost first (children of a field already wrong are not looked at)."""
+    for spec in schema_of(cls):
+        where = _where(path, spec.name)
+        if spec.name not in data:
+            if spec.required_in(data):
+                yield f"{where}: missing (expected {spec.shape.noun})"
+            continue
+        yield from _value_problems(spec.shape, data[spec.name], where, spec.required_in(data))
+
+
+def _value_problems(shape: Shape, value: Any, where: str, required: bool) -> Iterator[str]:
+    if value is None:
+        if not shape.nullable and required:
+            yield f"{where}: expected {shape.noun}, found null"
+        return
+    if not shape.accepts(value):
+        yield f"{where}: expected {shape.noun}, found {_found(value)}"
+        return
+    item = shape.item
+    if shape.kind == "section" and shape.section is not None:
+        yield from problems(shape.section, value, where)
+    elif shape.kind == "list" and item is not None:
+        for i, v in enumerate(value):
+            yield from _value_problems(item, v, f"{where}[{i}]", True)
+    elif shape.kind == "map" and item is not None:
+        for k, v in value.items():
+            yield from _value_problems(item, v, f"{where}.{k}", True)
+
+
+# ---------------------------------------------------------------- the base class
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Section):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_dump(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Section:
+    """One object of a record. `json_keys`: the keys as read, in order (None, for an object
+    built in code: every declared field, in declaration order, less the `omitted` ones left at
+    None); `extra`: keys this class does not declare, kept and written back."""
+
+    json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
+    extra: JSON = field(default_factory=dict, kw_only=True, repr=False)
+
+    @classmethod
+    def _declared(cls) -> list[str]:
+        return [s.name for s in schema_of(cls)]
+
+    @classmethod
+    def from_json(cls: type[_T], data: JSON) -> _T:
+        specs = {s.name: s for s in schema_of(cls)}
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            spec = specs.get(key)
+            if spec is None:
+                extra[key] = value
+            else:
+                kwargs[key] = spec.shape.read(value)
+        return cls(**kwargs, json_keys=tuple(data), extra=extra)
+
+    @classmethod
+    def validate(cls, data: Any, where: str = "") -> None:
+        """Raise SchemaError naming the first field of `data` that `cls` cannot read."""
+        for problem in problems(cls, data, where):
+            raise SchemaError(problem)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in self._keys():
+            value = self.extra[key] if key in self.extra else getattr(self, key)
+            out[key] = _dump(value)
+        return out
+
+    def has(self, key: str) -> bool:
+        """Whether the document this came from had `key` (an absent field reads as its
+        default); always True for an object built in code."""
+        return self.json_keys is None or key in self.json_keys
+
+    def _keys(self) -> tuple[str, ...]:
+        if self.json_keys is not None:
+            return self.json_keys
+        omitted = {f.name for f in dataclasses.fields(self) if f.metadata.get("omitted")}
+        own = tuple(k for k in self._declared() if k not in omitted or getattr(self, k) is not None)
+        return (*own, *(k for k in self.extra if k not in own))
+
+    def without(self: _T, *keys: str) -> _T:
+        """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
+        declared = {f.name: f for f in dataclasses.fields(self)}
+        defaults: dict[str, Any] = {}
+        for key in keys:
+            f = declared.get(key)
+            if f is None or key in _SKIP:
+                continue
+            if f.default_factory is not dataclasses.MISSING:
+                defaults[key] = f.default_factory()
+            else:
+                defaults[key] = f.default
+        return dataclasses.replace(
+            self,
+            **defaults,
+            json_keys=tuple(k for k in self._keys() if k not in keys),
+            extra={k: v for k, v in self.extra.items() if k not in keys},
+        )
+
+    def adding(self: _T, **values: Any) -> _T:
+        """A copy with `values` set; keys it did not have are written after its own, in the
+        order given (a finding added to evidence read from a document)."""
+        declared = set(self._declared())
+        own = {k: v for k, v in values.items() if k in declared}
+        extra = {**self.extra, **{k: v for k, v in values.items() if k not in declared}}
+        keys = self._keys()
+        new = tuple(k for k in values if k not in keys)
+        return dataclasses.replace(self, **own, json_keys=(*keys, *new), extra=extra)
+
+
+def omitted(default: None = None) -> Any:
+    """A field an object built in code writes only when it is set (not None): a key some
+    writers add (compile's fusion map has `per_kernel`, a TorchScript one has not)."""
+    return field(default=default, metadata={"omitted": True})
