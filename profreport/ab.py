@@ -1,6 +1,6 @@
 """`profreport ab`: base and head in one process, their latency blocks interleaved.
 
-Both models are built, profiled and warmed up as `generate` does (pipeline.collect_stages), then
+Both models are built, profiled and warmed up as `generate` does (pipeline.RunCollector), then
 timed together: each round runs every mode of both sides, modes in rotating order and, within a
 mode, base and head adjacent in alternating order (base first on even rounds). Block *i* of base
 and of head ran moments apart, so the gate compares them round by round (analysis/paired.py).
@@ -9,30 +9,26 @@ Each side then finishes as an ordinary run; compare_runs reads the two records.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from profreport import interrupts
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
 from profreport.capture.noise import watch
-from profreport.capture.timing import TimingFailed, measure_latency
+from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
-from profreport.pipeline import (
-    Progress,
-    RunOptions,
-    RunSetup,
-    TimingStage,
-    collect_stages,
-    finish_stages,
-)
-from profreport.record.model import Run
+from profreport.pipeline import Progress, RunCollector, RunOptions, RunSetup, TimingStage
+from profreport.record.model import MachineLoad, Run
 
-SIDES = ("base", "head")
+Side = Literal["base", "head"]
+SIDES: tuple[Side, Side] = ("base", "head")
 
 
 def key(side: str, mode: str) -> str:
@@ -60,17 +56,20 @@ def ab_order(round_no: int, names: list[str]) -> list[str]:
 
 
 def time_together(
-    stages: dict[str, TimingStage],
+    collectors: dict[Side, RunCollector],
     inputs: dict[str, tuple[torch.Tensor, ...]],
     device: torch.device,
     options: RunOptions,
     progress: Progress,
-) -> dict[str, Any]:
+) -> MachineLoad | None:
     """Time base and head in shared rounds; store each side's latency in its record; return the
-    machine load over the timing. A mode that raises is marked failed on its side and the rest
+    machine load over the timing (None: nothing was timed). A mode that raises is marked failed on its side and the rest
     are timed again without it."""
     start = interrupts.mark()
-    sync = stages["base"].sync
+    stages: dict[str, TimingStage] = {
+        side: c.stage for side, c in collectors.items() if c.stage is not None
+    }
+    sync = collectors["base"].sync
     while True:
         fns: dict[str, Callable[[], Any]] = {
             key(side, mode): partial(p.fn, *inputs[side])
@@ -78,15 +77,15 @@ def time_together(
             for mode, p in stages[side].prepared_modes.items()
         }
         if not fns:
-            return {}
+            return None
 
-        def on_round(round_no: int, results: dict[str, Any], n: int = len(fns)) -> None:
+        def on_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
                 done = min(len(r.samples_ms) for r in results.values())
                 progress(f"timing base and head, {n} series interleaved: round {round_no}, {done}")
 
         try:
-            with watch() as load:
+            with watch() as watched:
                 timings = measure_latency(
                     fns, sync, options.timing, on_round=on_round, order=ab_order
                 )
@@ -97,59 +96,58 @@ def time_together(
             continue
         for side in SIDES:
             own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
-            stages[side].store_latency(own, load)
-            stages[side].record["ab"] = {"side": side, "order": "ab_order (profreport/ab.py)"}
-        return load
+            stages[side].store_latency(own, watched.load)
+            collectors[side].mark_ab(side)
+        return watched.load
 
 
 @dataclass
 class AbResult:
-    base: dict[str, Any]
-    head: dict[str, Any]
+    base: Run
+    head: Run
     comparison: Comparison
 
 
 def run_ab(
-    models: dict[str, LoadedModel],
+    models: dict[Side, LoadedModel],
     device: torch.device,
     dtype: str,
-    run_dirs: dict[str, Path],
+    run_dirs: dict[Side, Path],
     options: RunOptions,
     thresholds: Thresholds,
     progress: Progress = lambda _msg: None,
-    labels: dict[str, str] | None = None,
-    **collect: Callable[..., Any],
+    labels: dict[Side, str] | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> AbResult:
     """Profile base and head (run folders `run_dirs[side]`), time them together, compare."""
-    generators = {}
-    stages = {}
+    collectors: dict[Side, RunCollector] = {}
     for side in SIDES:
 
         def tagged(msg: str, side: str = side) -> None:
             progress(f"{side}: {msg}")
 
-        generators[side] = collect_stages(
-            RunSetup(models[side], device, dtype, run_dirs[side], options, tagged, **collect)
-        )
-        stages[side] = next(generators[side])
+        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged)
+        if now is not None:
+            setup = dataclasses.replace(setup, now=now)
+        collectors[side] = RunCollector(setup)
+        collectors[side].prepare()
     with (
-        stages["base"].phases.phase("timing"),
-        stages["head"].phases.phase("timing"),
+        collectors["base"].phases.phase("timing"),
+        collectors["head"].phases.phase("timing"),
         torch.no_grad(),
     ):
         load = time_together(
-            stages, {s: models[s].example_inputs for s in SIDES}, device, options, progress
+            collectors, {s: models[s].example_inputs for s in SIDES}, device, options, progress
         )
-    # The finished records: run.json documents with today's findings in place (pipeline), read
-    # typed from here on; the dicts are what each side's RunResult saves.
-    records = {side: finish_stages(generators[side]) for side in SIDES}
+    # each side finishes as an ordinary run: the typed record with today's findings
+    runs = {side: collectors[side].finish() for side in SIDES}
     labels = labels or {side: side for side in SIDES}
     comparison = compare_runs(
-        Run.from_json(records["base"]),
-        Run.from_json(records["head"]),
+        runs["base"],
+        runs["head"],
         thresholds,
         base_label=labels["base"],
         head_label=labels["head"],
         paired_load=load,
     )
-    return AbResult(records["base"], records["head"], comparison)
+    return AbResult(runs["base"], runs["head"], comparison)

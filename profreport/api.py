@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,13 +24,12 @@ import orjson
 import torch
 from torch import nn
 
-from profreport.capture.profiling import ProfileSchedule
-from profreport.capture.timing import TimingConfig
 from profreport.env import DTYPES
 from profreport.models import LoadedModel
-from profreport.modes import default_modes, mode_names
+from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run
-from profreport.record.model import Run
+from profreport.record.model import ProfileSchedule, Run, TimingSettings
+from profreport.record.section import JSONObject
 from profreport.text import error_line
 
 if TYPE_CHECKING:
@@ -72,7 +71,7 @@ def run_options(
     return RunOptions(
         modes=chosen,
         profile=ProfileSchedule(wait=1, warmup=1, active=active_steps),
-        timing=TimingConfig(min_time_s=min_time_s, max_time_s=max_time_s),
+        timing=TimingSettings(min_time_s=min_time_s, max_time_s=max_time_s),
         bootstrap_resamples=bootstrap_resamples,
         measure_bytes=measure_bytes,
         remeasure_ceilings=remeasure_ceilings,
@@ -93,16 +92,12 @@ def check_eager(model: LoadedModel, device: torch.device, dtype_name: str) -> No
 
 @dataclass
 class RunResult:
-    """One profiled run: the record (same dict as run.json) and the folder holding its traces.
-    `run` is the record typed, with today's findings: what the reports and tables read."""
+    """One profiled run: the typed run record with today's findings (what the reports and
+    tables read, and what run.json holds) and the folder holding its traces."""
 
-    record: dict[str, Any] = field(repr=False)
+    run: Run = field(repr=False)
     run_dir: Path
     owns_run_dir: bool = field(default=False, repr=False)  # a temp folder profile() made
-    # the derived run and the record object it was derived from
-    _derived: tuple[dict[str, Any], Run] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     def __repr__(self) -> str:
         run = self.run
@@ -112,23 +107,25 @@ class RunResult:
             f"device={run.device.type!r}, modes={modes}, run_dir={str(self.run_dir)!r})"
         )
 
-    @property
-    def run(self) -> Run:
-        """The typed run with today's findings derived from `record`'s evidence
-        (`analysis.derive.derived_run`). Derived once per `record` object (assigning another
-        record derives again; `save` adds the timeline it writes)."""
+    @classmethod
+    def of_record(cls, record: Run | Mapping[str, Any], run_dir: Path) -> RunResult:
+        """The result of a run read back from its record (a run.json document or a typed Run):
+        its findings derived again from the evidence, as `profreport render` does."""
         from profreport.analysis.derive import derived_run
 
-        if self._derived is None or self._derived[0] is not self.record:
-            self._derived = (self.record, derived_run(self.record))
-        return self._derived[1]
+        return cls(derived_run(record, mode_analyses()), run_dir)
+
+    @property
+    def record(self) -> JSONObject:
+        """The run record as the run.json document (a new dict each time: the run is frozen)."""
+        return self.run.to_json()
 
     @property
     def findings(self) -> Findings:
         """Today's fusion maps, per-kernel bytes and verdicts derived from the record's evidence."""
         from profreport.analysis.derive import derive
 
-        return derive(self.record)
+        return derive(self.run, mode_analyses())
 
     def to_html(self) -> str:
         from profreport.render import html as html_render
@@ -184,10 +181,8 @@ class RunResult:
         if target.resolve() != self.run_dir.resolve():
             self._relocate_traces(target)
         timeline = self._write_timeline(target)  # linked from the report
-        self.record["timeline"] = timeline
         # the timeline is no evidence: the findings stand, only the link is added
-        self._derived = (self.record, self.run.adding(timeline=timeline))
-        run = self.run
+        run = self.run = self.run.adding(timeline=timeline)
         outputs = {r.filename: r.render(run) for r in renderers(RUN)}
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text
         assert isinstance(markdown, str)
@@ -212,8 +207,7 @@ class RunResult:
         from profreport.traceio.documents import read_document
 
         traces = {}
-        # the trace files are evidence: the record as stored names them, no findings needed
-        for mode, entry in Run.from_json(self.record).ok_modes.items():
+        for mode, entry in self.run.ok_modes.items():
             rel = entry.trace
             if rel and (folder / rel).is_file():
                 traces[mode] = read_document(folder / rel)
@@ -266,8 +260,7 @@ def profile_loaded(
         progress or (lambda _msg: None),
         **kwargs,
     )
-    record = collect_run(setup)
-    return RunResult(record, run_dir)
+    return RunResult(collect_run(setup), run_dir)
 
 
 def _resolve_device(

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from profreport.record.model import Device, Environment, Fusers
 from profreport.text import first_line
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -33,7 +34,7 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _safe(fn, default: Any = None) -> Any:
+def _safe(fn: Callable[[], Any], default: Any = None) -> Any:
     try:
         return fn()
     except Exception:
@@ -79,43 +80,43 @@ def _probe_dtype(device: torch.device, dtype: torch.dtype) -> None:
     torch.mm(x[0, 0], x[0, 1])
 
 
-def device_info(device: torch.device) -> dict[str, Any]:
+def device_info(device: torch.device) -> Device:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return {
-            "type": "cuda",
-            "name": props.name,
-            "hip": torch.version.hip is not None,
-            "capability": f"{props.major}.{props.minor}",
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "multiprocessors": props.multi_processor_count,
-        }
-    return {"type": "cpu", "name": _cpu_name(), "logical_cores": os.cpu_count()}
+        return Device(
+            type="cuda",
+            name=props.name,
+            hip=torch.version.hip is not None,
+            capability=f"{props.major}.{props.minor}",
+            memory_gib=round(props.total_memory / 2**30, 1),
+            multiprocessors=props.multi_processor_count,
+        )
+    return Device(type="cpu", name=_cpu_name(), logical_cores=os.cpu_count())
 
 
-def collect_env(device: torch.device) -> dict[str, Any]:
+def collect_env(device: torch.device) -> Environment:
     cuda = device.type == "cuda"
-    return {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "cuda_runtime": torch.version.cuda,
-        "hip_runtime": torch.version.hip,
-        "cudnn": _safe(torch.backends.cudnn.version) if cuda else None,
-        "mkldnn": torch.backends.mkldnn.is_available(),
-        "fusers": {
+    return Environment(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        threads=torch.get_num_threads(),
+        interop_threads=torch.get_num_interop_threads(),
+        cuda_runtime=torch.version.cuda,
+        hip_runtime=torch.version.hip,
+        cudnn=_safe(torch.backends.cudnn.version) if cuda else None,
+        mkldnn=_safe(torch.backends.mkldnn.is_available),  # untyped in torch's stubs
+        fusers=Fusers(
             # NNC (TensorExpr) is the TorchScript fuser; it needs LLVM to generate CPU code.
-            "nnc_enabled": bool(_safe(torch._C._jit_texpr_fuser_enabled, False)),
-            "nnc_can_fuse_on_cpu": bool(_safe(torch._C._jit_can_fuse_on_cpu, False)),
-            "nnc_can_fuse_on_gpu": bool(_safe(torch._C._jit_can_fuse_on_gpu, False)),
-            "llvm_available": bool(_safe(torch._C._llvm_enabled, False)),
-            "profiling_executor": bool(_safe(torch._C._get_graph_executor_optimize, False)),
+            nnc_enabled=bool(_safe(torch._C._jit_texpr_fuser_enabled, False)),
+            nnc_can_fuse_on_cpu=bool(_safe(torch._C._jit_can_fuse_on_cpu, False)),
+            nnc_can_fuse_on_gpu=bool(_safe(torch._C._jit_can_fuse_on_gpu, False)),
+            llvm_available=bool(_safe(torch._C._llvm_enabled, False)),
+            profiling_executor=bool(_safe(torch._C._get_graph_executor_optimize, False)),
             # Inductor generates C++ on CPU (needs a compiler) and Triton on GPU.
-            "inductor_cpp_compiler": shutil.which(os.environ.get("CXX", "g++"))
+            inductor_cpp_compiler=shutil.which(os.environ.get("CXX", "g++"))
             or shutil.which("c++")
             or shutil.which("clang++"),
-            "triton": _safe(lambda: __import__("triton").__version__) if cuda else None,
-        },
-    }
+            triton=_safe(lambda: __import__("triton").__version__) if cuda else None,
+        ),
+    )

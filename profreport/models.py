@@ -100,7 +100,8 @@ class MlpBlock(nn.Module):
         self.drop = nn.Dropout(0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop(self.fc2(self.act(self.fc1(self.norm(x)))))
+        out: torch.Tensor = x + self.drop(self.fc2(self.act(self.fc1(self.norm(x)))))
+        return out
 
 
 def _mlp_block(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

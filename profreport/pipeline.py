@@ -1,9 +1,11 @@
-"""The generate pipeline: model -> modes -> capture -> run record.
+"""The generate pipeline: model -> modes -> capture -> the run record (a typed `Run`).
 
 `collect_run` runs every requested mode (one failing does not stop the others), profiles it,
-logs its tensor I/O, times all modes together, and returns the run record: a plain JSON-ready
-dict whose names are the `profreport.run/1` contract. The only files it writes are the Kineto
-traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
+logs its tensor I/O, times all modes together, and returns the run record with today's findings.
+Every stage writes typed record sections (profreport.record.model); the only files it writes are
+the Kineto traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
+`RunCollector` is the same run in two stages with the timing between them (`prepare`, then
+`finish`), so that `profreport ab` can time two runs together.
 
 Over 400 lines on purpose: it is the one place that orders the stages (build, profile, count,
 bytes, interleaved timing, output checks, failure handling per mode); each stage's work is in
@@ -12,35 +14,36 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
-from profreport.analysis.bytes_model import OpCall, estimate
-from profreport.analysis.derive import with_findings
+from profreport.analysis.bytes_model import estimate
+from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
-from profreport.capture.ncu_results import MeasuredBytes
+from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
-from profreport.capture.profiling import ProfileSchedule, profile_mode
-from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
+from profreport.capture.profiling import profile_mode
+from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.models import LoadedModel
 from profreport.modes import (
@@ -49,11 +52,34 @@ from profreport.modes import (
     PreparedMode,
     default_modes,
     get_mode,
+    mode_analyses,
     mode_for,
     prepare_mode,
 )
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
+from profreport.record.model import (
+    AbSide,
+    Ceilings,
+    Device,
+    InputSpec,
+    KernelCounts,
+    KernelDefinition,
+    KernelRow,
+    MachineLoad,
+    MeasuredBytes,
+    ModelInfo,
+    ModeResult,
+    OutputCheck,
+    ProfileSchedule,
+    Run,
+    Settings,
+    TensorIO,
+    TimingNoise,
+    TimingSettings,
+    Tool,
+    WholeTrace,
+)
 from profreport.text import error_line, full_error, one_line
 from profreport.traceio import load_trace
 
@@ -64,7 +90,7 @@ Progress = Callable[[str], None]
 class RunOptions:
     modes: tuple[str, ...] = field(default_factory=default_modes)
     profile: ProfileSchedule = field(default_factory=ProfileSchedule)
-    timing: TimingConfig = field(default_factory=TimingConfig)
+    timing: TimingSettings = field(default_factory=TimingSettings)
     bootstrap_resamples: int = 2000
     measure_bytes: bool = False  # re-run each mode under Nsight Compute (CUDA + ncu only)
     remeasure_ceilings: bool = False  # measure bandwidth and matmul rate even when cached
@@ -103,52 +129,56 @@ def _error_line(exc: BaseException) -> str:
     return error_line(exc)
 
 
-def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
+def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.device) -> KernelCounts:
+    """The mode's kernels per profiled step and its profiler table, from its trace."""
     trace = load_trace(trace_path)
     definition = "device" if device.type == "cuda" else "cpu"
     counts = kernel_analysis.count_kernels(trace, definition=definition)
     step = kernel_analysis.per_step(counts)
-    n_steps = max(int(step.get("steps", 0)), 1)
+
+    def count(key: str) -> int:
+        value = step.get(key, 0)
+        if value is None:  # launch calls, no device activity: unknown, never a zero
+            raise ValueError(f"{trace_path.name}: the trace recorded no device activity ({key})")
+        return int(value)
+
+    n_steps = max(count("steps"), 1)
     unrecorded: list[str] = []
     if definition == "cpu":
         # Compute nodes the TorchScript interpreter runs outside the dispatcher have no profiler
         # record; the optimized graph says they ran once per forward.
-        unrecorded = list(prepared.compiler.get("unrecorded_ops", []))
+        unrecorded = list(prepared.compiler.unrecorded_ops or ())
     table = [kernel_entry(row, n_steps) for row in counts.table]
     table += [
-        {
-            "name": name,
-            "kind": "cpu",
-            "calls": per_forward * n_steps,
-            "calls_per_step": float(per_forward),
-            "time_us": None,
-            "time_us_per_step": None,
-            "launched_by": None,
-            "launched_by_top": None,
-            "source": "optimized graph (no profiler record)",
-        }
+        KernelRow(
+            name=name,
+            kind="cpu",
+            calls=per_forward * n_steps,
+            calls_per_step=float(per_forward),
+            source="optimized graph (no profiler record)",
+        ).present("time_us_per_step")
         for name, per_forward in Counter(unrecorded).items()
     ]
-    return {
-        "definition": counts.definition,
-        "per_step": int(step["kernels"]) + len(unrecorded),
+    return KernelCounts(
+        definition=counts.definition,
+        per_step=count("kernels") + len(unrecorded),
         # CPU work has no launch API: only the device definition counts launch calls.
-        "launches": int(step["launches"]) if counts.definition == "device" else 0,
-        "memcpy": int(step["memcpy"]),
-        "memset": int(step["memset"]),
-        "graph_launches": int(step.get("graph_launches", 0)),
-        "steps": int(step.get("steps", 0)),
-        "unrecorded": unrecorded,
-        "whole_trace": {
-            "kernels": counts.kernels,
-            "launches": counts.launches,
-            "memcpy": counts.memcpy,
-            "memset": counts.memset,
-            "unlinked_kernels": counts.unlinked_kernels,
-            "kernel_time_us": counts.kernel_time_us,
-        },
-        "table": table,
-    }
+        launches=count("launches") if counts.definition == "device" else 0,
+        memcpy=count("memcpy"),
+        memset=count("memset"),
+        graph_launches=count("graph_launches"),
+        steps=count("steps"),
+        unrecorded=tuple(unrecorded),
+        whole_trace=WholeTrace(
+            kernels=counts.kernels,
+            launches=counts.launches,
+            memcpy=counts.memcpy,
+            memset=counts.memset,
+            unlinked_kernels=counts.unlinked_kernels,
+            kernel_time_us=counts.kernel_time_us,
+        ),
+        table=tuple(table),
+    )
 
 
 def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> BytesWork:
@@ -172,7 +202,7 @@ def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> None:
             still.append(name)
             continue
         work.calls.append(
-            OpCall(name, match.read, match.written, match.flops, "derived from eager convolution")
+            TensorIO(name, match.read, match.written, match.flops, "derived from eager convolution")
         )
     if len(still) < len(work.not_modeled):
         work.method += "; prim::mkldnn_convolution sized from the matching eager convolution"
@@ -184,25 +214,25 @@ NOT_REQUESTED = "not requested (run with --measure-bytes on a CUDA machine with 
 
 def _measured_bytes(
     name: str, model: LoadedModel, device: torch.device, dtype: str, options: RunOptions
-) -> dict[str, Any]:
+) -> MeasuredBytes:
     """Nsight Compute's DRAM bytes for one step of this mode, or why there are none."""
     if not options.measure_bytes:
-        return MeasuredBytes.unavailable(NOT_REQUESTED).to_dict()
+        return unavailable_bytes(NOT_REQUESTED)
     reason = ncu_unavailable_reason(device.type)
     if reason is None and not model.spec:
         reason = "the model was passed as an object; measuring needs a spec a child can load"
     if reason is not None:
-        return MeasuredBytes.unavailable(reason).to_dict()
+        return unavailable_bytes(reason)
     assert model.spec is not None
     child = ChildModel(
         model.spec, str(device), dtype, model.batch_size, model.memory_format == "channels_last"
     )
-    return measure_mode(child, name).to_dict()
+    return measure_mode(child, name)
 
 
 def _ceilings(
-    device: torch.device, device_record: dict[str, Any], dtype: str, options: RunOptions
-) -> dict[str, Any]:
+    device: torch.device, device_record: Device, dtype: str, options: RunOptions
+) -> Ceilings:
     """The machine's measured ceilings, or why there are none (the run goes on without them)."""
     start = interrupts.mark()
     try:
@@ -211,35 +241,38 @@ def _ceilings(
         )
     except Exception as exc:  # e.g. out of memory for the copy: no roofline, nothing else lost
         interrupts.reraise_if_interrupted(exc, start)
-        return {"source": "unavailable", "reason": f"measuring failed: {_error_line(exc)}"}
+        return Ceilings(source="unavailable", reason=f"measuring failed: {_error_line(exc)}")
 
 
-def _model_record(model: LoadedModel, dtype: str) -> dict[str, Any]:
-    return {
-        "name": model.name,
-        "spec": model.spec,
-        "memory_format": model.memory_format,
-        "description": model.description,
-        "batch_size": model.batch_size,
-        "dtype": dtype,
-        "parameters": sum(p.numel() for p in model.module.parameters()),
-        "inputs": [
-            {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
+    return ModelInfo(
+        name=model.name,
+        spec=model.spec,
+        memory_format=model.memory_format,
+        description=model.description,
+        batch_size=model.batch_size,
+        dtype=dtype,
+        parameters=sum(p.numel() for p in model.module.parameters()),
+        inputs=tuple(
+            InputSpec(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."))
             for t in model.example_inputs
-        ],
-    }
+        ),
+    )
 
 
 def _mark_failed(
-    entry: dict[str, Any], name: str, exc: BaseException, device: torch.device
-) -> None:
-    entry["status"] = "failed"
-    entry["error"] = _error_line(exc)
-    entry["error_full"] = full_error(exc)
-    entry["traceback"] = "".join(traceback.format_exception(exc, limit=8))
+    entry: ModeResult, name: str, exc: BaseException, device: torch.device
+) -> ModeResult:
+    """`entry` recorded as failed with `exc`, once the mode's global state is reset."""
     mode_for(name).reset_after_failure()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return entry.adding(
+        status="failed",
+        error=_error_line(exc),
+        error_full=full_error(exc),
+        traceback="".join(traceback.format_exception(exc, limit=8)),
+    )
 
 
 @dataclass
@@ -263,22 +296,17 @@ def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference
 
 
 def _output_check(
-    prepared: PreparedMode, inputs: tuple[torch.Tensor, ...], reference: _Reference, sync
-) -> dict[str, Any]:
+    prepared: PreparedMode,
+    inputs: tuple[torch.Tensor, ...],
+    reference: _Reference,
+    sync: Callable[[], None],
+) -> OutputCheck:
     """One call of the built mode on the example inputs, its tensors compared with eager's."""
     if reference.output is None:
-        return {
-            "max_abs_err": None,
-            "max_rel_err": None,
-            "atol": None,
-            "rtol": None,
-            "within_tolerance": None,
-            "compared_tensors": 0,
-            "note": f"not checked: eager raised {reference.error}",
-        }
+        return OutputCheck(note=f"not checked: eager raised {reference.error}")
     actual = flatten_output(prepared.fn(*inputs))
     sync()
-    return compare_outputs(actual.tensors, reference.output.tensors).to_dict()
+    return compare_outputs(actual.tensors, reference.output.tensors)
 
 
 def _time_modes(
@@ -296,19 +324,21 @@ def _time_modes(
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
 
-        def on_round(round_no: int, results, n_modes: int = len(fns)) -> None:
+        def on_round(
+            round_no: int, results: dict[str, TimingResult], n_modes: int = len(fns)
+        ) -> None:
             n = min(len(r.samples_ms) for r in results.values())
             if round_no % 10 == 1:
                 progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
 
         try:
-            with watch() as load:
+            with watch() as watched:
                 timings = measure_latency(fns, stage.sync, options.timing, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             stage.mark_failed(failure.mode, failure.error, device)
             continue
-        stage.store_latency(timings, load)
+        stage.store_latency(timings, watched.load)
         return
 
 
@@ -337,165 +367,200 @@ class RunSetup:
 
 @dataclass
 class TimingStage:
-    """Where a run stops for its latency timing: the modes built, profiled and warm, and the
-    record being written (`entries`: each mode's entry in it)."""
+    """The modes of a run that are built, profiled and warm, waiting to be timed: each mode's
+    record entry so far (`modes`), and what timing calls (`prepared_modes`, `sync`)."""
 
-    record: dict[str, Any]
-    entries: dict[str, dict[str, Any]]
+    modes: dict[str, ModeResult]
     prepared_modes: dict[str, PreparedMode]
-    phases: PhaseClock
     sync: Callable[[], None]
+    timing_noise: TimingNoise | None = None  # once timed
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
         """`mode` raised while being timed: recorded as failed, and not timed again."""
-        _mark_failed(self.entries[mode], mode, exc, device)
+        self.modes[mode] = _mark_failed(self.modes[mode], mode, exc, device)
         del self.prepared_modes[mode]
 
-    def store_latency(self, timings: dict[str, Any], load: dict[str, Any]) -> None:
+    def store_latency(self, timings: dict[str, TimingResult], load: MachineLoad | None) -> None:
         """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
         `timing_noise`."""
         for name, res in timings.items():
-            stats: dict[str, Any] = dict(summarize(res.samples_ms).to_dict())
-            stats.update(
+            stats = dataclasses.replace(
+                summarize(res.samples_ms),
                 calls_per_block=res.calls_per_block,
                 threads=torch.get_num_threads(),
-                samples=res.samples_ms,
+                samples=tuple(res.samples_ms),
             )
-            self.entries[name]["latency_ms"] = stats
-        samples = {name: res.samples_ms for name, res in timings.items()}
-        speedups, self.record["timing_noise"] = paired_speedups(samples, load)
-        for name, entry in speedups.items():
-            self.entries[name]["speedup_vs_eager"] = entry
+            self.modes[name] = self.modes[name].adding(latency_ms=stats)
+        samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
+        speedups, self.timing_noise = paired_speedups(samples, load)
+        for name, speedup in speedups.items():
+            self.modes[name] = self.modes[name].adding(speedup_vs_eager=speedup)
 
 
-def collect_run(setup: RunSetup) -> dict[str, Any]:
+class RunCollector:
+    """One run being collected, in two stages with the latency timing between them (so that
+    `profreport ab` can time two runs together): `prepare()` builds, profiles and warms every
+    mode and returns the TimingStage; `finish()` then measures bytes, derives the findings and
+    returns the run record. The record is written here and never read back."""
+
+    def __init__(self, setup: RunSetup) -> None:
+        self.setup = setup
+        self.phases = PhaseClock(setup.clock)
+        self.sync = make_sync(setup.device)
+        self._run: Run | None = None
+        self._ceilings: Ceilings | None = None
+        self._bytes_work: dict[str, BytesWork] = {}
+        self.stage: TimingStage | None = None
+        self._ab: AbSide | None = None
+        self._finished = False
+
+    def prepare(self) -> TimingStage:
+        """Every requested mode built (one failing does not stop the others), profiled, its
+        kernels counted, its peak memory and bytes captured; what timing needs next."""
+        if self.stage is not None:
+            raise RuntimeError("a run is prepared once")
+        setup = self.setup
+        model, device, dtype, options = setup.model, setup.device, setup.dtype, setup.options
+        progress, sync, phases = setup.progress, self.sync, self.phases
+        device_record = device_info(device)
+        cuda = device.type == "cuda"
+        self._run = Run(
+            schema=SCHEMA,
+            tool=Tool(name="profreport", version=__version__),
+            created_utc=setup.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            model=_model_info(model, dtype),
+            device=device_record,
+            env=collect_env(device),
+            settings=Settings(
+                profile_schedule=options.profile,
+                timing=options.timing,
+                bootstrap_resamples=options.bootstrap_resamples,
+            ),
+            kernel_definition=KernelDefinition(
+                name="device" if cuda else "cpu",
+                text=kernel_analysis.DEVICE_DEFINITION_TEXT
+                if cuda
+                else kernel_analysis.CPU_DEFINITION_TEXT,
+                bookkeeping_ops=tuple(sorted(kernel_analysis.BOOKKEEPING_OPS)),
+            ),
+        )
+        with phases.phase("ceilings"):
+            progress("measuring memory bandwidth and matmul rate (cached per machine)")
+            self._ceilings = _ceilings(device, device_record, dtype, options)
+        modes: dict[str, ModeResult] = {}
+        prepared_modes: dict[str, PreparedMode] = {}
+        with torch.no_grad():
+            reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
+            for name in options.modes:
+                entry = ModeResult(status="ok", error=None, compile_s=None, output_check=None)
+                unavailable = mode_for(name).unavailable_reason(device.type)
+                if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
+                    modes[name] = entry.adding(status="skipped", error=unavailable)
+                    continue
+                start = interrupts.mark()
+                try:
+                    modes[name], prepared_modes[name] = self._prepare_mode(name, entry, reference)
+                except _ModeFailed as failed:  # one failing mode must not stop the others
+                    interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
+                    modes[name] = _mark_failed(failed.entry, name, failed.error, device)
+        self.stage = TimingStage(modes, prepared_modes, sync)
+        return self.stage
+
+    def _prepare_mode(
+        self, name: str, entry: ModeResult, reference: _Reference | None
+    ) -> tuple[ModeResult, PreparedMode]:
+        """Build, check, profile and size one mode; _ModeFailed (with the entry so far) when
+        any step raises."""
+        setup, phases, sync = self.setup, self.phases, self.sync
+        model, device, progress = setup.model, setup.device, setup.progress
+        try:
+            progress(f"{name}: building and warming up")
+            with phases.phase("build"):
+                prepared = prepare_mode(name, model.module, model.example_inputs, sync)
+            entry = entry.adding(compile_s=prepared.compile_s, compiler=prepared.compiler)
+            if name != "eager" and reference is not None:
+                progress(f"{name}: checking its output against eager's")
+                entry = entry.adding(
+                    output_check=_output_check(prepared, model.example_inputs, reference, sync)
+                )
+            progress(f"{name}: profiling {setup.options.profile.active} steps")
+            with phases.phase("profile"):
+                trace_path = profile_mode(
+                    prepared.fn,
+                    model.example_inputs,
+                    device,
+                    setup.run_dir / "tensorboard" / name,
+                    name,
+                    sync,
+                    setup.options.profile,
+                )
+            entry = entry.adding(trace=str(trace_path.relative_to(setup.run_dir)))
+            with phases.phase("kernels"):
+                entry = entry.adding(kernels=_kernel_counts(trace_path, prepared, device))
+            with phases.phase("peak_memory"):
+                peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
+                entry = entry.adding(peak_memory=peak)
+            progress(f"{name}: modeling memory traffic")
+            with phases.phase("bytes"):
+                self._bytes_work[name] = _bytes_work(prepared, model, sync)
+        except (Exception, SystemExit) as exc:
+            raise _ModeFailed(entry, exc) from exc
+        return entry, prepared
+
+    def mark_ab(self, side: Literal["base", "head"]) -> None:
+        """This run is one side of `profreport ab` (timed together with the other)."""
+        self._ab = AbSide(
+            side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
+        )
+
+    def finish(self) -> Run:
+        """After timing: ceilings measured again if the machine was busy, each mode's modeled
+        (and measured) bytes, today's findings; the run record."""
+        stage, run, ceilings = self.stage, self._run, self._ceilings
+        if stage is None or run is None or ceilings is None or self._finished:
+            raise RuntimeError("finish() comes once, after prepare() and the timing")
+        self._finished = True
+        setup, phases, progress = self.setup, self.phases, self.setup.progress
+        device, dtype, options = setup.device, setup.dtype, setup.options
+        if not settled(ceilings):  # a loaded machine measures ceilings too low: again
+            with phases.phase("ceilings"):
+                progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
+                ceilings = measured_again(device, DTYPES[dtype], ceilings)
+        modes = dict(stage.modes)
+        for name, work in self._bytes_work.items():
+            if name not in stage.prepared_modes:  # it failed while being timed
+                continue
+            with phases.phase("bytes"):
+                _derive_unrecorded(work, self._bytes_work.get("eager"))
+                est = estimate(work.calls, work.method, work.not_modeled)
+            if options.measure_bytes:
+                progress(f"{name}: measuring DRAM bytes with Nsight Compute")
+            measured = _measured_bytes(name, setup.model, device, dtype, options)
+            modes[name] = modes[name].adding(bytes=dataclasses.replace(est, measured=measured))
+        run = dataclasses.replace(run, modes=modes).adding(ceilings=ceilings)
+        if stage.timing_noise is not None:
+            run = run.adding(timing_noise=stage.timing_noise)
+        if self._ab is not None:
+            run = run.adding(ab=self._ab)
+        with phases.phase("fusion_map"):
+            # run.json keeps a copy of today's findings for other tools; readers derive their own.
+            run = derived_run(run, mode_analyses())
+        return run.adding(phases_s={k: round(v, 3) for k, v in phases.seconds.items()})
+
+
+class _ModeFailed(Exception):
+    """A mode raised while being prepared: its record entry so far, and what it raised."""
+
+    def __init__(self, entry: ModeResult, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.entry, self.error = entry, error
+
+
+def collect_run(setup: RunSetup) -> Run:
     """Run all requested modes of the setup's model and return the run record (traces land in
     its run_dir)."""
-    stages = collect_stages(setup)
-    stage = next(stages)
-    with stage.phases.phase("timing"), torch.no_grad():
+    collector = RunCollector(setup)
+    stage = collector.prepare()
+    with collector.phases.phase("timing"), torch.no_grad():
         _time_modes(stage, setup.model.example_inputs, setup.device, setup.options, setup.progress)
-    return finish_stages(stages)
-
-
-def finish_stages(stages: Generator[TimingStage, None, dict[str, Any]]) -> dict[str, Any]:
-    """Resume a run after its timing: bytes, fusion maps, verdicts; its record."""
-    try:
-        next(stages)
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("a run stopped twice for timing")
-
-
-def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, Any]]:
-    """collect_run in two halves: yields once at the timing stage, then returns the record.
-
-    The record is written here and never read back: each mode's entry is kept in `entries`."""
-    model, device, dtype, run_dir = setup.model, setup.device, setup.dtype, setup.run_dir
-    options, progress = setup.options, setup.progress
-    sync = make_sync(device)
-    phases = PhaseClock(setup.clock)
-    device_record = device_info(device)
-    entries: dict[str, dict[str, Any]] = {}
-    record: dict[str, Any] = {
-        "schema": SCHEMA,
-        "tool": {"name": "profreport", "version": __version__},
-        "created_utc": setup.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "model": _model_record(model, dtype),
-        "device": device_record,
-        "env": collect_env(device),
-        "settings": {
-            "profile_schedule": asdict(options.profile),
-            "timing": asdict(options.timing),
-            "bootstrap_resamples": options.bootstrap_resamples,
-        },
-        "kernel_definition": {
-            "name": "device" if device.type == "cuda" else "cpu",
-            "text": kernel_analysis.DEVICE_DEFINITION_TEXT
-            if device.type == "cuda"
-            else kernel_analysis.CPU_DEFINITION_TEXT,
-            "bookkeeping_ops": sorted(kernel_analysis.BOOKKEEPING_OPS),
-        },
-        "modes": entries,
-    }
-    with phases.phase("ceilings"):
-        progress("measuring memory bandwidth and matmul rate (cached per machine)")
-        ceilings = _ceilings(device, device_record, dtype, options)
-    record["ceilings"] = ceilings
-    prepared_modes: dict[str, PreparedMode] = {}
-    bytes_work: dict[str, BytesWork] = {}
-    with torch.no_grad():
-        reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
-        for name in options.modes:
-            entry: dict[str, Any] = {
-                "status": "ok",
-                "error": None,
-                "compile_s": None,
-                "output_check": None,
-            }
-            entries[name] = entry
-            unavailable = mode_for(name).unavailable_reason(device.type)
-            if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
-                entry.update(status="skipped", error=unavailable)
-                continue
-            start = interrupts.mark()
-            try:
-                progress(f"{name}: building and warming up")
-                with phases.phase("build"):
-                    prepared = prepare_mode(name, model.module, model.example_inputs, sync)
-                entry["compile_s"] = prepared.compile_s
-                entry["compiler"] = prepared.compiler
-                if name != "eager" and reference is not None:
-                    progress(f"{name}: checking its output against eager's")
-                    entry["output_check"] = _output_check(
-                        prepared, model.example_inputs, reference, sync
-                    )
-                progress(f"{name}: profiling {options.profile.active} steps")
-                with phases.phase("profile"):
-                    trace_path = profile_mode(
-                        prepared.fn,
-                        model.example_inputs,
-                        device,
-                        run_dir / "tensorboard" / name,
-                        name,
-                        sync,
-                        options.profile,
-                    )
-                entry["trace"] = str(trace_path.relative_to(run_dir))
-                with phases.phase("kernels"):
-                    entry["kernels"] = _kernels_record(trace_path, prepared, device)
-                with phases.phase("peak_memory"):
-                    entry["peak_memory"] = measure_peak(
-                        prepared.fn, model.example_inputs, device, sync
-                    )
-                progress(f"{name}: modeling memory traffic")
-                with phases.phase("bytes"):
-                    bytes_work[name] = _bytes_work(prepared, model, sync)
-                prepared_modes[name] = prepared
-            except (Exception, SystemExit) as exc:  # one failing mode must not stop the others
-                interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
-                _mark_failed(entry, name, exc, device)
-
-    yield TimingStage(record, entries, prepared_modes, phases, sync)  # the caller times the modes
-
-    if not settled(ceilings):  # a loaded machine measures ceilings too low: again
-        with phases.phase("ceilings"):
-            progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
-            record["ceilings"] = measured_again(device, DTYPES[dtype], ceilings)
-
-    for name, work in bytes_work.items():
-        if name not in prepared_modes:  # it failed while being timed
-            continue
-        with phases.phase("bytes"):
-            _derive_unrecorded(work, bytes_work.get("eager"))
-            est = estimate(work.calls, work.method, work.not_modeled)
-        traffic = est.to_dict()
-        if options.measure_bytes:
-            progress(f"{name}: measuring DRAM bytes with Nsight Compute")
-        traffic["measured"] = _measured_bytes(name, model, device, dtype, options)
-        entries[name]["bytes"] = traffic
-    with phases.phase("fusion_map"):
-        # run.json keeps a copy of today's findings for other tools; readers derive their own.
-        record = with_findings(record)
-    record["phases_s"] = {k: round(v, 3) for k, v in phases.seconds.items()}
-    return record
+    return collector.finish()

@@ -61,7 +61,8 @@ def _transformers() -> Any:
     except ImportError as exc:
         raise ZooError(f"hf: models need the transformers package: {INSTALL_HINT}") from exc
     # Model-loading advice and deprecation notes are not profreport's output.
-    transformers.logging.set_verbosity_error()
+    quiet: Callable[[], None] = transformers.logging.set_verbosity_error  # untyped
+    quiet()
     return transformers
 
 

@@ -15,11 +15,11 @@ from profreport.ab import ab_order
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.capture.timing import TimingConfig, measure_latency
 from profreport.cli import main
-from profreport.record.model import Run
+from profreport.record.model import MachineLoad, Run
 from tests.test_timing import FakeClock
 
 MODELS = Path(__file__).resolve().parents[1] / "bench" / "ab_models"
-QUIET = {"other_busy_share": 0.0}
+QUIET = MachineLoad(other_busy_share=0.0)
 
 
 def test_ab_order_alternates_sides_and_rotates_modes():

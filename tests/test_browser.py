@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from profreport.analysis.derive import with_findings
+from profreport.modes import mode_analyses
 from profreport.record import load
 
 MAX_REPORT_BYTES = 2 * 1024 * 1024
@@ -126,7 +127,7 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
         for name in record["modes"]:
             assert page.locator(f"#mode-{name}").is_visible()
         # Why not fused: a section per mode that has entries, linked from its verdict.
-        for name, mode in with_findings(record)["modes"].items():
+        for name, mode in with_findings(record, mode_analyses())["modes"].items():
             entries = mode.get("why_not_fused") or []
             assert page.locator(f'.verdicts a[href="#why-{name}"]').count() == (1 if entries else 0)
             if entries:

@@ -6,6 +6,7 @@ from profreport.analysis.bytes_model import model_from_inductor_nodes, model_fro
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
+from profreport.record.model import InductorNode
 
 F32 = 4
 
@@ -65,8 +66,8 @@ def test_in_place_op_writes_the_tensor_it_mutates_once():
 
 def test_unrecorded_kernels_are_listed_not_zeroed():
     est = model_from_tensor_io([], BOOKKEEPING_OPS, unseen_kernels=["prim::mkldnn_convolution"])
-    assert est.not_modeled == ["prim::mkldnn_convolution"]
-    assert est.to_dict()["not_modeled"] == ["prim::mkldnn_convolution"]
+    assert est.not_modeled == ("prim::mkldnn_convolution",)
+    assert est.to_json()["not_modeled"] == ["prim::mkldnn_convolution"]
 
 
 def test_inductor_nodes_sum_and_unsized_nodes_are_reported():
@@ -87,9 +88,9 @@ def test_inductor_nodes_sum_and_unsized_nodes_are_reported():
         },
         {"name": "op2", "kind": "generated", "origins": [], "read": None, "written": None},
     ]
-    est = model_from_inductor_nodes(nodes)
+    est = model_from_inductor_nodes([InductorNode.from_json(n) for n in nodes])
     assert (est.read, est.written) == (140, 125)
-    assert est.not_modeled == ["inductor op2"]
+    assert est.not_modeled == ("inductor op2",)
     assert {r.op for r in est.table} == {
         "inductor aten::relu+aten::max_pool2d",
         "extern aten::convolution",

@@ -31,7 +31,7 @@ def _compare(base, head, *args, **kwargs):
 
 
 def _set_samples(record, mode, samples):
-    stats = summarize(samples).to_dict()
+    stats = summarize(samples).to_json()
     record["modes"][mode]["latency_ms"].update(stats, samples=list(samples))
 
 

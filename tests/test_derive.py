@@ -14,6 +14,7 @@ import pytest
 
 from profreport import cli
 from profreport.analysis.derive import derive, with_findings
+from profreport.modes import mode_analyses
 from profreport.record import validate
 
 BEFORE = Path(__file__).parent / "data" / "run1_simple_cpu_before.json.gz"
@@ -31,7 +32,7 @@ def test_the_before_record_is_run1_with_all_five_modes(before):
 
 
 def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
-    derived = with_findings(before)
+    derived = with_findings(before, mode_analyses())
     # a finding newer than the record (why not fused) is added; everything stored is unchanged
     added = {n: m.pop("why_not_fused", None) for n, m in derived["modes"].items()}
     assert {n for n, w in added.items() if w is not None} == {
@@ -48,11 +49,12 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
     optimize["verdict"] = optimize["verdict"].replace(", relu -> relu_;", ";")
     assert derived == expected  # same fusion maps, kernel bytes and verdicts, key order aside
     assert json.dumps(derived) == json.dumps(expected)  # and the same key order
-    findings = derive(before)
+    findings = derive(before, mode_analyses())
     assert findings.verdict("compile") == before["modes"]["compile"]["verdict"]
-    assert findings.modes["compile"].fusion == before["modes"]["compile"]["fusion"]
+    fusion = findings.modes["compile"].fusion
+    assert fusion is not None and fusion.to_json() == before["modes"]["compile"]["fusion"]
     rows = before["modes"]["compile"]["kernels"]["table"]
-    assert [k["bytes_read"] for k in findings.modes["compile"].kernel_bytes] == [
+    assert [k.bytes_read for k in findings.modes["compile"].kernel_rows] == [
         r["bytes_read"] for r in rows
     ]
     assert findings.modes["eager"].fusion is None
@@ -65,7 +67,7 @@ def test_stored_findings_are_never_read_back_as_truth(before):
         entry.pop("fusion", None)
         for row in entry["kernels"]["table"]:
             row["bytes_read"] = -1
-    derived = with_findings(stale)
+    derived = with_findings(stale, mode_analyses())
     assert derived["modes"]["compile"]["verdict"] == before["modes"]["compile"]["verdict"]
     assert derived["modes"]["compile"]["fusion"] == before["modes"]["compile"]["fusion"]
     assert (

@@ -5,18 +5,31 @@ import textwrap
 import pytest
 import torch
 
+from profreport.analysis import fusion, fusion_optimize
 from profreport.analysis.bytes_model import calls_from_tensor_io
-from profreport.analysis.fusion import compile_fusion, script_fusion
-from profreport.analysis.fusion_optimize import optimize_fusion
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
 from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record import load
-from profreport.record.model import ModeResult, TensorIO
+from profreport.record.model import InductorNode, ModeResult, ScriptFusionGroup, TensorIO
 from tests.conftest import generate_run
 
 F32 = 4
+
+
+# The fusion maps as a run record keeps them (JSON), from nodes and groups written as JSON.
+def compile_fusion(nodes, *args):
+    return fusion.compile_fusion([InductorNode.from_json(n) for n in nodes], *args).to_json()
+
+
+def script_fusion(groups, eager):
+    typed = [ScriptFusionGroup(g["kind"], tuple(g["ops"]), g["boundary_bytes"], 0) for g in groups]
+    return fusion.script_fusion(typed, eager).to_json()
+
+
+def optimize_fusion(*args):
+    return fusion_optimize.optimize_fusion(*args).to_json()
 
 
 def _call(op, read, written, flops=None):
@@ -270,7 +283,7 @@ def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
 def test_measured_bytes_say_why_they_are_missing(tmp_path):
     m = load_model("gated-residual", torch.device("cpu"), torch.float32, batch_size=1)
     opts = RunOptions(modes=("eager",), measure_bytes=True)
-    rec = collect_run(RunSetup(m, torch.device("cpu"), "float32", tmp_path, opts))
+    rec = collect_run(RunSetup(m, torch.device("cpu"), "float32", tmp_path, opts)).to_json()
     measured = rec["modes"]["eager"]["bytes"]["measured"]
     assert measured["available"] is False
     assert "device is cpu" in measured["reason"]
@@ -299,7 +312,7 @@ def test_kernel_rows_take_their_operations_bytes():
             ]
         },
     }
-    a, b, c = kernel_bytes(ModeResult.from_json(mode))
+    a, b, c = (row.to_json() for row in kernel_bytes(ModeResult.from_json(mode)))
     assert (a["bytes_read"], a["bytes_written"], a["bytes_op"], a["bytes_shared_by"]) == (
         300,
         100,

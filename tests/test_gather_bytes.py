@@ -158,7 +158,7 @@ class _EmbeddingThen(nn.Module):
 def _compile_nodes(module, *inputs):
     with torch.no_grad():
         prepared = prepare_mode("compile", module.eval(), inputs, lambda: None)
-    return prepared.compiler["inductor_nodes"]
+    return prepared.compiler.inductor_nodes
 
 
 def test_compiled_lookup_and_pointwise_read_the_rows_and_write_once():
@@ -178,12 +178,14 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     # sizing of this fused node counts the whole 102.4 MB table
     assert est.read == 4 * 64 * I64 + 4 * 64 * 512 * F32 + 2 * 512 * F32 == 530_432
     assert est.written == 4 * 64 * 512 * F32 == 524_288
-    (table,) = [r for n in nodes for r in n["indirect_reads"]]
-    assert table["full_bytes"] == 50_000 * 512 * F32 == 102_400_000
-    assert table["scheduler_bytes"] == 102_400_000  # what Inductor's sizing gave the fused node
-    assert table["counted_bytes"] == 4 * 64 * 512 * F32
+    (table,) = [r for n in nodes for r in n.indirect_reads]
+    assert table.full_bytes == 50_000 * 512 * F32 == 102_400_000
+    assert table.scheduler_bytes == 102_400_000  # what Inductor's sizing gave the fused node
+    assert table.counted_bytes == 4 * 64 * 512 * F32
     summary = _compiler_view(
-        ModeResult.from_json({"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}})
+        ModeResult.from_json(
+            {"compiler": {"inductor_nodes": [n.to_json() for n in nodes]}, "kernels": {"table": []}}
+        )
     )["inductor_summary"]
     assert "1 buffer access(es) through an index tensor" in summary
     assert "(512.00 KiB) where Inductor's per-kernel sizing gives 97.66 MiB" in summary
@@ -202,7 +204,7 @@ def test_torchscript_modes_read_the_rows_too(mode):
 
 
 def _extern_node(nodes):
-    (node,) = [n for n in nodes if n["kind"] == "extern" and n["indirect_reads"]]
+    (node,) = [n for n in nodes if n.kind == "extern" and n.indirect_reads]
     return node
 
 
@@ -211,9 +213,9 @@ def test_compiled_embedding_bag_library_call_reads_the_bagged_rows():
     node = _extern_node(_compile_nodes(bag, torch.randint(0, 5_000, (8, 10))))
     # Inductor calls aten::_embedding_bag: 80 rows of 16 float32 + the 80 int64 indices + the
     # 8 int64 bag offsets it computed; Inductor's sizing counts the 320,000-byte table whole
-    assert node["read"] == 80 * 16 * F32 + 80 * I64 + 8 * I64 == 5_824
-    (table,) = node["indirect_reads"]
-    assert (table["full_bytes"], table["counted_bytes"]) == (5_000 * 16 * F32, 80 * 16 * F32)
+    assert node.read == 80 * 16 * F32 + 80 * I64 + 8 * I64 == 5_824
+    (table,) = node.indirect_reads
+    assert (table.full_bytes, table.counted_bytes) == (5_000 * 16 * F32, 80 * 16 * F32)
 
 
 class _ScatterAdd(nn.Module):
@@ -228,9 +230,9 @@ def test_compiled_scatter_add_library_call_touches_the_scattered_elements():
     node = _extern_node(nodes)
     # scatter_reduce_(sum) on the 64,000-byte product: reads the 320 elements it adds to, the
     # 320 int64 indices and the 320 float32 sources; writes those 320 elements only
-    assert node["read"] == 320 * F32 + 320 * I64 + 320 * F32 == 5_120
-    assert node["written"] == 320 * F32 == 1_280
-    assert node["indirect_writes"][0]["scheduler_bytes"] == 1_000 * 16 * F32
+    assert node.read == 320 * F32 + 320 * I64 + 320 * F32 == 5_120
+    assert node.written == 320 * F32 == 1_280
+    assert node.indirect_writes[0].scheduler_bytes == 1_000 * 16 * F32
 
 
 class _GatherAwareReads(TorchDispatchMode):
@@ -304,11 +306,13 @@ def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
     # x (128 x 64 float32) + the first 128 rows of the table in, the normalised rows out
     assert est.read == 128 * 64 * F32 + 128 * 64 * F32 == 65_536
     assert est.written == 128 * 64 * F32 == 32_768
-    (table,) = [r for n in nodes for r in n["sliced_reads"]]
-    assert table["full_bytes"] == table["scheduler_bytes"] == 1024 * 64 * F32
-    assert table["counted_bytes"] == 128 * 64 * F32
+    (table,) = [r for n in nodes for r in n.sliced_reads]
+    assert table.full_bytes == table.scheduler_bytes == 1024 * 64 * F32
+    assert table.counted_bytes == 128 * 64 * F32
     summary = _compiler_view(
-        ModeResult.from_json({"compiler": {"inductor_nodes": nodes}, "kernels": {"table": []}})
+        ModeResult.from_json(
+            {"compiler": {"inductor_nodes": [n.to_json() for n in nodes]}, "kernels": {"table": []}}
+        )
     )["inductor_summary"]
     assert "1 buffer access(es) of a slice of a buffer inside a fused kernel" in summary
 

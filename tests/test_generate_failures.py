@@ -17,6 +17,7 @@ import torch
 from profreport import cli, env, files, pipeline
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.modes import PreparedMode
+from profreport.record.model import ModeResult
 from tests.conftest import FAST, run_dir_in
 
 REPO = Path(__file__).resolve().parent.parent
@@ -339,19 +340,18 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
         "eager": PreparedMode("eager", lambda x: x + 1),
         "trace": PreparedMode("trace", oom),
     }
-    record = {"modes": {"eager": {"status": "ok"}, "trace": {"status": "ok"}}}
+    modes = {"eager": ModeResult(status="ok"), "trace": ModeResult(status="ok")}
     options = pipeline.RunOptions(
         timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
     )
-    stage = pipeline.TimingStage(
-        record, record["modes"], prepared, pipeline.PhaseClock(), lambda: None
-    )
+    stage = pipeline.TimingStage(modes, prepared, lambda: None)
     pipeline._time_modes(stage, (torch.ones(2),), torch.device("cpu"), options, print)
-    trace = record["modes"]["trace"]
-    assert trace["status"] == "failed"
-    assert trace["error"] == "RuntimeError: out of memory"
-    assert "latency_ms" not in trace and list(prepared) == ["eager"]
-    assert record["modes"]["eager"]["latency_ms"]["n"] >= 3
+    trace = stage.modes["trace"]
+    assert trace.status == "failed"
+    assert trace.error == "RuntimeError: out of memory"
+    assert trace.latency_ms is None and list(prepared) == ["eager"]
+    eager = stage.modes["eager"].latency_ms
+    assert eager is not None and eager.n is not None and eager.n >= 3
 
 
 def test_render_never_overwrites_another_folders_reports(gated_run, tmp_path, capsys):

@@ -239,7 +239,7 @@ def test_kernel_csvs_hold_no_hostile_names_and_neutralise_formulas(hostile_run):
 def test_notebook_view_escapes(hostile_run):
     from profreport.api import RunResult
 
-    page = Page(RunResult(record=load(hostile_run), run_dir=hostile_run)._repr_html_())
+    page = Page(RunResult.of_record(load(hostile_run), hostile_run)._repr_html_())
     assert_inert(page, {"h4", "table", "thead", "tbody", "tr", "th", "td", "ul", "li"})
     assert f"{FILE_STEM}:build" in page.text and ERROR in page.text
 

@@ -1,7 +1,6 @@
-import numpy as np
 import pytest
 
-from profreport.analysis.latency import bootstrap_median_ci, speedup, summarize
+from profreport.analysis.latency import bootstrap_median_ci, summarize
 
 
 def test_summarize_known_samples():
@@ -17,25 +16,6 @@ def test_summarize_known_samples():
 def test_summarize_rejects_empty():
     with pytest.raises(ValueError):
         summarize([])
-
-
-def test_speedup_interval_brackets_true_ratio_and_excludes_one():
-    rng = np.random.default_rng(1)
-    eager = 10.0 + rng.normal(0, 0.2, 200)
-    fast = 5.0 + rng.normal(0, 0.1, 200)
-    sp = speedup(eager, fast, resamples=1000)
-    assert sp.median == pytest.approx(2.0, rel=0.03)
-    lo, hi = sp.ci95
-    assert lo < sp.median < hi
-    assert lo > 1.9 and hi < 2.1
-
-
-def test_speedup_of_identical_distributions_spans_one():
-    rng = np.random.default_rng(2)
-    a = 3.0 + rng.normal(0, 0.3, 60)
-    b = 3.0 + rng.normal(0, 0.3, 60)
-    lo, hi = speedup(a, b, resamples=1000).ci95
-    assert lo < 1.0 < hi
 
 
 def test_bootstrap_is_reproducible_with_seed():

@@ -12,13 +12,15 @@ from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.analysis.derive import derived_run, with_findings
 from profreport.cli import main
 from profreport.models import BUILTIN_MODELS
+from profreport.modes import mode_analyses
 from profreport.record import Run, load
+from profreport.record.model import Ceiling, Ceilings
 from profreport.render.compare import render_markdown
 from profreport.render.tables import kernel_frame, summary_frame
 
 
 def _check_floor(run_dir) -> None:
-    record = with_findings(load(run_dir))
+    record = with_findings(load(run_dir), mode_analyses())
     c = record["ceilings"]
     assert c["source"] == "measured"
     for key in ("memory_bandwidth", "cache_bandwidth", "matmul_rate"):
@@ -60,7 +62,7 @@ def test_compare_gates_peak_memory(gated_run):
     bigger["modes"]["compile"]["peak_memory"]["bytes"] = int(
         document["modes"]["compile"]["peak_memory"]["bytes"] * 1.5
     )
-    base, head = derived_run(document), derived_run(bigger)
+    base, head = derived_run(document, mode_analyses()), derived_run(bigger, mode_analyses())
     report_only = compare_runs(base, head)
     peak = next(mc for mc in report_only.modes if mc.mode == "compile").metric("peak_memory_bytes")
     assert peak is not None and peak.change_pct == pytest.approx(50.0, abs=0.01)
@@ -97,8 +99,8 @@ def test_ceilings_come_from_the_cache_unless_remeasured(tmp_path, monkeypatch):
 
     def quiet_measurement(device, dtype, threads):
         measured.append(threads)
-        rate = {"value": 1e12, "median": 1e12, "worst": 1e12, "samples": 1, "unit": "x"}
-        return {"source": "measured", "memory_bandwidth": rate, "matmul_rate": rate}
+        rate = Ceiling(value=1e12, median=1e12, worst=1e12, samples=1, unit="x")
+        return Ceilings(source="measured", memory_bandwidth=rate, matmul_rate=rate)
 
     monkeypatch.setenv("PROFREPORT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ceilings, "measure_quietly", quiet_measurement)

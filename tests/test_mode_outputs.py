@@ -53,7 +53,7 @@ def _prepare(name, module, x):
 @pytest.mark.parametrize("mode", ["trace", "optimize"])
 def test_a_model_returning_tensors_is_traced_as_it_is(mode):
     prepared = _prepare(mode, TwoOutputs(), torch.randn(3, 3))
-    assert "outputs" not in prepared.compiler
+    assert not prepared.compiler.has("outputs")
     assert prepared.fn.original_name == "TwoOutputs"  # not wrapped
 
 
@@ -61,7 +61,7 @@ def test_a_model_returning_tensors_is_traced_as_it_is(mode):
 def test_a_model_returning_a_dict_is_traced_through_the_wrapper(mode):
     x = torch.randn(3, 3)
     prepared = _prepare(mode, DictOutput(), x)
-    assert prepared.compiler["outputs"] == (
+    assert prepared.compiler.outputs == (
         "flattened dict to a tuple of 1 tensor; dropped int (not a tensor, and "
         "torch.utils._pytree cannot look inside it)"
     )
@@ -69,7 +69,7 @@ def test_a_model_returning_a_dict_is_traced_through_the_wrapper(mode):
     (out,) = prepared.fn(x)
     assert torch.equal(out, torch.relu(x))
     if mode == "optimize":  # script failed, and the trace it fell back to was flattened too
-        (note,) = prepared.compiler["notes"]
+        (note,) = prepared.compiler.notes
         assert note.startswith("traced instead of scripted (torch.jit.script cannot compile ")
 
 

@@ -24,10 +24,10 @@ from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_rea
 from profreport.capture.ncu_results import (
     METRICS,
     SOURCE,
-    MeasuredBytes,
     NcuKernel,
     NcuParseError,
     bytes_from,
+    measured_bytes,
     nanoseconds_from,
     parse_ncu_csv,
 )
@@ -149,8 +149,8 @@ def test_parse_without_a_table_returns_no_kernels():
 
 
 def test_measured_bytes_totals_and_rows_by_name():
-    measured = MeasuredBytes.from_kernels(parse_ncu_csv(fixture_text("eager_base_units.csv")))
-    record = measured.to_dict()
+    measured = measured_bytes(parse_ncu_csv(fixture_text("eager_base_units.csv")))
+    record = measured.to_json()
 
     assert measured.available and measured.reason is None
     assert record["source"] == SOURCE == "measured (Nsight Compute)"
@@ -171,9 +171,7 @@ def test_measured_bytes_totals_and_rows_by_name():
 
 
 def test_measured_bytes_counts_missing_values_instead_of_hiding_them():
-    record = MeasuredBytes.from_kernels(
-        parse_ncu_csv(fixture_text("compile_auto_units.csv"))
-    ).to_dict()
+    record = measured_bytes(parse_ncu_csv(fixture_text("compile_auto_units.csv"))).to_json()
 
     assert record["read"] == 2_100_000 + 1_210_000_000 + 2_100_000 + 0
     assert record["written"] == 1_050_000 + 524_290 + 4_100
@@ -183,10 +181,10 @@ def test_measured_bytes_counts_missing_values_instead_of_hiding_them():
 
 
 def test_no_kernels_is_unavailable_not_zero():
-    measured = MeasuredBytes.from_kernels([])
+    measured = measured_bytes([])
     assert not measured.available
     assert measured.read is None and measured.reason == "ncu profiled no kernels"
-    assert measured.to_dict()["total"] is None
+    assert measured.to_json()["total"] is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +297,7 @@ def test_measure_mode_runs_the_child_under_ncu(fake_ncu, tmp_path):
 
     assert measured.available, measured.reason
     assert (measured.read, measured.written) == (10_486_016, 7_340_064)
-    assert len(measured.kernels) == 7
+    assert measured.launches == 7 and len(measured.kernels) == 6  # rows by kernel name
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["child"][1:] == [
         "-m",
@@ -316,7 +314,7 @@ def test_measure_mode_runs_the_child_under_ncu(fake_ncu, tmp_path):
         "1",
     ]
     assert record["compile_threads"] == "1"
-    assert measured.command is not None and measured.command[1:] == record["args"]
+    assert measured.command is not None and list(measured.command[1:]) == record["args"]
 
 
 def test_measure_mode_reports_a_failing_child(fake_ncu):

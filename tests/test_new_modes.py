@@ -19,7 +19,7 @@ from profreport.models import BUILTIN_MODELS, GatedResidual
 from profreport.modes import PreparedMode
 from profreport.modes.cudagraphs import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
-from profreport.pipeline import _kernels_record
+from profreport.pipeline import _kernel_counts
 from profreport.record.model import ModeResult, Run
 from tests.counter_trace import x_event
 
@@ -214,9 +214,9 @@ def test_compile_cudagraphs_reports_one_graph_launch_replaying_many_kernels(tmp_
     kernels = ["triton_poi_fused_relu_0", "triton_red_fused_sum_1", "sm80_xmma_gemm", "k3"]
     trace = _cuda_graph_trace(tmp_path / "t.json.gz", 3, kernels)
     entry = {
-        "kernels": _kernels_record(
+        "kernels": _kernel_counts(
             trace, PreparedMode("compile-cudagraphs", abs), torch.device("cuda")
-        )
+        ).to_json()
     }
     k = entry["kernels"]
     assert (k["per_step"], k["launches"], k["graph_launches"], k["memcpy"]) == (4, 1, 1, 1)

@@ -10,7 +10,7 @@ from profreport.analysis.output_check import compare_outputs, tolerance
 def test_identical_outputs_are_within_tolerance_with_zero_error():
     x = torch.tensor([[1.0, -2.0], [3.0, 0.5]])
     check = compare_outputs([x.clone()], [x])
-    assert check.to_dict() == {
+    assert check.to_json() == {
         "max_abs_err": 0.0,
         "max_rel_err": 0.0,
         "atol": 1e-5,
@@ -78,7 +78,7 @@ def test_a_different_structure_is_flagged():
     assert fewer.note == "output structure differs: 1 tensor(s), eager has 2"
     assert fewer.compared_tensors == 1 and fewer.max_abs_err == 0.0
     reshaped = compare_outputs([torch.zeros(3, 2)], [a])
-    assert reshaped.to_dict() == {
+    assert reshaped.to_json() == {
         "max_abs_err": None,
         "max_rel_err": None,
         "atol": None,

@@ -7,9 +7,9 @@ import pytest
 from profreport.analysis import paired
 from profreport.analysis.verdict import _latency_clause
 from profreport.capture import noise
-from profreport.record.model import ModeResult, Speedup
+from profreport.record.model import MachineLoad, ModeResult, Speedup
 
-QUIET = {"other_busy_share": 0.01}
+QUIET = MachineLoad(other_busy_share=0.01)
 
 
 def test_median_ci_rank_matches_the_binomial_table():
@@ -44,34 +44,36 @@ def test_pairing_cancels_drift_that_hits_both():
     eager = [2.0 * x for x in level]
     mode = list(level)
     sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, QUIET)
-    assert sp["compile"]["median"] == pytest.approx(2.0)
-    assert sp["compile"]["ci95"] == pytest.approx([2.0, 2.0])
-    assert sp["compile"]["method"] == "paired per-round ratios"
-    assert sp["compile"]["rounds"] == 16
+    assert sp["compile"].median == pytest.approx(2.0)
+    assert sp["compile"].ci95 == pytest.approx((2.0, 2.0))
+    assert sp["compile"].method == "paired per-round ratios"
+    assert sp["compile"].rounds == 16
     # ...but the guard sees the wandering baseline, and says so (here beyond the noise band,
     # so the direction stands).
-    assert guard["tripped"]
-    assert any("baseline blocks spread" in r for r in guard["reasons"])
-    assert sp["compile"]["inconclusive"] is None and sp["compile"]["noise"]
+    assert guard.tripped
+    assert any("baseline blocks spread" in r for r in guard.reasons)
+    assert sp["compile"].inconclusive is None and sp["compile"].noise
 
 
 def test_quiet_samples_do_not_trip():
     eager = [10.0 + 0.1 * (i % 5) for i in range(20)]
     mode = [9.0 + 0.1 * (i % 3) for i in range(20)]
     sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, QUIET)
-    assert not guard["tripped"] and guard["reasons"] == []
-    assert sp["compile"]["inconclusive"] is None and sp["compile"]["noise"] is None
-    assert sp["compile"]["ci95"][0] > 1.0
+    assert not guard.tripped and guard.reasons == ()
+    assert sp["compile"].inconclusive is None and sp["compile"].noise is None
+    assert sp["compile"].ci95[0] > 1.0
 
 
 def test_busy_machine_makes_a_small_effect_inconclusive():
     eager = [10.0] * 20
     mode = [9.5] * 20
-    sp, guard = paired.paired_speedups({"eager": eager, "compile": mode}, {"other_busy_share": 0.3})
-    assert guard["tripped"]
-    why = sp["compile"]["inconclusive"]
+    sp, guard = paired.paired_speedups(
+        {"eager": eager, "compile": mode}, MachineLoad(other_busy_share=0.3)
+    )
+    assert guard.tripped
+    why = sp["compile"].inconclusive
     assert why.startswith("other processes used 30% of the machine's CPU time")
-    clause = _latency_clause(ModeResult.from_json({"speedup_vs_eager": sp["compile"]}))
+    clause = _latency_clause(ModeResult(speedup_vs_eager=sp["compile"]))
     assert clause.startswith("latency inconclusive: other processes used 30%")
     assert "faster" not in clause and "slower" not in clause
 
@@ -82,9 +84,9 @@ def test_two_peaks_found_and_not_found():
     two = [1.0 + 0.001 * i for i in range(10)] + [1.5 + 0.001 * i for i in range(10)]
     peaks = paired.two_peaks(two)
     assert peaks is not None
-    assert peaks["share_high"] == 0.5
-    assert peaks["low"] == pytest.approx(1.0045, rel=1e-3)
-    assert peaks["high"] == pytest.approx(1.5045, rel=1e-3)
+    assert peaks.share_high == 0.5
+    assert peaks.low == pytest.approx(1.0045, rel=1e-3)
+    assert peaks.high == pytest.approx(1.5045, rel=1e-3)
     # A few outliers (under 20% of samples) are a tail, not a second peak.
     tail = [1.0 + 0.001 * i for i in range(18)] + [3.0, 3.1]
     assert paired.two_peaks(tail) is None
@@ -102,10 +104,12 @@ def test_paired_gate_identical_never_fails_and_double_work_does():
     double = paired.paired_gate(base, [2 * x for x in base], 10.0, QUIET)
     assert double.ratio.median == pytest.approx(2.0) and double.regression
     # Under a busy machine, twice the work is still beyond the noise band: it fails.
-    busy = paired.paired_gate(base, [2 * x for x in base], 10.0, {"other_busy_share": 0.5})
+    busy = paired.paired_gate(base, [2 * x for x in base], 10.0, MachineLoad(other_busy_share=0.5))
     assert busy.regression and busy.inconclusive is None and busy.reasons
     # A 20% slowdown on a busy machine neither passes nor fails.
-    small = paired.paired_gate(base, [1.2 * x for x in base], 10.0, {"other_busy_share": 0.5})
+    small = paired.paired_gate(
+        base, [1.2 * x for x in base], 10.0, MachineLoad(other_busy_share=0.5)
+    )
     assert not small.regression and small.inconclusive.startswith("other processes used 50%")
 
 
@@ -122,14 +126,14 @@ def test_machine_load_from_proc_readings(tmp_path):
     before = write(1000, 1000, 100)
     after = write(1600, 1400, 400)  # +1000 jiffies: 600 busy (300 ours), 400 idle
     load = noise.machine_load(before, after)
-    assert load["other_busy_share"] == 0.3 and load["ours_busy_share"] == 0.3
-    assert load["load1_before"] == 1.5
+    assert load.other_busy_share == 0.3 and load.ours_busy_share == 0.3
+    assert load.load1_before == 1.5
 
 
 def test_machine_load_unknown_without_proc(tmp_path):
     snap = noise.snapshot(tmp_path)
     load = noise.machine_load(snap, snap)
-    assert load["other_busy_share"] is None and load["source"].startswith("unknown")
+    assert load.other_busy_share is None and load.source.startswith("unknown")
     assert paired.machine_reasons(load) == []
 
 
@@ -153,7 +157,7 @@ def test_a_tight_interval_with_scattered_rounds_is_not_beyond_noise():
     # 14 of 20 rounds say 2.2-2.5x slower, 6 say 1.0-1.5x: three rounds in four do not clear
     # the 1.5x band, so on a noisy machine this is inconclusive, not a failure.
     head = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5] + [2.2 + 0.02 * i for i in range(14)]
-    gate = paired.paired_gate([1.0] * 20, head, 10.0, {"other_busy_share": 0.5})
+    gate = paired.paired_gate([1.0] * 20, head, 10.0, MachineLoad(other_busy_share=0.5))
     assert gate.ratio.p25 == pytest.approx(1.475)
     assert not gate.regression and gate.inconclusive
     quiet = paired.paired_gate([1.0] * 20, head, 10.0, QUIET)

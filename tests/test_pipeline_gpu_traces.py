@@ -5,14 +5,14 @@ from pathlib import Path
 import torch
 
 from profreport.modes import PreparedMode
-from profreport.pipeline import _kernels_record
+from profreport.pipeline import _kernel_counts
 
 DATA = Path(__file__).parent / "data"
 CUDA = torch.device("cuda")  # only a label here: nothing runs on it
 
 
 def _record(name: str) -> dict:
-    return _kernels_record(DATA / name, PreparedMode("eager", fn=lambda: None), CUDA)
+    return _kernel_counts(DATA / name, PreparedMode("eager", fn=lambda: None), CUDA).to_json()
 
 
 def test_alexnet_trace_counts_device_work():

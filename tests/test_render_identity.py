@@ -56,7 +56,7 @@ def test_a_checked_in_record_renders_the_same_both_ways(name, tmp_path, charts_a
     assert cli.main(["render", str(source / "run.json")], out, err) == 0, err.getvalue()
 
     (tmp_path / "saved").mkdir()
-    result = RunResult(json.loads(json.dumps(document)), tmp_path / "saved")
+    result = RunResult.of_record(json.loads(json.dumps(document)), tmp_path / "saved")
     saved = result.save()
     for report in ("report.html", "summary.md"):
         assert (saved / report).read_bytes() == (source / report).read_bytes(), report

@@ -10,6 +10,7 @@ import pytest
 
 from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
+from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
 from profreport.record.model import Ceilings, ModeResult
 from profreport.render import markdown
@@ -96,10 +97,9 @@ def attach_roofline(mode: dict, roofs, eager: dict | None = None):
     found = kernel_roofline(ModeResult.from_json(mode), roofs, typed_eager)
     if found is None:
         return None
-    rows, floor = found
-    for row, fields in zip(mode["kernels"]["table"], rows, strict=True):
-        row.update(fields)
-    return floor
+    for row, typed in zip(mode["kernels"]["table"], found.rows, strict=True):
+        row.update(typed.to_json())
+    return found.floor.to_json()
 
 
 def _mode(rows, median_ms):
@@ -148,7 +148,7 @@ def test_a_median_below_the_floor_is_flagged_inconsistent():
     assert "below the floor" in floor["note"]
     assert "faster than its ceiling" in rows[0]["roofline_note"]
     assert rows[0]["ceiling_pct"] > 100
-    assert mode_floor(None, 1e-3, 1, 1, {})["consistent"] is None  # not timed: no verdict
+    assert mode_floor(None, 1e-3, 1, 1, {}).consistent is None  # not timed: no verdict
 
 
 def test_a_compilers_library_call_borrows_eagers_flops_only_on_an_exact_match():
@@ -180,32 +180,32 @@ def _old_record() -> dict:
 def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     old = _old_record()
     assert "ceilings" not in old
-    found = derive(old)
+    found = derive(old, mode_analyses())
     assert all(f.roofline is None for f in found.modes.values())
-    view = build_view(derived_run(old))
+    view = build_view(derived_run(old, mode_analyses()))
     assert view["has_roofline"] is False
     assert ("ceilings", "not measured (record written before ceilings were measured)") in view[
         "env_rows"
     ]
     withc = copy.deepcopy(old)
     withc["ceilings"] = _ceilings(memory=1e9, cache=2e9, rate=1e10)
-    derived = derive(withc)
+    derived = derive(withc, mode_analyses())
     eager = derived.modes["eager"]
-    assert eager.roofline is not None and eager.roofline["floor_ms"] > 0
-    timed = [r for r in eager.kernel_roofline if r.get("bound")]
-    assert timed and all(r["ceiling_pct"] is not None for r in timed)
+    assert eager.roofline is not None and eager.roofline.floor_ms > 0
+    timed = [r for r in eager.kernel_rows if r.bound]
+    assert timed and all(r.ceiling_pct is not None for r in timed)
     assert "roofline" not in old["modes"]["eager"]  # derive changed nothing in place
 
 
 def test_view_and_markdown_flag_an_inconsistent_mode():
     rec = _old_record()
     rec["ceilings"] = _ceilings(memory=1e15, cache=1e15, rate=1e18)
-    found = with_findings(rec)
+    found = with_findings(rec, mode_analyses())
     compile_mode = found["modes"]["compile"]
     assert compile_mode["roofline"]["consistent"] is True
     # impossible ceilings: 1 B/s makes every floor far above the measured medians
     rec["ceilings"] = _ceilings(memory=1.0, cache=1.0, rate=1.0)
-    found = derived_run(rec)
+    found = derived_run(rec, mode_analyses())
     cells = floor_cells(found.mode("eager"))
     assert cells["inconsistent"].startswith("inconsistent: the measured median")
     text = markdown.render(found)

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from profreport.cli import main
+from profreport.modes import mode_analyses
 from profreport.record import load
 from profreport.record.model import ModeResult, Run
 from profreport.sweep import document, render, summary
@@ -246,7 +247,7 @@ def test_compare_two_sweeps_gates_per_point(gated_run):
     from profreport.analysis.compare import Thresholds
     from profreport.analysis.derive import derived_run
 
-    record = derived_run(load(gated_run))
+    record = derived_run(load(gated_run), mode_analyses())
     base = _typed([], _points("ok", "ok"))
     head = _typed([], _points("ok", "failed"))
     runs = {"p0": record, "p1": record}

@@ -1,6 +1,7 @@
 """A mode is one object plus one registry entry: a toy mode defined here, outside the package, gets
-a full run (kernels, bytes, fusion map, verdict), a report with its own chart colour, CLI re-render,
-and its failure reset, without any name check in profreport knowing it."""
+a full run (kernels, bytes, fusion map, verdict), a report with a chart colour of its own (picked
+from its name), CLI re-render, and its failure reset, without any name check in profreport
+knowing it."""
 
 import io
 import json
@@ -13,8 +14,8 @@ import profreport
 from profreport import cli, modes
 from profreport.api import run_options
 from profreport.modes import Mode, PreparedMode
-
-TOY_COLOR = "#2ca02c"
+from profreport.record.model import CompilerEvidence, FusionMap
+from profreport.render.palette import MODE_COLORS, mode_color
 
 
 class Gate(nn.Module):
@@ -26,8 +27,6 @@ class ToyMode(Mode):
     """Runs the model through a Python closure; says what it 'fused' from the record's evidence."""
 
     name = "toy"
-    color = TOY_COLOR
-    summary = "the model behind a closure (test only)"
 
     def __init__(self, fail: bool = False) -> None:
         self.fail = fail
@@ -42,11 +41,13 @@ class ToyMode(Mode):
 
         run(*inputs)
         sync()
-        return PreparedMode(self.name, run, compiler={"wrapped": type(module).__name__})
+        # evidence only this mode records: kept beside the declared fields
+        compiler = CompilerEvidence(extra={"wrapped": type(module).__name__})
+        return PreparedMode(self.name, run, compiler=compiler)
 
     def fusion_map(self, mode, eager):
         ops = [c.op for c in eager.bytes.sequence]
-        return {"source": "toy: one group per eager op", "groups": [], "ops_seen": ops}
+        return FusionMap(source="toy: one group per eager op", extra={"ops_seen": ops})
 
     def fusion_evidence(self, mode, run):
         # evidence only this mode records is kept beside the declared fields
@@ -58,7 +59,7 @@ class ToyMode(Mode):
 
 @pytest.fixture
 def toy():
-    mode = modes.register(ToyMode())
+    mode = modes.register(ToyMode(), summary="the model behind a closure (test only)")
     yield mode
     modes.unregister("toy")
 
@@ -91,7 +92,8 @@ def test_a_toy_mode_registered_from_a_test_gets_a_full_report(toy, tmp_path):
     folder = res.save(tmp_path / "run")
     html = (folder / "report.html").read_text()
     assert "toy wrapped Gate" in html
-    assert TOY_COLOR in html.lower()  # its bars in the charts use the mode's own colour
+    toy_color = mode_color("toy")  # a colour of its own, the same on every run
+    assert toy_color not in MODE_COLORS.values() and toy_color in html.lower()
     assert "toy wrapped Gate" in (folder / "summary.md").read_text()
     assert json.loads((folder / "run.json").read_text())["modes"]["toy"]["status"] == "ok"
 

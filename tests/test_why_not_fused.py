@@ -12,6 +12,7 @@ from torch import nn
 import profreport
 from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.format import md_code
+from profreport.modes import mode_analyses
 from profreport.modes.compile_logs import capturing_compiler_logs
 from profreport.record import validate
 from profreport.render import html, markdown
@@ -31,7 +32,8 @@ def _profile(model, inputs, modes):
 
 
 def _why(record, mode):
-    return list(derive(record).modes[mode].why_not_fused or ())
+    """The mode's why-not-fused entries as run.json keeps them."""
+    return [e.to_json() for e in derive(record, mode_analyses()).modes[mode].why_not_fused or ()]
 
 
 class Branchy(nn.Module):
@@ -75,13 +77,13 @@ def test_graph_break_has_dynamo_reason_user_line_and_source(branchy):
     # the ops on either side ran in different compiled graphs, and the finding says why
     across = [e for e in _why(branchy, "compile") if "different compiled graphs" in e["reason"]]
     assert across and across[0]["ops"][0] == "sum"
-    verdict = derive(branchy).verdict("compile")
+    verdict = derive(branchy, mode_analyses()).verdict("compile")
     assert f"first at test_why_not_fused.py:{_branch_line()}" in verdict
 
 
 def test_graph_break_shows_in_every_output_escaped(branchy):
-    validate(with_findings(branchy))
-    record = derived_run(branchy)
+    validate(with_findings(branchy, mode_analyses()))
+    record = derived_run(branchy, mode_analyses())
     page = html.render(record)
     assert 'href="#why-compile"' in page and 'id="why-compile"' in page
     assert "if h.sum().item() &gt; 0:" in page  # autoescaped source text
@@ -179,14 +181,14 @@ def test_scheduler_refusals_are_captured_from_inductor_log():
     torch._dynamo.reset()
     assert logs.fusion_refusals, "Inductor logged no refusal"
     first = logs.fusion_refusals[0]
-    assert first["log"].startswith(f"cannot fuse {first['first']} with {first['second']}: ")
+    assert first.log.startswith(f"cannot fuse {first.first} with {first.second}: ")
 
 
 def test_graph_break_names_are_escaped_in_html_and_markdown(branchy):
     hostile = copy.deepcopy(branchy)
     gb = hostile["modes"]["compile"]["compiler"]["graph_break_records"][0]
     gb["file"], gb["source"] = "/tmp/a|b<i>.py", "if x.item() > 0: <script>alert(1)</script> | `y`"
-    record = derived_run(hostile)
+    record = derived_run(hostile, mode_analyses())
     page = html.render(record)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
     assert "/tmp/a|b&lt;i&gt;.py" in page

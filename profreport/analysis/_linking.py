@@ -34,7 +34,9 @@ def match_ids(query: np.ndarray, keys: np.ndarray, rows: np.ndarray) -> np.ndarr
     return out
 
 
-def link_by_flow(trace: Trace, dev_rows: np.ndarray, rt_of_dev: np.ndarray, rt_rows) -> None:
+def link_by_flow(
+    trace: Trace, dev_rows: np.ndarray, rt_of_dev: np.ndarray, rt_rows: np.ndarray
+) -> None:
     """Link device events without a correlation id through the ``ac2g`` flow arriving at them.
 
     Kineto binds a flow end (``ph: f``) to the event at the same lane and time, and the flow id
@@ -57,7 +59,9 @@ def link_by_flow(trace: Trace, dev_rows: np.ndarray, rt_of_dev: np.ndarray, rt_r
     rt_of_dev[todo] = match_ids(ids, trace.correlation[rt_rows], rt_rows)
 
 
-def launching_ops(trace: Trace, cpu_rows: np.ndarray, rt_rows: np.ndarray, top_eligible):
+def launching_ops(
+    trace: Trace, cpu_rows: np.ndarray, rt_rows: np.ndarray, top_eligible: np.ndarray
+) -> tuple[RowMap, RowMap]:
     """API-call row -> innermost cpu_op around it, and the outermost eligible op above that.
 
     The innermost op is found by time on the call's thread, else by equal ``External id``.

@@ -69,7 +69,13 @@ def innermost_container(
     return parent
 
 
-def _longer_first(order, p_lane, p_time, p_kind, p_dur) -> None:
+def _longer_first(
+    order: np.ndarray,
+    p_lane: np.ndarray,
+    p_time: np.ndarray,
+    p_kind: np.ndarray,
+    p_dur: np.ndarray,
+) -> None:
     """Within runs of opens at the same lane and time, put longer spans first (in place).
 
     Such runs are short and rare, so this costs far less than pre-sorting every open.
@@ -111,7 +117,7 @@ def innermost_container_loop(
     conts = is_container[order].tolist()
     rows = order.tolist()
     out = [-1] * n
-    open_ends: list = []
+    open_ends: list[int] = []
     open_rows: list[int] = []
     current = None
     for k in range(n):

@@ -25,78 +25,10 @@ Model (a lower bound on what the memory system moves, not a measurement):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from profreport.capture.opio import OpIO, TensorRef
-
-
-@dataclass(frozen=True)
-class OpCall:
-    """One kernel-level call in one forward, with its modeled traffic."""
-
-    op: str
-    read: int
-    written: int
-    flops: int | None = None
-    source: str = "dispatcher"  # dispatcher | inductor | graph types | derived
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "read": self.read,
-            "written": self.written,
-            "flops": self.flops,
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class OpBytes:
-    op: str
-    calls: int
-    read: int  # bytes per step (all calls of this op in one forward)
-    written: int
-    flops: int | None
-
-    @property
-    def intensity(self) -> float | None:
-        """Arithmetic intensity: FLOPs per modeled byte."""
-        total = self.read + self.written
-        return None if self.flops is None or total == 0 else self.flops / total
-
-
-@dataclass
-class BytesEstimate:
-    read: int
-    written: int
-    source: str  # "modeled" or "measured"
-    method: str  # how the numbers were obtained, one line
-    table: list[OpBytes] = field(default_factory=list)
-    sequence: list[OpCall] = field(default_factory=list)
-    not_modeled: list[str] = field(default_factory=list)  # kernels whose bytes are unknown
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "read": self.read,
-            "written": self.written,
-            "total": self.read + self.written,
-            "source": self.source,
-            "method": self.method,
-            "not_modeled": list(self.not_modeled),
-            "table": [
-                {
-                    "op": r.op,
-                    "calls": r.calls,
-                    "read": r.read,
-                    "written": r.written,
-                    "flops": r.flops,
-                    "flops_per_byte": r.intensity,
-                }
-                for r in self.table
-            ],
-            "sequence": [c.to_dict() for c in self.sequence],
-        }
+from profreport.record.model import Bytes, InductorNode, OpBytes, TensorIO
 
 
 def _distinct_bytes(refs: Iterable[TensorRef]) -> int:
@@ -130,47 +62,54 @@ def op_traffic(op: OpIO, bookkeeping: frozenset[str]) -> tuple[int, int]:
     return _distinct_bytes(others) + target_read, written
 
 
-def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> list[OpCall]:
+def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> list[TensorIO]:
     """The dispatched operations that move data, in execution order."""
     calls = []
     for op in ops:
         if op.op in bookkeeping or op.aliases_input:
             continue
         read, written = op_traffic(op, bookkeeping)
-        calls.append(OpCall(op.op, read, written, op.flops))
+        calls.append(TensorIO(op.op, read, written, op.flops, "dispatcher"))
     return calls
 
 
-def _add_flops(a: int | None, b: int | None, first: bool) -> int | None:
+def _add_flops(a: float | None, b: float | None, first: bool) -> float | None:
     if first:
         return b
     return None if a is None or b is None else a + b
 
 
-def estimate(
-    calls: Sequence[OpCall], method: str, not_modeled: Sequence[str] = ()
-) -> BytesEstimate:
-    """Totals and a per-op table from the calls of one forward."""
+def _intensity(read: int, written: int, flops: float | None) -> float | None:
+    """Arithmetic intensity: FLOPs per modeled byte."""
+    total = read + written
+    return None if flops is None or total == 0 else flops / total
+
+
+def estimate(calls: Sequence[TensorIO], method: str, not_modeled: Sequence[str] = ()) -> Bytes:
+    """Totals and a per-op table (largest traffic first) from the calls of one forward."""
     agg: dict[str, list[Any]] = {}
     for c in calls:
         entry = agg.setdefault(c.op, [0, 0, 0, None])
         entry[3] = _add_flops(entry[3], c.flops, entry[0] == 0)
         entry[0] += 1
-        entry[1] += c.read
-        entry[2] += c.written
+        entry[1] += c.read or 0
+        entry[2] += c.written or 0
     table = sorted(
-        (OpBytes(op, n, r, w, f) for op, (n, r, w, f) in agg.items()),
+        (OpBytes(op, n, r, w, f, _intensity(r, w, f)) for op, (n, r, w, f) in agg.items()),
         key=lambda row: row.read + row.written,
         reverse=True,
     )
-    return BytesEstimate(
-        read=sum(c.read for c in calls),
-        written=sum(c.written for c in calls),
+    read = sum(c.read or 0 for c in calls)
+    written = sum(c.written or 0 for c in calls)
+    return Bytes(
+        read=read,
+        written=written,
+        total=read + written,
         source="modeled",
         method=method,
-        table=table,
-        sequence=list(calls),
-        not_modeled=list(not_modeled),
+        not_modeled=tuple(not_modeled),
+        table=tuple(table),
+        sequence=tuple(calls),
     )
 
 
@@ -183,29 +122,27 @@ INDUCTOR_METHOD = (
 
 def model_from_tensor_io(
     ops: Sequence[OpIO], bookkeeping: frozenset[str], unseen_kernels: Sequence[str] = ()
-) -> BytesEstimate:
+) -> Bytes:
     """Bytes of one forward from the dispatcher's view of every operation."""
     return estimate(calls_from_tensor_io(ops, bookkeeping), DISPATCH_METHOD, unseen_kernels)
 
 
-def inductor_calls(nodes: Sequence[dict[str, Any]]) -> tuple[list[OpCall], list[str]]:
+def inductor_calls(nodes: Sequence[InductorNode]) -> tuple[list[TensorIO], list[str]]:
     """One call per Inductor scheduler node (generated or extern kernel); unsized nodes apart."""
     calls, unsized = [], []
     for node in nodes:
         # Name a node by the eager ops it computes (an extern node's origins also list the
         # producers of its inputs; its eager ops do not).
-        ops = list(dict.fromkeys(e["op"] for e in node.get("eager_ops", []))) or node["origins"]
-        label = ("extern " if node["kind"] == "extern" else "inductor ") + (
-            "+".join(ops) or node["name"]
-        )
-        if node.get("read") is None or node.get("written") is None:
+        ops = list(dict.fromkeys(e.op for e in node.eager_ops)) or list(node.origins)
+        label = ("extern " if node.kind == "extern" else "inductor ") + ("+".join(ops) or node.name)
+        if node.read is None or node.written is None:
             unsized.append(label)
             continue
-        calls.append(OpCall(label, int(node["read"]), int(node["written"]), None, "inductor"))
+        calls.append(TensorIO(label, int(node.read), int(node.written), None, "inductor"))
     return calls, unsized
 
 
-def model_from_inductor_nodes(nodes: Sequence[dict[str, Any]]) -> BytesEstimate:
+def model_from_inductor_nodes(nodes: Sequence[InductorNode]) -> Bytes:
     """Bytes of one forward of a torch.compile'd model from Inductor's scheduler nodes
     (one node per generated or extern kernel, read and written buffers sized by Inductor)."""
     calls, unsized = inductor_calls(nodes)

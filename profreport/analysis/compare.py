@@ -30,6 +30,7 @@ from profreport.record.model import (
     Bytes,
     KernelCounts,
     Latency,
+    MachineLoad,
     ModeResult,
     PeakMemory,
     Run,
@@ -50,8 +51,6 @@ __all__ = [
 ]
 
 NO_THRESHOLDS = Thresholds()  # report every change, gate on none
-# The machine load `ab` sampled while it timed base and head together (capture/noise.py).
-MachineLoad = dict[str, Any]
 
 
 def _identity(run: Run, label: str) -> RunIdentity:

@@ -11,6 +11,9 @@ duration is no kernel time. Pure functions; nothing here reads files.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+
+from profreport.record.section import JSONObject
 
 SOURCE = "measured (CUPTI)"
 # smsp__ (per sub-partition, summed) and sm__ name the same count; smsp__ wins when both are there.
@@ -37,7 +40,7 @@ def is_additive(metric: str) -> bool:
     return metric.endswith(".sum")
 
 
-def flops(metrics: dict[str, float]) -> float | None:
+def flops(metrics: Mapping[str, float]) -> float | None:
     """FLOPs from the SASS instruction counters (see :data:`FLOPS_FORMULA`); ``None`` without any."""
     terms: dict[tuple[str, str], tuple[str, float]] = {}
     for name, value in metrics.items():
@@ -53,14 +56,14 @@ def flops(metrics: dict[str, float]) -> float | None:
     return sum((2.0 if op == "fma" else 1.0) * v for (_, op), (_, v) in terms.items())
 
 
-def dram_bytes(metrics: dict[str, float]) -> tuple[float | None, float | None]:
+def dram_bytes(metrics: Mapping[str, float]) -> tuple[float | None, float | None]:
     """(read, written) DRAM bytes, each ``None`` when its counter was not recorded."""
     return metrics.get(DRAM_READ), metrics.get(DRAM_WRITE)
 
 
-def derived(totals: dict[str, float]) -> dict:
+def derived(totals: Mapping[str, float]) -> dict[str, float]:
     """FLOPs and DRAM bytes from additive counter totals; keys only for what was recorded."""
-    out: dict = {}
+    out: dict[str, float] = {}
     f = flops(totals)
     if f is not None:
         out["flops"] = f
@@ -72,7 +75,7 @@ def derived(totals: dict[str, float]) -> dict:
     return out
 
 
-def summarize(ranges: list[dict]) -> dict | None:
+def summarize(ranges: list[JSONObject]) -> JSONObject | None:
     """Trace-wide counter totals from :func:`kernel_records.counter_ranges` groups.
 
     Additive counters are summed over every range; the others cannot be added and are listed by

@@ -30,12 +30,19 @@ Sources of the mapping:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from profreport.analysis._pairing import pair_with_eager
-from profreport.record.model import TensorIO
+from profreport.record.model import (
+    FusionGroup,
+    FusionMap,
+    InductorNode,
+    KernelTraffic,
+    ScriptFusionGroup,
+    TensorIO,
+)
 
 # Inductor names some eager ops by their functional export-level variant.
 _OP_ALIASES = {
@@ -81,10 +88,9 @@ class _EagerCalls:
 
 
 def traffic(call: TensorIO | None) -> int | None:
-    if call is None:
+    """A call's modeled bytes, read + written (None: no call, or a side not sized)."""
+    if call is None or call.read is None or call.written is None:
         return None
-    if call.read is None or call.written is None:
-        raise TypeError(f"{call.op}: a tensor-I/O call without its bytes")
     return call.read + call.written
 
 
@@ -112,22 +118,22 @@ def fusion_group(
     kernel_bytes: int | None,
     eager_flops: float | None = None,
     note: str = "",
-) -> dict[str, Any]:
+) -> FusionGroup:
     saved = None if eager_bytes is None or kernel_bytes is None else eager_bytes - kernel_bytes
-    return {
-        "eager_ops": eager_ops,
-        "kernels": kernels,
-        "eager_bytes": eager_bytes,
-        "kernel_bytes": kernel_bytes,
-        "saved_bytes": saved,
-        "flops": eager_flops,
-        "note": note,
+    return FusionGroup(
+        eager_ops=tuple(eager_ops),
+        kernels=tuple(kernels),
+        eager_bytes=eager_bytes,
+        kernel_bytes=kernel_bytes,
+        saved_bytes=saved,
+        flops=eager_flops,
+        note=note,
         # Several eager calls computed by one kernel (a compiled group may say otherwise).
-        "fused": bool(kernels) and len(eager_ops) > 1,
-    }
+        fused=bool(kernels) and len(eager_ops) > 1,
+    )
 
 
-def without_kernel(eager_calls: Sequence[TensorIO], note: str) -> dict[str, Any]:
+def without_kernel(eager_calls: Sequence[TensorIO], note: str) -> FusionGroup:
     """A group of eager calls that no kernel of the mode performs: all their bytes are saved."""
     return fusion_group(
         [short_op(c.op) for c in eager_calls],
@@ -138,37 +144,31 @@ def without_kernel(eager_calls: Sequence[TensorIO], note: str) -> dict[str, Any]
     )
 
 
-def summarize_groups(groups: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    fused = [g for g in groups if g["fused"]]
-    saved = sum_known(g["saved_bytes"] for g in groups) if groups else 0
-    return {
-        "source": source,
-        "groups": groups,
-        "fused_groups": len(fused),
-        "eager_ops_fused": sum(len(g["eager_ops"]) for g in fused),
-        "saved_bytes": saved,
-    }
+def summarize_groups(groups: list[FusionGroup], source: str) -> FusionMap:
+    fused = [g for g in groups if g.fused]
+    saved = sum_known(g.saved_bytes for g in groups) if groups else 0
+    return FusionMap(
+        source=source,
+        groups=tuple(groups),
+        fused_groups=len(fused),
+        eager_ops_fused=sum(len(g.eager_ops) for g in fused),
+        saved_bytes=saved,
+    )
 
 
-def _node_bytes(node: Mapping[str, Any]) -> int | None:
-    if node.get("read") is None or node.get("written") is None:
-        return None
-    return int(node["read"]) + int(node["written"])
-
-
-def _kernel_calls(nodes: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+def _kernel_calls(nodes: Sequence[InductorNode]) -> list[list[int]]:
     """Scheduler nodes grouped by the kernel call they were emitted into, in execution order.
 
     A generated node knows its kernel call from code generation (`kernel_call`); an extern node
     is its own call; a node with neither stays alone (its kernel is not identified). Nodes that
     generate no code (Inductor's NopKernelSchedulerNode) are left out."""
     calls: list[list[int]] = []
-    index: dict[Any, int] = {}
+    index: dict[int, int] = {}
     for i, node in enumerate(nodes):
-        if node.get("nop"):
+        if node.nop:
             continue
-        call = node.get("kernel_call")
-        if node["kind"] != "extern" and call is not None:
+        call = node.kernel_call
+        if node.kind != "extern" and call is not None:
             if call in index:
                 calls[index[call]].append(i)
                 continue
@@ -177,23 +177,23 @@ def _kernel_calls(nodes: Sequence[Mapping[str, Any]]) -> list[list[int]]:
     return calls
 
 
-def _call_label(members: list[Mapping[str, Any]], own_ops: list[str]) -> tuple[str, str]:
+def _call_label(members: list[InductorNode], own_ops: list[str]) -> tuple[str, str]:
     """(kernel name, note) of one kernel call: the profiled name Inductor gave the generated
     kernel, "library <op>" for an extern call, the scheduler node's name when unidentified."""
     first = members[0]
-    if first["kind"] == "extern":
-        return "library " + (", ".join(own_ops) or first["name"]), "library call"
-    if first.get("kernel"):
-        return str(first["kernel"]), ""
-    return "+".join(m["name"] for m in members), "generated kernel not identified"
+    if first.kind == "extern":
+        return "library " + (", ".join(own_ops) or first.name), "library call"
+    if first.kernel:
+        return first.kernel, ""
+    return "+".join(m.name for m in members), "generated kernel not identified"
 
 
 def compile_fusion(
-    nodes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[InductorNode],
     eager_sequence: Sequence[TensorIO],
     bookkeeping: frozenset[str],
     kernel_names: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> FusionMap:
     """Fusion map of a torch.compile'd model: one group per kernel call Inductor emitted.
 
     `kernel_names` (the kernels seen in the profile) are only checked against: a generated
@@ -205,25 +205,25 @@ def compile_fusion(
     for idx in calls:
         keys: dict[tuple[str, str], None] = {}
         for i in idx:
-            for inst in nodes[i].get("eager_ops", []):
-                if inst["op"] in bookkeeping or _norm(inst["op"]) in bookkeeping:
+            for inst in nodes[i].eager_ops:
+                if inst.op in bookkeeping or _norm(inst.op) in bookkeeping:
                     continue
-                key = (_norm(inst["op"]), inst["source"])
+                key = (_norm(inst.op), inst.source)
                 keys[key] = None
-                first_pos[key] = min(first_pos.get(key, inst["pos"]), inst["pos"])
-                module_of.setdefault(key, inst.get("module", ""))
+                first_pos[key] = min(first_pos.get(key, inst.pos), inst.pos)
+                module_of.setdefault(key, inst.module)
         keys_of.append(sorted(keys, key=lambda k: first_pos[k]))
 
     # Who counts each eager call's bytes: its library call, else the first kernel computing it.
     owner: dict[tuple[str, str], int] = {}
     for c, idx in enumerate(calls):
-        if nodes[idx[0]]["kind"] == "extern":
+        if nodes[idx[0]].kind == "extern":
             for key in keys_of[c]:
                 owner.setdefault(key, c)
     library = set(owner)
     computed_by: Counter[tuple[str, str]] = Counter()
     for c, idx in enumerate(calls):
-        if nodes[idx[0]]["kind"] != "extern":
+        if nodes[idx[0]].kind != "extern":
             for key in keys_of[c]:
                 if key not in library:
                     owner.setdefault(key, c)
@@ -238,13 +238,13 @@ def compile_fusion(
 
     profiled = set(kernel_names)
     groups = []
-    per_kernel: dict[str, dict[str, int | None]] = {}
+    per_kernel: dict[str, KernelTraffic] = {}
     for c, idx in enumerate(calls):
         members = [nodes[i] for i in idx]
-        is_extern = members[0]["kind"] == "extern"
+        is_extern = members[0].kind == "extern"
         own = [k for k in keys_of[c] if is_extern or k not in library]
         prepares = [k for k in keys_of[c] if not is_extern and k in library]
-        kernel_bytes = sum_known(_node_bytes(m) for m in members)
+        kernel_bytes = sum_known(m.traffic for m in members)
         if is_extern and not own and not kernel_bytes:
             continue  # an extern that runs no library call (unpacking a multi-output result)
         label, note = _call_label(members, [short_op(k[0]) for k in own])
@@ -262,7 +262,7 @@ def compile_fusion(
                 "graph ops with no eager call: "
                 + ", ".join(dict.fromkeys(short_op(k[0]) for k in graph_only))
             )
-        if not is_extern and members[0].get("kernel") and profiled and label not in profiled:
+        if not is_extern and members[0].kernel and profiled and label not in profiled:
             notes.append("kernel not seen in the profile")
         if prepares:
             what = ", ".join(dict.fromkeys(short_op(k[0]) for k in prepares))
@@ -287,19 +287,22 @@ def compile_fusion(
             _sum_flops(eager_calls),
             "; ".join(notes),
         )
-        group.update(
+        group = dataclasses.replace(
+            group,
             fused=not is_extern and len(own) > 1,
-            recomputed=[short_op(k[0]) for k in recomputed],
-            counted_elsewhere=[short_op(k[0]) for k in own if owner[k] != c],
-            library_operands=[short_op(k[0]) for k in prepares],
-            graph_only=[short_op(k[0]) for k in graph_only],
-            modules=sorted({module_of[k] for k in own if module_of.get(k)}),
+            recomputed=tuple(short_op(k[0]) for k in recomputed),
+            counted_elsewhere=tuple(short_op(k[0]) for k in own if owner[k] != c),
+            library_operands=tuple(short_op(k[0]) for k in prepares),
+            graph_only=tuple(short_op(k[0]) for k in graph_only),
+            modules=tuple(sorted({module_of[k] for k in own if module_of.get(k)})),
         )
         groups.append(group)
-        if not is_extern and members[0].get("kernel"):
-            entry = per_kernel.setdefault(label, {"read": 0, "written": 0})
-            for side in ("read", "written"):
-                entry[side] = sum_known([entry[side], *(m.get(side) for m in members)])
+        if not is_extern and members[0].kernel:
+            entry = per_kernel.get(label, KernelTraffic(read=0, written=0))
+            per_kernel[label] = KernelTraffic(
+                read=sum_known([entry.read, *(m.read for m in members)]),
+                written=sum_known([entry.written, *(m.written for m in members)]),
+            )
     removed = [c for c in untaken if c.op not in bookkeeping and _norm(c.op) not in bookkeeping]
     if removed:
         groups.append(
@@ -310,23 +313,23 @@ def compile_fusion(
     summary = summarize_groups(
         groups, "Inductor kernel calls (scheduler nodes, original_aten provenance)"
     )
-    summary["per_kernel"] = per_kernel
-    return summary
+    return dataclasses.replace(summary, per_kernel=per_kernel)
 
 
 def script_fusion(
-    fusion_groups: Sequence[Mapping[str, Any]], eager_sequence: Sequence[TensorIO]
-) -> dict[str, Any]:
-    """Fusion map of a TorchScript mode from the fusion groups in its optimized graph."""
+    fusion_groups: Sequence[ScriptFusionGroup], eager_sequence: Sequence[TensorIO]
+) -> FusionMap:
+    """Fusion map of a TorchScript mode from the fusion groups in its optimized graph (each
+    group's kernel bytes: the tensors crossing its boundary)."""
     calls = _EagerCalls(eager_sequence)
     groups = []
     for g in fusion_groups:
-        eager_calls = [calls.take(op) for op in g["ops"]]
-        boundary = g.get("boundary_bytes")
+        eager_calls = [calls.take(op) for op in g.ops]
+        boundary = None if g.read is None or g.written is None else g.read + g.written
         groups.append(
             fusion_group(
-                [short_op(op) for op in g["ops"]],
-                [g["kind"]],
+                [short_op(op) for op in g.ops],
+                [g.kind],
                 sum_known(traffic(c) for c in eager_calls),
                 boundary,
             )

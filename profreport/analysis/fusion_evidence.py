@@ -6,10 +6,10 @@ Pure functions over a typed mode and its run; each mode (profreport.modes) names
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
 
 from profreport.format import fmt_bytes
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import FusionGroup, ModeResult, Run
 
 
 def _short(op: str) -> str:
@@ -28,13 +28,12 @@ _SHOWN_GROUPS = 4
 _SHOWN_OPS = 6
 
 
-def _fused_sets(fused: list[dict[str, Any]]) -> str:
+def _fused_sets(fused: Sequence[FusionGroup]) -> str:
     """ "[a + b] x2, [c + d + e + 3 more] and 5 more fused kernel(s)": the eager ops of each fused
     kernel (the first few; identical sets once, with a count), for the first few kernels."""
     counts: dict[tuple[str, ...], int] = {}
     for g in fused:
-        key = tuple(g["eager_ops"])
-        counts[key] = counts.get(key, 0) + 1
+        counts[g.eager_ops] = counts.get(g.eager_ops, 0) + 1
     sets = []
     for ops, n in list(counts.items())[:_SHOWN_GROUPS]:
         shown = " + ".join(ops[:_SHOWN_OPS])
@@ -53,14 +52,14 @@ def torchscript_evidence(mode: ModeResult, run: Run, kind: str) -> str:
     what else makes its calls differ from eager's (`kind`: "traced" or "scripted")."""
     device = run.device.type
     fusers = run.env.fusers
-    groups = mode.compiler.fusion_groups if mode.compiler is not None else ()
+    groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
     if groups:
-        sets = "; ".join(" + ".join(_short(o) for o in g["ops"]) for g in groups)
+        sets = "; ".join(" + ".join(_short(o) for o in g.ops) for g in groups)
         return f"TorchScript fused {len(groups)} group(s): {sets}"
-    if device == "cpu" and not fusers.get("nnc_can_fuse_on_cpu"):
+    if device == "cpu" and not (fusers is not None and fusers.nnc_can_fuse_on_cpu):
         why = (
             "needs LLVM, which this PyTorch build lacks"
-            if not fusers.get("llvm_available")
+            if not (fusers is not None and fusers.llvm_available)
             else "is disabled"
         )
         text = f"nothing fused (TorchScript's CPU fuser {why})"
@@ -108,33 +107,38 @@ def optimize_evidence(mode: ModeResult, run: Run) -> str:
     itself changed (addmm run as mm + add), and how the graph it started from differs from eager."""
     from profreport.analysis import fusion_optimize as fo
 
-    groups = (mode.fusion or {}).get("groups") or []
+    groups = mode.fusion.groups if mode.fusion is not None else ()
     kind = fo.graph_kind(mode)
-    found, decomposed, unmatched, lacks, adds, rewritten = [], [], [], [], [], []
+    found: list[str] = []
+    decomposed: list[str] = []
+    unmatched: list[str] = []
+    lacks: list[str] = []
+    adds: list[str] = []
+    rewritten: list[str] = []
     for g in groups:
-        note = g["note"]
+        note = g.note
         if note == fo.DECOMPOSED:
-            decomposed += g["eager_ops"]
+            decomposed += g.eager_ops
         elif note == fo.LINEAR_SPLIT:
             rewritten.append("linear")
         elif note == fo.UNMATCHED:
-            unmatched += g["eager_ops"]
+            unmatched += g.eager_ops
         elif note == fo.NOT_IN_GRAPH.format(graph=kind):
-            lacks += g["eager_ops"]
+            lacks += g.eager_ops
         elif note == fo.GRAPH_ONLY.format(graph=kind):
-            adds += g["kernels"]
+            adds += g.kernels
         elif note.startswith("folded"):
-            found.append(_counted("folded away", g["eager_ops"]))
-        elif len(g["eager_ops"]) > 1:
-            found.append(f"fused {' + '.join(g['eager_ops'])} into {g['kernels'][0]}")
+            found.append(_counted("folded away", list(g.eager_ops)))
+        elif len(g.eager_ops) > 1:
+            found.append(f"fused {' + '.join(g.eager_ops)} into {g.kernels[0]}")
         elif note.startswith("added"):
-            found.append(_counted("added", g["kernels"]))
+            found.append(_counted("added", list(g.kernels)))
     replaced = sorted(
         {
-            f"{g['eager_ops'][0]} -> {g['kernels'][0]}"
+            f"{g.eager_ops[0]} -> {g.kernels[0]}"
             for g in groups
-            if g["note"] == "replaced"
-            and g["eager_ops"][0].rstrip("_") != g["kernels"][0].rstrip("_")  # not in-place only
+            if g.note == "replaced"
+            and g.eager_ops[0].rstrip("_") != g.kernels[0].rstrip("_")  # not in-place only
         }
     )
     if replaced:
@@ -162,18 +166,18 @@ def optimize_evidence(mode: ModeResult, run: Run) -> str:
 
 def inductor_evidence(mode: ModeResult, run: Run) -> str:
     """The eager ops each Inductor kernel fused, layout conversions, traffic saved, breaks."""
-    groups = (mode.fusion or {}).get("groups") or []
-    fused = [g for g in groups if g.get("fused", len(g["eager_ops"]) > 1)]
-    layout = [g for g in groups if "layout" in g["note"]]
+    groups = mode.fusion.groups if mode.fusion is not None else ()
+    fused = [g for g in groups if g.counts_as_fused]
+    layout = [g for g in groups if "layout" in g.note]
     parts = []
     if fused:
         parts.append(f"Inductor fused {_fused_sets(fused)}")
     else:
         parts.append("Inductor fused no operations together")
     if layout:
-        ops = sorted({op for g in layout for op in g.get("library_operands") or g["eager_ops"]})
+        ops = sorted({op for g in layout for op in g.library_operands or g.eager_ops})
         parts.append(f"it added layout conversion for {', '.join(ops)}")
-    saved = (mode.fusion or {}).get("saved_bytes")
+    saved = mode.fusion.saved_bytes if mode.fusion is not None else None
     if fused and saved is not None:
         parts.append(
             f"fusion map: {fmt_bytes(saved)} modeled traffic saved"
@@ -183,10 +187,11 @@ def inductor_evidence(mode: ModeResult, run: Run) -> str:
     compiler = mode.compiler
     breaks = (compiler.graph_breaks if compiler is not None else None) or 0
     if breaks and compiler is not None:
-        first = (compiler.graph_break_records or ({},))[0]
+        records = compiler.graph_break_records or ()
+        first = records[0] if records else None
         where = (
-            f", first at {str(first['file']).rsplit('/', 1)[-1]}:{first['line']}: {first['reason']}"
-            if first.get("file")
+            f", first at {first.file.rsplit('/', 1)[-1]}:{first.line}: {first.reason}"
+            if first is not None and first.file
             else ""
         )
         parts.append(f"{breaks} graph break(s){where}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from profreport.analysis.fusion import (
     fusion_group,
@@ -36,7 +35,7 @@ from profreport.analysis.fusion import (
     traffic,
     without_kernel,
 )
-from profreport.record.model import ModeResult, TensorIO
+from profreport.record.model import FusionGroup, FusionMap, ModeResult, TensorIO
 
 FOLDED = "folded away by freezing (no kernel left)"
 UNMATCHED = "no optimized call of this op left to pair with"
@@ -66,7 +65,7 @@ _FOLDABLE = frozenset({"batch_norm", "dropout", "feature_dropout"})
 
 def graph_kind(mode: ModeResult) -> str:
     """How the optimize mode's graph was made: "traced" when scripting failed, else "scripted"."""
-    notes = mode.compiler.notes if mode.compiler is not None else ()
+    notes = (mode.compiler.notes if mode.compiler is not None else None) or ()
     return (
         "traced" if any(n.startswith("traced instead of scripted") for n in notes) else "scripted"
     )
@@ -94,7 +93,7 @@ def optimize_fusion(
     graph_before: Mapping[str, int] | None = None,
     graph_kind: str = "scripted",
     graph_after: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+) -> FusionMap:
     """What freeze + optimize_for_inference did, call by call (see the module docstring).
 
     `graph_before`: op counts of the graph before freezing (None in records without them: the
@@ -106,7 +105,7 @@ def optimize_fusion(
         if c.op not in bookkeeping:
             pending[_family(c.op)].append(c)
     calls = [c for c in mode_sequence if c.op not in bookkeeping]
-    groups = []
+    groups: list[FusionGroup] = []
     added: list[TensorIO] = []
     linear_rewrites = _linear_rewrites(graph_before, graph_after)
     i = 0
@@ -216,7 +215,7 @@ def _partition(
 
 def _leftover_eager(
     left: list[TensorIO], graph_before: Mapping[str, int] | None, graph_kind: str
-) -> list[dict[str, Any]]:
+) -> list[FusionGroup]:
     """Eager calls nothing optimized computes: folded by freezing, never in the graph, or
     unmatched. Without the graph before freezing (older records) every op counts as held."""
     in_graph = None if graph_before is None else {_graph_family(op) for op in graph_before}
@@ -234,7 +233,7 @@ def _leftover_eager(
 
 def _leftover_mode(
     added: list[TensorIO], graph_before: Mapping[str, int] | None, graph_kind: str
-) -> list[dict[str, Any]]:
+) -> list[FusionGroup]:
     """Optimized calls with no eager partner: layout conversions, or the graph's own work."""
     if graph_before is None:
         return [_only_in_mode(added, ADDED)] if added else []
@@ -243,7 +242,7 @@ def _leftover_mode(
     return [_only_in_mode(calls, note) for calls, note in named if calls]
 
 
-def _only_in_mode(calls: list[TensorIO], note: str) -> dict[str, Any]:
+def _only_in_mode(calls: list[TensorIO], note: str) -> FusionGroup:
     return fusion_group(
         [], [short_op(c.op) for c in calls], 0, sum_known(traffic(c) for c in calls), note=note
     )

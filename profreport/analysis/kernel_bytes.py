@@ -13,20 +13,8 @@ generation put into them, matched by the kernel's exact name (see the fusion map
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
 
 from profreport.record.model import KernelRow, ModeResult
-
-# The fields kernel_bytes gives a kernel row (findings: derived, never read back).
-KERNEL_BYTES_FIELDS = (
-    "bytes_read",
-    "bytes_written",
-    "bytes_op",
-    "bytes_shared_by",
-    "flops",
-    "flops_per_byte",
-)
 
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
 _DISPATCH_NAME = {
@@ -51,19 +39,19 @@ def _candidates(row: KernelRow) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def kernel_bytes(mode: ModeResult) -> tuple[dict[str, Any], ...]:
-    """The bytes fields of each kernel row of `mode` (in table order): `bytes_read`,
+def kernel_bytes(mode: ModeResult) -> tuple[KernelRow, ...]:
+    """The kernel rows of `mode` (in table order) with their modeled bytes: `bytes_read`,
     `bytes_written`, `bytes_op` and `bytes_shared_by`, and the operation's FLOPs (`flops`,
     `flops_per_byte`) where torch's flop counter has a formula; rows with no matching operation
-    get None, never 0. `mode` needs its kernel table, its bytes table and (for Inductor's kernels)
-    its fusion map."""
+    get None, never 0. Inductor's generated kernels take their bytes from the fusion map
+    (`per_kernel`). `mode` needs its kernel table and its bytes table."""
     if mode.kernels is None or mode.bytes is None:
-        raise AttributeError("a mode without kernels or bytes")
+        raise ValueError("kernel bytes need a mode with kernels and modeled bytes")
     ops = {r.op: r for r in mode.bytes.table}
     # compile's library calls are recorded as "extern <op>": findable by the op's own name.
     ops.update({r.op.removeprefix("extern "): r for r in mode.bytes.table})
     # Inductor's generated kernels, by their exact name (a kernel called twice sums both calls).
-    by_kernel: Mapping[str, Mapping[str, int | None]] = (mode.fusion or {}).get("per_kernel") or {}
+    by_kernel = (mode.fusion.per_kernel if mode.fusion is not None else None) or {}
     matches: dict[str, str | None] = {}
     for row in mode.kernels.table:
         matches[row.name] = next((c for c in _candidates(row) if c in ops), None)
@@ -71,33 +59,34 @@ def kernel_bytes(mode: ModeResult) -> tuple[dict[str, Any], ...]:
     for op in matches.values():
         if op is not None:
             shared[op] += 1
-    found: list[dict[str, Any]] = []
+    found: list[KernelRow] = []
     for row in mode.kernels.table:
         op = matches[row.name]
         if op is not None:
             o = ops[op]
             total = o.read + o.written
             found.append(
-                {
-                    "bytes_read": o.read,
-                    "bytes_written": o.written,
-                    "bytes_op": op,
-                    "bytes_shared_by": shared[op],
-                    "flops": o.flops,
-                    "flops_per_byte": None if o.flops is None or total == 0 else o.flops / total,
-                }
+                row.adding(
+                    bytes_read=o.read,
+                    bytes_written=o.written,
+                    bytes_op=op,
+                    bytes_shared_by=shared[op],
+                    flops=o.flops,
+                    flops_per_byte=None if o.flops is None or total == 0 else o.flops / total,
+                )
             )
         elif row.name in by_kernel:
+            traffic = by_kernel[row.name]
             found.append(
-                {
-                    "bytes_read": by_kernel[row.name]["read"],
-                    "bytes_written": by_kernel[row.name]["written"],
-                    "bytes_op": "Inductor scheduler node(s)",
-                    "bytes_shared_by": 1,
-                }
+                row.adding(
+                    bytes_read=traffic.read,
+                    bytes_written=traffic.written,
+                    bytes_op="Inductor scheduler node(s)",
+                    bytes_shared_by=1,
+                )
             )
         else:
             found.append(
-                {"bytes_read": None, "bytes_written": None, "bytes_op": None, "bytes_shared_by": 0}
+                row.adding(bytes_read=None, bytes_written=None, bytes_op=None, bytes_shared_by=0)
             )
     return tuple(found)

@@ -8,6 +8,7 @@ from collections import defaultdict
 import numpy as np
 
 from profreport.analysis.counters import is_additive
+from profreport.record.section import JSONObject
 from profreport.traceio import Trace
 
 _ROCM_NAME_HINTS = ("AMD", "Radeon", "Instinct")
@@ -17,7 +18,7 @@ _ID_ARGS = frozenset({"External id", "correlation", "device", "context", "stream
 
 def device_info(
     trace: Trace, dev_rows: np.ndarray, launch_api_counts: dict[str, int], device: bool = False
-) -> dict:
+) -> JSONObject:
     """Describe the device the trace ran on, from ``deviceProperties`` and the events themselves.
 
     ``kind`` is ``cpu`` when the trace holds no device activity and ``device`` is false, else
@@ -26,7 +27,7 @@ def device_info(
     props = trace.metadata.get("deviceProperties")
     props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     if not dev_rows.size and not device:
-        info: dict = {"kind": "cpu", "name": "CPU"}
+        info: JSONObject = {"kind": "cpu", "name": "CPU"}
         if props:
             info["accelerators_present"] = sorted({str(p.get("name")) for p in props})
         return info
@@ -52,13 +53,13 @@ def device_info(
     return info
 
 
-def _is_id(value) -> bool:
+def _is_id(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
-def inductor_records(trace: Trace) -> list[dict]:
+def inductor_records(trace: Trace) -> list[JSONObject]:
     """Inductor kernel records (cpu_op events carrying ``kernel_backend``), one per kernel name."""
-    out: dict[str, dict] = {}
+    out: dict[str, JSONObject] = {}
     for row, args in trace.extra_args.items():
         backend = args.get("kernel_backend")
         if backend is None:
@@ -79,7 +80,7 @@ def inductor_records(trace: Trace) -> list[dict]:
     return sorted(out.values(), key=lambda r: (-r["time_us"], r["name"]))
 
 
-def counter_ranges(trace: Trace) -> list[dict]:
+def counter_ranges(trace: Trace) -> list[JSONObject]:
     """``cuda_profiler_range`` events grouped by name: range count, mean of each metric, and the
     sum over ranges of each additive (``.sum``) metric."""
     cat_id = trace.string_id("cuda_profiler_range")

@@ -40,7 +40,7 @@ cross a module boundary as a dozen loose parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -70,6 +70,8 @@ from profreport.analysis.kernel_definitions import (
     STEP_RE,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
+from profreport.record.model import KernelRow
+from profreport.record.section import JSONObject
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS, STEP_CATS
 
@@ -78,7 +80,7 @@ __all__ = [
     "CPU_DEFINITION_TEXT",
     "DEVICE_DEFINITION_TEXT",
     "FORWARDING_OPS",
-    "KernelRow",
+    "KernelRow",  # the run record's row (profreport.record.model): one class for both
     "StepCounts",
     "TraceCounts",
     "count_kernels",
@@ -102,21 +104,6 @@ def _cat_class(cat: str) -> int:
 
 
 @dataclass(frozen=True)
-class KernelRow:
-    """One distinct kernel name with its totals over the whole trace."""
-
-    name: str
-    kind: str  # "kernel" | "memcpy" | "memset" | "cpu"
-    calls: int
-    time_us: float
-    launched_by: str | None
-    bytes: int | None
-    launched_by_top: str | None = None  # outermost dispatcher op around the launching op
-    counters: dict | None = None  # cuda_profiler_range metrics, mean per range
-    counter_totals: dict | None = None  # additive (.sum) counters summed over the row's ranges
-
-
-@dataclass(frozen=True)
 class StepCounts:
     name: str
     kernels: int
@@ -130,7 +117,7 @@ class StepCounts:
 @dataclass(frozen=True)
 class TraceCounts:
     definition: str
-    device: dict
+    device: JSONObject
     kernels: int
     memcpy: int
     memset: int
@@ -144,15 +131,17 @@ class TraceCounts:
     table: list[KernelRow]
     launch_api_counts: dict[str, int]
     kernels_by_op: dict[str, int] = field(default_factory=dict)  # launching op -> kernels
-    inductor_kernels: list[dict] = field(default_factory=list)  # Inductor kernel records
-    counter_ranges: list[dict] = field(default_factory=list)  # cuda_profiler_range per name
+    inductor_kernels: list[JSONObject] = field(default_factory=list)  # Inductor kernel records
+    counter_ranges: list[JSONObject] = field(default_factory=list)  # cuda_profiler_range per name
     evidence: str = ""  # what decided the definition, in words
     # "recorded": device events present; "counters": the kernels are CUPTI counter ranges (no
     # durations); "not recorded": launch calls but no device-side events; "none": CPU definition
     device_activity: str = "recorded"
-    counters: dict | None = None  # trace-wide counter totals and derived figures (counters.py)
+    counters: JSONObject | None = None  # trace-wide counter totals and derived figures
     notes: list[str] = field(default_factory=list)
 
+
+_N = TypeVar("_N", int, float)
 
 NO_CPU_OP = "(no CPU op)"
 UNLINKED = "(unlinked)"
@@ -235,8 +224,17 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
 
 
 def _count_device(
-    trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
-):
+    trace: Trace,
+    dev_rows: np.ndarray,
+    codes: np.ndarray,
+    rt_rows: np.ndarray,
+    launch_rows: np.ndarray,
+    cpu_rows: np.ndarray,
+    steps: Steps,
+    common: dict[str, Any],
+    paired: np.ndarray | None,
+    range_rows: np.ndarray,
+) -> TraceCounts:
     """Device definition: link each device event to its API call and CPU op, then count.
 
     When the kernels are counter ranges (``common["device_activity"] == "counters"``) they are
@@ -275,7 +273,7 @@ def _count_device(
     is_graph = graph_name[trace.name[launch_rows]]
     is_kernel = codes == 1
 
-    def per(step_of: np.ndarray, mask: np.ndarray, weights=None) -> np.ndarray:
+    def per(step_of: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         n = len(steps.names)
         sel = mask & (step_of >= 0)
         w = None if weights is None else weights[sel]
@@ -336,13 +334,14 @@ def _label_counts(label_ids: np.ndarray, labels: list[str]) -> dict[str, int]:
     return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def per_step(counts: TraceCounts) -> dict:
+def per_step(counts: TraceCounts) -> dict[str, float | None]:
     """Typical per-step numbers: the upper median over ProfilerSteps, or whole-trace totals.
 
     The upper median is a value some step really had (a trailing partial step with no work does
     not drag a two-step trace to zero or to a half-way number).
     """
     keys = ("kernels", "launches", "memcpy", "memset", "graph_launches")
+    out: dict[str, float | None]
     if not counts.steps:
         out = {k: getattr(counts, k) for k in keys}
         out["kernel_time_us"] = counts.kernel_time_us
@@ -350,7 +349,8 @@ def per_step(counts: TraceCounts) -> dict:
     else:
         out = {k: _median_high([getattr(s, k) for s in counts.steps]) for k in keys}
         times = [s.kernel_time_us for s in counts.steps]
-        out["kernel_time_us"] = None if None in times else _median_high(times)
+        known = [t for t in times if t is not None]
+        out["kernel_time_us"] = _median_high(known) if len(known) == len(times) else None
         out["steps"] = len(counts.steps)
     if counts.device_activity == "not recorded":
         out.update(dict.fromkeys(UNRECORDED_FIELDS & out.keys()))
@@ -363,7 +363,7 @@ UNRECORDED_FIELDS = frozenset(
 )
 
 
-def _median_high(values: list):
+def _median_high(values: list[_N]) -> _N:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
 
@@ -378,7 +378,17 @@ def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
     return trace.string_table_mask(qualifies)
 
 
-def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges, untimed):
+def _device_table(
+    trace: Trace,
+    dev_rows: np.ndarray,
+    codes: np.ndarray,
+    dur: np.ndarray,
+    nbytes: np.ndarray,
+    op_name: np.ndarray,
+    top_name: np.ndarray,
+    ranges: list[JSONObject],
+    untimed: bool,
+) -> list[KernelRow]:
     """One row per (name, kind) of device event; launchers are the most common op names."""
     strings = trace.strings
     uniq, inv = np.unique(trace.name[dev_rows].astype(np.int64) * 4 + codes, return_inverse=True)
@@ -412,7 +422,9 @@ def _device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, ranges
     return rows
 
 
-def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -> TraceCounts:
+def _count_cpu(
+    trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict[str, Any]
+) -> TraceCounts:
     """CPU definition: the outermost compute operators, the ones the model called (see the
     module docstring)."""
     strings = trace.strings
@@ -467,7 +479,7 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict) -
         )
         for g, name_id in enumerate(uniq.tolist())
     ]
-    table.sort(key=lambda r: (-r.time_us, -r.calls, r.name))
+    table.sort(key=lambda r: (-(r.time_us or 0.0), -r.calls, r.name))
     n_kernels = int(k_rows.size)
     return TraceCounts(
         definition="cpu",

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
+
+from profreport.record.model import OutputCheck
 
 # (rtol, atol) by dtype; see the module docstring for where they come from.
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -50,20 +52,6 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     if dtype.is_floating_point:
         return 2 * torch.finfo(dtype).eps, 1e-5
     return 0.0, 0.0
-
-
-@dataclass(frozen=True)
-class OutputCheck:
-    max_abs_err: float | None  # None: no pair could be compared
-    max_rel_err: float | None
-    atol: float | None  # tolerance of the pair that used the most of its allowance
-    rtol: float | None
-    within_tolerance: bool | None  # None: nothing to compare
-    compared_tensors: int
-    note: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

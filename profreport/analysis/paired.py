@@ -18,7 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from profreport.record.model import Run
+from profreport.record.model import (
+    BaselineSignals,
+    MachineLoad,
+    ModeNoise,
+    NoiseSignals,
+    NoiseThresholds,
+    PairedRatios,
+    Run,
+    Speedup,
+    TimingNoise,
+    TwoPeaks,
+)
 
 METHOD = "paired per-round ratios"
 
@@ -57,18 +68,18 @@ MIN_BIMODAL_SAMPLES = 10
 # rounds, but with ratios spread 97% (p25 far below 1.5).
 NOISE_BAND = 1.5
 
-THRESHOLDS = {
-    "min_rounds": MIN_ROUNDS,
-    "max_other_busy_share": MAX_OTHER_BUSY_SHARE,
-    "max_ratio_spread": MAX_RATIO_SPREAD,
-    "max_block_spread": MAX_BLOCK_SPREAD,
-    "round_move": ROUND_MOVE,
-    "max_moved_rounds": MAX_MOVED_ROUNDS,
-    "min_peak_share": MIN_PEAK_SHARE,
-    "peak_gap_factor": PEAK_GAP_FACTOR,
-    "min_peak_gap": round(MIN_PEAK_GAP, 6),
-    "noise_band": NOISE_BAND,
-}
+THRESHOLDS = NoiseThresholds(
+    min_rounds=MIN_ROUNDS,
+    max_other_busy_share=MAX_OTHER_BUSY_SHARE,
+    max_ratio_spread=MAX_RATIO_SPREAD,
+    max_block_spread=MAX_BLOCK_SPREAD,
+    round_move=ROUND_MOVE,
+    max_moved_rounds=MAX_MOVED_ROUNDS,
+    min_peak_share=MIN_PEAK_SHARE,
+    peak_gap_factor=PEAK_GAP_FACTOR,
+    min_peak_gap=round(MIN_PEAK_GAP, 6),
+    noise_band=NOISE_BAND,
+)
 
 
 # ---------------------------------------------------------------- the paired statistic
@@ -137,17 +148,15 @@ def spread(samples: Sequence[float]) -> float:
     return float((p75 - p25) / p50)
 
 
-def two_peaks(samples: Sequence[float]) -> dict[str, float] | None:
-    """The split of the samples into two separated groups (see the thresholds above), or None.
-
-    Returns {"low": median of the lower group, "high": ..., "share_high": its share}.
-    """
+def two_peaks(samples: Sequence[float]) -> TwoPeaks | None:
+    """The split of the samples into two separated groups (see the thresholds above), or None:
+    the median of the lower group, of the upper one, and the upper one's share."""
     if len(samples) < MIN_BIMODAL_SAMPLES:
         return None
     y = np.sort(np.log(np.asarray(samples, dtype=float)))
     n = y.size
     least = math.ceil(MIN_PEAK_SHARE * n)
-    best: dict[str, float] | None = None
+    best: TwoPeaks | None = None
     best_score = 0.0
     for k in range(least, n - least + 1):  # lower group y[:k], upper group y[k:]
         gap = float(y[k] - y[k - 1])
@@ -161,11 +170,11 @@ def two_peaks(samples: Sequence[float]) -> dict[str, float] | None:
         score = gap / max(width, 1e-12)
         if score > best_score:
             best_score = score
-            best = {
-                "low": float(np.exp(np.median(lower))),
-                "high": float(np.exp(np.median(upper))),
-                "share_high": (n - k) / n,
-            }
+            best = TwoPeaks(
+                low=float(np.exp(np.median(lower))),
+                high=float(np.exp(np.median(upper))),
+                share_high=(n - k) / n,
+            )
     return best
 
 
@@ -176,9 +185,9 @@ def moved_rounds(eager_ms: Sequence[float]) -> float:
     return float(np.mean(np.abs(a - med) > ROUND_MOVE * med))
 
 
-def machine_reasons(load: dict[str, Any]) -> list[str]:
+def machine_reasons(load: MachineLoad | None) -> list[str]:
     """Why the machine was not quiet, from a capture/noise.py sample; [] when it was or unknown."""
-    share = load.get("other_busy_share")
+    share = None if load is None else load.other_busy_share
     if share is not None and share > MAX_OTHER_BUSY_SHARE:
         return [
             f"other processes used {share:.0%} of the machine's CPU time while timing "
@@ -187,32 +196,30 @@ def machine_reasons(load: dict[str, Any]) -> list[str]:
     return []
 
 
-def baseline_reasons(eager_ms: Sequence[float]) -> tuple[dict[str, Any], list[str]]:
+def baseline_reasons(eager_ms: Sequence[float]) -> tuple[BaselineSignals, list[str]]:
     """Signals from the baseline's own blocks: spread, rounds that moved, two peaks."""
     reasons: list[str] = []
-    signals: dict[str, Any] = {"rounds": len(eager_ms)}
     if not eager_ms:
-        return signals, reasons
-    signals["block_spread"] = spread(eager_ms)
-    signals["moved_rounds"] = moved_rounds(eager_ms)
-    signals["two_peaks"] = two_peaks(eager_ms)
+        return BaselineSignals(rounds=0), reasons
+    block_spread = spread(eager_ms)
+    moved = moved_rounds(eager_ms)
+    peaks = two_peaks(eager_ms)
+    signals = BaselineSignals(
+        rounds=len(eager_ms), block_spread=block_spread, moved_rounds=moved, two_peaks=peaks
+    ).present("two_peaks")
     if len(eager_ms) < MIN_ROUNDS:
         reasons.append(f"only {len(eager_ms)} rounds (a 95% interval needs {MIN_ROUNDS})")
-    if signals["block_spread"] > MAX_BLOCK_SPREAD:
+    if block_spread > MAX_BLOCK_SPREAD:
         reasons.append(
-            f"baseline blocks spread {signals['block_spread']:.0%} (IQR/median, limit "
-            f"{MAX_BLOCK_SPREAD:.0%})"
+            f"baseline blocks spread {block_spread:.0%} (IQR/median, limit {MAX_BLOCK_SPREAD:.0%})"
         )
-    if signals["moved_rounds"] > MAX_MOVED_ROUNDS:
+    if moved > MAX_MOVED_ROUNDS:
         reasons.append(
             f"baseline moved >{ROUND_MOVE:.0%} from its median in "
-            f"{signals['moved_rounds']:.0%} of rounds (limit {MAX_MOVED_ROUNDS:.0%})"
+            f"{moved:.0%} of rounds (limit {MAX_MOVED_ROUNDS:.0%})"
         )
-    peaks = signals["two_peaks"]
     if peaks:
-        reasons.append(
-            f"baseline blocks have two peaks ({peaks['low']:.3g} and {peaks['high']:.3g} ms)"
-        )
+        reasons.append(f"baseline blocks have two peaks ({peaks.low:.3g} and {peaks.high:.3g} ms)")
     return signals, reasons
 
 
@@ -227,7 +234,7 @@ def ratio_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
         )
     peaks = two_peaks(ratios)
     if peaks:
-        reasons.append(f"paired ratios have two peaks ({peaks['low']:.3g} and {peaks['high']:.3g})")
+        reasons.append(f"paired ratios have two peaks ({peaks.low:.3g} and {peaks.high:.3g})")
     return reasons
 
 
@@ -243,24 +250,17 @@ def beyond_noise(ratio: PairedRatio) -> bool:
 
 
 def paired_speedups(
-    samples_ms: dict[str, Sequence[float]], load: dict[str, Any], baseline: str = "eager"
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    samples_ms: dict[str, Sequence[float]], load: MachineLoad | None, baseline: str = "eager"
+) -> tuple[dict[str, Speedup], TimingNoise]:
     """Per-mode `speedup_vs_eager` entries (baseline block / mode block, per round) and the
     run's `timing_noise` record. A mode's entry carries `inconclusive` (why) or None."""
     base = samples_ms.get(baseline)
-    noise: dict[str, Any] = {
-        "method": METHOD,
-        "load": load,
-        "thresholds": THRESHOLDS,
-        "signals": {},
-        "reasons": [],
-        "tripped": False,
-    }
+    noise = TimingNoise(method=METHOD, load=load, thresholds=THRESHOLDS, signals=NoiseSignals())
     if base is None:
         return {}, noise
     signals, reasons = baseline_reasons(base)
     reasons = machine_reasons(load) + reasons
-    noise["signals"] = {"baseline": signals, "modes": {}}
+    per_mode: dict[str, ModeNoise] = {}
     speedups = {}
     for name, samples in samples_ms.items():
         if name == baseline:
@@ -270,22 +270,27 @@ def paired_speedups(
             continue
         ratio = paired_ratio(ratios)
         own = ratio_reasons(ratio, ratios)
-        noise["signals"]["modes"][name] = {"ratio_spread": ratio.spread, "reasons": own}
+        per_mode[name] = ModeNoise(ratio_spread=ratio.spread, reasons=tuple(own))
         why = reasons + own
         beyond = beyond_noise(ratio)
-        speedups[name] = {
-            "median": ratio.median,
-            "ci95": list(ratio.ci95),
-            "method": METHOD,
-            "rounds": ratio.n,
-            "ratios": {"p25": ratio.p25, "p75": ratio.p75, "spread": ratio.spread},
-            "per_round": ratios,
-            "noise": "; ".join(why) if why else None,  # what the guard saw
-            "inconclusive": "; ".join(why) if why and not beyond else None,
-        }
-    noise["reasons"] = reasons
-    noise["tripped"] = bool(reasons) or any(
-        m["reasons"] for m in noise["signals"]["modes"].values()
+        speedups[name] = Speedup(
+            median=ratio.median,
+            ci95=ratio.ci95,
+            method=METHOD,
+            rounds=ratio.n,
+            ratios=PairedRatios(p25=ratio.p25, p75=ratio.p75, spread=ratio.spread),
+            per_round=tuple(ratios),
+            noise="; ".join(why) if why else None,  # what the guard saw
+            inconclusive="; ".join(why) if why and not beyond else None,
+        )
+    tripped = bool(reasons) or any(m.reasons for m in per_mode.values())
+    noise = TimingNoise(
+        method=METHOD,
+        load=load,
+        thresholds=THRESHOLDS,
+        signals=NoiseSignals(baseline=signals, modes=per_mode),
+        reasons=tuple(reasons),
+        tripped=tripped,
     )
     return speedups, noise
 
@@ -296,10 +301,7 @@ def paired_speedups(
 def record_noise(run: Run, mode: str) -> list[str]:
     """Why a stored run's timing of `mode` was noisy (its `timing_noise`): the run's reasons
     and that mode's own; [] when quiet or recorded before the guard existed."""
-    noise = run.timing_noise or {}
-    reasons = list(noise.get("reasons") or [])
-    own = (noise.get("signals") or {}).get("modes", {}).get(mode) or {}
-    return reasons + list(own.get("reasons") or [])
+    return [] if run.timing_noise is None else run.timing_noise.mode_reasons(mode)
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ def paired_gate(
     base_ms: Sequence[float],
     head_ms: Sequence[float],
     limit_pct: float | None,
-    load: dict[str, Any],
+    load: MachineLoad | None,
 ) -> PairedGate:
     """A regression: the median head/base ratio above 1 + limit and its whole 95% interval above
     1. When the guard trips, that holds only beyond the noise band (see beyond_noise);

@@ -24,17 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from profreport.record.model import Ceilings, KernelRow, Latency, ModeResult, OpBytes
-
-# The fields kernel_roofline gives a kernel row (findings: derived, never read back).
-KERNEL_ROOFLINE_FIELDS = (
-    "achieved_bytes_per_s",
-    "achieved_flops_per_s",
-    "bound",
-    "ceiling_pct",
-    "roofline_note",
+from profreport.record.model import (
+    Ceilings,
+    KernelRow,
+    KernelsByBound,
+    Latency,
+    ModeResult,
+    OpBytes,
+    RooflineFloor,
 )
 
 BOUND_NAMES = {
@@ -121,7 +119,7 @@ def kernel_bound(
 
 def _groups(rows: Sequence[KernelRow]) -> list[list[int]]:
     """Row indexes with modeled bytes, grouped: rows sharing one operation's bytes together."""
-    groups: dict[Any, list[int]] = {}
+    groups: dict[tuple[str, object], list[int]] = {}
     for i, row in enumerate(rows):
         if row.bytes_read is None or row.bytes_written is None:
             continue
@@ -168,20 +166,30 @@ def _eager_flops(row: KernelRow, eager_ops: Mapping[str, OpBytes]) -> tuple[floa
     return float(same.flops), f"FLOPs from eager's {op} (same op, same modeled bytes)"
 
 
+@dataclass(frozen=True)
+class ModeRoofline:
+    """A mode's kernel rows with their roofline fields, and its latency floor."""
+
+    rows: tuple[KernelRow, ...]
+    floor: RooflineFloor
+
+
 def kernel_roofline(
     mode: ModeResult, roofs: Roofs | None, eager: ModeResult | None = None
-) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]] | None:
-    """KERNEL_ROOFLINE_FIELDS of each kernel row of `mode` (a mode whose rows carry modeled
-    bytes, analysis/kernel_bytes), in table order, and the mode's floor finding; None without
-    roofs. `eager`: the run's eager mode, whose FLOPs a compiler's library call may borrow."""
+) -> ModeRoofline | None:
+    """The kernel rows of `mode` (rows carrying modeled bytes, analysis/kernel_bytes) with
+    their roofline fields (achieved rates, bound, % of ceiling, note), in table order, and the
+    mode's floor; None without roofs. `eager`: the run's eager mode, whose FLOPs a compiler's
+    library call may borrow."""
     if roofs is None:
         return None
     if mode.kernels is None:
-        raise AttributeError("a mode without kernels")
+        raise ValueError("a roofline needs a mode with a kernel table")
     eager_ops = {r.op: r for r in eager.bytes.table} if eager and eager.bytes else {}
     rows = mode.kernels.table
-    found: list[dict[str, Any]] = [dict.fromkeys(KERNEL_ROOFLINE_FIELDS) for _ in rows]
-    floor_s, with_bytes, by_bound = 0.0, 0, {"memory": 0, "cache": 0, "compute": 0}
+    found: list[KernelRow] = [r.adding(**_NO_ROOFLINE) for r in rows]
+    floor_s, with_bytes = 0.0, 0
+    by_bound = {"memory": 0, "cache": 0, "compute": 0}
     for indexes in _groups(rows):
         group = [rows[i] for i in indexes]
         first = group[0]
@@ -199,16 +207,22 @@ def kernel_roofline(
         with_bytes += len(group)
         if bound.bound is not None:
             by_bound[bound.bound] += len(group)
+        note = "; ".join(n for n in (borrowed, _note(group, bound)) if n)
         for i in indexes:
-            found[i] = {
-                "achieved_bytes_per_s": bound.achieved_bytes_per_s,
-                "achieved_flops_per_s": bound.achieved_flops_per_s,
-                "bound": bound.bound,
-                "ceiling_pct": bound.ceiling_pct,
-                "roofline_note": "; ".join(n for n in (borrowed, _note(group, bound)) if n),
-            }
+            found[i] = rows[i].adding(
+                achieved_bytes_per_s=bound.achieved_bytes_per_s,
+                achieved_flops_per_s=bound.achieved_flops_per_s,
+                bound=bound.bound,
+                ceiling_pct=bound.ceiling_pct,
+                roofline_note=note,
+            )
     floor = mode_floor(mode.latency_ms, floor_s, with_bytes, len(rows), by_bound)
-    return tuple(found), floor
+    return ModeRoofline(tuple(found), floor)
+
+
+_NO_ROOFLINE: dict[str, None] = dict.fromkeys(
+    ("achieved_bytes_per_s", "achieved_flops_per_s", "bound", "ceiling_pct", "roofline_note")
+)
 
 
 def mode_floor(
@@ -217,7 +231,7 @@ def mode_floor(
     kernels_with_bytes: int,
     kernels: int,
     by_bound: dict[str, int],
-) -> dict[str, Any]:
+) -> RooflineFloor:
     """The floor finding of a mode: floor, measured median / floor, and whether they agree."""
     floor_ms = floor_s * 1000.0
     median = latency.median if latency is not None else None
@@ -230,12 +244,16 @@ def mode_floor(
             f"({floor_ms:.4g} ms) that modeled bytes and measured ceilings allow; the bytes model "
             "or a ceiling is wrong for this run, so its latency figures are not to be trusted"
         )
-    return {
-        "floor_ms": floor_ms,
-        "x_of_floor": ratio,
-        "consistent": consistent,
-        "kernels_in_floor": kernels_with_bytes,
-        "kernels_without_bytes": kernels - kernels_with_bytes,
-        "kernels_by_bound": by_bound,
-        "note": note,
-    }
+    return RooflineFloor(
+        floor_ms=floor_ms,
+        x_of_floor=ratio,
+        consistent=consistent,
+        kernels_in_floor=kernels_with_bytes,
+        kernels_without_bytes=kernels - kernels_with_bytes,
+        kernels_by_bound=KernelsByBound(
+            memory=by_bound.get("memory", 0),
+            cache=by_bound.get("cache", 0),
+            compute=by_bound.get("compute", 0),
+        ),
+        note=note,
+    )

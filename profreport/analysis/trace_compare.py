@@ -6,6 +6,7 @@ Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` in, plain dict
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 from typing import Any
 
@@ -73,7 +74,7 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict[str, An
     out["launch_api_counts"] = counts.launch_api_counts
     out["kernels_by_op"] = counts.kernels_by_op
     out["distinct_kernels"] = len(counts.table)
-    out["top_kernels"] = [kernel_entry(r) for r in counts.table[:top]]
+    out["top_kernels"] = [kernel_entry(r).to_json() for r in counts.table[:top]]
     if counts.inductor_kernels:
         out["inductor_kernels"] = counts.inductor_kernels
     if counts.counter_ranges:
@@ -83,27 +84,21 @@ def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict[str, An
     return out
 
 
-def kernel_entry(row: KernelRow, steps: int | None = None) -> dict[str, Any]:
-    """One kernel row as JSON: the one shape of `analyze`'s top kernels and the run record's
-    kernel tables. With `steps` (a run's profiled steps), per-step calls and time are added and
-    the row is marked as the profiler's."""
-    entry: dict[str, Any] = {"name": row.name, "kind": row.kind, "calls": row.calls}
+def kernel_entry(row: KernelRow, steps: int | None = None) -> KernelRow:
+    """One kernel row as a record writes it: the one shape of `analyze`'s top kernels and the
+    run record's kernel tables. With `steps` (a run's profiled steps), per-step calls and time
+    are added and the row is marked as the profiler's; counter totals add the FLOPs and DRAM
+    bytes derived from them."""
+    entry = dataclasses.replace(row, counters=row.counters or None)
     if steps is not None:
-        entry["calls_per_step"] = row.calls / steps
-    entry["time_us"] = row.time_us
-    if steps is not None:
-        entry["time_us_per_step"] = row.time_us / steps
-    entry["launched_by"] = row.launched_by
-    entry["launched_by_top"] = row.launched_by_top
-    if steps is not None:
-        entry["source"] = "profiler"
-    if row.bytes is not None:
-        entry["bytes"] = row.bytes
-    if row.counters:
-        entry["counters"] = row.counters
+        entry = dataclasses.replace(
+            entry,
+            calls_per_step=row.calls / steps,
+            time_us_per_step=None if row.time_us is None else row.time_us / steps,
+            source="profiler",
+        )
     if row.counter_totals is not None:
-        entry["counter_totals"] = row.counter_totals
-        entry.update(derived(row.counter_totals))
+        entry = entry.adding(**derived(row.counter_totals))
     return entry
 
 

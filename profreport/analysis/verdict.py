@@ -7,15 +7,9 @@ the latency change is outside the bootstrap interval.
 
 from __future__ import annotations
 
+from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
 from profreport.format import fmt_bytes
 from profreport.record.model import Bytes, KernelCounts, ModeResult, Run
-
-
-def _fusion_evidence(name: str, mode: ModeResult, run: Run) -> str:
-    """What the mode's compiler fused, in the mode's own words (see profreport.modes)."""
-    from profreport.modes.registry import mode_for
-
-    return mode_for(name).fusion_evidence(mode, run)
 
 
 def _latency_clause(mode: ModeResult) -> str:
@@ -46,17 +40,17 @@ def output_clause(mode: ModeResult) -> str:
     """The first thing a verdict says when the mode's output is not eager's: a speedup that
     changes the result is not a speedup. Empty when it matches or was not checked."""
     check = mode.output_check
-    if not check or check.get("within_tolerance") is not False:
+    if check is None or check.within_tolerance is not False:
         return ""
     facts = []
-    if check.get("compared_tensors"):
+    if check.compared_tensors:
         facts.append(
-            f"max abs err {_num(check.get('max_abs_err'))}, max rel err "
-            f"{_num(check.get('max_rel_err'))}; tolerance rtol {_num(check.get('rtol'))}, "
-            f"atol {_num(check.get('atol'))}"
+            f"max abs err {_num(check.max_abs_err)}, max rel err "
+            f"{_num(check.max_rel_err)}; tolerance rtol {_num(check.rtol)}, "
+            f"atol {_num(check.atol)}"
         )
-    if check.get("note"):
-        facts.append(check["note"])
+    if check.note:
+        facts.append(check.note)
     return (
         f"OUTPUT DIFFERS from eager ({'; '.join(facts)}): "
         "a speedup that changes the result is not a speedup"
@@ -64,12 +58,12 @@ def output_clause(mode: ModeResult) -> str:
 
 
 def _evidence(mode: ModeResult) -> tuple[KernelCounts, Bytes]:
-    if mode.kernels is None or mode.bytes is None:
-        raise AttributeError("a mode that ran without kernels or bytes")
-    return mode.kernels, mode.bytes
+    """A mode that ran: its kernels and bytes (derive checks they are there)."""
+    return mode.ok_kernels, mode.ok_bytes
 
 
-def verdict_for(name: str, run: Run) -> str:
+def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> str:
+    """The mode's verdict sentence; `analysis` says what its compiler fused (in its own words)."""
     mode = run.modes[name]
     if mode.status == "failed":
         return f"{name}: failed - {mode.error}"
@@ -95,7 +89,7 @@ def verdict_for(name: str, run: Run) -> str:
         kernels_text = f"{k} kernels per step, more than eager's {ek}"
     else:
         kernels_text = f"kernel count unchanged ({k} per step)"
-    parts = [output_clause(mode), kernels_text, _fusion_evidence(name, mode, run)]
+    parts = [output_clause(mode), kernels_text, analysis.fusion_evidence(mode, run)]
     partial = sorted(set(traffic.not_modeled + eager_traffic.not_modeled))
     if partial:
         parts.append(f"modeled traffic not comparable ({', '.join(partial)} not modeled)")

@@ -2,12 +2,11 @@
 fuser's limits, each with the evidence it rests on. Pure functions over a mode entry (whose
 `fusion` map is already derived) and its run.
 
-Every entry is a dict: `kind` (graph_break, split, refused, not_fused, fused, layout, recompute,
-fuser_limit, applied, not_applied), `ops` (eager operations involved), `reason` (one sentence),
-`source` (what the reason rests on: a compiler log, the fusion map, the environment, or a
-documented rule) and `evidence` (the log line, graph node or rule text itself), `where` /
-`source_text` for graph breaks, and `hint` / `hint_test` only where a change is known to help,
-naming the mode or flag that tests it. A split nothing explains says "no reason recorded".
+Every entry is a `WhyNotFused` (record/findings.py): its `kind` (graph_break, split, refused,
+not_fused, fused, layout, recompute, fuser_limit, applied, not_applied), the eager operations
+involved, one sentence, what it rests on (a compiler log, the fusion map, the environment, or a
+documented rule) and the evidence itself, and a hint only where a change is known to help. A split
+nothing explains says "no reason recorded".
 
 Over 400 lines on purpose: the four compilers' rules (Inductor, TorchScript NNC, optimize_for_inference
 patterns, graph breaks) share the entry shape and the helpers that read a fusion map; one file keeps
@@ -16,13 +15,21 @@ every reason the report can give readable in one place.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
-from typing import Any
 
 from profreport.analysis.fusion_optimize import DECOMPOSED, LINEAR_SPLIT
-from profreport.analysis.kernels import BOOKKEEPING_OPS
-from profreport.record.model import CompilerEvidence, ModeResult, Run
+from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+from profreport.record.model import (
+    CompilerEvidence,
+    FusionGroup,
+    GraphBreak,
+    ModeResult,
+    Run,
+    WhyKind,
+    WhyNotFused,
+)
 
 # Documented rules a reason may rest on (the id is shown beside the sentence).
 RULES = {
@@ -47,63 +54,59 @@ RULES = {
 }
 
 
-def _entry(kind: str, ops: list[str], reason: str, source: str, evidence: str) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "ops": ops,
-        "reason": reason,
-        "source": source,
-        "evidence": evidence,
-        "where": "",
-        "source_text": "",
-        "hint": "",
-        "hint_test": "",
-    }
+def _entry(kind: WhyKind, ops: list[str], reason: str, source: str, evidence: str) -> WhyNotFused:
+    return WhyNotFused(kind=kind, ops=tuple(ops), reason=reason, source=source, evidence=evidence)
 
 
-def _rule(kind: str, ops: list[str], reason: str, rule: str) -> dict[str, Any]:
+def _rule(kind: WhyKind, ops: list[str], reason: str, rule: str) -> WhyNotFused:
     return _entry(kind, ops, reason, f"rule {rule}", RULES[rule])
 
 
 _GRAPH = re.compile(r"^graph_(\d+)_")
 
 
-def _graph_of(group: dict[str, Any]) -> str | None:
+def _graph_of(group: FusionGroup) -> str | None:
     """The compiled graph a generated CPU kernel belongs to, from its name (graph_1_cpp_...)."""
-    m = _GRAPH.match(group["kernels"][0])
+    m = _GRAPH.match(group.kernels[0])
     return m.group(1) if m else None
 
 
-def _is_library(group: dict[str, Any]) -> bool:
-    return "library call" in group.get("note", "").split(";")[0] and group["kernels"][0].startswith(
-        "library "
+def _is_library(group: FusionGroup) -> bool:
+    return "library call" in group.note.split(";")[0] and group.kernels[0].startswith("library ")
+
+
+def _is_layout(group: FusionGroup) -> bool:
+    return not group.eager_ops and bool(group.library_operands)
+
+
+_ITEM_HINT = (
+    "a branch on a tensor's value (.item()) breaks the graph: compute the condition "
+    "outside forward (or branch with torch.where / torch.cond) and the break goes away"
+)
+
+
+def _graph_break(gb: GraphBreak, entry_name: str) -> WhyNotFused:
+    e = _entry(
+        "graph_break",
+        [],
+        gb.reason or "no reason recorded",
+        "Dynamo graph_breaks log" + (f" ({gb.gb_id})" if gb.gb_id else ""),
+        (gb.log or "").split("\nUser code traceback:")[0].strip(),
+    )
+    source_text = gb.source or ""
+    item = ".item()" in source_text or "Tensor.item()" in gb.reason
+    return dataclasses.replace(
+        e,
+        where=f"{gb.file}:{gb.line}",
+        source_text=source_text,
+        hint=_ITEM_HINT if item else "",
+        hint_test=f"--modes {entry_name}" if item else "",
     )
 
 
-def _is_layout(group: dict[str, Any]) -> bool:
-    return not group["eager_ops"] and bool(group.get("library_operands"))
-
-
-def _graph_breaks(compiler: CompilerEvidence, entry_name: str) -> list[dict[str, Any]]:
-    found = []
-    records = compiler.graph_break_records
-    for gb in records:
-        e = _entry(
-            "graph_break",
-            [],
-            str(gb.get("reason") or "no reason recorded"),
-            "Dynamo graph_breaks log" + (f" ({gb['gb_id']})" if gb.get("gb_id") else ""),
-            str(gb.get("log", "")).split("\nUser code traceback:")[0].strip(),
-        )
-        e["where"] = f"{gb.get('file', '?')}:{gb.get('line', '?')}"
-        e["source_text"] = gb.get("source", "")
-        if ".item()" in e["source_text"] or "Tensor.item()" in str(gb.get("reason")):
-            e["hint"] = (
-                "a branch on a tensor's value (.item()) breaks the graph: compute the condition "
-                "outside forward (or branch with torch.where / torch.cond) and the break goes away"
-            )
-            e["hint_test"] = f"--modes {entry_name}"
-        found.append(e)
+def _graph_breaks(compiler: CompilerEvidence, entry_name: str) -> list[WhyNotFused]:
+    records = compiler.graph_break_records or ()
+    found = [_graph_break(gb, entry_name) for gb in records]
     unexplained = int(compiler.graph_breaks or 0) - len(records)
     if unexplained > 0 and not records:
         found.append(
@@ -122,30 +125,27 @@ def _node_ops(compiler: CompilerEvidence) -> dict[str, list[str]]:
     """Scheduler node name (op3; a fused node is named op0_op1_...) -> its eager ops, only when
     the names are unique (one compiled graph: each graph numbers its nodes from op0)."""
     names: dict[str, list[str]] = {}
-    for node in compiler.inductor_nodes:
-        ops = [i["op"].split("::")[-1] for i in node.get("eager_ops", [])]
-        for part in str(node["name"]).split("_"):
+    for node in compiler.inductor_nodes or ():
+        for part in node.name.split("_"):
             if part in names:
                 return {}
             names[part] = [
-                op
-                for op, full in zip(ops, node.get("eager_ops", []), strict=True)
-                if full["op"] not in BOOKKEEPING_OPS
+                e.op.split("::")[-1] for e in node.eager_ops if e.op not in BOOKKEEPING_OPS
             ]
     return names
 
 
-def _refusals(compiler: CompilerEvidence) -> list[dict[str, Any]]:
+def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
     """Inductor's own "cannot fuse" decisions, one per distinct (operations, reason)."""
     ops_of = _node_ops(compiler)
     # where each node ended up: its generated kernel (codegen may merge nodes), else its final
     # scheduler node
     final_of = {
-        part: str(n.get("kernel") or n["name"])
-        for n in compiler.inductor_nodes
-        for part in str(n["name"]).split("_")
+        part: n.kernel or n.name
+        for n in compiler.inductor_nodes or ()
+        for part in n.name.split("_")
     }
-    refusals = compiler.fusion_refusals
+    refusals = compiler.fusion_refusals or ()
     if refusals and (not ops_of or len(final_of) != len(ops_of)):
         # several graphs reuse node names: neither the ops nor the outcome can be attributed
         return [
@@ -155,26 +155,26 @@ def _refusals(compiler: CompilerEvidence) -> list[dict[str, Any]]:
                 f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
                 "not attributed to operations (node names repeat across graphs)",
                 "Inductor scheduler fusion log",
-                "\n".join(r["log"] for r in refusals[:20]),
+                "\n".join(r.log for r in refusals[:20]),
             )
         ]
-    found: list[dict[str, Any]] = []
+    found: list[WhyNotFused] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
     for r in refusals:
         sides = []
-        for name in (r["first"], r["second"]):
+        for name in (r.first, r.second):
             side = list(
                 dict.fromkeys(op for part in name.split("_") for op in ops_of.get(part, []))
             )
             sides.append((name, side))
         finals = [
             {final_of.get(part) for part in name.split("_")} - {None}
-            for name in (r["first"], r["second"])
+            for name in (r.first, r.second)
         ]
         if finals[0] & finals[1]:
             continue  # refused once, yet in one kernel in the end: not why anything stayed apart
         ops = list(dict.fromkeys(op for _, side in sides for op in side))
-        reason = r["log"].split(": ", 1)[-1]
+        reason = r.log.split(": ", 1)[-1]
         key = (tuple(ops), reason)
         if key in seen:
             continue
@@ -186,13 +186,13 @@ def _refusals(compiler: CompilerEvidence) -> list[dict[str, Any]]:
                 ops,
                 f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}",
                 "Inductor scheduler fusion log",
-                r["log"],
+                r.log,
             )
         )
     return found
 
 
-def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list[dict[str, Any]]:
+def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list[WhyNotFused]:
     """Graph breaks, and for each pair of adjacent kernel calls in the fusion map
     why they stayed apart; fused kernels and layout conversions with what caused them."""
     compiler = entry.compiler or CompilerEvidence()
@@ -201,23 +201,23 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
     found = _graph_breaks(compiler, mode)
     groups = [
         g
-        for g in (entry.fusion or {}).get("groups") or []
-        if g["kernels"] and (g["eager_ops"] or _is_layout(g))
+        for g in (entry.fusion.groups if entry.fusion is not None else ())
+        if g.kernels and (g.eager_ops or _is_layout(g))
     ]
     for g in groups:
-        kernel = g["kernels"][0]
-        if g.get("fused"):
+        kernel = g.kernels[0]
+        if g.fused:
             found.append(
                 _entry(
                     "fused",
-                    list(g["eager_ops"]),
-                    f"{' + '.join(g['eager_ops'])} fused into one generated kernel",
+                    list(g.eager_ops),
+                    f"{' + '.join(g.eager_ops)} fused into one generated kernel",
                     "fusion map",
                     f"kernel {kernel}",
                 )
             )
         if _is_layout(g):
-            ops = list(g["library_operands"])
+            ops = list(g.library_operands or ())
             e = _rule(
                 "layout",
                 ops,
@@ -226,32 +226,33 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                 f"the library call apart from what precedes it",
                 "inductor-layout",
             )
-            e["evidence"] = f"kernel {kernel} ({g['note']}); " + e["evidence"]
+            e = dataclasses.replace(e, evidence=f"kernel {kernel} ({g.note}); " + e.evidence)
             if device == "cpu" and not channels_last and "convolution" in ops:
-                e["hint"] = (
-                    "channels-last inputs and weights remove the layout conversion in front of "
-                    "oneDNN convolutions on CPU"
+                e = dataclasses.replace(
+                    e,
+                    hint="channels-last inputs and weights remove the layout conversion in front "
+                    "of oneDNN convolutions on CPU",
+                    hint_test="--channels-last",
                 )
-                e["hint_test"] = "--channels-last"
             found.append(e)
-        if g.get("recomputed"):
+        if g.recomputed:
             found.append(
                 _rule(
                     "recompute",
-                    list(g["recomputed"]),
-                    f"{', '.join(g['recomputed'])} recomputed in {kernel} instead of fused into "
+                    list(g.recomputed),
+                    f"{', '.join(g.recomputed)} recomputed in {kernel} instead of fused into "
                     "one producer (its eager bytes are counted once, in the first kernel)",
                     "inductor-recompute",
                 )
             )
     refusals = _refusals(compiler)
     for a, b in itertools.pairwise(groups):
-        pair = [a["eager_ops"][-1], b["eager_ops"][0]] if a["eager_ops"] and b["eager_ops"] else []
+        pair = [a.eager_ops[-1], b.eager_ops[0]] if a.eager_ops and b.eager_ops else []
         if not pair:
             continue
         library = [g for g in (a, b) if _is_library(g)]
         if library:
-            names = ", ".join(g["eager_ops"][0] for g in library)
+            names = ", ".join(g.eager_ops[0] for g in library)
             e = _rule(
                 "split",
                 pair,
@@ -260,13 +261,17 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                 "configuration",
                 "inductor-extern",
             )
-            e["evidence"] = (
-                f"scheduler node kind extern: {', '.join(g['kernels'][0] for g in library)}; "
-                + e["evidence"]
+            e = dataclasses.replace(
+                e,
+                evidence=f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; "
+                + e.evidence,
             )
             if device == "cuda":
-                e["hint"] = "max-autotune can fuse epilogues into GEMM / convolution templates"
-                e["hint_test"] = "--modes compile-max-autotune"
+                e = dataclasses.replace(
+                    e,
+                    hint="max-autotune can fuse epilogues into GEMM / convolution templates",
+                    hint_test="--modes compile-max-autotune",
+                )
             found.append(e)
             continue
         graphs = (_graph_of(a), _graph_of(b))
@@ -279,21 +284,21 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                     f"{pair[0]} -> {pair[1]} stayed apart: they are in different compiled graphs"
                     + (" (split by the graph break above)" if breaks else ""),
                     "fusion map",
-                    f"kernels {a['kernels'][0]} (graph {graphs[0]}) and {b['kernels'][0]} "
+                    f"kernels {a.kernels[0]} (graph {graphs[0]}) and {b.kernels[0]} "
                     f"(graph {graphs[1]})",
                 )
             )
             continue
-        logged = [r for r in refusals if set(pair) <= set(r["ops"])]
+        logged = [r for r in refusals if set(pair) <= set(r.ops)]
         if logged:
             found.append(
                 _entry(
                     "split",
                     pair,
                     f"{pair[0]} -> {pair[1]} stayed apart: "
-                    + "; ".join(r["evidence"].split(": ", 1)[-1] for r in logged),
+                    + "; ".join(r.evidence.split(": ", 1)[-1] for r in logged),
                     "Inductor scheduler fusion log",
-                    "\n".join(r["evidence"] for r in logged),
+                    "\n".join(r.evidence for r in logged),
                 )
             )
             continue
@@ -303,25 +308,23 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                 pair,
                 f"{pair[0]} -> {pair[1]} stayed apart: no reason recorded",
                 "fusion map",
-                f"kernels {a['kernels'][0]} and {b['kernels'][0]}",
+                f"kernels {a.kernels[0]} and {b.kernels[0]}",
             )
         )
     found.extend(refusals)  # every distinct decision, as the scheduler logged it
     return found
 
 
-def torchscript_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
+def torchscript_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
     """Why TorchScript's fuser took no (or only some) eager ops."""
-    fusion_groups = entry.compiler.fusion_groups if entry.compiler is not None else ()
+    fusion_groups = (entry.compiler.fusion_groups if entry.compiler is not None else None) or ()
     device = run.device.type
     fusers = run.env.fusers
     found = []
     for g in fusion_groups:
-        ops = [op.split("::")[-1] for op in g["ops"]]
+        ops = [op.split("::")[-1] for op in g.ops]
         found.append(
-            _entry(
-                "fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g['kind']}"
-            )
+            _entry("fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g.kind}")
         )
     eager = run.modes.get("eager")
     eager_calls = [
@@ -330,10 +333,15 @@ def torchscript_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
         if c.op not in BOOKKEEPING_OPS
     ]
     eager_ops = list(dict.fromkeys(eager_calls))
-    if device == "cpu" and fusers and not fusers.get("nnc_can_fuse_on_cpu"):
+    if (
+        device == "cpu"
+        and fusers is not None
+        and fusers.recorded
+        and not fusers.nnc_can_fuse_on_cpu
+    ):
         why = (
             "has no LLVM on this PyTorch build"
-            if not fusers.get("llvm_available")
+            if not fusers.llvm_available
             else "is disabled (torch._C._jit_override_can_fuse_on_cpu)"
         )
         e = _rule(
@@ -342,19 +350,20 @@ def torchscript_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
             f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here",
             "nnc-cpu-llvm",
         )
-        e["evidence"] = (
-            f"env.fusers: llvm_available={fusers.get('llvm_available')}, "
-            f"nnc_can_fuse_on_cpu={fusers.get('nnc_can_fuse_on_cpu')}; " + e["evidence"]
+        e = dataclasses.replace(
+            e,
+            evidence=f"env.fusers: llvm_available={fusers.llvm_available}, "
+            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; " + e.evidence,
         )
         found.append(e)
     elif fusion_groups:
         # ops the fuser left out: TorchScript records no reason, so none is stated
         left = list(eager_calls)
         for g in fusion_groups:
-            for op in g["ops"]:
+            for op in g.ops:
                 if op.split("::")[-1] in left:
                     left.remove(op.split("::")[-1])
-        groups = "; ".join(" + ".join(op.split("::")[-1] for op in g["ops"]) for g in fusion_groups)
+        groups = "; ".join(" + ".join(op.split("::")[-1] for op in g.ops) for g in fusion_groups)
         for op in dict.fromkeys(left):
             found.append(
                 _entry(
@@ -386,60 +395,60 @@ _SPLIT_BY = {
 }
 
 
-def optimize_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
+def optimize_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
     """Which freeze + optimize_for_inference patterns applied (from the fusion map) and which
     visibly did not (a convolution followed by a ReLU that stayed a separate call)."""
     found = []
-    groups = (entry.fusion or {}).get("groups") or []
+    groups = entry.fusion.groups if entry.fusion is not None else ()
     src = "fusion map (dispatched ops, eager vs optimized)"
     for g in groups:
-        if g["note"].startswith("folded"):
+        if g.note.startswith("folded"):
             found.append(
                 _entry(
                     "applied",
-                    list(g["eager_ops"]),
-                    f"folded away by freezing: {', '.join(g['eager_ops'])}",
+                    list(g.eager_ops),
+                    f"folded away by freezing: {', '.join(g.eager_ops)}",
                     src,
-                    g["note"],
+                    g.note,
                 )
             )
-        elif len(g["eager_ops"]) > 1:
+        elif len(g.eager_ops) > 1:
             found.append(
                 _entry(
                     "applied",
-                    list(g["eager_ops"]),
-                    f"{' + '.join(g['eager_ops'])} fused into library call {g['kernels'][0]}",
+                    list(g.eager_ops),
+                    f"{' + '.join(g.eager_ops)} fused into library call {g.kernels[0]}",
                     src,
-                    f"optimized op {g['kernels'][0]}",
+                    f"optimized op {g.kernels[0]}",
                 )
             )
-        elif g["note"].startswith("added"):
+        elif g.note.startswith("added"):
             found.append(
                 _entry(
                     "applied",
                     [],
-                    f"added {', '.join(g['kernels'])} (layout conversions to and from MKLDNN)",
+                    f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)",
                     src,
-                    g["note"],
+                    g.note,
                 )
             )
-        elif g["note"] in _SPLIT_BY:
+        elif g.note in _SPLIT_BY:
             found.append(
                 _entry(
                     "split",
-                    list(g["eager_ops"]),
-                    f"{_SPLIT_BY[g['note']]}, so the bias add is a call of its own",
+                    list(g.eager_ops),
+                    f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own",
                     src,
-                    f"dispatched {' + '.join(g['kernels'])} where eager called addmm",
+                    f"dispatched {' + '.join(g.kernels)} where eager called addmm",
                 )
             )
     conv_alone = [
         g
         for g in groups
-        if g["note"] == "replaced" and g["eager_ops"] and "convolution" in g["eager_ops"][0]
+        if g.note == "replaced" and g.eager_ops and "convolution" in g.eager_ops[0]
     ]
     relu_alone = [
-        g for g in groups if g["note"] == "replaced" and g["eager_ops"][:1] in (["relu"], ["relu_"])
+        g for g in groups if g.note == "replaced" and g.eager_ops[:1] in (("relu",), ("relu_",))
     ]
     if conv_alone and relu_alone:
         found.append(
@@ -449,7 +458,7 @@ def optimize_why_not(entry: ModeResult, run: Run) -> list[dict[str, Any]]:
                 "convolution and relu stayed separate calls (no conv+ReLU library call): "
                 "no reason recorded",
                 src,
-                f"{conv_alone[0]['kernels'][0]} and {relu_alone[0]['kernels'][0]} dispatched",
+                f"{conv_alone[0].kernels[0]} and {relu_alone[0].kernels[0]} dispatched",
             )
         )
     return found

@@ -19,6 +19,7 @@ Over 400 lines on purpose: the cache merges later measurements into an entry tak
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from profreport.record.model import CacheKey, Ceiling, Ceilings, Device
 
 CEILINGS_VERSION = 1
 MiB = 2**20
@@ -63,37 +66,37 @@ def cache_dir() -> Path:
     return Path(base) / "profreport"
 
 
-def machine_key(device: dict[str, Any], dtype: str, threads: int) -> dict[str, Any]:
+def machine_key(device: Device, dtype: str, threads: int) -> CacheKey:
     """What a cached measurement must match to be reused."""
-    return {
-        "version": CEILINGS_VERSION,
-        "device_type": device.get("type"),
-        "device_name": device.get("name"),
-        "threads": threads,
-        "torch": torch.__version__,
-        "dtype": dtype,
-    }
+    return CacheKey(
+        version=CEILINGS_VERSION,
+        device_type=device.type,
+        device_name=device.name,
+        threads=threads,
+        torch=torch.__version__,
+        dtype=dtype,
+    )
 
 
-def cache_file(key: dict[str, Any], folder: Path) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return folder / f"ceilings-{key['device_type']}-{key['dtype']}-{digest}.json"
+def cache_file(key: CacheKey, folder: Path) -> Path:
+    digest = hashlib.sha256(json.dumps(key.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+    return folder / f"ceilings-{key.device_type}-{key.dtype}-{digest}.json"
 
 
-def rate_summary(amount: float, seconds: Sequence[float]) -> dict[str, Any]:
+def rate_summary(amount: float, seconds: Sequence[float]) -> Ceiling:
     """Rates (amount / second) of each sample: the best is the ceiling, the median and the worst
     its spread; `spread_pct` = (best - median) / best."""
     rates = sorted((amount / s for s in seconds if s > 0), reverse=True)
     if not rates:
         raise ValueError("no sample took measurable time")
     best, median = rates[0], statistics.median(rates)
-    return {
-        "value": best,
-        "median": median,
-        "worst": rates[-1],
-        "samples": len(rates),
-        "spread_pct": (best - median) / best * 100.0,
-    }
+    return Ceiling(
+        value=best,
+        median=median,
+        worst=rates[-1],
+        samples=len(rates),
+        spread_pct=(best - median) / best * 100.0,
+    )
 
 
 def memory_copy_bytes(llc_bytes: int | None, device_type: str) -> tuple[int, str]:
@@ -155,14 +158,15 @@ def _cpu_seconds(op: Callable[[], Any], calls: int) -> float:
 def _cuda_seconds(device: torch.device) -> Seconds:
     def seconds(op: Callable[[], Any], calls: int) -> float:
         torch.cuda.synchronize(device)
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        event: Callable[..., Any] = torch.cuda.Event  # untyped in torch's stubs
+        start, end = event(enable_timing=True), event(enable_timing=True)
         start.record()
         for _ in range(calls):
             op()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1000.0  # ms -> s
+        elapsed_ms: float = start.elapsed_time(end)
+        return elapsed_ms / 1000.0
 
     return seconds
 
@@ -192,39 +196,39 @@ def _copy(
     seconds: Seconds,
     sample_s: float,
     samples: int = SAMPLES,
-) -> dict[str, Any]:
+) -> Ceiling:
     itemsize = torch.empty((), dtype=dtype).element_size()
     n = source_bytes // itemsize
     src = torch.ones(n, device=device, dtype=dtype)
     dst = torch.empty_like(src)
     per_call, calls = _samples(lambda: dst.copy_(src), seconds, sample_s, samples)
     moved = 2 * n * itemsize  # read + written
-    return {
-        **rate_summary(moved, per_call),
-        "unit": "B/s",
-        "source_bytes": n * itemsize,
-        "bytes_per_call": moved,
-        "calls_per_sample": calls,
-    }
+    return dataclasses.replace(
+        rate_summary(moved, per_call),
+        unit="B/s",
+        source_bytes=n * itemsize,
+        bytes_per_call=moved,
+        calls_per_sample=calls,
+    )
 
 
 def _matmul(
     device: torch.device, dtype: torch.dtype, n: int, seconds: Seconds, sample_s: float
-) -> dict[str, Any]:
+) -> Ceiling:
     gen = torch.Generator(device="cpu").manual_seed(0)
     a = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
     b = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
     per_call, calls = _samples(lambda: torch.mm(a, b), seconds, sample_s)
-    return {
-        **rate_summary(2.0 * n**3, per_call),
-        "unit": "FLOP/s",
-        "n": n,
-        "flops_per_call": 2 * n**3,
-        "calls_per_sample": calls,
-    }
+    return dataclasses.replace(
+        rate_summary(2.0 * n**3, per_call),
+        unit="FLOP/s",
+        n=n,
+        flops_per_call=2 * n**3,
+        calls_per_sample=calls,
+    )
 
 
-def _with_threads(n: int, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _with_threads(n: int, run: Callable[[], Ceiling]) -> Ceiling:
     previous = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -233,21 +237,21 @@ def _with_threads(n: int, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         torch.set_num_threads(previous)
 
 
-def _best_variant(variants: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Any]:
+def _best_variant(variants: dict[str, Callable[[], Ceiling]]) -> Ceiling:
     """The same copy measured several ways on CPU: the highest rate is the ceiling, the others
     are kept beside it (`variant`, `other_variants`). On a shared machine a parallel region
     waits for its slowest thread, and libc's memmove avoids the read a cached store makes of the
     line it writes, so no single way is the machine's best."""
     runs = {name: run() for name, run in variants.items()}
-    name = max(runs, key=lambda k: runs[k]["value"])
-    return {
-        **runs[name],
-        "variant": name,
-        "other_variants": {k: r["value"] for k, r in runs.items() if k != name},
-    }
+    name = max(runs, key=lambda k: runs[k].value)
+    return dataclasses.replace(
+        runs[name],
+        variant=name,
+        other_variants={k: r.value for k, r in runs.items() if k != name},
+    )
 
 
-def _memmove(source_bytes: int, seconds: Seconds, sample_s: float, samples: int) -> dict[str, Any]:
+def _memmove(source_bytes: int, seconds: Seconds, sample_s: float, samples: int) -> Ceiling:
     """libc memmove between two host buffers of `source_bytes` (one thread)."""
     src = torch.ones(source_bytes // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
@@ -255,22 +259,22 @@ def _memmove(source_bytes: int, seconds: Seconds, sample_s: float, samples: int)
     per_call, calls = _samples(
         lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(), nbytes), seconds, sample_s, samples
     )
-    return {
-        **rate_summary(2 * nbytes, per_call),
-        "unit": "B/s",
-        "source_bytes": nbytes,
-        "bytes_per_call": 2 * nbytes,
-        "calls_per_sample": calls,
-    }
+    return dataclasses.replace(
+        rate_summary(2 * nbytes, per_call),
+        unit="B/s",
+        source_bytes=nbytes,
+        bytes_per_call=2 * nbytes,
+        calls_per_sample=calls,
+    )
 
 
 def _cpu_copies(
     dtype: torch.dtype, source_bytes: Callable[[int], int], threads: int, samples: int
-) -> dict[str, Any]:
+) -> Ceiling:
     cpu, sample_s = torch.device("cpu"), SAMPLE_S["cpu"]
-    variants: dict[str, Callable[[], dict[str, Any]]] = {}
+    variants: dict[str, Callable[[], Ceiling]] = {}
 
-    def torch_copy(n: int) -> Callable[[], dict[str, Any]]:
+    def torch_copy(n: int) -> Callable[[], Ceiling]:
         return lambda: _with_threads(
             n, lambda: _copy(cpu, dtype, source_bytes(n), _cpu_seconds, sample_s, samples)
         )
@@ -283,7 +287,7 @@ def _cpu_copies(
     return _best_variant(variants)
 
 
-def measure(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str, Any]:
+def measure(device: torch.device, dtype: torch.dtype, threads: int) -> Ceilings:
     """Measure both copy bandwidths and the matmul rate now (no cache)."""
     cuda = device.type == "cuda"
     seconds = _cuda_seconds(device) if cuda else _cpu_seconds
@@ -309,104 +313,110 @@ def measure(device: torch.device, dtype: torch.dtype, threads: int) -> dict[str,
         else f"the best of Tensor.copy_ of {dtype_name} with {threads} and 1 intra-op thread(s) "
         "and libc memmove (here {variant})"
     )
-    memory["method"] = (
-        f"{how.format(variant=memory.get('variant'))}, source {mem_bytes / MiB:.0f} MiB "
-        f"({mem_why}); bytes = read + written"
+    memory = dataclasses.replace(
+        memory,
+        method=f"{how.format(variant=memory.variant)}, source {mem_bytes / MiB:.0f} MiB "
+        f"({mem_why}); bytes = read + written",
     )
-    cache["method"] = (
-        f"{how.format(variant=cache.get('variant'))}, source "
-        f"{cache['source_bytes'] / 1024:.0f} KiB "
+    cache = dataclasses.replace(
+        cache,
+        method=f"{how.format(variant=cache.variant)}, source "
+        f"{(cache.source_bytes or 0) / 1024:.0f} KiB "
         + (
             "(source and destination within half the L2)"
             if cuda
             else "(each thread's source and destination within half its L2)"
         )
-        + "; bytes = read + written"
+        + "; bytes = read + written",
     )
-    matmul["method"] = (
-        f"torch.mm of two {matmul['n']} x {matmul['n']} {dtype_name} matrices, FLOPs = 2 n^3"
-        + ("" if cuda else f", {threads} intra-op thread(s)")
+    matmul = dataclasses.replace(
+        matmul,
+        method=f"torch.mm of two {matmul.n} x {matmul.n} {dtype_name} matrices, FLOPs = 2 n^3"
+        + ("" if cuda else f", {threads} intra-op thread(s)"),
     )
-    return {
-        "source": "measured",
-        "timer": timer,
-        "last_level_cache_bytes": llc,
-        "l2_bytes": l2,
-        "cache_sizes_from": cache_source,
-        "memory_bandwidth": memory,
-        "cache_bandwidth": cache,
-        "matmul_rate": matmul,
-    }
+    return Ceilings(
+        source="measured",
+        timer=timer,
+        last_level_cache_bytes=llc,
+        l2_bytes=l2,
+        cache_sizes_from=cache_source,
+        memory_bandwidth=memory,
+        cache_bandwidth=cache,
+        matmul_rate=matmul,
+    ).present("last_level_cache_bytes", "l2_bytes")
 
 
 CEILING_KEYS = ("memory_bandwidth", "cache_bandwidth", "matmul_rate")
 
 
-def best_of(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def best_of(first: Ceilings, second: Ceilings) -> Ceilings:
     """Two measurements of the same machine merged: each ceiling from the one that measured it
     higher (interference only ever lowers a measured ceiling)."""
-    merged = dict(second)
+    merged = second
     for key in CEILING_KEYS:
-        a, b = first.get(key), second.get(key)
-        if a and (not b or a["value"] > b["value"]):
-            merged[key] = a
-    merged["attempts"] = first.get("attempts", 1) + second.get("attempts", 1)
-    loads = [
-        x for x in (first.get("other_busy_share"), second.get("other_busy_share")) if x is not None
-    ]
-    merged["other_busy_share"] = min(loads) if loads else None
-    return merged
+        a: Ceiling | None = getattr(first, key)
+        b: Ceiling | None = getattr(second, key)
+        if a is not None and (b is None or a.value > b.value):
+            merged = merged.adding(**{key: a})
+    loads = [x for x in (first.other_busy_share, second.other_busy_share) if x is not None]
+    return merged.adding(
+        attempts=(first.attempts or 1) + (second.attempts or 1),
+        other_busy_share=min(loads) if loads else None,
+    )
 
 
 def measure_quietly(
     device: torch.device, dtype: torch.dtype, threads: int, attempts: int = ATTEMPTS
-) -> dict[str, Any]:
+) -> Ceilings:
     """`measure`, repeated while other processes keep the machine busy (up to ATTEMPTS times),
     each ceiling the best over the attempts; `other_busy_share` is the quietest attempt's."""
     from profreport.capture.noise import watch
 
-    found: dict[str, Any] | None = None
+    found: Ceilings | None = None
     for attempt in range(attempts):
         if attempt:
             time.sleep(0.2)
-        with watch() as load:
-            this = measure(device, dtype, threads)
-        this["attempts"] = 1
-        this["other_busy_share"] = load.get("other_busy_share")
+        with watch() as watched:
+            measured = measure(device, dtype, threads)
+        share = None if watched.load is None else watched.load.other_busy_share
+        this = measured.adding(attempts=1, other_busy_share=share)
         found = this if found is None else best_of(found, this)
-        share = found["other_busy_share"]
-        if share is None or share <= LOADED_SHARE:
+        if found.other_busy_share is None or found.other_busy_share <= LOADED_SHARE:
             break
     assert found is not None
     return found
 
 
-def under_load(ceilings: dict[str, Any]) -> bool:
-    share = ceilings.get("other_busy_share")
+def under_load(ceilings: Ceilings) -> bool:
+    share = ceilings.other_busy_share
     return share is not None and share > LOADED_SHARE
 
 
-def settled(ceilings: dict[str, Any]) -> bool:
+def settled(ceilings: Ceilings) -> bool:
     """Measured on a quiet machine, or the best of SETTLED_ATTEMPTS attempts or more."""
-    return not under_load(ceilings) or int(ceilings.get("attempts") or 1) >= SETTLED_ATTEMPTS
+    return not under_load(ceilings) or (ceilings.attempts or 1) >= SETTLED_ATTEMPTS
 
 
-def _read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+def _read_cache(path: Path, key: CacheKey) -> Ceilings | None:
+    """The cached measurement for `key` (None: no cache file, a damaged one, or another key)."""
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(stored, dict) or stored.get("key") != key:
+    if not isinstance(stored, dict) or stored.get("key") != key.to_json():
         return None
     found = stored.get("ceilings")
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict) or any(Ceilings.problems(found)):
+        return None
+    return Ceilings.from_json(found)
 
 
-def _write_cache(path: Path, key: dict[str, Any], ceilings: dict[str, Any]) -> bool:
+def _write_cache(path: Path, key: CacheKey, ceilings: Ceilings) -> bool:
     from profreport.files import write_atomic
 
+    document = {"key": key.to_json(), "ceilings": ceilings.to_json()}
     try:
-        write_atomic(path, json.dumps({"key": key, "ceilings": ceilings}, indent=1) + "\n")
+        write_atomic(path, json.dumps(document, indent=1) + "\n")
     except OSError:
         return False  # an unwritable cache costs a re-measurement next time, nothing else
     return True
@@ -414,13 +424,13 @@ def _write_cache(path: Path, key: dict[str, Any], ceilings: dict[str, Any]) -> b
 
 def ceilings_for(
     device: torch.device,
-    device_record: dict[str, Any],
+    device_record: Device,
     dtype: torch.dtype,
     *,
     remeasure: bool = False,
     folder: Path | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-) -> dict[str, Any]:
+) -> Ceilings:
     """The ceilings for this machine and dtype: from the cache when it holds a measurement taken
     on a quiet machine (and not `remeasure`); else measured now. A cached measurement that was
     taken under load is measured again and merged, each ceiling the best either reached (load
@@ -431,27 +441,24 @@ def ceilings_for(
     path = cache_file(key, folder or cache_dir())
     found = None if remeasure else _read_cache(path, key)
     if found is not None and settled(found):
-        return {**found, "cached": True, "cache_file": str(path), "key": key}
+        return found.adding(cached=True, cache_file=str(path), key=key)
     fresh = measure_quietly(device, dtype, threads)
-    fresh["measured_utc"] = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    fresh = fresh.adding(measured_utc=now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     merged = fresh if found is None else best_of(found, fresh)
     stored = _write_cache(path, key, merged)
-    return {**merged, "cached": False, "cache_file": str(path) if stored else None, "key": key}
+    return merged.adding(cached=False, cache_file=str(path) if stored else None, key=key)
 
 
-def measured_again(
-    device: torch.device, dtype: torch.dtype, ceilings: dict[str, Any]
-) -> dict[str, Any]:
+def measured_again(device: torch.device, dtype: torch.dtype, ceilings: Ceilings) -> Ceilings:
     """Ceilings measured under load, measured once more (after the modes ran) and merged, each
     ceiling the best of all attempts, and the cache updated; the record says how many attempts
     there were."""
     again = measure_quietly(device, dtype, torch.get_num_threads(), attempts=1)
     merged = best_of(ceilings, again)
     for name in ("key", "measured_utc", "cached", "cache_file"):
-        if name in ceilings:
-            merged[name] = ceilings[name]
-    key = ceilings.get("key")
-    if ceilings.get("cache_file") and isinstance(key, dict):
-        stored = {k: v for k, v in merged.items() if k not in ("key", "cached", "cache_file")}
-        _write_cache(Path(ceilings["cache_file"]), key, stored)
+        if ceilings.has(name):
+            merged = merged.adding(**{name: getattr(ceilings, name)})
+    if ceilings.cache_file and ceilings.key is not None:
+        stored = merged.without("key", "cached", "cache_file")
+        _write_cache(Path(ceilings.cache_file), ceilings.key, stored)
     return merged

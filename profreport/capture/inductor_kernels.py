@@ -44,18 +44,19 @@ class KernelCalls:
             for sub in get_nodes():
                 self._of[sub] = (name, call)
 
-    def of_node(self, node: Any) -> dict[str, Any]:
-        """`kernel` and `kernel_call` of a scheduler node, None when it went into no single
-        generated kernel (extern calls, no-op nodes, an unannounced kernel); `nop` when the node
-        runs no kernel at all (a no-op node, or the unpacking of a library call's outputs)."""
+    def of_node(self, node: Any) -> tuple[str | None, int | None, bool]:
+        """(kernel, kernel call) of a scheduler node, None when it went into no single
+        generated kernel (extern calls, no-op nodes, an unannounced kernel), and whether the
+        node runs no kernel at all (a no-op node, or the unpacking of a library call's
+        outputs)."""
         nop = type(node).__name__ == "NopKernelSchedulerNode" or (
             type(getattr(node, "node", None)).__name__ == "MultiOutput"
         )
         found = {self._of.get(sub) for sub in node.get_nodes()}
-        if len(found) != 1 or None in found:
-            return {"kernel": None, "kernel_call": None, "nop": nop}
-        name, call = found.pop()  # type: ignore[misc]
-        return {"kernel": name, "kernel_call": call, "nop": nop}
+        only = found.pop() if len(found) == 1 else None
+        if only is None:
+            return None, None, nop
+        return only[0], only[1], nop
 
     def clear(self) -> None:
         self._of.clear()

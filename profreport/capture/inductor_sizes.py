@@ -24,11 +24,25 @@ buffers' shapes. Inductor's IndexPutFallback is not rebuilt and keeps Inductor's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from profreport.capture.opio import indirect_target
+from profreport.record.model import ResizedAccess
+
+
+@dataclass(frozen=True)
+class NodeSizes:
+    """The bytes one scheduler node reads and writes (None: Inductor cannot size its buffers),
+    and the buffers counted by the elements touched rather than whole."""
+
+    read: int | None
+    written: int | None
+    indirect_reads: tuple[ResizedAccess, ...] = ()
+    indirect_writes: tuple[ResizedAccess, ...] = ()
+    sliced_reads: tuple[ResizedAccess, ...] = ()
 
 
 def _indirect_only(deps: list[Any]) -> bool:
@@ -51,9 +65,11 @@ def _full_bytes(name: str) -> int:
     return numel * get_dtype_size(graph.get_dtype(name))
 
 
-def _resized(name: str, full: int, accesses: dict[str, int], counted: int) -> dict[str, Any]:
-    entry = {"buffer": name, "full_bytes": full, "scheduler_bytes": accesses[name]}
-    accesses[name] = entry["counted_bytes"] = counted
+def _resized(name: str, full: int, accesses: dict[str, int], counted: int) -> ResizedAccess:
+    entry = ResizedAccess(
+        buffer=name, full_bytes=full, scheduler_bytes=accesses[name], counted_bytes=counted
+    )
+    accesses[name] = counted
     return entry
 
 
@@ -91,7 +107,7 @@ def _extern_call(kernel: Any) -> tuple[Any, Any, dict[str, Any], dict[int, str]]
 
 def _extern_indirect(
     node: Any, reads: dict[str, int], writes: dict[str, int]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[ResizedAccess], list[ResizedAccess]]:
     """Re-size an extern indexing kernel's target buffer by the dispatcher rule."""
     try:
         call = _extern_call(node.node)
@@ -136,7 +152,7 @@ def _element_size(name: str) -> int:
     return int(get_dtype_size(V.graph.get_dtype(name)))
 
 
-def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
+def _sized(deps: Any, accesses: dict[str, int]) -> list[ResizedAccess]:
     """The buffers of one direction (reads or writes) reached only through an indirect index,
     re-sized in `accesses`."""
     from torch._inductor.utils import sympy_product
@@ -152,7 +168,7 @@ def _sized(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
     return resized
 
 
-def _sliced(deps: Any, accesses: dict[str, int]) -> list[dict[str, Any]]:
+def _sliced(deps: Any, accesses: dict[str, int]) -> list[ResizedAccess]:
     """The buffers of one direction reached only through direct dependencies whose index
     ranges cover less than Inductor counted, re-sized in `accesses`."""
     from torch._inductor.dependencies import MemoryDep
@@ -182,9 +198,9 @@ def _add_constants(deps: Any, accesses: dict[str, int]) -> None:
             accesses[dep.name] = int(tensor.numel() * tensor.element_size())
 
 
-def node_buffer_bytes(node: Any) -> dict[str, Any]:
-    """{"read", "written", "indirect_reads", "indirect_writes"} of one scheduler node; read and
-    written are None when Inductor cannot size the buffers (no graph context)."""
+def node_buffer_bytes(node: Any) -> NodeSizes:
+    """The read and written bytes of one scheduler node; None when Inductor cannot size the
+    buffers (no graph context)."""
     try:
         reads = dict(node.get_read_write_buffer_accesses(include_reads=True, include_writes=False))
         writes = dict(node.get_read_write_buffer_accesses(include_reads=False, include_writes=True))
@@ -194,17 +210,11 @@ def node_buffer_bytes(node: Any) -> dict[str, Any]:
         sliced_reads = _sliced(node.read_writes.reads, reads)
         _add_constants(node.read_writes.reads, reads)
     except Exception:  # outside a graph context Inductor cannot size buffers
-        return {
-            "read": None,
-            "written": None,
-            "indirect_reads": [],
-            "indirect_writes": [],
-            "sliced_reads": [],
-        }
-    return {
-        "read": int(sum(reads.values())),
-        "written": int(sum(writes.values())),
-        "indirect_reads": indirect_reads,
-        "indirect_writes": indirect_writes,
-        "sliced_reads": sliced_reads,
-    }
+        return NodeSizes(None, None)
+    return NodeSizes(
+        int(sum(reads.values())),
+        int(sum(writes.values())),
+        tuple(indirect_reads),
+        tuple(indirect_writes),
+        tuple(sliced_reads),
+    )

@@ -23,10 +23,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from profreport.capture.ncu_results import METRICS, MeasuredBytes, NcuParseError, parse_ncu_csv
+from profreport.capture.ncu_results import (
+    METRICS,
+    NcuParseError,
+    measured_bytes,
+    parse_ncu_csv,
+    unavailable_bytes,
+)
+from profreport.record.model import MeasuredBytes
 
 CHILD_MODULE = "profreport.capture.ncu_child"
 
@@ -104,7 +112,7 @@ def ncu_command(ncu: str, log_file: str, child: list[str]) -> list[str]:
     ]
 
 
-def _child_env(env: dict[str, str] | None) -> dict[str, str]:
+def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     merged = dict(os.environ)
     merged.update(env or {})
     # Inductor compiles in this process instead of a worker pool: no compile subprocesses for
@@ -166,7 +174,7 @@ def measure_mode(
     mode: str,
     timeout_s: float = 600,
     ncu: str = "ncu",
-    env: dict | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> MeasuredBytes:
     """Measure one step of `mode` under ncu; never raises for ncu or child failures.
 
@@ -177,7 +185,7 @@ def measure_mode(
     child_env = _child_env(env)
     resolved = _resolve_ncu(ncu, path=child_env.get("PATH"))
     if resolved is None:
-        return MeasuredBytes.unavailable(f"ncu not found: {ncu!r} (install Nsight Compute)")
+        return unavailable_bytes(f"ncu not found: {ncu!r} (install Nsight Compute)")
     child = child_command(model, mode)
     with tempfile.TemporaryDirectory(prefix="profreport-ncu-") as tmp:
         log_path = Path(tmp) / "ncu.csv"
@@ -185,23 +193,21 @@ def measure_mode(
         try:
             code, out, err = _run(cmd, child_env, timeout_s)
         except OSError as exc:
-            return MeasuredBytes.unavailable(f"could not start ncu: {exc}", cmd)
+            return unavailable_bytes(f"could not start ncu: {exc}", cmd)
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""
     if code is None:
-        return MeasuredBytes.unavailable(
+        return unavailable_bytes(
             f"ncu timed out after {timeout_s:g} s: {_failure_detail(log, out, err)}", cmd
         )
     if code != 0:
-        return MeasuredBytes.unavailable(
+        return unavailable_bytes(
             f"ncu exited with code {code}: {_failure_detail(log, out, err)}", cmd
         )
     try:
         # The table is in the log file; stdout is the fallback should an ncu print it there.
         kernels = parse_ncu_csv(log) or parse_ncu_csv(out)
     except NcuParseError as exc:
-        return MeasuredBytes.unavailable(f"could not read ncu's CSV: {exc}", cmd)
+        return unavailable_bytes(f"could not read ncu's CSV: {exc}", cmd)
     if not kernels:
-        return MeasuredBytes.unavailable(
-            f"ncu profiled no kernels: {_failure_detail(log, out, err)}", cmd
-        )
-    return MeasuredBytes.from_kernels(kernels, cmd)
+        return unavailable_bytes(f"ncu profiled no kernels: {_failure_detail(log, out, err)}", cmd)
+    return measured_bytes(kernels, cmd)

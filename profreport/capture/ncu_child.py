@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 DONE_MARKER = "profreport-ncu-child: profiled one step"
 EXTRA_WARMUP_CALLS = 2  # beyond prepare_mode's own warm-up: allocator and autotuning settled
@@ -57,12 +57,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for _ in range(EXTRA_WARMUP_CALLS):
                 prepared.fn(*model.example_inputs)
             sync()
+            # untyped in torch's stubs: cudaProfilerStart / Stop around the one profiled step
+            start: Callable[[], None] = torch.cuda.profiler.start
+            stop: Callable[[], None] = torch.cuda.profiler.stop
             if on_cuda:
-                torch.cuda.profiler.start()
+                start()
             prepared.fn(*model.example_inputs)
             sync()
             if on_cuda:
-                torch.cuda.profiler.stop()
+                stop()
     except (ModelError, ModeError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

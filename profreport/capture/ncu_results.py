@@ -1,5 +1,5 @@
 """Nsight Compute's results as profreport reads them: its CSV rows parsed into kernel launches
-(`parse_ncu_csv`), and the measured DRAM bytes of one step of one mode (`MeasuredBytes`).
+(`parse_ncu_csv`), and the measured DRAM bytes of one step of one mode (`measured_bytes`).
 
 Pure: text in, values out. Running ncu is `capture/ncu.py`. The CSV layout and unit scaling this
 relies on are described there.
@@ -8,11 +8,14 @@ relies on are described there.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TypeVar
 
+from profreport.record.model import MeasuredBytes, MeasuredKernel
+
+_V = TypeVar("_V")
 SOURCE = "measured (Nsight Compute)"
 READ_METRIC = "dram__bytes_read.sum"
 WRITE_METRIC = "dram__bytes_write.sum"
@@ -56,78 +59,57 @@ class NcuKernel:
     launch_id: int  # ncu's result "ID" column
 
 
-@dataclass
-class MeasuredBytes:
-    """DRAM bytes measured by Nsight Compute for one step of one mode, or why they are not."""
+def unavailable_bytes(reason: str, command: list[str] | None = None) -> MeasuredBytes:
+    """Why there are no measured bytes for a mode (never a silent zero)."""
+    return MeasuredBytes(
+        available=False,
+        reason=reason,
+        source=SOURCE,
+        launches=0,
+        launches_missing_values=0,
+        command=None if command is None else tuple(command),
+    )
 
-    available: bool
-    reason: str | None
-    source: str = SOURCE
-    read: int | None = None
-    written: int | None = None
-    kernels: list[NcuKernel] = field(default_factory=list)
-    command: list[str] | None = None
 
-    @classmethod
-    def unavailable(cls, reason: str, command: list[str] | None = None) -> MeasuredBytes:
-        return cls(available=False, reason=reason, command=command)
-
-    @classmethod
-    def from_kernels(
-        cls, kernels: list[NcuKernel], command: list[str] | None = None
-    ) -> MeasuredBytes:
-        if not kernels:
-            return cls.unavailable("ncu profiled no kernels", command)
-        return cls(
-            available=True,
-            reason=None,
-            read=_sum_known(k.dram_read_bytes for k in kernels),
-            written=_sum_known(k.dram_write_bytes for k in kernels),
-            kernels=list(kernels),
-            command=command,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record: totals, and one row per kernel name in order of first launch.
-
-        Totals and rows add up the launches whose value ncu reported; `launches_missing_values`
-        counts launches with any of the three values missing, so a partial sum is never silent.
-        """
-        rows: dict[str, list[NcuKernel]] = {}
-        for kernel in self.kernels:
-            rows.setdefault(kernel.name, []).append(kernel)
-        missing = sum(
-            1
-            for k in self.kernels
-            if k.dram_read_bytes is None or k.dram_write_bytes is None or k.duration_ns is None
-        )
-        total = (
-            None
-            if self.read is None and self.written is None
-            else (self.read or 0) + (self.written or 0)
-        )
-        return {
-            "available": self.available,
-            "reason": self.reason,
-            "source": self.source,
-            "read": self.read,
-            "written": self.written,
-            "total": total,
-            "duration_ns": _sum_known_float(k.duration_ns for k in self.kernels),
-            "launches": len(self.kernels),
-            "launches_missing_values": missing,
-            "kernels": [
-                {
-                    "name": name,
-                    "calls": len(launches),
-                    "read": _sum_known(k.dram_read_bytes for k in launches),
-                    "written": _sum_known(k.dram_write_bytes for k in launches),
-                    "duration_ns": _sum_known_float(k.duration_ns for k in launches),
-                }
-                for name, launches in rows.items()
-            ],
-            "command": self.command,
-        }
+def measured_bytes(kernels: list[NcuKernel], command: list[str] | None = None) -> MeasuredBytes:
+    """The record's measured bytes of one step: totals, and one row per kernel name in order of
+    first launch. Totals and rows add up the launches whose value ncu reported;
+    `launches_missing_values` counts launches with any of the three values missing, so a
+    partial sum is never silent."""
+    if not kernels:
+        return unavailable_bytes("ncu profiled no kernels", command)
+    read = _sum_known(k.dram_read_bytes for k in kernels)
+    written = _sum_known(k.dram_write_bytes for k in kernels)
+    rows: dict[str, list[NcuKernel]] = {}
+    for kernel in kernels:
+        rows.setdefault(kernel.name, []).append(kernel)
+    missing = sum(
+        1
+        for k in kernels
+        if k.dram_read_bytes is None or k.dram_write_bytes is None or k.duration_ns is None
+    )
+    return MeasuredBytes(
+        available=True,
+        reason=None,
+        source=SOURCE,
+        read=read,
+        written=written,
+        total=None if read is None and written is None else (read or 0) + (written or 0),
+        duration_ns=_sum_known_float(k.duration_ns for k in kernels),
+        launches=len(kernels),
+        launches_missing_values=missing,
+        kernels=tuple(
+            MeasuredKernel(
+                name=name,
+                calls=len(launches),
+                read=_sum_known(k.dram_read_bytes for k in launches),
+                written=_sum_known(k.dram_write_bytes for k in launches),
+                duration_ns=_sum_known_float(k.duration_ns for k in launches),
+            )
+            for name, launches in rows.items()
+        ),
+        command=None if command is None else tuple(command),
+    )
 
 
 def _sum_known(values: Iterable[int | None]) -> int | None:
@@ -157,7 +139,9 @@ def _parse_number(text: str) -> Decimal | None:
     return value if value.is_finite() else None
 
 
-def _scaled(value: str, unit: str, factors: dict, kind: str) -> Decimal | None:
+def _scaled(
+    value: str, unit: str, factors: Mapping[str, int] | Mapping[str, Decimal], kind: str
+) -> Decimal | None:
     """`value` times the factor of `unit` in `factors`; None for ncu's "n/a"."""
     number = _parse_number(value)
     if number is None:
@@ -192,7 +176,7 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     Launches are keyed by (process ID, ID), so child processes' results stay apart.
     """
     header: list[str] | None = None
-    launches: dict[tuple[str, int], dict[str, Any]] = {}
+    launches: dict[tuple[str, int], _Launch] = {}
     for line in text.splitlines():
         if not line.strip() or _is_tool_message(line):
             continue
@@ -210,29 +194,36 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
         except ValueError:
             continue
         key = (row.get("Process ID", ""), launch_id)
-        launch = launches.setdefault(
-            key, {"name": row["Kernel Name"], "id": launch_id, "metrics": {}}
-        )
+        launch = launches.setdefault(key, _Launch(row["Kernel Name"], launch_id))
         metric = row["Metric Name"].strip()
         if metric:
-            launch["metrics"][metric] = (row["Metric Value"], row["Metric Unit"])
+            launch.metrics[metric] = (row["Metric Value"], row["Metric Unit"])
     return [_kernel_from(launch) for launch in launches.values()]
 
 
-def _kernel_from(launch: dict[str, Any]) -> NcuKernel:
-    metrics: dict[str, tuple[str, str]] = launch["metrics"]
+@dataclass
+class _Launch:
+    """One launch's rows of the CSV: its kernel name, ID, and metric -> (value, unit)."""
 
-    def value(metric: str, convert):
+    name: str
+    id: int
+    metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _kernel_from(launch: _Launch) -> NcuKernel:
+    metrics = launch.metrics
+
+    def value(metric: str, convert: Callable[[str, str], _V]) -> _V | None:
         if metric not in metrics:
             return None
         return convert(*metrics[metric])
 
     return NcuKernel(
-        name=launch["name"],
+        name=launch.name,
         dram_read_bytes=value(READ_METRIC, bytes_from),
         dram_write_bytes=value(WRITE_METRIC, bytes_from),
         duration_ns=value(DURATION_METRIC, nanoseconds_from),
-        launch_id=launch["id"],
+        launch_id=launch.id,
     )
 
 

@@ -7,13 +7,27 @@ process's CPU time) / all CPU time, over the timing window.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from profreport.record.model import MachineLoad
 
 PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One reading: the 1-minute load average, the machine's busy and total CPU jiffies, and our
+    process's (None: not readable here)."""
+
+    load1: float | None = None
+    busy: int | None = None
+    total: int | None = None
+    ours: int | None = None
 
 
 def _read(path: Path) -> str | None:
@@ -23,55 +37,68 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def snapshot(proc: Path = PROC) -> dict[str, Any]:
-    """One reading: loadavg, machine busy/total jiffies, our process's jiffies (None if unknown)."""
-    snap: dict[str, Any] = {"load1": None, "busy": None, "total": None, "ours": None}
+def snapshot(proc: Path = PROC) -> Snapshot:
+    """One reading of /proc (every figure None where it cannot be read)."""
+    load1 = busy = total = ours = None
     loadavg = _read(proc / "loadavg")
     if loadavg:
-        snap["load1"] = float(loadavg.split()[0])
+        load1 = float(loadavg.split()[0])
     stat = _read(proc / "stat")
     if stat and stat.startswith("cpu "):
         fields = [int(v) for v in stat.splitlines()[0].split()[1:]]
         # user nice system idle iowait irq softirq steal [guest guest_nice: already in user]
         total = sum(fields[:8])
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        snap["busy"], snap["total"] = total - idle, total
+        busy = total - idle
     own = _read(proc / "self" / "stat")
     if own:
         after_name = own.rsplit(")", 1)[-1].split()
-        snap["ours"] = int(after_name[11]) + int(after_name[12])  # utime + stime (fields 14, 15)
-    return snap
+        ours = int(after_name[11]) + int(after_name[12])  # utime + stime (fields 14, 15)
+    return Snapshot(load1, busy, total, ours)
 
 
-def machine_load(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
     """The record's `timing_noise.load`: readings around the timing and other processes' share."""
-    out: dict[str, Any] = {
-        "source": "/proc (Linux)",
-        "cpus": os.cpu_count(),
-        "load1_before": before["load1"],
-        "load1_after": after["load1"],
-        "other_busy_share": None,
-        "ours_busy_share": None,
-    }
-    if None in (before["busy"], after["busy"], before["ours"], after["ours"]):
-        out["source"] = "unknown (no /proc on this system)"
-        return out
-    total = after["total"] - before["total"]
+    load = MachineLoad(
+        source="/proc (Linux)",
+        cpus=os.cpu_count(),
+        load1_before=before.load1,
+        load1_after=after.load1,
+    )
+    if (
+        before.busy is None
+        or after.busy is None
+        or before.ours is None
+        or after.ours is None
+        or before.total is None
+        or after.total is None
+    ):
+        return dataclasses.replace(load, source="unknown (no /proc on this system)")
+    total = after.total - before.total
     if total <= 0:
-        return out
-    ours = after["ours"] - before["ours"]
-    busy = after["busy"] - before["busy"]
-    out["ours_busy_share"] = round(min(1.0, ours / total), 4)
-    out["other_busy_share"] = round(max(0.0, (busy - ours) / total), 4)
-    return out
+        return load
+    ours = after.ours - before.ours
+    busy = after.busy - before.busy
+    return dataclasses.replace(
+        load,
+        ours_busy_share=round(min(1.0, ours / total), 4),
+        other_busy_share=round(max(0.0, (busy - ours) / total), 4),
+    )
+
+
+class LoadWatch:
+    """The machine's load over a `with watch()` block: `load` is set when the block ends."""
+
+    def __init__(self) -> None:
+        self.load: MachineLoad | None = None
 
 
 @contextmanager
-def watch(read: Callable[[], dict[str, Any]] = snapshot) -> Iterator[dict[str, Any]]:
-    """`with watch() as load:` fills `load` with machine_load() over the block on exit."""
-    load: dict[str, Any] = {}
+def watch(read: Callable[[], Snapshot] = snapshot) -> Iterator[LoadWatch]:
+    """`with watch() as watched:` sets `watched.load` to machine_load() over the block on exit."""
+    watched = LoadWatch()
     before = read()
     try:
-        yield load
+        yield watched
     finally:
-        load.update(machine_load(before, read()))
+        watched.load = machine_load(before, read())

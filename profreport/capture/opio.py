@@ -8,7 +8,7 @@ records the gap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -105,8 +105,9 @@ def _op_name(func: Any) -> str:
     return str(name)
 
 
-def _bind(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    bound = {}
+def _bind(schema: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The operator's arguments by schema name (any Python value: tensors, ints, lists...)."""
+    bound: dict[str, object] = {}
     for i, arg in enumerate(schema.arguments):
         if i < len(args):
             bound[arg.name] = args[i]
@@ -133,13 +134,17 @@ def _advanced_index_numel(shape: tuple[int, ...], indices: list[Any]) -> int:
             index_shapes.append(tuple(ix.shape))
             dim += 1
     kept *= prod(shape[dim:])
-    return prod(torch.broadcast_shapes(*index_shapes)) * kept if index_shapes else kept
+    if not index_shapes:
+        return kept
+    broadcast: Callable[..., torch.Size] = torch.broadcast_shapes  # untyped in torch's stubs
+    return prod(broadcast(*index_shapes)) * kept
 
 
-def _touched_elements(spec: IndirectSpec, bound: dict[str, Any], out: Any) -> int:
-    target, index = bound[spec.target], bound[spec.index]
+def _touched_elements(spec: IndirectSpec, bound: Mapping[str, Any], out: Any) -> int:
+    target: torch.Tensor = bound[spec.target]
+    index: torch.Tensor = bound[spec.index]
     if spec.count == "output":  # one gathered element per output element
-        first = out[0] if isinstance(out, tuple | list) else out
+        first: torch.Tensor = out[0] if isinstance(out, tuple | list) else out
         return first.numel()
     if spec.count == "index":  # scatter: one element per index
         return index.numel()
@@ -154,7 +159,7 @@ def _touched_elements(spec: IndirectSpec, bound: dict[str, Any], out: Any) -> in
 
 
 def indirect_target(
-    name: str, schema: Any, args: Any, kwargs: dict[str, Any], out: Any
+    name: str, schema: Any, args: Any, kwargs: Mapping[str, Any], out: Any
 ) -> tuple[torch.Tensor, IndirectAccess] | None:
     """For an operator in INDIRECT_OPS called with these arguments (real or meta tensors), the
     tensor it reaches through its indices and how; None for any other operator."""
@@ -174,12 +179,18 @@ def indirect_target(
     )
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: list[OpIO] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         schema = func._schema

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from profreport.record.model import PeakMemory
+
 CUDA_SOURCE = "measured (CUDA caching allocator, max_memory_allocated)"
 CPU_SOURCE = "profiler memory events (profile_memory=True)"
 CUDA_SCOPE = "device memory allocated at the peak of one call, weights and inputs included"
@@ -56,19 +58,19 @@ def measure_peak(
     inputs: tuple[torch.Tensor, ...],
     device: torch.device,
     sync: Callable[[], None],
-) -> dict[str, Any]:
-    """`{"bytes", "source", "scope"}` for one call of `fn(*inputs)` (bytes None: no event)."""
+) -> PeakMemory:
+    """Peak memory of one call of `fn(*inputs)` (bytes None: no memory event seen)."""
     if device.type == "cuda":
         sync()
         torch.cuda.reset_peak_memory_stats(device)
         fn(*inputs)
         sync()
         peak: int | None = int(torch.cuda.max_memory_allocated(device))
-        return {"bytes": peak, "source": CUDA_SOURCE, "scope": CUDA_SCOPE}
+        return PeakMemory(bytes=peak, source=CUDA_SOURCE, scope=CUDA_SCOPE)
 
     def one_call() -> None:
         fn(*inputs)
         sync()
 
     peak = _cpu_peak(one_call)
-    return {"bytes": peak, "source": CPU_SOURCE, "scope": CPU_SCOPE}
+    return PeakMemory(bytes=peak, source=CPU_SOURCE, scope=CPU_SCOPE)

@@ -6,23 +6,13 @@ import gzip
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-
-@dataclass(frozen=True)
-class ProfileSchedule:
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
-
-    @property
-    def total_steps(self) -> int:
-        return self.wait + self.warmup + self.active
+from profreport.record.model import ProfileSchedule
 
 
 def activities_for(device: torch.device) -> list[ProfilerActivity]:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from profreport.record.model import TimingSettings
+
 
 class TimingFailed(Exception):
     """A mode raised while being timed (out of memory, say); `mode` names it."""
@@ -34,13 +36,8 @@ def _blame(mode: str) -> Iterator[None]:
         raise TimingFailed(mode, exc) from exc
 
 
-@dataclass(frozen=True)
-class TimingConfig:
-    min_time_s: float = 1.0  # measured time per mode, at least
-    max_time_s: float = 60.0  # all modes together, at most
-    block_s: float = 0.02  # one block lasts at least this long
-    min_blocks: int = 15
-    warmup_s: float = 0.1  # extra untimed calls per mode before the first round
+# The timing settings are the run record's own (settings.timing): one class for both.
+TimingConfig = TimingSettings
 
 
 @dataclass
@@ -50,7 +47,10 @@ class TimingResult:
     measured_s: float = 0.0
 
 
-def _time_block(fn: Callable[[], Any], sync: Callable[[], None], calls: int, clock) -> float:
+Clock = Callable[[], float]
+
+
+def _time_block(fn: Callable[[], Any], sync: Callable[[], None], calls: int, clock: Clock) -> float:
     sync()
     start = clock()
     for _ in range(calls):
@@ -59,7 +59,9 @@ def _time_block(fn: Callable[[], Any], sync: Callable[[], None], calls: int, clo
     return clock() - start
 
 
-def _calibrate(fn, sync, cfg: TimingConfig, clock) -> int:
+def _calibrate(
+    fn: Callable[[], Any], sync: Callable[[], None], cfg: TimingConfig, clock: Clock
+) -> int:
     calls = 1
     while True:
         elapsed = _time_block(fn, sync, calls, clock)
@@ -79,7 +81,7 @@ def rotated(round_no: int, names: list[str]) -> list[str]:
 def measure_latency(
     fns: dict[str, Callable[[], Any]],
     sync: Callable[[], None],
-    cfg: TimingConfig = TimingConfig(),
+    cfg: TimingConfig = TimingConfig(),  # noqa: B008 (frozen: safe to share)
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[int, dict[str, TimingResult]], None] | None = None,
     order: Callable[[int, list[str]], list[str]] | None = None,

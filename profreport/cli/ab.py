@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.api import RunResult
     from profreport.env import DTYPES
     from profreport.files import write_atomic
-    from profreport.models import ModelError, load_model
+    from profreport.models import LoadedModel, ModelError, load_model
     from profreport.render import compare as compare_render
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
@@ -55,8 +55,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     device = device_for(args)
-    models = {}
-    for side, spec in (("base", args.base), ("head", args.head)):
+    models: dict[ab.Side, LoadedModel] = {}
+    sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
+    for side, spec in sides:
         try:
             models[side] = load_model(spec, device, DTYPES[args.dtype])
         except ModelError as exc:

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
     from profreport.analysis.compare import CompareError, compare_runs
     from profreport.analysis.derive import derived_run
+    from profreport.modes import mode_analyses
     from profreport.render import compare as compare_render
 
     out_path = Path(args.out) if args.out else None
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     runs = []
     for source in (args.base, args.head):
         try:
-            runs.append(derived_run(run_record.load(Path(source))))
+            runs.append(derived_run(run_record.load(Path(source)), mode_analyses()))
         except run_record.RecordError as exc:
             raise UsageError(str(exc)) from None
     gates = thresholds(args)

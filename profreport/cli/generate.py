@@ -251,15 +251,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise UsageError(
                 f"cannot write the run under {args.out}: {exc.strerror or exc}"
             ) from exc
-    run = Run.from_json(result.record)
+    run = result.run  # the findings the reports read
     _summary_table(run, out)
     for name, mode in run.modes.items():
         print(f"  {terminal_text(str(mode.verdict) if mode.has('verdict') else name)}", file=out)
     if args.measure_bytes:
         reasons = {
-            m.bytes.measured["reason"]
+            m.bytes.measured.reason or ""
             for m in run.modes.values()
-            if m.ok and m.bytes and m.bytes.measured and not m.bytes.measured["available"]
+            if m.ok and m.bytes and m.bytes.measured and not m.bytes.measured.available
         }
         for reason in sorted(reasons):
             print(f"warning: measured bytes not available: {reason}", file=err)

@@ -6,7 +6,7 @@ import argparse
 from typing import TextIO
 
 from profreport.cli.common import EXIT_OK, Command
-from profreport.modes import default_modes, mode_names
+from profreport.modes import default_modes, mode_names, mode_summary
 
 
 def _no_arguments(_parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def run_modes(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
         devices = [d for d in ("cpu", "cuda") if mode.unavailable_reason(d) is None]
         source = mode.bytes_source.name if mode.bytes_source else "dispatcher"
         tags = ("default, " if name in defaults else "") + "/".join(devices)
-        print(f"{name:<{width}}  {mode.summary} [{tags}; bytes: {source}]", file=out)
+        print(f"{name:<{width}}  {mode_summary(name)} [{tags}; bytes: {source}]", file=out)
     print(f"\ndefault (no --modes): {','.join(defaults)}", file=out)
     return EXIT_OK
 

@@ -30,12 +30,15 @@ def write_reports(derived: Run, folder: Path) -> list[Path]:
 def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     from profreport import record as run_record
     from profreport.analysis.derive import derived_run
+    from profreport.modes import mode_analyses
 
     try:
         rec = run_record.load(Path(args.record))
     except run_record.RecordError as exc:
         raise UsageError(str(exc)) from None
-    derived = derived_run(rec)  # today's analysis of the stored evidence, not the stored verdicts
+    derived = derived_run(
+        rec, mode_analyses()
+    )  # today's analysis of the stored evidence, not the stored verdicts
     src = Path(args.record)
     own = src if src.is_dir() else src.parent
     folder = Path(args.out) if args.out else own

@@ -25,9 +25,10 @@ from profreport.modes.base import (
 from profreport.modes.registry import (
     default_modes,
     get_mode,
-    mode_color,
+    mode_analyses,
     mode_for,
     mode_names,
+    mode_summary,
     register,
     unregister,
 )
@@ -42,9 +43,10 @@ __all__ = [
     "UnknownMode",
     "default_modes",
     "get_mode",
-    "mode_color",
+    "mode_analyses",
     "mode_for",
     "mode_names",
+    "mode_summary",
     "prepare_mode",
     "register",
     "unregister",

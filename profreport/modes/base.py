@@ -1,8 +1,10 @@
 """What an execution mode is: one object that says how to build and warm it, where its bytes come
-from, how its fusion evidence becomes a fusion map and a verdict clause, and what to reset after it
-fails. The pipeline, the analysis and the renderers ask the mode; none checks a mode's name.
+from, how its fusion evidence becomes a fusion map and a verdict clause (the analysis's
+`ModeAnalysis` protocol: modes are handed to the analysis by name, never imported by it), and what
+to reset after it fails. Nothing checks a mode's name. How a mode is shown (its colour, its
+one-line summary) is presentation: render/palette.py and the registry's summaries.
 
-This module imports no torch: `profreport render` and the analysis read modes through it.
+This module imports no torch: `profreport render` reads the modes' analyses through it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from profreport.record.model import CompilerEvidence
+
 if TYPE_CHECKING:
-    from profreport.analysis.bytes_model import OpCall
-    from profreport.record.model import KernelRow, ModeResult, Run
+    from profreport.record.model import FusionMap, KernelRow, ModeResult, Run, TensorIO, WhyNotFused
 
 Sync = Callable[[], None]
 
@@ -30,14 +33,14 @@ class PreparedMode:
     name: str
     fn: Callable[..., Any]
     compile_s: float | None = None
-    compiler: dict[str, Any] = field(default_factory=dict)
+    compiler: CompilerEvidence = field(default_factory=CompilerEvidence)
 
 
 @dataclass
 class BytesWork:
     """The operations a mode's bytes model sums, how they were found, and what was left out."""
 
-    calls: list[OpCall]
+    calls: list[TensorIO]
     method: str
     not_modeled: list[str]
 
@@ -54,6 +57,7 @@ class BytesSource:
 class Mode:
     """An execution mode. Subclass it, set `name`, override `build`, and register an instance
     (`profreport.modes.register`); everything else has a default that suits an eager-like mode.
+    It is the analysis's `ModeAnalysis` (analysis/mode_analysis.py) for its own records.
 
     - `build(module, inputs, sync)`: build and warm up (under no_grad, module in eval).
     - `bytes_source`: dispatcher log (default), Inductor's scheduler, ...
@@ -66,8 +70,6 @@ class Mode:
     """
 
     name: str = ""
-    color: str = "#d62728"  # its bars in the report's charts
-    summary: str = ""  # one line for `profreport models`-style tables and docs
     bytes_source: BytesSource | None = None  # None: the dispatcher log (set at registration)
     timed_build: bool = True  # compile_s = build time (a mode may set its own compile_s)
 
@@ -77,13 +79,13 @@ class Mode:
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         raise NotImplementedError
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
         return None
 
     def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
         return ""
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
         return None
 
     def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:

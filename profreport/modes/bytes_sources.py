@@ -19,23 +19,24 @@ class DispatcherLog(BytesSource):
     name = "dispatcher"
 
     def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
-        from profreport.analysis.bytes_model import DISPATCH_METHOD, OpCall, calls_from_tensor_io
-        from profreport.analysis.kernels import BOOKKEEPING_OPS
+        from profreport.analysis.bytes_model import DISPATCH_METHOD, calls_from_tensor_io
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
         from profreport.capture.opio import record_tensor_io
+        from profreport.record.model import TensorIO
 
         ops = record_tensor_io(prepared.fn, tuple(inputs), sync)
         calls = calls_from_tensor_io(ops, BOOKKEEPING_OPS)
         method = DISPATCH_METHOD
         not_modeled: list[str] = []
-        groups = prepared.compiler.get("fusion_groups", [])
+        groups = prepared.compiler.fusion_groups or ()
         for g in groups:  # fused kernels bypass the dispatcher: size them from the graph's types
-            if g.get("read") is None:
-                not_modeled.append(g["kind"])
+            if g.read is None or g.written is None:
+                not_modeled.append(g.kind)
             else:
-                calls.append(OpCall(g["kind"], g["read"], g["written"], None, "graph types"))
+                calls.append(TensorIO(g.kind, g.read, g.written, None, "graph types"))
         if groups:
             method += "; fusion groups from the profiled graph's tensor types"
-        not_modeled += prepared.compiler.get("unrecorded_ops", [])
+        not_modeled += prepared.compiler.unrecorded_ops or ()
         return BytesWork(calls, method, not_modeled)
 
 
@@ -48,8 +49,8 @@ class InductorScheduler(BytesSource):
         from profreport.analysis.bytes_model import INDUCTOR_METHOD, inductor_calls
 
         compiler = prepared.compiler
-        calls, unsized = inductor_calls(compiler.get("inductor_nodes", []))
-        if compiler.get("graph_breaks"):
+        calls, unsized = inductor_calls(compiler.inductor_nodes or ())
+        if compiler.graph_breaks:
             unsized.append("code outside the compiled graphs (graph breaks)")
         return BytesWork(calls, INDUCTOR_METHOD, unsized)
 

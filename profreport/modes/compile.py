@@ -15,7 +15,14 @@ from profreport.analysis.fusion_evidence import inductor_evidence
 from profreport.analysis.why_not_fused import inductor_why_not
 from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
-from profreport.record.model import KernelRow, ModeResult, Run
+from profreport.record.model import (
+    CompilerEvidence,
+    FusionMap,
+    KernelRow,
+    ModeResult,
+    Run,
+    WhyNotFused,
+)
 
 # Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
 # appear in the profiler, and no FX-graph cache hit skips code generation and its metrics.
@@ -30,14 +37,10 @@ class CompileMode(Mode):
         self,
         name: str = "compile",
         *,
-        color: str = "#d62728",
         compile_kwargs: dict[str, Any] | None = None,
         inductor_options: dict[str, Any] | None = None,
-        summary: str = "torch.compile (Inductor)",
     ) -> None:
         self.name = name
-        self.color = color
-        self.summary = summary
         self.compile_kwargs = dict(compile_kwargs or {})
         self.inductor_options = dict(inductor_options or {})
 
@@ -62,16 +65,16 @@ class CompileMode(Mode):
                 compiled(*inputs)
                 sync()
             compile_s = time.perf_counter() - start
-            compiler: dict[str, Any] = {
-                "inductor_nodes": handler.nodes,
-                "inductor_bytes_accessed": int(metrics.num_bytes_accessed),
-                "generated_kernel_count": int(metrics.generated_kernel_count),
-                "graphs": int(counters["stats"].get("unique_graphs", 0)),
-                "graph_breaks": int(sum(counters["graph_break"].values())),
+            compiler = CompilerEvidence(
+                inductor_nodes=tuple(handler.nodes),
+                inductor_bytes_accessed=int(metrics.num_bytes_accessed),
+                generated_kernel_count=int(metrics.generated_kernel_count),
+                graphs=int(counters["stats"].get("unique_graphs", 0)),
+                graph_breaks=int(sum(counters["graph_break"].values())),
                 # why-not-fused evidence: Dynamo's and Inductor's own words (compile_logs)
-                "graph_break_records": logs.graph_breaks,
-                "fusion_refusals": logs.fusion_refusals,
-            }
+                graph_break_records=tuple(logs.graph_breaks),
+                fusion_refusals=tuple(logs.fusion_refusals),
+            )
             for _ in range(WARMUP_CALLS):
                 compiled(*inputs)
                 sync()
@@ -82,22 +85,20 @@ class CompileMode(Mode):
 
         return [r.name for r in kernel_table if is_inductor_kernel(r.name)]
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
-        from profreport.analysis.kernels import BOOKKEEPING_OPS
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 
-        if eager.bytes is None or mode.kernels is None:
-            raise AttributeError("a mode without kernels, or an eager baseline without bytes")
         return compile_fusion(
-            mode.compiler.inductor_nodes if mode.compiler is not None else (),
-            eager.bytes.sequence,
+            (mode.compiler.inductor_nodes if mode.compiler is not None else None) or (),
+            eager.ok_bytes.sequence,
             BOOKKEEPING_OPS,
-            self.generated_kernels(mode.kernels.table),
+            self.generated_kernels(mode.ok_kernels.table),
         )
 
     def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
         return inductor_evidence(mode, run)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
         return inductor_why_not(mode, run, self.name)
 
     def reset_after_failure(self) -> None:

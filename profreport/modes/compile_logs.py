@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from profreport.record.model import FusionRefusal, GraphBreak
+
 # The loggers behind the `graph_breaks` and `fusion` artifacts (TORCH_LOGS names)
 # in torch 2.13: getArtifactLogger(module, artifact) names them "<module>.__<artifact>".
 GRAPH_BREAK_LOGGERS = (
@@ -40,7 +42,7 @@ def _summary(reason: str) -> tuple[str, str]:
     return head, hint
 
 
-def parse_graph_break(message: str) -> dict[str, Any] | None:
+def parse_graph_break(message: str) -> GraphBreak | None:
     """A graph-break log message as evidence: where (user file, line, source text) and why."""
     at = _AT.search(message.splitlines()[0] if message else "")
     if at is None:
@@ -50,15 +52,15 @@ def parse_graph_break(message: str) -> dict[str, Any] | None:
     summary, hint = _summary(reason)
     line = int(at.group("line"))
     gb = _GB_ID.search(reason)
-    return {
-        "file": at.group("file"),
-        "line": line,
-        "source": linecache.getline(at.group("file"), line).strip(),
-        "reason": summary or "no reason recorded",
-        "dynamo_hint": hint,
-        "gb_id": gb.group(1) if gb else "",
-        "log": message.split("\nUser code traceback:")[0][:_MAX_TEXT],
-    }
+    return GraphBreak(
+        file=at.group("file"),
+        line=line,
+        source=linecache.getline(at.group("file"), line).strip(),
+        reason=summary or "no reason recorded",
+        dynamo_hint=hint,
+        gb_id=gb.group(1) if gb else "",
+        log=message.split("\nUser code traceback:")[0][:_MAX_TEXT],
+    )
 
 
 class CompilerLogCapture(logging.Handler):
@@ -66,8 +68,8 @@ class CompilerLogCapture(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
-        self.graph_breaks: list[dict[str, Any]] = []
-        self.fusion_refusals: list[dict[str, str]] = []
+        self.graph_breaks: list[GraphBreak] = []
+        self.fusion_refusals: list[FusionRefusal] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -79,7 +81,7 @@ class CompilerLogCapture(logging.Handler):
             return
         found = parse_graph_break(message)
         if found is not None and not any(
-            (g["file"], g["line"], g["reason"]) == (found["file"], found["line"], found["reason"])
+            (g.file, g.line, g.reason) == (found.file, found.line, found.reason)
             for g in self.graph_breaks
         ):
             self.graph_breaks.append(found)
@@ -90,7 +92,7 @@ class CompilerLogCapture(logging.Handler):
         if not all(hasattr(why, a) for a in ("name1", "name2", "reason")):
             return
         text = str(why)
-        refusal = {"first": str(why.name1), "second": str(why.name2), "log": text[:_MAX_TEXT]}
+        refusal = FusionRefusal(first=str(why.name1), second=str(why.name2), log=text[:_MAX_TEXT])
         if refusal not in self.fusion_refusals:
             self.fusion_refusals.append(refusal)
 

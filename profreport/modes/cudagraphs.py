@@ -26,13 +26,7 @@ def cuda_graph_evidence(mode: ModeResult) -> str:
 
 class CudaGraphsMode(CompileMode):
     def __init__(self) -> None:
-        super().__init__(
-            "compile-cudagraphs",
-            color="#e377c2",
-            compile_kwargs={"mode": "reduce-overhead"},
-            summary='torch.compile(mode="reduce-overhead"): Inductor kernels replayed from CUDA '
-            "graphs (CUDA only)",
-        )
+        super().__init__("compile-cudagraphs", compile_kwargs={"mode": "reduce-overhead"})
 
     def unavailable_reason(self, device_type: str) -> str | None:
         if device_type == "cuda":

@@ -9,8 +9,6 @@ from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
 
 class EagerMode(Mode):
     name = "eager"
-    color = "#7f7f7f"
-    summary = "the model as written (the baseline)"
     timed_build = False
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:

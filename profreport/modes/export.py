@@ -21,7 +21,7 @@ from typing import Any
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
 from profreport.modes.compile import CompileMode
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import CompilerEvidence, ModeResult, Run
 from profreport.text import MAX_LINE_CHARS, one_line
 
 # Settings the package is built with: kernels recorded by the profiler, and no FX-graph cache hit
@@ -60,11 +60,9 @@ class ExportMode(CompileMode):
         self,
         name: str = "export",
         *,
-        color: str = "#8c564b",
         inductor_options: dict[str, Any] | None = None,
-        summary: str = "torch.export -> AOTInductor package (.pt2), loaded and run",
     ) -> None:
-        super().__init__(name, color=color, inductor_options=inductor_options, summary=summary)
+        super().__init__(name, inductor_options=inductor_options)
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
@@ -93,16 +91,16 @@ class ExportMode(CompileMode):
             package_bytes = os.path.getsize(package)
             loaded = torch._inductor.aoti_load_package(package)
         compile_s = time.perf_counter() - start
-        compiler: dict[str, Any] = {
-            "inductor_nodes": handler.nodes,
-            "inductor_bytes_accessed": int(metrics.num_bytes_accessed),
-            "generated_kernel_count": int(metrics.generated_kernel_count),
-            "graphs": 1,  # export captures the whole forward or fails
-            "graph_breaks": 0,
-            "export_s": export_s,
-            "aot_build_s": build_s,
-            "package_bytes": package_bytes,
-        }
+        compiler = CompilerEvidence(
+            inductor_nodes=tuple(handler.nodes),
+            inductor_bytes_accessed=int(metrics.num_bytes_accessed),
+            generated_kernel_count=int(metrics.generated_kernel_count),
+            graphs=1,  # export captures the whole forward or fails
+            graph_breaks=0,
+            export_s=export_s,
+            aot_build_s=build_s,
+            package_bytes=package_bytes,
+        )
         for _ in range(WARMUP_CALLS):
             loaded(*inputs)
             sync()

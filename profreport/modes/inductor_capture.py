@@ -4,6 +4,7 @@ while the graph is still current)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Any
 
 from profreport.capture.inductor_kernels import KernelCalls
 from profreport.capture.inductor_sizes import node_buffer_bytes
+from profreport.record.model import EagerCall, InductorNode
 
 
 class InductorNodeCapture(logging.Handler):
@@ -21,7 +23,7 @@ class InductorNodeCapture(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(level=logging.INFO)
-        self.nodes: list[dict[str, Any]] = []
+        self.nodes: list[InductorNode] = []
         self.kernels = KernelCalls()  # filled during code generation
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -32,9 +34,11 @@ class InductorNodeCapture(logging.Handler):
             return
         cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
+            kernel, call, nop = self.kernels.of_node(node)
             described = _describe_inductor_node(node, int(num_elem), cache)
-            described.update(self.kernels.of_node(node))
-            self.nodes.append(described)
+            self.nodes.append(
+                dataclasses.replace(described, kernel=kernel, kernel_call=call, nop=nop)
+            )
         self.kernels.clear()  # the next graph's nodes are new objects
 
 
@@ -72,7 +76,7 @@ def _module_path(origin: Any) -> str:
     return path
 
 
-def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[str, Any]]:
+def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerCall]:
     """The eager operations whose computation this scheduler node performs.
 
     Every FX node Inductor lowered into the kernel carries `original_aten` (the ATen op before
@@ -87,7 +91,7 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[s
         own_call = _eager_call(getattr(node.node, "origin_node", None))
         own = {own_call} if own_call is not None else set()
         extern_op = _op_name(getattr(node.node, "op_overload", None))
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], EagerCall] = {}
     for sub in node.get_nodes():
         for origin in getattr(sub.node, "origins", ()) or ():
             key = _eager_call(origin)
@@ -96,17 +100,17 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[dict[s
             if own is not None and key not in own and (own or key[0] != extern_op):
                 continue
             pos = _graph_positions(origin.graph, cache).get(origin, 0)
-            entry = found.setdefault(
-                key,
-                {"op": key[0], "source": key[1], "pos": pos, "module": _module_path(origin)},
-            )
-            entry["pos"] = min(entry["pos"], pos)
-    return sorted(found.values(), key=lambda e: e["pos"])
+            seen = found.get(key)
+            if seen is None:
+                found[key] = EagerCall(key[0], key[1], pos, _module_path(origin))
+            elif pos < seen.pos:
+                found[key] = dataclasses.replace(seen, pos=pos)
+    return sorted(found.values(), key=lambda e: e.pos)
 
 
 def _describe_inductor_node(
     node: Any, num_elem: int, cache: dict[int, dict[Any, int]] | None = None
-) -> dict[str, Any]:
+) -> InductorNode:
     cache = {} if cache is None else cache
     origins: list[str] = []
     for sub in node.get_nodes():
@@ -117,22 +121,22 @@ def _describe_inductor_node(
             if name not in origins:
                 origins.append(name)
     sizes = node_buffer_bytes(node)
-    return {
-        "name": node.get_name(),
-        "kind": "extern" if type(node).__name__.startswith("Extern") else "generated",
-        "origins": origins,
-        "eager_ops": _eager_instances(node, cache),
-        "read": sizes["read"],
-        "written": sizes["written"],
+    return InductorNode(
+        name=node.get_name(),
+        kind="extern" if type(node).__name__.startswith("Extern") else "generated",
+        origins=tuple(origins),
+        eager_ops=tuple(_eager_instances(node, cache)),
+        read=sizes.read,
+        written=sizes.written,
         # Buffers reached through an index tensor, counted by the elements touched rather than
         # whole (profreport.capture.inductor_sizes): why `read` can be below Inductor's figure.
-        "indirect_reads": sizes["indirect_reads"],
-        "indirect_writes": sizes["indirect_writes"],
+        indirect_reads=sizes.indirect_reads,
+        indirect_writes=sizes.indirect_writes,
         # Buffers a fused kernel reads only a slice of, counted by the slice.
-        "sliced_reads": sizes["sliced_reads"],
+        sliced_reads=sizes.sliced_reads,
         # Inductor's own combined figure (its metrics keep num_bytes // 4 per node).
-        "inductor_bytes": num_elem * 4,
-    }
+        inductor_bytes=num_elem * 4,
+    )
 
 
 @contextmanager

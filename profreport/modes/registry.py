@@ -1,13 +1,16 @@
-"""The one registry of execution modes: the CLI's choices and default, the API's check, chart
-colours, the docs table and the pipeline all read it. Built-in modes are registered on first use
-(so importing the registry imports no torch); `register` adds another one."""
+"""The one registry of execution modes: the CLI's choices and default, the API's check, the
+`profreport modes` table, the pipeline, and the analyses handed to `derive` (`mode_analyses`) all
+read it. Built-in modes are registered on first use (so importing the registry imports no
+torch); `register` adds another one."""
 
 from __future__ import annotations
 
+from profreport.analysis.mode_analysis import ModeAnalysis
 from profreport.modes.base import Mode, UnknownMode
 
 _REGISTRY: dict[str, Mode] = {}
 _DEFAULT: list[str] = []
+_SUMMARY: dict[str, str] = {}  # one line per mode for `profreport modes` and the docs
 _loaded = False
 
 
@@ -20,40 +23,47 @@ def _builtins() -> None:
     from profreport.modes.eager import EagerMode
     from profreport.modes.torchscript import OptimizeMode, ScriptMode, TraceMode
 
-    for mode in (EagerMode(), ScriptMode(), TraceMode(), OptimizeMode(), CompileMode()):
-        register(mode, default=True)
+    for mode, summary in (
+        (EagerMode(), "the model as written (the baseline)"),
+        (ScriptMode(), "torch.jit.script"),
+        (TraceMode(), "torch.jit.trace"),
+        (OptimizeMode(), "torch.jit.freeze + torch.jit.optimize_for_inference"),
+        (CompileMode(), "torch.compile (Inductor)"),
+    ):
+        register(mode, default=True, summary=summary)
     # Opt-in (--modes): slower to build, or for one device only.
     from profreport.modes.cudagraphs import CudaGraphsMode
     from profreport.modes.export import ExportMode
 
-    for mode in (
-        ExportMode(),
-        CompileMode(
-            "compile-max-autotune",
-            color="#ff7f0e",
-            compile_kwargs={"mode": "max-autotune-no-cudagraphs"},
-            summary='torch.compile(mode="max-autotune-no-cudagraphs"): benchmarks GEMM/conv '
+    for mode, summary in (
+        (ExportMode(), "torch.export -> AOTInductor package (.pt2), loaded and run"),
+        (
+            CompileMode(
+                "compile-max-autotune", compile_kwargs={"mode": "max-autotune-no-cudagraphs"}
+            ),
+            'torch.compile(mode="max-autotune-no-cudagraphs"): benchmarks GEMM/conv '
             "templates with fused epilogues against the library call",
         ),
-        CudaGraphsMode(),
-        CompileMode(
-            "compile-dynamic",
-            color="#bcbd22",
-            compile_kwargs={"dynamic": True},
-            summary="torch.compile(dynamic=True): kernels generated for symbolic shapes",
+        (
+            CudaGraphsMode(),
+            'torch.compile(mode="reduce-overhead"): Inductor kernels replayed from CUDA '
+            "graphs (CUDA only)",
         ),
-        CompileMode(
-            "compile-fullgraph",
-            color="#98df8a",
-            compile_kwargs={"fullgraph": True},
-            summary="torch.compile(fullgraph=True): a graph break is an error, not a split",
+        (
+            CompileMode("compile-dynamic", compile_kwargs={"dynamic": True}),
+            "torch.compile(dynamic=True): kernels generated for symbolic shapes",
+        ),
+        (
+            CompileMode("compile-fullgraph", compile_kwargs={"fullgraph": True}),
+            "torch.compile(fullgraph=True): a graph break is an error, not a split",
         ),
     ):
-        register(mode)
+        register(mode, summary=summary)
 
 
-def register(mode: Mode, *, default: bool = False) -> Mode:
-    """Add `mode` (replacing one of the same name); `default`: run it when --modes is not given."""
+def register(mode: Mode, *, default: bool = False, summary: str = "") -> Mode:
+    """Add `mode` (replacing one of the same name); `default`: run it when --modes is not given;
+    `summary`: its line in `profreport modes`."""
     _builtins()
     if not mode.name or "," in mode.name or mode.name != mode.name.strip():
         raise ValueError(f"a mode needs a name without commas or outer spaces, not {mode.name!r}")
@@ -62,6 +72,7 @@ def register(mode: Mode, *, default: bool = False) -> Mode:
 
         mode.bytes_source = DISPATCHER_LOG
     _REGISTRY[mode.name] = mode
+    _SUMMARY[mode.name] = summary
     if default and mode.name not in _DEFAULT:
         _DEFAULT.append(mode.name)
     return mode
@@ -70,6 +81,7 @@ def register(mode: Mode, *, default: bool = False) -> Mode:
 def unregister(name: str) -> None:
     _builtins()
     _REGISTRY.pop(name, None)
+    _SUMMARY.pop(name, None)
     if name in _DEFAULT:
         _DEFAULT.remove(name)
 
@@ -98,5 +110,13 @@ def mode_for(name: str) -> Mode:
     return _REGISTRY.get(name) or UnknownMode(name)
 
 
-def mode_color(name: str) -> str:
-    return mode_for(name).color
+def mode_summary(name: str) -> str:
+    """The registered mode's one line for `profreport modes` ("" if it was given none)."""
+    _builtins()
+    return _SUMMARY.get(name, "")
+
+
+def mode_analyses() -> dict[str, ModeAnalysis]:
+    """Every registered mode's analysis, by name: what `analysis.derive` is handed."""
+    _builtins()
+    return dict(_REGISTRY)

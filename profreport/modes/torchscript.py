@@ -5,6 +5,7 @@ calls, so building includes that warm-up."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_e
 from profreport.analysis.fusion_optimize import graph_kind, optimize_fusion
 from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import FusionMap, ModeResult, Run, WhyNotFused
 
 
 def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
@@ -34,26 +35,19 @@ class _TorchScriptGroups(Mode):
 
     graph_kind = "scripted"  # how the graph is made, as a verdict names it
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
-        if eager.bytes is None:
-            raise AttributeError("an eager baseline without bytes")
-        groups = [
-            dict(g, boundary_bytes=None if g.get("read") is None else g["read"] + g["written"])
-            for g in (mode.compiler.fusion_groups if mode.compiler is not None else ())
-        ]
-        return script_fusion(groups, eager.bytes.sequence)
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+        groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
+        return script_fusion(groups, eager.ok_bytes.sequence)
 
     def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
         return torchscript_evidence(mode, run, self.graph_kind)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
         return torchscript_why_not(mode, run)
 
 
 class ScriptMode(_TorchScriptGroups):
     name = "script"
-    color = "#1f77b4"
-    summary = "torch.jit.script"
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
@@ -72,8 +66,6 @@ class ScriptMode(_TorchScriptGroups):
 class TraceMode(_TorchScriptGroups):
     graph_kind = "traced"
     name = "trace"
-    color = "#17becf"
-    summary = "torch.jit.trace"
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
 
@@ -87,8 +79,6 @@ class TraceMode(_TorchScriptGroups):
 
 class OptimizeMode(Mode):
     name = "optimize"
-    color = "#9467bd"
-    summary = "torch.jit.freeze + torch.jit.optimize_for_inference"
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
@@ -107,24 +97,23 @@ class OptimizeMode(Mode):
                 target, flattened = tg.traceable(module, inputs, sync)
                 base = _jit_trace(target, inputs)
                 notes.append(f"traced instead of scripted ({why})")
-            before = tg.describe_graph(base.inlined_graph)["op_counts"]
+            before = tg.describe_graph(base.inlined_graph).op_counts
             frozen = torch.jit.freeze(base.eval())
             optimized = torch.jit.optimize_for_inference(frozen)
             tg.jit_graph_after_warmup(optimized, inputs, sync)
-        compiler = tg.describe_graph(optimized.graph)
-        compiler["op_counts_before"] = before
-        compiler["notes"] = notes
-        if flattened:
-            compiler["outputs"] = flattened
+        compiler = dataclasses.replace(
+            tg.describe_graph(optimized.graph),
+            op_counts_before=before,
+            notes=tuple(notes),
+            outputs=flattened or None,
+        )
         return PreparedMode(self.name, optimized, compiler=compiler)
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> dict[str, Any] | None:
-        if eager.bytes is None or mode.bytes is None:
-            raise AttributeError("a mode or eager baseline without bytes")
+    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
         compiler = mode.compiler
         return optimize_fusion(
-            eager.bytes.sequence,
-            mode.bytes.sequence,
+            eager.ok_bytes.sequence,
+            mode.ok_bytes.sequence,
             _bookkeeping(),
             compiler.op_counts_before if compiler is not None else None,
             graph_kind(mode),
@@ -134,5 +123,5 @@ class OptimizeMode(Mode):
     def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
         return optimize_evidence(mode, run)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[dict[str, Any]] | None:
+    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
         return optimize_why_not(mode, run)

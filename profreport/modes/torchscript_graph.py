@@ -3,6 +3,7 @@ warm-up helpers of the TorchScript modes."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ from torch import nn
 
 from profreport.modes.base import ModeError, PreparedMode, Sync
 from profreport.modes.outputs import TensorOutputs, flatten_output
+from profreport.record.model import CompilerEvidence, ScriptFusionGroup
 
 # TorchScript's own warm-up: the profiling executor records shapes on the first call and runs its
 # optimized graph from the third call on. We warm up a little beyond that.
@@ -114,7 +116,7 @@ def _boundary_bytes(node: torch._C.Node) -> tuple[int | None, int | None]:
     return sum(b or 0 for b in seen.values()), sum(b or 0 for b in outs)
 
 
-def describe_graph(graph: torch._C.Graph) -> dict[str, Any]:
+def describe_graph(graph: torch._C.Graph) -> CompilerEvidence:
     """What a TorchScript graph contains: fusion groups, fused library calls and op counts."""
     fusion_groups = []
     fused_library_ops = []
@@ -129,18 +131,18 @@ def describe_graph(graph: torch._C.Graph) -> dict[str, Any]:
             ops = _subgraph_ops(node)
             if ops:  # a TensorExprDynamicGroup wraps the group that holds the ops
                 read, written = _boundary_bytes(node)
-                fusion_groups.append({"kind": kind, "ops": ops, "read": read, "written": written})
+                fusion_groups.append(ScriptFusionGroup(kind, tuple(ops), read, written))
         elif kind.startswith(FUSED_LIBRARY_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
             fused_library_ops.append(kind)
         if kind.startswith(UNRECORDED_NODE_PREFIXES) and kind not in NOT_COMPUTE_KINDS:
             unrecorded.append(kind)
-    return {
-        "graph": str(graph),
-        "fusion_groups": fusion_groups,
-        "fused_library_ops": fused_library_ops,
-        "unrecorded_ops": unrecorded,
-        "op_counts": dict(sorted(op_counts.items())),
-    }
+    return CompilerEvidence(
+        graph=str(graph),
+        fusion_groups=tuple(fusion_groups),
+        fused_library_ops=tuple(fused_library_ops),
+        unrecorded_ops=tuple(unrecorded),
+        op_counts=dict(sorted(op_counts.items())),
+    )
 
 
 def call(fn: Callable[..., Any], inputs: tuple[Any, ...], sync: Sync) -> Any:
@@ -193,7 +195,7 @@ def prepared_after_warmup(
     graph, with what that graph holds (and how the outputs were flattened, if they were)."""
     with quiet_torchscript_deprecations():
         graph = jit_graph_after_warmup(jitted, inputs, sync)
-    compiler = describe_graph(graph) if graph is not None else {}
+    compiler = describe_graph(graph) if graph is not None else CompilerEvidence()
     if flattened:
-        compiler["outputs"] = flattened
+        compiler = dataclasses.replace(compiler, outputs=flattened)
     return PreparedMode(name, jitted, compiler=compiler)

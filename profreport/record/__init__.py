@@ -1,7 +1,7 @@
 """The run record: the pivot between collection and everything after it.
 
-- `document`: the versioned JSON document (`profreport.run/1`): dump, load, and the field tables
-  `validate` checks, so a bad file is one line naming the field.
+- `document`: the versioned JSON document (`profreport.run/1`): dump, load, and `validate`,
+  derived from the typed record, so a bad file is one line naming the field.
 - `model`: the record as frozen dataclasses (`Run`, `ModeResult`, `KernelCounts`, `Bytes`,
   `Latency`, `CompilerEvidence`, `Environment`, ...) with `from_json`/`to_json`; readers use
   attributes.
@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from profreport.record.document import (
-    FAILED_MODE_FIELDS,
-    MODE_FIELDS,
     MODE_STATUSES,
-    RECORD_FIELDS,
     SCHEMA,
     RecordError,
     dumps,
@@ -47,10 +44,7 @@ from profreport.record.model import (
 )
 
 __all__ = [
-    "FAILED_MODE_FIELDS",
-    "MODE_FIELDS",
     "MODE_STATUSES",
-    "RECORD_FIELDS",
     "SCHEMA",
     "Bytes",
     "CompilerEvidence",

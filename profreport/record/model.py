@@ -1,325 +1,337 @@
-"""The run record as frozen dataclasses: what readers use instead of string keys.
+"""The run record (`profreport.run/1`) as frozen dataclasses: one class per idea, written by the
+pipeline and read by every analysis and renderer.
 
-`Run.from_json(document)` reads a `profreport.run/1` document (today's, and every one written
-since run/1); `to_json()` gives back the same document: the same keys, in the same order, with the
-same values. Keys a class does not declare (a newer writer's additions, or another tool's) are kept
-in `extra` and written back, so nothing is lost on the way through.
+`Run.from_json(document)` reads a run/1 document (today's, and every one written since run/1);
+`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+Keys a class does not declare (a newer writer's additions, or another tool's) are kept in `extra`
+and written back, so nothing is lost on the way through. A field's type is its JSON schema
+(record/section.py): `document.validate` and docs/record.md are derived from these classes.
 
-Deeply nested compiler evidence (Inductor's nodes, TorchScript graphs, fusion maps) stays JSON
-(`Mapping`); the sections readers compute with are typed.
-
-Over 400 lines on purpose: every section of the run record is declared here, so the record's
-whole shape reads top to bottom in one file.
+This module holds the run and its settings; a mode's evidence is in record/evidence.py, the
+findings derived from it in record/findings.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from profreport.record.section import JSON as JSON  # re-exported for the record's readers
-from profreport.record.section import Section as Section
+from profreport.record.evidence import (
+    BaselineSignals,
+    Bytes,
+    CompilerEvidence,
+    EagerCall,
+    FusionRefusal,
+    GraphBreak,
+    InductorNode,
+    KernelCounts,
+    KernelRow,
+    Latency,
+    MachineLoad,
+    MeasuredBytes,
+    MeasuredKernel,
+    ModeNoise,
+    NoiseSignals,
+    NoiseThresholds,
+    OpBytes,
+    OutputCheck,
+    PairedRatios,
+    PeakMemory,
+    ResizedAccess,
+    ScriptFusionGroup,
+    Speedup,
+    TensorIO,
+    TimingNoise,
+    TwoPeaks,
+    WholeTrace,
+)
+from profreport.record.findings import (
+    FusionGroup,
+    FusionMap,
+    KernelsByBound,
+    KernelTraffic,
+    RooflineFloor,
+    WhyKind,
+    WhyNotFused,
+)
+from profreport.record.section import JSON, Section, finding, omitted, required, required_factory
+
+# every class of the record, from here (the evidence and findings modules hold most of them)
+__all__ = [
+    "JSON",
+    "AbSide",
+    "BaselineSignals",
+    "Bytes",
+    "CacheKey",
+    "Ceiling",
+    "Ceilings",
+    "CompilerEvidence",
+    "Device",
+    "EagerCall",
+    "Environment",
+    "Fusers",
+    "FusionGroup",
+    "FusionMap",
+    "FusionRefusal",
+    "GraphBreak",
+    "InductorNode",
+    "InputSpec",
+    "KernelCounts",
+    "KernelDefinition",
+    "KernelRow",
+    "KernelTraffic",
+    "KernelsByBound",
+    "Latency",
+    "MachineLoad",
+    "MeasuredBytes",
+    "MeasuredKernel",
+    "ModeNoise",
+    "ModeResult",
+    "ModelInfo",
+    "NoiseSignals",
+    "NoiseThresholds",
+    "OpBytes",
+    "OutputCheck",
+    "PairedRatios",
+    "PeakMemory",
+    "ProfileSchedule",
+    "ResizedAccess",
+    "RooflineFloor",
+    "Run",
+    "ScriptFusionGroup",
+    "Section",
+    "Settings",
+    "Speedup",
+    "Status",
+    "TensorIO",
+    "TimingNoise",
+    "TimingSettings",
+    "Tool",
+    "TwoPeaks",
+    "WholeTrace",
+    "WhyKind",
+    "WhyNotFused",
+]
 
 
 @dataclass(frozen=True)
 class Tool(Section):
+    """The program that wrote the record."""
+
     name: str = "profreport"
     version: str | None = None
 
 
 @dataclass(frozen=True)
 class InputSpec(Section):
-    shape: tuple[int, ...] = ()
-    dtype: str = ""
+    """One example input of the model."""
+
+    shape: tuple[int, ...] = required(())
+    dtype: str = required("")  # float32, int64, ...
 
 
 @dataclass(frozen=True)
 class ModelInfo(Section):
-    name: str = ""
-    spec: str | None = None
-    memory_format: str = "contiguous"
-    description: str = ""
+    """The model that was profiled, and its inputs."""
+
+    name: str = required("")
+    spec: str | None = None  # how to build it again (None: a model passed as an object)
+    memory_format: str = "contiguous"  # contiguous | channels_last
+    description: str = ""  # one line, from the model's docstring or the built-in table
     batch_size: int | None = None
-    dtype: str | None = None
-    parameters: int | None = None
+    dtype: str | None = None  # float32 | float16 | bfloat16
+    parameters: int | None = None  # number of parameters
     inputs: tuple[InputSpec, ...] = ()
 
 
 @dataclass(frozen=True)
 class Device(Section):
-    type: str = "cpu"
+    """The device the run profiled (env.device_info); which details depends on its type."""
+
+    type: str = required("cpu")  # cpu | cuda
     name: str | None = None
+    hip: bool | None = omitted()  # cuda: a ROCm build
+    capability: str | None = omitted()
+    memory_gib: float | None = omitted()
+    multiprocessors: int | None = omitted()
+    logical_cores: int | None = omitted()  # cpu
+
+
+@dataclass(frozen=True)
+class Fusers(Section):
+    """Which fusers this PyTorch build can use (TorchScript's NNC needs LLVM for CPU code;
+    Inductor generates C++ on CPU and Triton on GPU)."""
+
+    nnc_enabled: bool | None = None
+    nnc_can_fuse_on_cpu: bool | None = None
+    nnc_can_fuse_on_gpu: bool | None = None
+    llvm_available: bool | None = None
+    profiling_executor: bool | None = None
+    inductor_cpp_compiler: str | None = None
+    triton: str | None = None
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the record says anything about the fusers (records before did not)."""
+        return bool(self.to_json())
 
 
 @dataclass(frozen=True)
 class Environment(Section):
-    torch: str | None = None
+    """The software the run used (env.collect_env)."""
+
+    torch: str | None = None  # torch.__version__
     python: str | None = None
     platform: str | None = None
-    threads: int | None = None
+    threads: int | None = None  # torch intra-op threads
     interop_threads: int | None = None
     cuda_runtime: str | None = None
     hip_runtime: str | None = None
-    cudnn: Any = None
-    mkldnn: Any = None
-    fusers: JSON = field(default_factory=dict)
+    cudnn: Any = None  # cuDNN's version number, where there is one
+    mkldnn: Any = None  # oneDNN available
+    fusers: Fusers | None = None
 
 
 @dataclass(frozen=True)
 class ProfileSchedule(Section):
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
+    """torch.profiler's schedule: steps waited, warmed up and profiled (one forward a step)."""
+
+    wait: int = required(1)
+    warmup: int = required(1)
+    active: int = required(3)
+
+    @property
+    def total_steps(self) -> int:
+        return self.wait + self.warmup + self.active
 
 
 @dataclass(frozen=True)
 class TimingSettings(Section):
-    min_time_s: float | None = None
-    max_time_s: float | None = None
-    block_s: float | None = None
-    min_blocks: int | None = None
-    warmup_s: float | None = None
+    """How latency is timed (capture/timing.py): each mode in blocks lasting at least `block_s`,
+    until every mode has `min_blocks` blocks and `min_time_s` of measured time, or `max_time_s`
+    overall; `warmup_s` of untimed calls first."""
+
+    min_time_s: float = 1.0  # measured time per mode, at least
+    max_time_s: float = 60.0  # all modes together, at most
+    block_s: float = 0.02
+    min_blocks: int = 15
+    warmup_s: float = 0.1
 
 
 @dataclass(frozen=True)
 class Settings(Section):
+    """How the run profiled and timed each mode."""
+
     profile_schedule: ProfileSchedule | None = None
     timing: TimingSettings | None = None
-    bootstrap_resamples: int | None = None
+    bootstrap_resamples: int | None = None  # for intervals that are bootstrapped
 
 
 @dataclass(frozen=True)
 class KernelDefinition(Section):
-    name: str | None = None
+    """What counts as a kernel on this device, and the ops counted as bookkeeping."""
+
+    name: str | None = None  # device | cpu
     text: str | None = None
     bookkeeping_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class KernelRow(Section):
-    """One kernel (or CPU operator) of a mode's profiler table. The bytes fields are findings
-    (profreport.analysis.derive), present when the record was written with them."""
-
-    name: str = ""
-    kind: str = ""
-    calls: int | None = None
-    calls_per_step: float | None = None
-    time_us: float | None = None
-    time_us_per_step: float | None = None
-    launched_by: str | None = None
-    launched_by_top: str | None = None
-    source: str | None = None
-    bytes_read: int | None = None
-    bytes_written: int | None = None
-    bytes_op: str | None = None
-    bytes_shared_by: int | None = None
-    flops: float | None = None
-    flops_per_byte: float | None = None
-    # roofline findings (profreport.analysis.roofline), present when the run has ceilings
-    achieved_bytes_per_s: float | None = None
-    achieved_flops_per_s: float | None = None
-    bound: str | None = None
-    ceiling_pct: float | None = None
-    roofline_note: str | None = None
-
-
-@dataclass(frozen=True)
-class KernelCounts(Section):
-    """A mode's kernels per profiled step, and its profiler table."""
-
-    definition: str | None = None
-    per_step: int = 0
-    launches: int = 0
-    memcpy: int = 0
-    memset: int = 0
-    graph_launches: int | None = None
-    steps: int | None = None
-    unrecorded: tuple[str, ...] = ()
-    whole_trace: JSON | None = None
-    table: tuple[KernelRow, ...] = ()
-
-
-@dataclass(frozen=True)
-class OpBytes(Section):
-    """Modeled bytes of one operation (summed over its calls in one forward)."""
-
-    op: str = ""
-    calls: int = 0
-    read: int = 0
-    written: int = 0
-    flops: float | None = None
-    flops_per_byte: float | None = None
-
-
-@dataclass(frozen=True)
-class TensorIO(Section):
-    """One call in the order it ran: the tensor-I/O sequence the fusion map pairs."""
-
-    op: str = ""
-    read: int | None = None
-    written: int | None = None
-    flops: float | None = None
-    source: str | None = None
-
-
-@dataclass(frozen=True)
-class Bytes(Section):
-    """Modeled memory traffic of one forward (and Nsight Compute's, when measured)."""
-
-    read: int = 0
-    written: int = 0
-    total: int | None = None
-    source: str = ""
-    method: str = ""
-    not_modeled: tuple[str, ...] = ()
-    table: tuple[OpBytes, ...] = ()
-    sequence: tuple[TensorIO, ...] = ()
-    measured: JSON | None = None
-
-    @property
-    def traffic(self) -> int:
-        """read + written (what `total` holds where the writer stored it)."""
-        return self.total if self.total is not None else self.read + self.written
-
-
-@dataclass(frozen=True)
-class Latency(Section):
-    median: float = 0.0
-    iqr: float | None = None
-    p10: float | None = None
-    p90: float | None = None
-    mean: float | None = None
-    min: float | None = None
-    n: int | None = None
-    calls_per_block: int | None = None
-    threads: int | None = None
-    samples: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class Speedup(Section):
-    """Eager time / mode time: the median and 95% CI of the paired per-round ratios (`method`
-    says how); `inconclusive`: why the noise guard would not call it, when it would not."""
-
-    median: float = 1.0
-    ci95: tuple[float, ...] = ()
-    resamples: int | None = None
-    method: str | None = None
-    rounds: int | None = None
-    noise: str | None = None
-    inconclusive: str | None = None
-
-
-@dataclass(frozen=True)
-class CompilerEvidence(Section):
-    """What the mode's compiler produced (which fields are present depends on the mode)."""
-
-    graph: str | None = None
-    fusion_groups: tuple[JSON, ...] = ()
-    fused_library_ops: tuple[str, ...] = ()
-    unrecorded_ops: tuple[str, ...] = ()
-    op_counts: JSON | None = None
-    op_counts_before: JSON | None = None
-    notes: tuple[str, ...] = ()
-    outputs: str | None = None
-    inductor_nodes: tuple[JSON, ...] = ()
-    inductor_bytes_accessed: int | None = None
-    generated_kernel_count: int | None = None
-    graphs: int | None = None
-    graph_breaks: int | None = None
-    # Dynamo's graph breaks and Inductor's fusion refusals, as logged (modes/compile_logs)
-    graph_break_records: tuple[JSON, ...] = ()
-    fusion_refusals: tuple[JSON, ...] = ()
-    # torch.export + AOTInductor: what building the package took, and its size
-    export_s: float | None = None
-    aot_build_s: float | None = None
-    package_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class PeakMemory(Section):
-    """Peak memory of one call of a mode (capture/peak_memory.py): bytes None = no event seen."""
-
-    bytes: int | None = None
-    source: str = ""
-    scope: str = ""
-
-
-@dataclass(frozen=True)
 class Ceiling(Section):
-    """One measured ceiling: the best of `samples` samples (`value`), with median and worst."""
+    """One measured ceiling: the best of `samples` samples (`value`), with median and worst;
+    how it was measured (`method`, and the sizes and calls behind it)."""
 
-    value: float = 0.0
+    value: float = required(0.0)
     median: float | None = None
     worst: float | None = None
     samples: int | None = None
-    spread_pct: float | None = None
-    unit: str = ""
+    spread_pct: float | None = None  # (best - median) / best
+    unit: str = ""  # B/s | FLOP/s
+    source_bytes: int | None = omitted()
+    bytes_per_call: int | None = omitted()
+    n: int | None = omitted()  # matmul: n x n matrices
+    flops_per_call: float | None = omitted()
+    calls_per_sample: int | None = omitted()
+    variant: str | None = omitted()  # CPU copies: the fastest of several ways
+    other_variants: Mapping[str, float] | None = omitted()
     method: str = ""
+
+
+@dataclass(frozen=True)
+class CacheKey(Section):
+    """What a cached measurement of the ceilings must match to be reused."""
+
+    version: int = 1
+    device_type: str | None = None
+    device_name: str | None = None
+    threads: int = 0
+    torch: str = ""
+    dtype: str = ""
 
 
 @dataclass(frozen=True)
 class Ceilings(Section):
-    """The machine's measured ceilings (capture/ceilings.py), or why there are none."""
+    """The machine's measured ceilings (capture/ceilings.py), or why there are none. How the
+    measurement went is kept beside them: `attempts` (each ceiling the best of them),
+    `other_busy_share` (the quietest attempt's load), where the cache sizes came from, and
+    whether it came from the per-machine cache."""
 
-    source: str = "measured"
-    reason: str | None = None
-    timer: str | None = None
-    last_level_cache_bytes: int | None = None
-    memory_bandwidth: Ceiling | None = None
-    cache_bandwidth: Ceiling | None = None
-    matmul_rate: Ceiling | None = None
-    measured_utc: str | None = None
-    cached: bool | None = None
+    source: str = "measured"  # measured | unavailable
+    reason: str | None = omitted()
+    timer: str | None = omitted()
+    last_level_cache_bytes: int | None = omitted()
+    l2_bytes: int | None = omitted()
+    cache_sizes_from: str | None = omitted()
+    memory_bandwidth: Ceiling | None = omitted()
+    cache_bandwidth: Ceiling | None = omitted()
+    matmul_rate: Ceiling | None = omitted()
+    attempts: int | None = omitted()
+    other_busy_share: float | None = omitted()
+    measured_utc: str | None = omitted()
+    cached: bool | None = omitted()
+    cache_file: str | None = omitted()
+    key: CacheKey | None = omitted()
 
     @property
     def available(self) -> bool:
         return self.memory_bandwidth is not None and self.matmul_rate is not None
 
-    # How the measurement went, kept beside the ceilings by capture/ceilings.py (not declared
-    # fields: records written before have none of them).
-    @property
-    def other_busy_share(self) -> float | None:
-        """Share of all CPU time other processes used while measuring (None: not recorded)."""
-        share = self.extra.get("other_busy_share")
-        return None if share is None else float(share)
 
-    @property
-    def attempts(self) -> int:
-        """How many times the ceilings were measured (each the best of them); 1 if not recorded."""
-        attempts = self.extra.get("attempts")
-        return 1 if attempts is None else int(attempts)
+@dataclass(frozen=True)
+class AbSide(Section):
+    """A run written by `profreport ab`: which side it is, and how the two were interleaved."""
 
-    @property
-    def cache_sizes_from(self) -> str | None:
-        """Where the cache sizes were read (a sysfs folder, a device property)."""
-        where = self.extra.get("cache_sizes_from")
-        return None if where is None else str(where)
+    side: Literal["base", "head"] = required("base")
+    order: str = ""
+
+
+Status = Literal["ok", "failed", "skipped"]
 
 
 @dataclass(frozen=True)
 class ModeResult(Section):
-    """One mode of a run: evidence (compiler, kernels, bytes, latency) and stored findings
-    (`fusion`, `verdict`: a copy for other tools; readers derive their own)."""
+    """One mode of a run: evidence (compiler, kernels, bytes, latency, output check) and stored
+    findings (`fusion`, `roofline`, `why_not_fused`, `verdict`: a copy for other tools;
+    readers derive their own)."""
 
-    status: str = "ok"
-    error: str | None = None
-    error_full: str | None = None
-    traceback: str | None = None
-    compile_s: float | None = None
-    output_check: JSON | None = None
-    compiler: CompilerEvidence | None = None
-    trace: str | None = None
-    kernels: KernelCounts | None = None
-    latency_ms: Latency | None = None
-    speedup_vs_eager: Speedup | None = None
-    bytes: Bytes | None = None
-    peak_memory: PeakMemory | None = None
-    fusion: JSON | None = None
-    roofline: JSON | None = None
-    why_not_fused: tuple[JSON, ...] | None = None
-    verdict: str | None = None
+    status: Status = required("ok")
+    error: str | None = None  # one line
+    compile_s: float | None = None  # build time (compile: the first call)
+    output_check: OutputCheck | None = None  # None for eager (the reference)
+    compiler: CompilerEvidence | None = omitted()
+    trace: str | None = omitted()  # the Kineto trace, relative to the run folder
+    kernels: KernelCounts | None = required(None, when=("status", "ok"), omit=True)
+    peak_memory: PeakMemory | None = omitted()
+    latency_ms: Latency | None = omitted()  # absent when the mode failed while timed
+    speedup_vs_eager: Speedup | None = omitted()
+    bytes: Bytes | None = required(None, when=("status", "ok"), omit=True)
+    error_full: str | None = omitted()  # a failed mode: the whole message
+    traceback: str | None = omitted()
+    fusion: FusionMap | None = finding()
+    roofline: RooflineFloor | None = finding()
+    why_not_fused: tuple[WhyNotFused, ...] | None = finding()
+    verdict: str | None = finding()
 
     @property
     def ok(self) -> bool:
@@ -344,19 +356,20 @@ class ModeResult(Section):
 class Run(Section):
     """A whole run record (`profreport.run/1`)."""
 
-    schema: str = ""
+    schema: str = ""  # profreport.run/1
     tool: Tool | None = None
-    created_utc: str | None = None
-    model: ModelInfo = field(default_factory=ModelInfo)
-    device: Device = field(default_factory=Device)
-    env: Environment = field(default_factory=Environment)
+    created_utc: str | None = None  # when the run started, UTC (ISO 8601)
+    model: ModelInfo = required_factory(ModelInfo)
+    device: Device = required_factory(Device)
+    env: Environment = required_factory(Environment)
     settings: Settings | None = None
     kernel_definition: KernelDefinition | None = None
-    modes: Mapping[str, ModeResult] = field(default_factory=dict)
-    ceilings: Ceilings | None = None
-    timing_noise: JSON | None = None
-    timeline: str | None = None
-    phases_s: JSON | None = None
+    modes: Mapping[str, ModeResult] = required_factory(dict)  # in the order they ran
+    ceilings: Ceilings | None = omitted()  # the machine's measured ceilings
+    timing_noise: TimingNoise | None = omitted()  # the noise guard's inputs and decision
+    ab: AbSide | None = omitted()  # a run written by `profreport ab`
+    timeline: str | None = omitted()  # all modes' profiled steps in one trace
+    phases_s: Mapping[str, float] | None = omitted()  # wall seconds per phase, over modes
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]

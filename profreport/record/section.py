@@ -8,8 +8,10 @@ another Section is a JSON object read into that class, `tuple[X, ...]` a list (o
 `from_json`, `to_json`, `validate` and the generated reference (scripts/record_docs.py) all
 read that one description, so a new field is one annotated line.
 
-Whether a key must be in a document is the field's `required(...)` default; whether it may be
-null is whether its type admits None.
+Whether a key must be in a document is the field's `required(...)` default; whether a present
+key may be null is whether its type admits None (a required field: `required(..., null=True)`).
+An object built in code writes every declared field, less the `omitted()` ones left at None;
+`exactly(...)` and `present(...)` say otherwise where a writer's keys depend on the case.
 """
 
 from __future__ import annotations
@@ -20,15 +22,13 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar, Union, cast
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 JSON = Mapping[str, Any]
+# A JSON object being built, kept as JSON on purpose (a trace's or another tool's document)
+JSONObject = dict[str, Any]
 _T = TypeVar("_T", bound="Section")
 _V = TypeVar("_V")
-
-
-class SchemaError(Exception):
-    """A document does not have the shape its Section declares; the message names the field."""
 
 
 class _Number:
@@ -42,15 +42,33 @@ ByteCount = Annotated[int, NUMBER]
 _SKIP = ("json_keys", "extra")
 
 
-def required(default: _V, *, when: tuple[str, str] | None = None) -> _V:
+def required(
+    default: _V, *, when: tuple[str, str] | None = None, null: bool = False, omit: bool = False
+) -> _V:
     """A field every document has (`when`: only where another field of the same object has
-    that value, e.g. ("status", "ok")); the default is for objects built in code."""
-    return cast(_V, field(default=default, metadata={"required": when or True}))
+    that value, e.g. ("status", "ok")); `null`: it may be null there; `omit`: see `omitted`.
+    The default is for objects built in code."""
+    meta = {"required": when or True, "null": null, "omitted": omit}
+    made: _V = field(default=default, metadata=meta)
+    return made
 
 
 def required_factory(factory: Callable[[], _V]) -> _V:
     """`required` with a default made by `factory` (a mutable or Section default)."""
-    return cast(_V, field(default_factory=factory, metadata={"required": True}))
+    made: _V = field(default_factory=factory, metadata={"required": True})
+    return made
+
+
+def omitted() -> Any:
+    """A field (default None) an object built in code writes only when it is set: a key some
+    writers add and others do not (compile's fusion map has `per_kernel`, TorchScript's not)."""
+    return field(default=None, metadata={"omitted": True})
+
+
+def finding() -> Any:
+    """A field holding a finding, not evidence (`omitted` otherwise): derived from the evidence
+    by profreport.analysis.derive, which drops what a record stored before deriving it again."""
+    return field(default=None, metadata={"omitted": True, "finding": True})
 
 
 # ---------------------------------------------------------------- shapes from type hints
@@ -139,7 +157,7 @@ def shape_of(hint: Any) -> Shape:
             return Shape("number")
         return shape_of(args[0])
     if hint is Any:
-        return Shape("any")
+        return Shape("any", nullable=True)
     if origin is Literal:
         return Shape("choice", choices=args)
     if isinstance(hint, type) and issubclass(hint, Section):
@@ -164,7 +182,9 @@ class FieldSpec:
     name: str
     shape: Shape
     required: bool | tuple[str, str]
-    doc: str = ""
+    null: bool = False  # a required field that may be null
+    omitted: bool = False
+    finding: bool = False
 
     def required_in(self, data: Mapping[str, Any]) -> bool:
         if isinstance(self.required, tuple):
@@ -186,7 +206,9 @@ def schema_of(cls: type[Section]) -> tuple[FieldSpec, ...]:
                 f.name,
                 shape_of(hints[f.name]),
                 f.metadata.get("required", False),
-                f.metadata.get("doc", ""),
+                f.metadata.get("null", False),
+                f.metadata.get("omitted", False),
+                f.metadata.get("finding", False),
             )
             for f in dataclasses.fields(cls)
             if f.name not in _SKIP
@@ -220,12 +242,14 @@ def problems(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Ite
             if spec.required_in(data):
                 yield f"{where}: missing (expected {spec.shape.noun})"
             continue
-        yield from _value_problems(spec.shape, data[spec.name], where, spec.required_in(data))
+        required = spec.required_in(data)
+        null_ok = spec.null if required else spec.shape.nullable
+        yield from _value_problems(spec.shape, data[spec.name], where, null_ok)
 
 
-def _value_problems(shape: Shape, value: Any, where: str, required: bool) -> Iterator[str]:
+def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iterator[str]:
     if value is None:
-        if not shape.nullable and required:
+        if not null_ok:
             yield f"{where}: expected {shape.noun}, found null"
         return
     if not shape.accepts(value):
@@ -236,10 +260,10 @@ def _value_problems(shape: Shape, value: Any, where: str, required: bool) -> Ite
         yield from problems(shape.section, value, where)
     elif shape.kind == "list" and item is not None:
         for i, v in enumerate(value):
-            yield from _value_problems(item, v, f"{where}[{i}]", True)
+            yield from _value_problems(item, v, f"{where}[{i}]", item.nullable)
     elif shape.kind == "map" and item is not None:
         for k, v in value.items():
-            yield from _value_problems(item, v, f"{where}.{k}", True)
+            yield from _value_problems(item, v, f"{where}.{k}", item.nullable)
 
 
 # ---------------------------------------------------------------- the base class
@@ -269,6 +293,11 @@ class Section:
         return [s.name for s in schema_of(cls)]
 
     @classmethod
+    def finding_keys(cls) -> tuple[str, ...]:
+        """The fields that hold findings (see `finding`), in declaration order."""
+        return tuple(s.name for s in schema_of(cls) if s.finding)
+
+    @classmethod
     def from_json(cls: type[_T], data: JSON) -> _T:
         specs = {s.name: s for s in schema_of(cls)}
         kwargs: dict[str, Any] = {}
@@ -282,10 +311,10 @@ class Section:
         return cls(**kwargs, json_keys=tuple(data), extra=extra)
 
     @classmethod
-    def validate(cls, data: Any, where: str = "") -> None:
-        """Raise SchemaError naming the first field of `data` that `cls` cannot read."""
-        for problem in problems(cls, data, where):
-            raise SchemaError(problem)
+    def problems(cls, data: Mapping[str, Any], where: str = "") -> Iterator[str]:
+        """`<field>: <what is wrong>` for each declared field of `data` that does not have the
+        shape this class declares (see `problems` above)."""
+        return problems(cls, data, where)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -295,16 +324,31 @@ class Section:
         return out
 
     def has(self, key: str) -> bool:
-        """Whether the document this came from had `key` (an absent field reads as its
-        default); always True for an object built in code."""
-        return self.json_keys is None or key in self.json_keys
+        """Whether this object's document has `key` (an absent field reads as its default):
+        the document it was read from, or the one it writes (see `_keys`)."""
+        return key in self._keys()
 
     def _keys(self) -> tuple[str, ...]:
         if self.json_keys is not None:
             return self.json_keys
-        omitted = {f.name for f in dataclasses.fields(self) if f.metadata.get("omitted")}
-        own = tuple(k for k in self._declared() if k not in omitted or getattr(self, k) is not None)
+        own = tuple(
+            s.name
+            for s in schema_of(type(self))
+            if not s.omitted or getattr(self, s.name) is not None
+        )
         return (*own, *(k for k in self.extra if k not in own))
+
+    def exactly(self: _T, *keys: str) -> _T:
+        """A copy whose document has exactly `keys`, in this order (a writer whose keys depend
+        on the case)."""
+        return dataclasses.replace(self, json_keys=keys)
+
+    def present(self: _T, *keys: str) -> _T:
+        """A copy that also writes `keys` (in declaration order) where they are None."""
+        wanted = set(self._keys()) | set(keys)
+        own = tuple(k for k in self._declared() if k in wanted)
+        rest = tuple(k for k in self.extra if k not in own)
+        return dataclasses.replace(self, json_keys=(*own, *rest))
 
     def without(self: _T, *keys: str) -> _T:
         """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
@@ -334,9 +378,3 @@ class Section:
         keys = self._keys()
         new = tuple(k for k in values if k not in keys)
         return dataclasses.replace(self, **own, json_keys=(*keys, *new), extra=extra)
-
-
-def omitted(default: None = None) -> Any:
-    """A field an object built in code writes only when it is set (not None): a key some
-    writers add (compile's fusion map has `per_kernel`, a TorchScript one has not)."""
-    return field(default=default, metadata={"omitted": True})

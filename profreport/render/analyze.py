@@ -3,9 +3,12 @@ the content (JSON, Markdown or a self-contained HTML page); writing it is the ca
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from profreport.format import md_cell, md_line, md_table
+from profreport.record.section import JSONObject
 
 NAME_WIDTH = 90
 TEMPLATE_NAME = "analyze.html.j2"
@@ -23,11 +26,11 @@ ROWS = (
 )
 
 
-def render_json(doc: dict, top: int = 15) -> str:
+def render_json(doc: JSONObject, top: int = 15) -> str:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
 
 
-def fmt(value, style: str = "int") -> str:
+def fmt(value: Any, style: str = "int") -> str:
     if value is None:
         return "–"
     if style == "us":
@@ -67,12 +70,12 @@ MISSING = {
 }
 
 
-def _cell(value, key: str, style: str, activity: str) -> str:
+def _cell(value: Any, key: str, style: str, activity: str) -> str:
     keys, text = MISSING.get(activity, (set(), ""))
     return text if value is None and key in keys else fmt(value, style)
 
 
-def counters_view(t: dict) -> dict | None:
+def counters_view(t: JSONObject) -> JSONObject | None:
     """The counter section of one trace: totals, derived figures per kernel, every metric."""
     c = t.get("counters")
     if not c:
@@ -104,7 +107,7 @@ def counters_view(t: dict) -> dict | None:
     }
 
 
-def _counter(value, style: str) -> str:
+def _counter(value: Any, style: str) -> str:
     if value is None:
         return "not recorded"
     if style == "bytes":
@@ -112,7 +115,7 @@ def _counter(value, style: str) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
-def view_model(doc: dict, top: int = 15) -> dict:
+def view_model(doc: JSONObject, top: int = 15) -> JSONObject:
     """Everything a page or a Markdown file shows, already formatted as strings."""
     traces = []
     for i, t in enumerate(doc["traces"]):
@@ -208,7 +211,7 @@ def _steps_text(n: int) -> str:
     return "1 ProfilerStep" if n == 1 else f"{n} ProfilerSteps"
 
 
-def _delta_row(label: str, d: dict, style: str) -> tuple:
+def _delta_row(label: str, d: JSONObject, style: str) -> tuple[str, str, str, str, str]:
     delta_style = "us" if style == "us" else "int"
     if d["delta"] is None or delta_style == "int":
         delta = fmt(d["delta"], "delta")
@@ -223,7 +226,7 @@ def _delta_row(label: str, d: dict, style: str) -> tuple:
     )
 
 
-def render_markdown(doc: dict, top: int = 15) -> str:
+def render_markdown(doc: JSONObject, top: int = 15) -> str:
     vm = view_model(doc, top)
     out = ["# Trace analysis", ""]
     for i, t in enumerate(vm["traces"], 1):
@@ -269,7 +272,7 @@ def render_markdown(doc: dict, top: int = 15) -> str:
     return "\n".join(out)
 
 
-def _counters_markdown(c: dict | None) -> list[str]:
+def _counters_markdown(c: JSONObject | None) -> list[str]:
     if c is None:
         return []
     out = [f"Hardware counters, {c['source']}, {c['ranges']} ranges:", ""]
@@ -288,7 +291,7 @@ def _counters_markdown(c: dict | None) -> list[str]:
     return out
 
 
-def render_html(doc: dict, top: int = 15) -> str:
+def render_html(doc: JSONObject, top: int = 15) -> str:
     from profreport.render.jinja import render_page
 
     return render_page(TEMPLATE_NAME, vm=view_model(doc, top), empty_trace=EMPTY_TRACE)

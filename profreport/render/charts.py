@@ -16,8 +16,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
-from profreport.modes import mode_color
+from profreport.render.palette import mode_color
 
 plt.rcParams.update(
     {"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "profreport", "text.parse_math": False}
@@ -27,7 +28,7 @@ plt.rcParams.update(
 _NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 
 
-def figure_svg(fig) -> str:
+def figure_svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata=_NO_METADATA)
     plt.close(fig)

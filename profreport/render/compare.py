@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.analysis.compare import Comparison, MetricChange, ModeComparison
+from profreport.analysis.compare import Comparison, MetricChange, ModeComparison, RunIdentity
 from profreport.format import (
     MdMarkup,
     fmt_bytes,
@@ -138,7 +138,7 @@ def _thresholds_text(cmp: Comparison) -> str:
     return "; ".join(parts) if parts else "none"
 
 
-def _side(ident) -> dict[str, str]:
+def _side(ident: RunIdentity) -> dict[str, str]:
     return {
         "label": ident.label,
         "created": ident.created_utc or "n/a",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from profreport.record.model import Speedup
+from profreport.record.model import (
+    BaselineSignals,
+    MachineLoad,
+    NoiseSignals,
+    NoiseThresholds,
+    Speedup,
+    TimingNoise,
+)
 
 
 def speedup_cell(sp: Speedup | None) -> str:
@@ -17,48 +21,59 @@ def speedup_cell(sp: Speedup | None) -> str:
     return f"inconclusive {text}" if sp.inconclusive else text
 
 
-def _pct(x: Any) -> str:
+def _pct(x: float | None) -> str:
     return "unknown" if x is None else f"{x:.0%}"
 
 
-def noise_text(noise: Mapping[str, Any] | None) -> str:
+def noise_text(noise: TimingNoise | None) -> str:
     """One paragraph: what the guard measured, its limits, and its decision."""
-    if not noise:
+    if noise is None or not noise.to_json():
         return "not recorded (a record written before the noise guard)."
-    load = noise.get("load") or {}
-    th = noise.get("thresholds") or {}
-    base = (noise.get("signals") or {}).get("baseline") or {}
+    load = noise.load or MachineLoad(json_keys=())
+    th = noise.thresholds or NoiseThresholds(json_keys=())
+    signals = noise.signals or NoiseSignals()
+    base = signals.baseline or BaselineSignals(json_keys=())
     parts = [
-        f"machine ({load.get('source', 'unknown')}): other processes used "
-        f"{_pct(load.get('other_busy_share'))} of all CPU time while timing (limit "
-        f"{_pct(th.get('max_other_busy_share'))}), load average "
-        f"{load.get('load1_before', 'unknown')} before and {load.get('load1_after', 'unknown')} "
-        "after",
+        f"machine ({load.source if load.has('source') else 'unknown'}): other processes used "
+        f"{_pct(load.other_busy_share)} of all CPU time while timing (limit "
+        f"{_pct(th.max_other_busy_share if th.has('max_other_busy_share') else None)}), load "
+        f"average {_known(load, 'load1_before')} before and {_known(load, 'load1_after')} after",
     ]
-    if base.get("rounds"):
+    if base.rounds:
         parts.append(
-            f"eager over {base['rounds']} rounds: blocks spread {_pct(base.get('block_spread'))} "
-            f"(IQR/median, limit {_pct(th.get('max_block_spread'))}), "
-            f"{_pct(base.get('moved_rounds'))} of rounds moved more than "
-            f"{_pct(th.get('round_move'))} from the median (limit "
-            f"{_pct(th.get('max_moved_rounds'))}), "
-            + ("two peaks" if base.get("two_peaks") else "one peak")
+            f"eager over {base.rounds} rounds: blocks spread {_pct(base.block_spread)} "
+            f"(IQR/median, limit {_pct(_threshold(th, 'max_block_spread'))}), "
+            f"{_pct(base.moved_rounds)} of rounds moved more than "
+            f"{_pct(_threshold(th, 'round_move'))} from the median (limit "
+            f"{_pct(_threshold(th, 'max_moved_rounds'))}), "
+            + ("two peaks" if base.two_peaks else "one peak")
         )
-    for name, mode in ((noise.get("signals") or {}).get("modes") or {}).items():
+    for name, mode in (signals.modes or {}).items():
         parts.append(
-            f"{name}: paired ratios spread {_pct(mode.get('ratio_spread'))} (limit "
-            f"{_pct(th.get('max_ratio_spread'))})"
+            f"{name}: paired ratios spread {_pct(mode.ratio_spread)} (limit "
+            f"{_pct(_threshold(th, 'max_ratio_spread'))})"
         )
+    band = th.noise_band if th.has("noise_band") else 1.5
     decision = (
         "tripped: a change is reported as inconclusive unless its 95% interval and three "
-        f"rounds in four (the ratios' quartile) are beyond {th.get('noise_band', 1.5)}x the "
+        f"rounds in four (the ratios' quartile) are beyond {band}x the "
         "same way"
-        if noise.get("tripped")
+        if noise.tripped
         else "quiet: directions are stated"
     )
     two_peaks = (
         "Two peaks = the sorted log-blocks split into two groups of at least "
-        f"{_pct(th.get('min_peak_share'))} each with a gap wider than "
-        f"{th.get('peak_gap_factor')}x the wider group's IQR."
+        f"{_pct(_threshold(th, 'min_peak_share'))} each with a gap wider than "
+        f"{_threshold(th, 'peak_gap_factor')}x the wider group's IQR."
     )
     return "; ".join(parts) + f". Decision: {decision}. {two_peaks}"
+
+
+def _threshold(th: NoiseThresholds, name: str) -> float | None:
+    """A limit the record holds (None: a record written before it existed)."""
+    value: float | None = getattr(th, name) if th.has(name) else None
+    return value
+
+
+def _known(load: MachineLoad, name: str) -> str:
+    return str(getattr(load, name)) if load.has(name) else "unknown"

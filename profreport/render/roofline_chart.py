@@ -11,16 +11,17 @@ mode's. Pure drawing: the points come from the record's roofline findings.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from profreport.analysis.roofline import Roofs
-from profreport.modes import mode_color
 from profreport.render.charts import figure_svg
+from profreport.render.palette import mode_color
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,13 @@ def _sizes(points: Sequence[Point]) -> list[float]:
     return [12.0 + 250.0 * p.time_s / longest for p in points]
 
 
-def _scatter(ax, points: Sequence[Point], x, y, sizes: dict[int, float]) -> None:
+def _scatter(
+    ax: Axes,
+    points: Sequence[Point],
+    x: Callable[[Point], float],
+    y: Callable[[Point], float],
+    sizes: dict[int, float],
+) -> None:
     for mode in dict.fromkeys(p.mode for p in points):
         mine = [p for p in points if p.mode == mode]
         ax.scatter(
@@ -62,7 +69,7 @@ def _decade_above(value: float) -> float:
     return float(10 ** (math.floor(math.log10(value)) + 1))
 
 
-def _plain_log_ticks(ax) -> None:
+def _plain_log_ticks(ax: Axes) -> None:
     """Log axes labelled as plain numbers (math text is off, so no 10^n markup)."""
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(LogLocator(base=10))
@@ -70,13 +77,15 @@ def _plain_log_ticks(ax) -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
-def _bandwidth_roofs(ax, roofs: Roofs, scale) -> None:
+def _bandwidth_roofs(ax: Axes, roofs: Roofs, scale: Callable[[float], float]) -> None:
     ax.axhline(scale(roofs.memory_bytes_per_s), color="#444", lw=1, ls="-")
     if roofs.cache_bytes_per_s:
         ax.axhline(scale(roofs.cache_bytes_per_s), color="#444", lw=1, ls="--")
 
 
-def _roof(ax, lo: float, hi: float, bytes_per_s: float, flops_per_s: float, style: str) -> None:
+def _roof(
+    ax: Axes, lo: float, hi: float, bytes_per_s: float, flops_per_s: float, style: str
+) -> None:
     """One roof in GFLOP/s over intensity lo..hi: bandwidth x intensity up to the ridge, then
     the matmul rate."""
     grid = [lo, flops_per_s / bytes_per_s, hi]
@@ -95,7 +104,14 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     _roof(left, lo, hi, roofs.memory_bytes_per_s, roofs.flops_per_s, "-")
     if roofs.cache_bytes_per_s:
         _roof(left, lo, hi, roofs.cache_bytes_per_s, roofs.flops_per_s, "--")
-    _scatter(left, with_flops, lambda p: p.intensity, lambda p: p.flops / p.time_s / 1e9, sizes)
+    # every point of with_flops has FLOPs, so an intensity
+    _scatter(
+        left,
+        with_flops,
+        lambda p: p.intensity or 0.0,
+        lambda p: (p.flops or 0.0) / p.time_s / 1e9,
+        sizes,
+    )
     left.set(xscale="log", yscale="log", xlim=(lo, hi))
     left.set_title("Kernels with modeled FLOPs")
     left.set_xlabel("FLOP / byte (modeled)")

@@ -53,7 +53,7 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     if share is not None:
         cached += (
             f"; other processes used {share:.0%} of the CPU time while measuring "
-            f"({c.attempts} attempt(s), each ceiling the best of them)"
+            f"({c.attempts or 1} attempt(s), each ceiling the best of them)"
         )
     timer = "" if c.timer is None else c.timer
     sizes_from = "?" if c.cache_sizes_from is None else c.cache_sizes_from
@@ -85,15 +85,15 @@ def kernel_cells(row: KernelRow) -> dict[str, Any]:
 def floor_cells(mode: ModeResult) -> dict[str, Any]:
     """The floor and "x of the floor" of a mode, or why there is none."""
     r = mode.roofline
-    if not r:
+    if r is None or not r.to_json():
         return {"floor": "n/a", "x_of_floor": "n/a", "inconsistent": "", "note": ""}
-    ratio = r.get("x_of_floor")
-    without = r.get("kernels_without_bytes") or 0
+    ratio = r.x_of_floor
+    without = r.kernels_without_bytes
     note = f"{without} kernel(s) without modeled bytes add nothing" if without else ""
     return {
-        "floor": fmt_ms(r.get("floor_ms")),
+        "floor": fmt_ms(r.floor_ms),
         "x_of_floor": "n/a" if ratio is None else f"{ratio:.2f}x of the floor",
-        "inconsistent": (r.get("note") or "") if r.get("consistent") is False else "",
+        "inconsistent": r.note if r.consistent is False else "",
         "note": note,
     }
 

@@ -129,12 +129,12 @@ def summary_frame(run: Run) -> pd.DataFrame:
                 speedup_vs_eager=sp.median if sp else None,
                 compile_s=m.compile_s,
             )
-            floor = m.roofline or {}
+            floor = m.roofline
             peak = _peak(m)
             row.update(
-                latency_floor_ms=floor.get("floor_ms"),
-                x_of_floor=floor.get("x_of_floor"),
-                floor_consistent=floor.get("consistent"),
+                latency_floor_ms=None if floor is None else floor.floor_ms,
+                x_of_floor=None if floor is None else floor.x_of_floor,
+                floor_consistent=None if floor is None else floor.consistent,
                 peak_memory_bytes=peak,
                 memory_compression=eager_peak / peak if eager_peak and peak else None,
             )

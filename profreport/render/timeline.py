@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from profreport.analysis.kernels import STEP_RE
+from profreport.analysis.kernel_definitions import STEP_RE
+from profreport.record.section import JSONObject
 from profreport.traceio.categories import DEVICE_KINDS
 
 TIMELINE_NAME = "all_modes.timeline.json"
@@ -28,7 +29,7 @@ DEVICE_CATS = frozenset(DEVICE_KINDS) | {"gpu_user_annotation"}
 FLOW_ID_STRIDE = 1 << 40
 
 
-def step_window(events: list[dict]) -> tuple[str, float, float] | None:
+def step_window(events: list[JSONObject]) -> tuple[str, float, float] | None:
     """(name, start_us, end_us) of the ``ProfilerStep#N`` of median duration (upper median, then
     earliest), from host step annotations; ``None`` when the trace has no step."""
     steps = [
@@ -47,10 +48,10 @@ def step_window(events: list[dict]) -> tuple[str, float, float] | None:
     return name, ts, ts + dur
 
 
-def step_events(events: list[dict], window: tuple[str, float, float]) -> list[dict]:
+def step_events(events: list[JSONObject], window: tuple[str, float, float]) -> list[JSONObject]:
     """The events of one step, by the rules in the module docstring (metadata excluded)."""
     name, start, end = window
-    host: list[dict] = []
+    host: list[JSONObject] = []
     correlations: set[Any] = set()
     for e in events:
         ph, ts = e.get("ph"), e.get("ts")
@@ -79,9 +80,9 @@ def step_events(events: list[dict], window: tuple[str, float, float]) -> list[di
     return out
 
 
-def build(traces: Mapping[str, dict]) -> dict:
+def build(traces: Mapping[str, JSONObject]) -> JSONObject:
     """One document from ``{mode: parsed Kineto trace}`` (insertion order = track order)."""
-    out: list[dict] = []
+    out: list[JSONObject] = []
     steps: dict[str, str | None] = {}
     for index, (mode, doc) in enumerate(traces.items()):
         events = [e for e in doc.get("traceEvents", []) if isinstance(e, dict)]
@@ -104,11 +105,13 @@ def build(traces: Mapping[str, dict]) -> dict:
     }
 
 
-def _meta(name: str, pid: int, args: dict, tid: int = 0) -> dict:
+def _meta(name: str, pid: int, args: JSONObject, tid: int = 0) -> JSONObject:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
 
 
-def _moved(chosen: list[dict], events: list[dict], pid: int, start: float, index: int) -> list:
+def _moved(
+    chosen: list[JSONObject], events: list[JSONObject], pid: int, start: float, index: int
+) -> list[JSONObject]:
     """``chosen`` on process ``pid``: times from ``start``, one thread per original (pid, tid)
     (named after the original thread or device stream), flow ids in this mode's own range."""
     names = {
@@ -116,8 +119,8 @@ def _moved(chosen: list[dict], events: list[dict], pid: int, start: float, index
         for e in events
         if e.get("ph") == "M" and e.get("name") == "thread_name"
     }
-    lanes: dict[tuple, int] = {}
-    out: list[dict] = []
+    lanes: dict[tuple[object, object], int] = {}
+    out: list[JSONObject] = []
     for e in chosen:
         if not isinstance(e.get("ts"), int | float):
             continue  # no time to place it at

@@ -13,6 +13,7 @@ from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
+    InductorNode,
     ModelInfo,
     ModeResult,
     ProfileSchedule,
@@ -108,23 +109,19 @@ def output_check_view(name: str, mode: ModeResult) -> dict[str, Any]:
     check = mode.output_check
     if name == "eager":
         return {"state": "reference", "text": "reference", "differs": False, "note": ""}
-    if not check:
+    if check is None or not check.to_json():
         return {"state": "not checked", "text": "not checked", "differs": False, "note": ""}
-    within = check.get("within_tolerance")
+    within = check.within_tolerance
     state = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
     text = state
-    if check.get("compared_tensors"):
+    n = check.compared_tensors
+    if n:
         text += (
-            f": max abs err {_err(check.get('max_abs_err'))}, rel {_err(check.get('max_rel_err'))}"
-            f" (rtol {_err(check.get('rtol'))}, atol {_err(check.get('atol'))};"
-            f" {check['compared_tensors']} tensor{'s' if check['compared_tensors'] != 1 else ''})"
+            f": max abs err {_err(check.max_abs_err)}, rel {_err(check.max_rel_err)}"
+            f" (rtol {_err(check.rtol)}, atol {_err(check.atol)};"
+            f" {n} tensor{'s' if n != 1 else ''})"
         )
-    return {
-        "state": state,
-        "text": text,
-        "differs": within is False,
-        "note": check.get("note") or "",
-    }
+    return {"state": state, "text": text, "differs": within is False, "note": check.note or ""}
 
 
 def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> dict[str, Any]:
@@ -225,58 +222,63 @@ def _bytes_rows(mode: ModeResult) -> list[dict[str, Any]]:
 
 
 def _fusion_rows(mode: ModeResult) -> list[dict[str, Any]]:
-    fusion = mode.fusion or {}
     rows = []
-    for g in fusion.get("groups", []):
-        saved = g.get("saved_bytes")
+    for g in mode.fusion.groups if mode.fusion is not None else ():
+        saved = g.saved_bytes
         rows.append(
             {
-                "eager_ops": " + ".join(g["eager_ops"]) or "-",
-                "kernels": ", ".join(g["kernels"]) or "(none)",
-                "eager_bytes": fmt_bytes(g.get("eager_bytes")),
-                "kernel_bytes": fmt_bytes(g.get("kernel_bytes")),
+                "eager_ops": " + ".join(g.eager_ops) or "-",
+                "kernels": ", ".join(g.kernels) or "(none)",
+                "eager_bytes": fmt_bytes(g.eager_bytes),
+                "kernel_bytes": fmt_bytes(g.kernel_bytes),
                 "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
                 "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
-                "note": g.get("note", ""),
+                "note": g.note,
             }
         )
     return rows
 
 
 def _measured_view(mode: ModeResult) -> dict[str, Any]:
-    m = mode.ok_bytes.measured or {}
-    if not m.get("available"):
-        return {"available": False, "reason": m.get("reason") or "not requested (--measure-bytes)"}
+    m = mode.ok_bytes.measured
+    if m is None or not m.available:
+        reason = None if m is None else m.reason
+        return {"available": False, "reason": reason or "not requested (--measure-bytes)"}
     return {
         "available": True,
-        "source": m.get("source", "measured (Nsight Compute)"),
-        "read": fmt_bytes(m.get("read")),
-        "written": fmt_bytes(m.get("written")),
+        "source": m.source if m.has("source") else "measured (Nsight Compute)",
+        "read": fmt_bytes(m.read),
+        "written": fmt_bytes(m.written),
         "kernels": [
             {
-                "name": k["name"],
-                "calls": k["calls"],
-                "read": fmt_bytes(k.get("read")),
-                "written": fmt_bytes(k.get("written")),
+                "name": k.name,
+                "calls": k.calls,
+                "read": fmt_bytes(k.read),
+                "written": fmt_bytes(k.written),
             }
-            for k in m.get("kernels", [])[:TOP_KERNELS]
+            for k in m.kernels[:TOP_KERNELS]
         ],
     }
 
 
-def _indirect_note(nodes: Sequence[Mapping[str, Any]]) -> str:
+def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
     tensor count the elements touched (runs recorded before this have no such entries)."""
     notes = []
-    for keys, what in (
-        (("indirect_reads", "indirect_writes"), "through an index tensor"),
-        (("sliced_reads",), "of a slice of a buffer inside a fused kernel"),
+    for resized, what in (
+        (
+            [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)],
+            "through an index tensor",
+        ),
+        (
+            [r for n in nodes for r in n.sliced_reads],
+            "of a slice of a buffer inside a fused kernel",
+        ),
     ):
-        resized = [r for n in nodes for key in keys for r in n.get(key, [])]
         if not resized:
             continue
-        counted = sum(r["counted_bytes"] for r in resized)
-        scheduler = sum(r["scheduler_bytes"] for r in resized)
+        counted = sum(r.counted_bytes for r in resized)
+        scheduler = sum(r.scheduler_bytes for r in resized)
         notes.append(
             f"; {len(resized)} buffer access(es) {what} modeled as the elements touched "
             f"({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
@@ -296,8 +298,8 @@ def _compiler_view(mode: ModeResult) -> dict[str, Any]:
     # a section, as the template's `is defined` shows it
     if c.has("graph"):
         view["graph"] = c.graph
-        view["fusion_groups"] = [" + ".join(g["ops"]) + f"  [{g['kind']}]" for g in c.fusion_groups]
-        view["fused_library_ops"] = sorted(set(c.fused_library_ops))
+        view["fusion_groups"] = [" + ".join(g.ops) + f"  [{g.kind}]" for g in c.fusion_groups or ()]
+        view["fused_library_ops"] = sorted(set(c.fused_library_ops or ()))
         before = c.op_counts_before
         after = c.op_counts or {}
         if before is not None:
@@ -308,15 +310,16 @@ def _compiler_view(mode: ModeResult) -> dict[str, Any]:
                 if before.get(op, 0) != after.get(op, 0)
             ]
     if c.has("inductor_nodes"):
+        nodes = c.inductor_nodes or ()
         view["inductor_nodes"] = [
             {
-                "name": n["name"],
-                "kind": n["kind"],
-                "origins": " + ".join(n["origins"]) or "-",
-                "read": fmt_bytes(n.get("read")),
-                "written": fmt_bytes(n.get("written")),
+                "name": n.name,
+                "kind": n.kind,
+                "origins": " + ".join(n.origins) or "-",
+                "read": fmt_bytes(n.read),
+                "written": fmt_bytes(n.written),
             }
-            for n in c.inductor_nodes
+            for n in nodes
         ]
         view["inductor_kernels"] = [
             r.name for r in mode.ok_kernels.table if is_inductor_kernel(r.name)
@@ -324,7 +327,7 @@ def _compiler_view(mode: ModeResult) -> dict[str, Any]:
         view["inductor_summary"] = (
             f"{c.graphs or 0} graph(s), {c.graph_breaks or 0} graph break(s), "
             f"Inductor's own byte estimate {fmt_bytes(c.inductor_bytes_accessed)} "
-            "(compiler estimate, read + written)" + _indirect_note(c.inductor_nodes)
+            "(compiler estimate, read + written)" + _indirect_note(nodes)
         )
     return view
 
@@ -361,7 +364,7 @@ def _detail(name: str, mode: ModeResult) -> dict[str, Any]:
         d["bytes_method"] = mode.ok_bytes.method
         d["not_modeled"] = list(mode.ok_bytes.not_modeled or ())
         d["fusion"] = _fusion_rows(mode)
-        d["fusion_source"] = (mode.fusion or {}).get("source", "")
+        d["fusion_source"] = (mode.fusion.source if mode.fusion is not None else None) or ""
         d["measured"] = _measured_view(mode)
         d["compiler"] = _compiler_view(mode)
         d["trace"] = mode.trace
@@ -445,9 +448,14 @@ def build_view(run: Run) -> dict[str, Any]:
             ("cuDNN", env.cudnn or "-"),
             ("oneDNN (MKLDNN)", env.mkldnn),
         ]
-        + [(f"fuser: {k}", v if v is not None else "-") for k, v in (env.fusers or {}).items()]
+        + [
+            (f"fuser: {k}", v if v is not None else "-")
+            for k, v in (env.fusers.to_json() if env.fusers is not None else {}).items()
+        ]
         + ceiling_rows(run),
-        "has_roofline": any(m.roofline for m in modes.values()),
+        "has_roofline": any(
+            m.roofline is not None and m.roofline.to_json() for m in modes.values()
+        ),
         "definition_name": "" if definition is None or definition.name is None else definition.name,
         "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
         "method": _method(run),

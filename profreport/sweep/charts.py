@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from profreport.modes import mode_color
-from profreport.render.charts import figure_svg, plt  # one SVG writer and checker for every chart
+import matplotlib.pyplot as plt
+
+from profreport.render.charts import figure_svg  # one SVG writer and checker for every chart
+from profreport.render.palette import mode_color
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _STYLES = ("-", "--", ":", "-.")

@@ -28,7 +28,7 @@ try:
 except ImportError:  # not POSIX: no helper processes (see load.worker_count)
     fcntl = None  # type: ignore[assignment]
 
-from profreport.traceio.rows import COLUMNS, RowBuilder
+from profreport.traceio.rows import COLUMNS, ChunkResult, RowBuilder
 from profreport.traceio.slices import SLICE_BYTES, ScanFallback, scan_events
 
 # Chunk boundaries are guessed, then proven. Asking for an event's usual first key after the
@@ -149,7 +149,7 @@ class ChunkParser:
         self.slice_bytes = slice_bytes
         self.buffer = bytearray()
 
-    def parse(self, chunk: Chunk) -> dict:
+    def parse(self, chunk: Chunk) -> ChunkResult:
         buf, base, size = self.source.read_chunk(chunk, self.buffer)
         self.buffer = buf
         end = None if chunk.end is None else chunk.end - base
@@ -175,7 +175,8 @@ class Claims:
         try:
             (i,) = _FRAME.unpack(os.pread(self.fd, _FRAME.size, 0))
             os.pwrite(self.fd, _FRAME.pack(i + 1), 0)
-            return i
+            index: int = i
+            return index
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
@@ -273,7 +274,7 @@ class ChunkWorker:
 
 def run_chunks(
     chunks: Sequence[Chunk], parser: ChunkParser, claims: Claims, workers: list[ChunkWorker]
-) -> list[tuple[int, dict]]:
+) -> list[tuple[int, ChunkResult]]:
     """Parse every chunk of a complete plan (already sent to ``workers``), here and there;
     returns ``(party, result)`` in chunk order, where party 0 is this process and ``k`` is
     ``workers[k - 1]``.
@@ -281,7 +282,7 @@ def run_chunks(
     A chunk that fails to parse raises :class:`ScanFallback`; chunks a worker claimed but did
     not finish (it died) are parsed here.
     """
-    results: list[tuple[int, dict] | None] = [None] * len(chunks)
+    results: list[tuple[int, ChunkResult] | None] = [None] * len(chunks)
     while (i := claims.next()) < len(chunks):
         results[i] = (0, parser.parse(chunks[i]))
     for party, worker in enumerate(workers, start=1):
@@ -329,7 +330,7 @@ def _worker_main(argv: list[str]) -> None:
             result["lengths"] = {
                 key: len(c) * c.itemsize for key, c in zip(COLUMNS, columns, strict=True)
             }
-            reply: tuple = (i, "ok", result)
+            reply: tuple[int, str, ChunkResult | str] = (i, "ok", result)
         except Exception as exc:  # reported to the parent, which falls back
             reply = (i, "error", f"{type(exc).__name__}: {exc}")
         head = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)

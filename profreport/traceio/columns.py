@@ -6,12 +6,21 @@ around 1e15. `assemble` joins the row columns of one or more parsed chunks into 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from profreport.traceio.errors import NotATraceError
-from profreport.traceio.rows import COLUMNS, MISSING
+from profreport.traceio.rows import (
+    COLUMNS,
+    MISSING,
+    ChunkResult,
+    Event,
+    Lane,
+    Metadata,
+    TableDelta,
+)
 
 
 @dataclass(eq=False)
@@ -23,9 +32,9 @@ class Trace:
     """
 
     path: str
-    metadata: dict
+    metadata: Metadata
     strings: list[str]
-    lanes: list[tuple]
+    lanes: list[Lane]
     ph: np.ndarray  # uint8, ord of the phase letter (0 when missing)
     cat: np.ndarray  # int32 into strings
     name: np.ndarray  # int32 into strings
@@ -36,12 +45,12 @@ class Trace:
     external_id: np.ndarray  # int64
     flow_id: np.ndarray  # int64, the ``id`` of flow events (ph s/f/t)
     nbytes: np.ndarray  # int64, ``args.bytes`` (or ``args.size`` on runtime memcpy/memset calls)
-    extra_args: dict[int, dict] = field(default_factory=dict)  # row -> args, for rare records
+    extra_args: dict[int, Event] = field(default_factory=dict)  # row -> args, for rare records
 
     def __len__(self) -> int:
         return int(self.ph.shape[0])
 
-    def pid_of(self, row: int):
+    def pid_of(self, row: int) -> object:
         return self.lanes[self.lane[row]][0]
 
     def string_id(self, text: str) -> int:
@@ -51,12 +60,17 @@ class Trace:
         except ValueError:
             return -1
 
-    def string_table_mask(self, predicate) -> np.ndarray:
+    def string_table_mask(self, predicate: Callable[[str], object]) -> np.ndarray:
         """Boolean lookup table over ``strings``: ``table[trace.cat]`` gives a per-event mask."""
         return np.fromiter((bool(predicate(s)) for s in self.strings), bool, len(self.strings))
 
 
-def assemble(path: str, metadata: dict, results: list[tuple[int, dict]], tables: list) -> Trace:
+def assemble(
+    path: str,
+    metadata: Metadata,
+    results: list[tuple[int, ChunkResult]],
+    tables: list[TableDelta],
+) -> Trace:
     """Join per-chunk columns, in chunk order, into one :class:`Trace`; an event list with items
     but no event object among them is :class:`NotATraceError` (an empty one is an empty trace).
 
@@ -70,11 +84,11 @@ def assemble(path: str, metadata: dict, results: list[tuple[int, dict]], tables:
             f"{path}: not a profiler trace: its event list holds {values} and no event object"
         )
     strings: dict[str, int] = {"": 0}
-    lanes: dict[tuple, int] = {}
+    lanes: dict[Lane, int] = {}
     fields: list[tuple[int, int, int, int]] = []
     maps = [np.full(len(t[2]), -1, dtype=np.int64) for t in tables]
     pieces: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
-    extra: dict[int, dict] = {}
+    extra: dict[int, Event] = {}
     rows = 0
     for party, result in results:
         p_strings, p_lanes, p_fields = tables[party]
@@ -164,4 +178,5 @@ def _to_ns(us: np.ndarray) -> np.ndarray:
         us *= 1000.0
         ns += np.rint(us, out=us).astype(np.int64)
     ns[missing] = MISSING
-    return ns
+    result: np.ndarray = ns
+    return result

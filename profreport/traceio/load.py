@@ -36,7 +36,7 @@ from profreport.traceio.columns import Trace, assemble
 from profreport.traceio.documents import GZIP_MAGIC
 from profreport.traceio.errors import NotATraceError, TraceError
 from profreport.traceio.memory import MemoryBudget
-from profreport.traceio.rows import RowBuilder
+from profreport.traceio.rows import RowBuilder, TableDelta
 from profreport.traceio.slices import (
     EXPECTED,
     SLICE_BYTES,
@@ -52,7 +52,7 @@ __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
 MISSING = -1
 
 
-def load_trace(path: str | os.PathLike, workers: int | None = None) -> Trace:
+def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trace:
     """Read a trace file (plain or gzip, detected by magic bytes) into a :class:`Trace`.
 
     Large files are parsed by this process and ``workers`` helper processes together (default:
@@ -306,10 +306,13 @@ def _run_parallel(
     close = results[-1][1]["close"]
     metadata = metadata_around(prefix, source.read(close + 1, source.size))
     # Each party's table, from its deltas in the order it produced them (= chunk order).
-    tables: list[tuple[list, list, list]] = [([], [], []) for _ in range(parties)]
+    tables: list[TableDelta] = [([], [], []) for _ in range(parties)]
     for party, result in results:
-        for whole, part in zip(tables[party], result["table"], strict=True):
-            whole.extend(part)
+        strings, lanes, fields = tables[party]
+        new_strings, new_lanes, new_fields = result["table"]
+        strings.extend(new_strings)
+        lanes.extend(new_lanes)
+        fields.extend(new_fields)
     return assemble(path, metadata, results, tables)
 
 
@@ -355,7 +358,7 @@ class _gc_paused:
         self.was_enabled = gc.isenabled()
         gc.disable()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.was_enabled:
             gc.enable()
 

@@ -8,6 +8,7 @@ flows and CUDA sync records. numpy-free, so a helper process (traceio.chunks) st
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -15,6 +16,20 @@ import orjson
 from profreport.traceio.categories import CPU_OP_CATS, RUNTIME_CATS
 
 MISSING = -1
+
+# A trace event as the JSON document has it (any value at all, for an item that is no object).
+Event = Any
+# (ph, cat, name, pid, tid) of an event, as found; (pid, tid) of its lane
+Signature = tuple[object, object, object, object, object]
+Lane = tuple[object, object]
+# sig, ts, dur, correlation, external id, flow id, bytes: one event's row
+Row = tuple[int, float, float, int, int, int, int]
+# A batch's columns, rare args, counts and new table entries, as a helper process sends them
+ChunkResult = dict[str, Any]
+# The trace document's top-level fields other than its events, kept as the JSON they are
+Metadata = dict[str, Any]
+Batch = Callable[[list[Event]], None]  # what is handed each parsed slice of events
+TableDelta = tuple[list[str], list[Lane], list[tuple[int, int, int, int]]]
 
 # Categories whose events no analysis reads; dropping them while loading saves most of the
 # memory on traces recorded with ``with_stack=True``.
@@ -41,7 +56,7 @@ COLUMNS = {
 }
 
 
-def _as_int(value) -> int:
+def _as_int(value: object) -> int:
     """Integer ids and sizes as traces write them: ints, floats, decimal or hex strings."""
     if type(value) is int:
         return value
@@ -55,20 +70,20 @@ def _as_int(value) -> int:
     return MISSING
 
 
-def _float_or_nan(value) -> float:
+def _float_or_nan(value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError, OverflowError):
         return _NAN
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     return value if type(value) is str else str(value)
 
 
-def _normalised(ev: dict) -> dict | None:
+def _normalised(ev: dict[str, object]) -> dict[str, object] | None:
     """Copy of an event whose ph/cat/name/pid/tid are made hashable text where they are not;
     ``None`` when one is nested too deeply to write as text (orjson writes 254 levels at most,
     reads 1024): no analysis could use such an event."""
@@ -95,26 +110,26 @@ class RowBuilder:
 
     def __init__(self) -> None:
         self.strings: dict[str, int] = {"": 0}
-        self.lanes: dict[tuple, int] = {}
-        self.sigs: dict[tuple, int] = {}
+        self.lanes: dict[Lane, int] = {}
+        self.sigs: dict[Signature, int] = {}
         self.sig_fields: list[tuple[int, int, int, int]] = []  # ph code, cat, name, lane
         self.sig_flags: list[int] = []
         self._string_list: list[str] = [""]
-        self._lane_list: list[tuple] = []
+        self._lane_list: list[Lane] = []
         self._sent = (0, 0, 0)  # table entries already reported by table_delta
         self.columns: dict[str, array[Any]] = {key: array(code) for key, code in COLUMNS.items()}
-        self.extra_args: dict[int, dict] = {}  # row -> args, for rare records
+        self.extra_args: dict[int, Event] = {}  # row -> args, for rare records
         self.rows = 0
         self.events = 0  # items of the event list seen, objects or not
         self.non_objects = 0  # items that are no JSON object (a number, a string, null, a list)
 
-    def add_batch(self, events: list) -> None:
+    def add_batch(self, events: list[Event]) -> None:
         self.events += len(events)
-        rows: list[tuple] = []
+        rows: list[Row] = []
         self._collect(events, rows)
         self._store(rows)
 
-    def result(self) -> dict:
+    def result(self) -> ChunkResult:
         """The columns and rare args gathered since the previous call (rows count from 0)."""
         out: dict[str, Any] = dict(self.columns)
         out["extra"] = self.extra_args
@@ -124,13 +139,13 @@ class RowBuilder:
         self.rows = self.events = self.non_objects = 0
         return out
 
-    def table_delta(self) -> tuple[list, list, list]:
+    def table_delta(self) -> TableDelta:
         """Strings, lanes and signature fields added since the previous call."""
         s0, l0, f0 = self._sent
         self._sent = (len(self._string_list), len(self._lane_list), len(self.sig_fields))
         return self._string_list[s0:], self._lane_list[l0:], self.sig_fields[f0:]
 
-    def _new_sig(self, key: tuple) -> int:
+    def _new_sig(self, key: Signature) -> int:
         ph, cat, name, pid, tid = key
         if ph == "M" or cat in _DROPPED_CATS:
             self.sigs[key] = _DROPPED
@@ -161,7 +176,7 @@ class RowBuilder:
             self._string_list.append(text)
         return found
 
-    def _collect(self, events: list, rows: list[tuple], normalised: bool = False) -> None:
+    def _collect(self, events: list[Event], rows: list[Row], normalised: bool = False) -> None:
         keep_row = rows.append
         sigs_get, flags_of, new_sig = self.sigs.get, self.sig_flags, self._new_sig
         extra = self.extra_args
@@ -211,7 +226,7 @@ class RowBuilder:
                 continue
             keep_row((sig, get("ts", nan), get("dur", nan), corr, ext, fid, nbytes))
 
-    def _store(self, rows: list[tuple]) -> None:
+    def _store(self, rows: list[Row]) -> None:
         if not rows:
             return
         for column, values in zip(self.columns.values(), zip(*rows, strict=True), strict=True):

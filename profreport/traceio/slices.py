@@ -12,9 +12,10 @@ parses the document whole instead.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import orjson
+
+from profreport.traceio.rows import Batch, Event, Metadata
 
 try:
     import fcntl
@@ -56,7 +57,7 @@ class ScanFallback(Exception):
     """The sliced scan cannot vouch for this document; parse it whole."""
 
 
-def scan_whole(raw: bytes | bytearray, on_batch: Callable[[list], None]) -> dict:
+def scan_whole(raw: bytes | bytearray, on_batch: Batch) -> Metadata:
     """Parse the whole document at once; returns the top-level metadata (all but traceEvents)."""
     doc = orjson.loads(raw)
     if isinstance(doc, list):  # Chrome "JSON array format": just the events
@@ -65,7 +66,8 @@ def scan_whole(raw: bytes | bytearray, on_batch: Callable[[list], None]) -> dict
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ValueError(f"not a profiler trace: {EXPECTED}, found {_shape(doc)}")
     on_batch(doc.pop("traceEvents"))
-    return doc
+    metadata: Metadata = doc
+    return metadata
 
 
 def locate_events(head: bytes | bytearray) -> tuple[int, bytes | bytearray | None]:
@@ -82,7 +84,7 @@ def locate_events(head: bytes | bytearray) -> tuple[int, bytes | bytearray | Non
     raise ScanFallback("not a JSON object or array")
 
 
-def metadata_around(prefix: bytes | bytearray | None, suffix: bytes | bytearray) -> dict:
+def metadata_around(prefix: bytes | bytearray | None, suffix: bytes | bytearray) -> Metadata:
     """The top-level fields other than the events, from the text before and after the array.
 
     The array scanned must be the top-level ``traceEvents`` value that a whole parse keeps: not
@@ -99,12 +101,13 @@ def metadata_around(prefix: bytes | bytearray | None, suffix: bytes | bytearray)
         raise ScanFallback("document around the events does not parse") from exc
     if not isinstance(doc, dict) or doc.pop("traceEvents", None) != _PLACEHOLDER:
         raise ScanFallback("the array scanned is not the top-level traceEvents")
-    return doc
+    metadata: Metadata = doc
+    return metadata
 
 
 def scan_sliced(
-    raw: bytes | bytearray, on_batch: Callable[[list], None], slice_bytes: int = SLICE_BYTES
-):
+    raw: bytes | bytearray, on_batch: Batch, slice_bytes: int = SLICE_BYTES
+) -> Metadata:
     """Feed the events to ``on_batch`` slice by slice; returns the top-level metadata."""
     array_open, prefix = locate_events(raw)
     pos = array_open + 1
@@ -120,7 +123,7 @@ def scan_events(
     buf: bytes | bytearray,
     pos: int,
     end: int | None,
-    on_batch: Callable[[list], None],
+    on_batch: Batch,
     slice_bytes: int = SLICE_BYTES,
     size: int | None = None,
 ) -> int:
@@ -163,7 +166,7 @@ def scan_events(
     return _feed_last_slice(buf, pos, size, on_batch)
 
 
-def _load_events(buf: bytes | bytearray, start: int, stop: int) -> list:
+def _load_events(buf: bytes | bytearray, start: int, stop: int) -> list[Event]:
     """Parse ``buf[start:stop]`` (a run of comma-separated values) as a JSON array.
 
     In a bytearray with a byte to spare on each side, the neighbours are swapped for brackets
@@ -174,13 +177,15 @@ def _load_events(buf: bytes | bytearray, start: int, stop: int) -> list:
         buf[start - 1], buf[stop] = 0x5B, 0x5D  # "[", "]"
         try:
             with memoryview(buf) as view:
-                return orjson.loads(view[start - 1 : stop + 1])
+                events: list[Event] = orjson.loads(view[start - 1 : stop + 1])
+                return events
         finally:
             buf[start - 1], buf[stop] = before, after
-    return orjson.loads(b"[" + buf[start:stop] + b"]")
+    whole: list[Event] = orjson.loads(b"[" + buf[start:stop] + b"]")
+    return whole
 
 
-def _feed_last_slice(buf: bytes | bytearray, pos: int, size: int, on_batch) -> int:
+def _feed_last_slice(buf: bytes | bytearray, pos: int, size: int, on_batch: Batch) -> int:
     """Parse the final slice, up to the ``]`` that closes the array; returns that position."""
     bad = 0
     for end in _LAST_EVENT_END.finditer(buf, pos, size):

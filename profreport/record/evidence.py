@@ -1,0 +1,425 @@
+"""What capture observed for one mode: its kernel table, modeled and measured bytes, latency and
+speedup, compiler output, peak memory and output check; and the run's timing-noise record.
+
+Every class here is written by capture (profreport.capture, profreport.modes) and read by the
+analyses and renderers: one class per idea (see record/section.py for how a field's type is its
+JSON schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from profreport.record.section import JSON, ByteCount, Section, finding, omitted, required
+
+# ---------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True)
+class KernelRow(Section):
+    """One kernel (or CPU operator) of a profiler table: its calls and time over the trace (per
+    step in a run record), and what launched it. The bytes and roofline fields are findings
+    (profreport.analysis.derive), present when the record was written with them."""
+
+    name: str = required("")
+    kind: str = required("")  # kernel | memcpy | memset | cpu
+    calls: int = 0
+    calls_per_step: float | None = required(None, null=True, omit=True)
+    time_us: float | None = None
+    time_us_per_step: float | None = required(None, null=True, omit=True)
+    launched_by: str | None = None  # the dispatcher op that launched it
+    launched_by_top: str | None = None  # the outermost dispatcher op around that one
+    source: str | None = omitted()  # "profiler", or where a row with no profiler record is from
+    bytes: int | None = omitted()  # bytes a memcpy/memset moved, as the trace records them
+    counters: JSON | None = omitted()  # CUPTI range counters, mean per range
+    counter_totals: Mapping[str, float] | None = omitted()  # additive counters, summed
+    # findings: modeled bytes (analysis/kernel_bytes)
+    bytes_read: ByteCount | None = finding()
+    bytes_written: ByteCount | None = finding()
+    bytes_op: str | None = finding()  # the operation whose modeled bytes the row takes
+    bytes_shared_by: int | None = finding()  # kernels sharing that operation's bytes
+    flops: float | None = finding()
+    flops_per_byte: float | None = finding()
+    # findings: the roofline (analysis/roofline), present when the run has ceilings
+    achieved_bytes_per_s: float | None = finding()
+    achieved_flops_per_s: float | None = finding()
+    bound: str | None = finding()  # memory | cache | compute
+    ceiling_pct: float | None = finding()
+    roofline_note: str | None = finding()
+
+
+@dataclass(frozen=True)
+class WholeTrace(Section):
+    """Counts over the whole trace (every step, warm-up included)."""
+
+    kernels: int = 0
+    launches: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    unlinked_kernels: int = 0
+    kernel_time_us: float | None = None
+
+
+@dataclass(frozen=True)
+class KernelCounts(Section):
+    """A mode's kernels per profiled step, and its profiler table."""
+
+    definition: str | None = None  # device | cpu: what counts as a kernel
+    per_step: int = required(0)
+    launches: int = required(0)
+    memcpy: int = required(0)
+    memset: int = required(0)
+    graph_launches: int | None = None
+    steps: int | None = None
+    unrecorded: tuple[str, ...] = ()  # ops the graph ran outside the profiler's view
+    whole_trace: WholeTrace | None = None
+    table: tuple[KernelRow, ...] = required(())
+
+
+# ---------------------------------------------------------------- bytes
+
+
+@dataclass(frozen=True)
+class OpBytes(Section):
+    """Modeled bytes of one operation (summed over its calls in one forward)."""
+
+    op: str = required("")
+    calls: int = required(0)
+    read: ByteCount = required(0)
+    written: ByteCount = required(0)
+    flops: float | None = None  # torch's flop counter; None where it has no formula
+    flops_per_byte: float | None = None
+
+
+@dataclass(frozen=True)
+class TensorIO(Section):
+    """One call in the order it ran, with its modeled traffic: the tensor-I/O sequence the
+    fusion map pairs."""
+
+    op: str = ""
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+    flops: float | None = None
+    source: str | None = None  # dispatcher | inductor | graph types | derived ...
+
+    @property
+    def traffic(self) -> int:
+        """read + written (0 for a side not sized)."""
+        return (self.read or 0) + (self.written or 0)
+
+
+@dataclass(frozen=True)
+class MeasuredKernel(Section):
+    """Nsight Compute's DRAM bytes of one kernel name (summed over its launches)."""
+
+    name: str = required("")
+    calls: int = 0
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+    duration_ns: float | None = None
+
+
+@dataclass(frozen=True)
+class MeasuredBytes(Section):
+    """DRAM bytes measured by Nsight Compute for one step of one mode, or why there are none.
+    `launches_missing_values` counts launches with a value ncu did not report, so a partial
+    sum is never silent."""
+
+    available: bool | None = None
+    reason: str | None = None
+    source: str | None = None
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+    total: int | None = None
+    duration_ns: float | None = None
+    launches: int | None = None
+    launches_missing_values: int | None = None
+    kernels: tuple[MeasuredKernel, ...] = ()
+    command: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Bytes(Section):
+    """Modeled memory traffic of one forward (and Nsight Compute's, when measured)."""
+
+    read: ByteCount = required(0)
+    written: ByteCount = required(0)
+    total: int | None = None
+    source: str = required("")  # modeled
+    method: str = required("")  # how the numbers were obtained, one line
+    not_modeled: tuple[str, ...] = ()  # kernels whose bytes are unknown (never counted as 0)
+    table: tuple[OpBytes, ...] = required(())
+    sequence: tuple[TensorIO, ...] = ()
+    measured: MeasuredBytes | None = None
+
+    @property
+    def traffic(self) -> int:
+        """read + written (what `total` holds where the writer stored it)."""
+        return self.total if self.total is not None else self.read + self.written
+
+
+# ---------------------------------------------------------------- latency
+
+
+@dataclass(frozen=True)
+class Latency(Section):
+    """Per-call latency over timed blocks, milliseconds (measured outside the profiler)."""
+
+    median: float = required(0.0)
+    iqr: float | None = None  # p75 - p25
+    p10: float = required(0.0)
+    p90: float = required(0.0)
+    mean: float | None = omitted()
+    min: float | None = omitted()
+    n: int | None = omitted()  # timed blocks
+    calls_per_block: int | None = omitted()
+    threads: int | None = omitted()
+    samples: tuple[float, ...] | None = omitted()  # per-call latency of each block
+
+
+@dataclass(frozen=True)
+class PairedRatios(Section):
+    """Quartiles and spread ((p75 - p25) / median) of a mode's per-round ratios."""
+
+    p25: float = 0.0
+    p75: float = 0.0
+    spread: float = 0.0
+
+
+@dataclass(frozen=True)
+class Speedup(Section):
+    """Eager time / mode time: the median and 95% CI of the paired per-round ratios (`method`
+    says how; records written before it: medians' ratio with a bootstrap of `resamples`);
+    `noise`: what the noise guard saw; `inconclusive`: why it would not call it."""
+
+    median: float = required(1.0)
+    ci95: tuple[float, float] = required((1.0, 1.0))
+    resamples: int | None = omitted()
+    method: str | None = omitted()
+    rounds: int | None = omitted()
+    ratios: PairedRatios | None = omitted()
+    per_round: tuple[float, ...] | None = omitted()
+    noise: str | None = None
+    inconclusive: str | None = None
+
+
+# ---------------------------------------------------------------- compiler output
+
+
+@dataclass(frozen=True)
+class ScriptFusionGroup(Section):
+    """A fusion group node of a TorchScript graph (NNC `prim::TensorExprGroup`, ...): the ops
+    inside it and the bytes crossing its boundary (from the profiled tensor types)."""
+
+    kind: str = required("")
+    ops: tuple[str, ...] = required(())
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+
+
+@dataclass(frozen=True)
+class EagerCall(Section):
+    """An eager op call an Inductor node computes: the ATen op, the Dynamo graph node it came
+    from, its position in the graph and the module it ran in."""
+
+    op: str = required("")
+    source: str = ""
+    pos: int = 0
+    module: str = ""
+
+
+@dataclass(frozen=True)
+class ResizedAccess(Section):
+    """A buffer Inductor sizes whole that a kernel touches only in part (through an index tensor,
+    or a slice): counted by the elements touched."""
+
+    buffer: str = ""
+    full_bytes: int = 0
+    scheduler_bytes: int = 0
+    counted_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class InductorNode(Section):
+    """One scheduler node of Inductor: its buffers' bytes, the eager calls it computes, and the
+    generated kernel call it went into (`kernel`, `kernel_call`; `nop`: it runs none)."""
+
+    name: str = required("")
+    kind: str = required("")  # generated | extern
+    origins: tuple[str, ...] = required(())
+    eager_ops: tuple[EagerCall, ...] = ()
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+    indirect_reads: tuple[ResizedAccess, ...] = ()
+    indirect_writes: tuple[ResizedAccess, ...] = ()
+    sliced_reads: tuple[ResizedAccess, ...] = ()
+    inductor_bytes: int | None = None  # Inductor's own combined figure
+    kernel: str | None = None
+    kernel_call: int | None = None
+    nop: bool | None = None
+
+    @property
+    def traffic(self) -> int | None:
+        return None if self.read is None or self.written is None else self.read + self.written
+
+
+@dataclass(frozen=True)
+class GraphBreak(Section):
+    """A graph break as Dynamo logged it: where in the user's code, and why."""
+
+    file: str = required("")
+    line: int = required(0)
+    source: str | None = None  # the user's source line
+    reason: str = required("")
+    dynamo_hint: str | None = None
+    gb_id: str | None = None  # Dynamo's graph-break id (its docs page)
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class FusionRefusal(Section):
+    """An Inductor scheduler "cannot fuse" decision, as logged."""
+
+    first: str = required("")
+    second: str = required("")
+    log: str = required("")
+
+
+@dataclass(frozen=True)
+class CompilerEvidence(Section):
+    """What the mode's compiler produced (which fields are present depends on the mode)."""
+
+    graph: str | None = omitted()  # TorchScript: the optimized graph
+    fusion_groups: tuple[ScriptFusionGroup, ...] | None = omitted()
+    fused_library_ops: tuple[str, ...] | None = omitted()
+    unrecorded_ops: tuple[str, ...] | None = omitted()
+    op_counts: Mapping[str, int] | None = omitted()
+    op_counts_before: Mapping[str, int] | None = omitted()  # optimize: before freezing
+    notes: tuple[str, ...] | None = omitted()
+    outputs: str | None = omitted()  # how the model's outputs were flattened for tracing
+    inductor_nodes: tuple[InductorNode, ...] | None = omitted()
+    inductor_bytes_accessed: ByteCount | None = omitted()  # Inductor's estimate (compiler)
+    generated_kernel_count: int | None = omitted()
+    graphs: int | None = omitted()
+    graph_breaks: int | None = omitted()
+    # Dynamo's graph breaks and Inductor's fusion refusals, as logged (modes/compile_logs)
+    graph_break_records: tuple[GraphBreak, ...] | None = omitted()
+    fusion_refusals: tuple[FusionRefusal, ...] | None = omitted()
+    # torch.export + AOTInductor: what building the package took, and its size
+    export_s: float | None = omitted()
+    aot_build_s: float | None = omitted()
+    package_bytes: int | None = omitted()
+
+
+# ---------------------------------------------------------------- memory and output
+
+
+@dataclass(frozen=True)
+class PeakMemory(Section):
+    """Peak memory of one call of a mode (capture/peak_memory.py): bytes None = no event seen."""
+
+    bytes: int | None = None
+    source: str = ""
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class OutputCheck(Section):
+    """A mode's output tensors against eager's (analysis/output_check): the largest absolute and
+    norm-wise relative error, the tolerance of the pair that used most of its allowance, and
+    whether every pair is within it (None: nothing was compared)."""
+
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    within_tolerance: bool | None = None
+    compared_tensors: int = 0
+    note: str = ""
+
+
+# ---------------------------------------------------------------- timing noise
+
+
+@dataclass(frozen=True)
+class MachineLoad(Section):
+    """How busy the machine was while the modes were timed (capture/noise.py)."""
+
+    source: str = ""
+    cpus: int | None = None
+    load1_before: float | None = None
+    load1_after: float | None = None
+    other_busy_share: float | None = None  # other processes' share of all CPU time
+    ours_busy_share: float | None = None
+
+
+@dataclass(frozen=True)
+class NoiseThresholds(Section):
+    """The noise guard's limits (analysis/paired.py says where each comes from)."""
+
+    min_rounds: int = 0
+    max_other_busy_share: float = 0.0
+    max_ratio_spread: float = 0.0
+    max_block_spread: float = 0.0
+    round_move: float = 0.0
+    max_moved_rounds: float = 0.0
+    min_peak_share: float = 0.0
+    peak_gap_factor: float = 0.0
+    min_peak_gap: float = 0.0
+    noise_band: float = 0.0
+
+
+@dataclass(frozen=True)
+class TwoPeaks(Section):
+    """Samples split into two separated groups: each group's median and the upper one's share."""
+
+    low: float = 0.0
+    high: float = 0.0
+    share_high: float = 0.0
+
+
+@dataclass(frozen=True)
+class BaselineSignals(Section):
+    """The guard's signals from eager's own blocks (only `rounds` when there were none)."""
+
+    rounds: int = 0
+    block_spread: float | None = omitted()
+    moved_rounds: float | None = omitted()
+    two_peaks: TwoPeaks | None = omitted()
+
+
+@dataclass(frozen=True)
+class ModeNoise(Section):
+    """The guard's signals from one mode's paired ratios."""
+
+    ratio_spread: float = 0.0
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NoiseSignals(Section):
+    """What the noise guard measured: from eager's blocks, and per mode from its ratios."""
+
+    baseline: BaselineSignals | None = omitted()
+    modes: Mapping[str, ModeNoise] | None = omitted()
+
+
+@dataclass(frozen=True)
+class TimingNoise(Section):
+    """The timing noise guard of a run: the machine's load, the limits, the signals, and whether
+    it tripped (then a direction is stated only beyond the noise band)."""
+
+    method: str = ""
+    load: MachineLoad | None = None
+    thresholds: NoiseThresholds | None = None
+    signals: NoiseSignals | None = None
+    reasons: tuple[str, ...] = ()
+    tripped: bool = False
+
+    def mode_reasons(self, mode: str) -> list[str]:
+        """The run's reasons and `mode`'s own."""
+        own = None
+        if self.signals is not None and self.signals.modes is not None:
+            own = self.signals.modes.get(mode)
+        return [*self.reasons, *(own.reasons if own is not None else ())]

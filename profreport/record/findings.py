@@ -1,0 +1,118 @@
+"""What the analyses conclude from a mode's evidence (profreport.analysis.derive): the fusion map,
+why ops did not fuse, and the latency floor. A record keeps a copy of them for other tools;
+profreport's readers derive them again from the evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from profreport.record.section import ByteCount, Section, omitted, required
+
+
+@dataclass(frozen=True)
+class FusionGroup(Section):
+    """Eager operations and the kernel(s) that compute them in a mode, with modeled bytes on both
+    sides: `saved_bytes` = eager's - the kernels' (negative: the mode added work, such as a
+    layout conversion). `fused`: one generated kernel computes several eager calls."""
+
+    eager_ops: tuple[str, ...] = required(())
+    kernels: tuple[str, ...] = required(())
+    eager_bytes: ByteCount | None = None
+    kernel_bytes: ByteCount | None = None
+    saved_bytes: ByteCount | None = None
+    flops: float | None = None  # the eager calls' FLOPs (flop counter), where all have one
+    note: str = ""
+    fused: bool | None = None  # None: a record written before the map said so
+    # compile only: eager calls computed by several kernels (their eager bytes counted once),
+    # counted in another kernel, whose library call this kernel prepares operands for, graph
+    # ops no eager call pairs with, and the modules the eager calls ran in
+    recomputed: tuple[str, ...] | None = omitted()
+    counted_elsewhere: tuple[str, ...] | None = omitted()
+    library_operands: tuple[str, ...] | None = omitted()
+    graph_only: tuple[str, ...] | None = omitted()
+    modules: tuple[str, ...] | None = omitted()
+
+    @property
+    def counts_as_fused(self) -> bool:
+        """`fused`; in a record written before it was stored, several eager ops in the group."""
+        return self.fused if self.fused is not None else len(self.eager_ops) > 1
+
+
+@dataclass(frozen=True)
+class KernelTraffic(Section):
+    """Modeled bytes of one generated kernel (its scheduler nodes summed)."""
+
+    read: ByteCount | None = None
+    written: ByteCount | None = None
+
+
+@dataclass(frozen=True)
+class FusionMap(Section):
+    """Which eager operations ended up in which kernel of a mode (analysis/fusion.py), and the
+    modeled bytes fusion saved over all groups."""
+
+    source: str | None = None  # what the mapping rests on
+    groups: tuple[FusionGroup, ...] = ()
+    fused_groups: int = 0
+    eager_ops_fused: int = 0
+    saved_bytes: ByteCount | None = None
+    per_kernel: Mapping[str, KernelTraffic] | None = omitted()  # compile: by kernel name
+
+
+WhyKind = Literal[
+    "graph_break",
+    "split",
+    "refused",
+    "not_fused",
+    "fused",
+    "layout",
+    "recompute",
+    "fuser_limit",
+    "applied",
+    "not_applied",
+]
+
+
+@dataclass(frozen=True)
+class WhyNotFused(Section):
+    """One reason ops stayed apart (or did fuse), with what it rests on: `source` (a compiler
+    log, the fusion map, the environment, or a documented rule) and `evidence` (the log line,
+    graph node or rule text itself); `hint` / `hint_test` only where a change is known to help,
+    naming the mode or flag that tests it."""
+
+    kind: WhyKind = required("split")
+    ops: tuple[str, ...] = ()  # eager operations involved
+    reason: str = ""  # one sentence
+    source: str = ""
+    evidence: str = ""
+    where: str = ""  # graph breaks: file:line in the user's code
+    source_text: str = ""  # graph breaks: that line
+    hint: str = ""
+    hint_test: str = ""
+
+
+@dataclass(frozen=True)
+class KernelsByBound(Section):
+    """How many kernels each ceiling bounds."""
+
+    memory: int = 0
+    cache: int = 0
+    compute: int = 0
+
+
+@dataclass(frozen=True)
+class RooflineFloor(Section):
+    """A mode's latency floor (analysis/roofline.py): the sum of its kernels' bound times, the
+    measured median against it, and whether they agree (a median below the floor means the
+    bytes model or a ceiling is wrong for this run)."""
+
+    floor_ms: float = 0.0
+    x_of_floor: float | None = None
+    consistent: bool | None = None
+    kernels_in_floor: int = 0
+    kernels_without_bytes: int = 0
+    kernels_by_bound: KernelsByBound | None = None
+    note: str = ""

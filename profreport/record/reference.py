@@ -1,0 +1,128 @@
+"""The run record's reference page (docs/record.md), generated from the record's dataclasses: each
+class's docstring, and per field its JSON type, whether a document must have it, and the comment
+beside its declaration. `python -m profreport.record.reference` prints it; a test keeps the
+checked-in page equal to it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+
+from profreport.record.model import Run
+from profreport.record.section import FieldSpec, Section, Shape, schema_of
+
+_TRAILING = re.compile(r"^\s+(\w+):[^#]*#\s*(?P<doc>.+)$")
+_TYPES = {
+    "text": "string",
+    "integer": "integer",
+    "number": "number",
+    "flag": "true or false",
+    "any": "any value",
+    "pair": "list of two numbers",
+}
+
+INTRO = """\
+# The run record (`run.json`, schema `profreport.run/1`)
+
+Generated from `profreport/record/` (model.py, evidence.py, findings.py) by
+`scripts/record-docs`; do not edit by hand (tests/test_record_reference.py checks it).
+
+One JSON object per run, written once by `profreport generate` (or `RunResult.save`) and read by
+every renderer and comparison through the same classes (`profreport.record.load_run`). A field's
+type is its schema: `profreport render` refuses a record whose field has another type, naming
+the field. **Required**: *yes* = every record has the key; *when status is ok* = every mode that
+ran has it. A type "or null" may be null; any other field may be left out. Keys a class does not
+declare (another tool's) are kept as they are.
+
+Evidence is what capture observed; the fields marked *finding* (a mode's `fusion`, `roofline`,
+`why_not_fused` and `verdict`, and the bytes and roofline fields of a kernel row) are a copy for
+other tools: profreport derives them again from the evidence whenever it reads a record
+(`profreport.analysis.derive`).
+"""
+
+
+def _link(cls: type[Section]) -> str:
+    return f"[{cls.__name__}](#{cls.__name__.lower()})"
+
+
+def _type(shape: Shape) -> str:
+    if shape.kind == "section" and shape.section is not None:
+        text = _link(shape.section)
+    elif shape.kind == "list":
+        text = "list" if shape.item is None else f"list of {_type(shape.item)}"
+    elif shape.kind == "map":
+        text = "object" if shape.item is None else f"object of {_type(shape.item)} by name"
+    elif shape.kind == "choice":
+        text = "one of " + ", ".join(f"`{c}`" for c in shape.choices)
+    else:
+        text = _TYPES[shape.kind]
+    return f"{text} or null" if shape.nullable and shape.kind != "any" else text
+
+
+def _required(spec: FieldSpec) -> str:
+    if isinstance(spec.required, tuple):
+        key, value = spec.required
+        return f"when {key} is {value}"
+    if spec.required:
+        return "yes, may be null" if spec.null else "yes"
+    return ""
+
+
+def _comments(cls: type[Section]) -> dict[str, str]:
+    """Field name -> the comment beside its declaration."""
+    found = {}
+    for line in inspect.getsource(cls).splitlines():
+        m = _TRAILING.match(line)
+        if m:
+            found[m.group(1)] = m.group("doc").strip()
+    return found
+
+
+def _sections(root: type[Section]) -> list[type[Section]]:
+    """`root` and every Section class reachable from its fields, in order of first mention."""
+    order: list[type[Section]] = []
+    pending = [root]
+    while pending:
+        cls = pending.pop(0)
+        if cls in order:
+            continue
+        order.append(cls)
+        for spec in schema_of(cls):
+            shape: Shape | None = spec.shape
+            while shape is not None:
+                if shape.section is not None:
+                    pending.append(shape.section)
+                shape = shape.item
+    return order
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def section_markdown(cls: type[Section]) -> str:
+    doc = textwrap.dedent(cls.__doc__ or "").strip()
+    generated = doc.startswith(f"{cls.__name__}(")  # the dataclass's own signature
+    comments = _comments(cls)
+    lines = [f"## {cls.__name__}", ""]
+    if doc and not generated:
+        lines += [" ".join(doc.split()), ""]
+    lines += ["| key | type | required | what it is |", "|---|---|---|---|"]
+    for spec in schema_of(cls):
+        what = comments.get(spec.name, "")
+        if spec.finding:
+            what = "finding" + (f": {what}" if what else "")
+        row = (f"`{spec.name}`", _type(spec.shape), _required(spec), what)
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def reference_markdown(root: type[Section] = Run) -> str:
+    """docs/record.md: the intro, then one table per class reachable from `root`."""
+    return "\n".join([INTRO, *(section_markdown(cls) for cls in _sections(root))])
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

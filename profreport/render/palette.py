@@ -1,0 +1,42 @@
+"""The colour each execution mode has in the charts: the built-in modes' own, and for any other
+mode (one registered later, or a foreign record's) a colour picked from its name, the same on
+every run and machine, so a mode keeps its colour from one report to the next."""
+
+from __future__ import annotations
+
+import hashlib
+
+MODE_COLORS = {
+    "eager": "#7f7f7f",
+    "script": "#1f77b4",
+    "trace": "#17becf",
+    "optimize": "#9467bd",
+    "compile": "#d62728",
+    "export": "#8c564b",
+    "compile-max-autotune": "#ff7f0e",
+    "compile-cudagraphs": "#e377c2",
+    "compile-dynamic": "#bcbd22",
+    "compile-fullgraph": "#98df8a",
+}
+# matplotlib's tab20 less the colours above: what another mode's name picks from
+OTHER_COLORS = (
+    "#2ca02c",
+    "#aec7e8",
+    "#ffbb78",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
+)
+
+
+def mode_color(name: str) -> str:
+    """The chart colour of mode `name`."""
+    known = MODE_COLORS.get(name)
+    if known is not None:
+        return known
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
+    return OTHER_COLORS[int.from_bytes(digest[:4], "big") % len(OTHER_COLORS)]

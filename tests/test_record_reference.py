@@ -1,0 +1,19 @@
+"""docs/record.md is generated from the record's dataclasses: the checked-in page is today's."""
+
+from pathlib import Path
+
+from profreport.record.model import ModeResult
+from profreport.record.reference import reference_markdown, section_markdown
+
+PAGE = Path(__file__).parent.parent / "docs" / "record.md"
+
+
+def test_the_checked_in_record_reference_is_up_to_date():
+    assert PAGE.read_text() == reference_markdown(), "run scripts/record-docs"
+
+
+def test_a_section_table_names_type_requirement_and_the_declarations_comment():
+    table = section_markdown(ModeResult)
+    assert "| `status` | one of `ok`, `failed`, `skipped` | yes |" in table
+    assert "| `kernels` | [KernelCounts](#kernelcounts) or null | when status is ok |" in table
+    assert "absent when the mode failed while timed" in table  # the comment beside latency_ms
