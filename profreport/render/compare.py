@@ -5,8 +5,6 @@ All three read one view-model built from the `Comparison` dataclass, so they say
 
 from __future__ import annotations
 
-from typing import Any
-
 from profreport.analysis.compare import Comparison, MetricChange, ModeComparison, RunIdentity
 from profreport.format import (
     MdMarkup,
@@ -20,6 +18,7 @@ from profreport.format import (
 )
 from profreport.record import dumps
 from profreport.render.jinja import render_page
+from profreport.render.views import CompareRowView, CompareView, SideView
 
 _LABELS = {
     "kernels_per_step": "kernels / step",
@@ -65,7 +64,7 @@ def _latency_change(m: MetricChange | None) -> str:
     return f"{fmt_pct(m.change_pct)}, {m.note}" if m.note else fmt_pct(m.change_pct)
 
 
-def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> dict[str, Any]:
+def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
     lat = mc.metric("latency_median_ms")
     flagged = [metric for mode, metric in regressed if mode == mc.mode]
     status = (
@@ -138,7 +137,7 @@ def _thresholds_text(cmp: Comparison) -> str:
     return "; ".join(parts) if parts else "none"
 
 
-def _side(ident: RunIdentity) -> dict[str, str]:
+def _side(ident: RunIdentity) -> SideView:
     return {
         "label": ident.label,
         "created": ident.created_utc or "n/a",
@@ -147,7 +146,7 @@ def _side(ident: RunIdentity) -> dict[str, str]:
     }
 
 
-def build_compare_view(cmp: Comparison) -> dict[str, Any]:
+def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
     n = len(cmp.regressions)

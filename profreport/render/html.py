@@ -53,6 +53,4 @@ def build_charts(run: Run) -> dict[str, Markup]:
 
 def render(run: Run) -> str:
     """The report page of a run (with findings: profreport.analysis.derive.derived_run)."""
-    view = build_view(run)
-    view["charts"] = build_charts(run)
-    return render_page("report.html.j2", **view)
+    return render_page("report.html.j2", **build_view(run), charts=build_charts(run))

@@ -6,19 +6,18 @@ errors and kernel names are user input, and TensorBoard's text plugin renders th
 
 from __future__ import annotations
 
-from typing import Any
-
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
 from profreport.render.viewmodel import build_view
+from profreport.render.views import ModeSummaryView, OutputView, PageView
 
 
-def _kernels(row: dict[str, Any]) -> str:
+def _kernels(row: ModeSummaryView) -> str:
     delta = row.get("kernel_delta")
     return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
-def _output(view: dict[str, Any]) -> str:
+def _output(view: OutputView) -> str:
     # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
     return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
 
@@ -34,7 +33,7 @@ def _memory(cells: dict[str, str]) -> str:
     )
 
 
-def _why_not_fused(view: dict[str, Any]) -> list[str]:
+def _why_not_fused(view: PageView) -> list[str]:
     """Why it did not fuse, per mode: each reason with its evidence source and any hint."""
     lines = []
     for d in view["details"]:
@@ -82,14 +81,14 @@ def render(run: Run) -> str:
     header += ["read", "written", "latency median", "IQR", "speedup vs eager (95% CI)"]
     header += ["latency floor (x of it)"] if view["has_roofline"] else []
     header += ["peak memory (compression)", "output vs eager"]
-    rows = []
+    rows: list[list[object]] = []
     for row in view["summary"]:
         if row["status"] != "ok":
             blanks = [""] * (len(header) - 3)
             rows.append([row["mode"], row["status"], row.get("error", ""), *blanks])
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
-        cells = [row["mode"], row["status"], _kernels(row)]
+        cells: list[object] = [row["mode"], row["status"], _kernels(row)]
         cells += [row["launches"]] if cuda else []
         cells += [
             row["read"] + partial,
@@ -111,7 +110,7 @@ def render(run: Run) -> str:
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]
-    ceilings = [f"{k} {v.split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
+    ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     if ceilings:
         lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]
     lines += _why_not_fused(view)

@@ -3,12 +3,11 @@ template and the Markdown renderer lay out, and the points of the roofline chart
 
 from __future__ import annotations
 
-from typing import Any
-
 from profreport.analysis.roofline import BOUND_NAMES, Roofs
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import Ceiling, KernelRow, ModeResult, Run
 from profreport.render.roofline_chart import Point
+from profreport.render.views import FloorCells, KernelCells
 
 
 def fmt_rate(value: float | None, unit: str) -> str:
@@ -67,7 +66,7 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     return rows
 
 
-def kernel_cells(row: KernelRow) -> dict[str, Any]:
+def kernel_cells(row: KernelRow) -> KernelCells:
     """The roofline columns of one kernel row (with findings)."""
     pct = row.ceiling_pct
     return {
@@ -82,7 +81,7 @@ def kernel_cells(row: KernelRow) -> dict[str, Any]:
     }
 
 
-def floor_cells(mode: ModeResult) -> dict[str, Any]:
+def floor_cells(mode: ModeResult) -> FloorCells:
     """The floor and "x of the floor" of a mode, or why there is none."""
     r = mode.roofline
     if r is None or not r.to_json():

@@ -63,7 +63,7 @@ def _ok_mode(run: Run, mode: str) -> ModeResult:
     return entry
 
 
-def _kernel_record(row: KernelRow) -> dict[str, Any]:
+def _kernel_record(row: KernelRow) -> dict[str, object]:
     return {column: getattr(row, column) for column in KERNEL_COLUMNS}
 
 
@@ -112,7 +112,7 @@ def summary_frame(run: Run) -> pd.DataFrame:
     eager = run.modes.get("eager")
     eager_peak = _peak(eager) if eager is not None and eager.ok else None
     for name, m in run.modes.items():
-        row: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
+        row: dict[str, object] = {c: None for c in SUMMARY_COLUMNS}
         row.update(mode=name, status=m.status, verdict=m.verdict)
         if m.ok:
             lat = m.latency_ms

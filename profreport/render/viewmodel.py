@@ -7,7 +7,6 @@ fusion map, environment, failures); the sections with logic of their own are alr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
@@ -30,6 +29,18 @@ from profreport.render.roofline_view import (
     peak_method,
 )
 from profreport.render.timeline import TIMELINE_NAME
+from profreport.render.views import (
+    BytesRowView,
+    CompilerView,
+    DetailView,
+    FusionRowView,
+    KernelRowView,
+    MeasuredView,
+    ModelView,
+    ModeSummaryView,
+    OutputView,
+    PageView,
+)
 from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
@@ -104,7 +115,7 @@ def _err(x: float | None) -> str:
     return "n/a" if x is None else ("0" if x == 0 else f"{x:.2g}")
 
 
-def output_check_view(name: str, mode: ModeResult) -> dict[str, Any]:
+def output_check_view(name: str, mode: ModeResult) -> OutputView:
     """The output check of one mode as text: `state` is reference / ok / DIFFERS / not checked."""
     check = mode.output_check
     if name == "eager":
@@ -124,8 +135,8 @@ def output_check_view(name: str, mode: ModeResult) -> dict[str, Any]:
     return {"state": state, "text": text, "differs": within is False, "note": check.note or ""}
 
 
-def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> ModeSummaryView:
+    row: ModeSummaryView = {
         "mode": name,
         "status": mode.status,
         "verdict": _verdict(mode),
@@ -139,24 +150,26 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> dict
     k, b = mode.ok_kernels, mode.ok_bytes
     lat = mode.latency_ms
     row.update(
-        kernels=k.per_step,
-        launches=k.launches,
-        memcpy=k.memcpy,
-        memset=k.memset,
-        read=fmt_bytes(b.read),
-        written=fmt_bytes(b.written),
-        total=fmt_bytes(b.read + b.written),
-        bytes_source=b.source,
-        bytes_partial=bool(b.not_modeled),
-        median=fmt_ms(None if lat is None else lat.median),
-        iqr=fmt_ms(None if lat is None else lat.iqr),
-        p10_p90=f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
-        n="n/a" if lat is None or lat.n is None else lat.n,
-        speedup=speedup_cell(mode.speedup_vs_eager),
-        compile_s=_num(mode.compile_s, "{:.2f} s"),
-        output=output_check_view(name, mode),
-        floor=floor_cells(mode),
-        memory=peak_cells(mode, eager),
+        {
+            "kernels": k.per_step,
+            "launches": k.launches,
+            "memcpy": k.memcpy,
+            "memset": k.memset,
+            "read": fmt_bytes(b.read),
+            "written": fmt_bytes(b.written),
+            "total": fmt_bytes(b.read + b.written),
+            "bytes_source": b.source,
+            "bytes_partial": bool(b.not_modeled),
+            "median": fmt_ms(None if lat is None else lat.median),
+            "iqr": fmt_ms(None if lat is None else lat.iqr),
+            "p10_p90": f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
+            "n": "n/a" if lat is None or lat.n is None else lat.n,
+            "speedup": speedup_cell(mode.speedup_vs_eager),
+            "compile_s": _num(mode.compile_s, "{:.2f} s"),
+            "output": output_check_view(name, mode),
+            "floor": floor_cells(mode),
+            "memory": peak_cells(mode, eager),
+        }
     )
     if eager is not None and eager.ok and name != "eager":
         row["kernel_delta"] = k.per_step - eager.ok_kernels.per_step
@@ -167,8 +180,8 @@ def _verdict(mode: ModeResult) -> str:
     return "" if mode.verdict is None else mode.verdict
 
 
-def _kernel_rows(mode: ModeResult) -> list[dict[str, Any]]:
-    rows = []
+def _kernel_rows(mode: ModeResult) -> list[KernelRowView]:
+    rows: list[KernelRowView] = []
     for r in mode.ok_kernels.table[:TOP_KERNELS]:
         rows.append(
             {
@@ -191,7 +204,7 @@ def _kernel_rows(mode: ModeResult) -> list[dict[str, Any]]:
                     if (r.bytes_shared_by or 0) > 1
                     else ""
                 ),
-                "source": r.source if r.has("source") else "profiler",
+                "source": str(r.source) if r.has("source") else "profiler",
                 "roofline": kernel_cells(r),
             }
         )
@@ -207,7 +220,7 @@ def _flops(x: float | None) -> str:
     return f"{x:.0f} FLOP"
 
 
-def _bytes_rows(mode: ModeResult) -> list[dict[str, Any]]:
+def _bytes_rows(mode: ModeResult) -> list[BytesRowView]:
     return [
         {
             "op": r.op,
@@ -221,8 +234,8 @@ def _bytes_rows(mode: ModeResult) -> list[dict[str, Any]]:
     ]
 
 
-def _fusion_rows(mode: ModeResult) -> list[dict[str, Any]]:
-    rows = []
+def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
+    rows: list[FusionRowView] = []
     for g in mode.fusion.groups if mode.fusion is not None else ():
         saved = g.saved_bytes
         rows.append(
@@ -239,14 +252,14 @@ def _fusion_rows(mode: ModeResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _measured_view(mode: ModeResult) -> dict[str, Any]:
+def _measured_view(mode: ModeResult) -> MeasuredView:
     m = mode.ok_bytes.measured
     if m is None or not m.available:
         reason = None if m is None else m.reason
         return {"available": False, "reason": reason or "not requested (--measure-bytes)"}
     return {
         "available": True,
-        "source": m.source if m.has("source") else "measured (Nsight Compute)",
+        "source": str(m.source) if m.has("source") else "measured (Nsight Compute)",
         "read": fmt_bytes(m.read),
         "written": fmt_bytes(m.written),
         "kernels": [
@@ -287,9 +300,9 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     return "".join(notes)
 
 
-def _compiler_view(mode: ModeResult) -> dict[str, Any]:
+def _compiler_view(mode: ModeResult) -> CompilerView:
     c = mode.compiler or CompilerEvidence(json_keys=())
-    view: dict[str, Any] = {
+    view: CompilerView = {
         "notes": list(c.notes or ()),
         "op_changes": [],
         "outputs": c.outputs or "",
@@ -350,8 +363,8 @@ def failure_notice(modes: Mapping[str, ModeResult]) -> str | None:
     )
 
 
-def _detail(name: str, mode: ModeResult) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def _detail(name: str, mode: ModeResult) -> DetailView:
+    d: DetailView = {
         "mode": name,
         "status": mode.status,
         "verdict": _verdict(mode),
@@ -376,7 +389,7 @@ def _detail(name: str, mode: ModeResult) -> dict[str, Any]:
     return d
 
 
-def _model_view(model: ModelInfo) -> dict[str, Any]:
+def _model_view(model: ModelInfo) -> ModelView:
     return {
         "name": model.name,
         "description": model.description,
@@ -417,7 +430,7 @@ def _method(run: Run) -> dict[str, str]:
     }
 
 
-def build_view(run: Run) -> dict[str, Any]:
+def build_view(run: Run) -> PageView:
     """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
     modes = run.modes
     eager = modes.get("eager")
