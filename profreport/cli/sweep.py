@@ -267,7 +267,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         root = root.parent if root.is_file() else root  # the folder, or its sweep.json
         try:
             sweep = document.load_sweep(root / document.FILENAME)
-            spec = SweepSpec.from_json(sweep.grid.to_json())
+            spec = checked_spec(sweep.grid.to_json(), "sweep.json grid")
         except (document.SweepRecordError, GridError) as exc:
             raise UsageError(str(exc)) from None
         executor, address = args.executor or sweep.executor or "local", args.ray_address

@@ -20,12 +20,15 @@ from typing import Any
 
 from profreport.files import read_text
 from profreport.record.model import ModeResult, Run
-from profreport.sweep.grid import Point
-from profreport.sweep.model import GRID_LISTS, Sweep
+from profreport.record.section import schema_of
+from profreport.sweep.grid import Point, SweepSpec
+from profreport.sweep.model import Sweep
 
 SCHEMA = "profreport.sweep/1"
 FILENAME = "sweep.json"
 POINT_STATUSES = ("ok", "failed", "pending", "interrupted")
+# the grid's fields that are lists (its type says so: SweepSpec)
+GRID_LISTS = tuple(s.name for s in schema_of(SweepSpec) if s.shape.kind == "list")
 DONE = ("ok", "failed")  # a point `--resume` does not run again
 NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
 

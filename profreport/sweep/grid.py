@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from profreport.files import read_text
+from profreport.record.section import Section
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEFAULT_MODES = ("eager", "compile")
@@ -87,10 +88,12 @@ class Point:
 
 
 @dataclass(frozen=True)
-class SweepSpec:
-    """What to sweep, and the `generate` settings every point shares."""
+class SweepSpec(Section):
+    """What to sweep, and the `generate` settings every point shares: one class for the flags,
+    sweep.toml and the `grid` of sweep.json (whose keys are its fields). Read from plain values
+    by `checked_spec`, which names a bad field."""
 
-    models: tuple[str, ...]
+    models: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = ()
     seq_lens: tuple[int, ...] = ()
     dtypes: tuple[str, ...] = ("float32",)
@@ -129,25 +132,6 @@ class SweepSpec:
             if value is not None:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         return [*args, *self.generate_flags, "--quiet"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "models": list(self.models),
-            "batch_sizes": list(self.batch_sizes),
-            "seq_lens": list(self.seq_lens),
-            "dtypes": list(self.dtypes),
-            "modes": list(self.modes),
-            "device": self.device,
-            "min_time_s": self.min_time_s,
-            "max_time_s": self.max_time_s,
-            "threads": self.threads,
-            "cold_compile": self.cold_compile,
-            "generate_flags": list(self.generate_flags),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SweepSpec:
-        return checked_spec(dict(data), "sweep.json grid")
 
 
 def _text_list(value: Any, what: str) -> tuple[str, ...]:
@@ -200,7 +184,7 @@ _SPEC_KEYS = {
 }
 
 
-def checked_spec(data: dict[str, Any], source: str) -> SweepSpec:
+def checked_spec(data: Mapping[str, Any], source: str) -> SweepSpec:
     """A SweepSpec from plain values (flags, TOML or sweep.json), or GridError naming the field."""
     from profreport.modes import mode_names
 

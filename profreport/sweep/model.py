@@ -18,28 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from profreport.record.model import JSON, Latency, Section, Speedup, Tool
-from profreport.sweep.grid import Point
-
-# the grid's fields that are lists (grid.SweepSpec.to_json), read as tuples
-GRID_LISTS = ("models", "batch_sizes", "seq_lens", "dtypes", "modes", "generate_flags")
-
-
-@dataclass(frozen=True)
-class SweepGrid(Section):
-    """The sweep's specification as sweep.json stores it (`grid.SweepSpec.to_json`); turned back
-    into a checked `SweepSpec` by `SweepSpec.from_json(grid.to_json())`."""
-
-    models: tuple[str, ...] = ()
-    batch_sizes: tuple[int, ...] = ()
-    seq_lens: tuple[int, ...] = ()
-    dtypes: tuple[str, ...] = ()
-    modes: tuple[str, ...] = ()
-    device: str | None = None
-    min_time_s: float | None = None
-    max_time_s: float | None = None
-    threads: int | None = None
-    cold_compile: bool | None = True  # False: the points shared Inductor's on-disk cache
-    generate_flags: tuple[str, ...] = ()
+from profreport.sweep.grid import Point, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -119,7 +98,7 @@ class Sweep(Section):
     tool: Tool | None = None
     created_utc: str | None = None
     executor: str | None = None
-    grid: SweepGrid = field(default_factory=SweepGrid)
+    grid: SweepSpec = field(default_factory=SweepSpec)
     points: tuple[SweepPoint, ...] = ()
     rows: tuple[SweepRow, ...] = ()
     summary: JSON | None = None
