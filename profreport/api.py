@@ -11,6 +11,7 @@ The CLI's `generate` is built on `profile_loaded` and `RunResult.save`.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import shutil
 import tempfile
@@ -250,17 +251,16 @@ def profile_loaded(
     now: Callable[[], datetime] | None = None,
 ) -> RunResult:
     """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
-    kwargs: dict[str, Any] = {"now": now} if now is not None else {}
     setup = RunSetup(
-        model,
-        device,
-        dtype_name,
-        run_dir,
-        options or run_options(),
-        progress or (lambda _msg: None),
-        **kwargs,
+        model, device, dtype_name, run_dir, options or run_options(), progress or _quiet
     )
+    if now is not None:
+        setup = dataclasses.replace(setup, now=now)
     return RunResult(collect_run(setup), run_dir)
+
+
+def _quiet(_msg: str) -> None:
+    return None
 
 
 def _resolve_device(

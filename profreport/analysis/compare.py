@@ -36,6 +36,7 @@ from profreport.record.model import (
     Run,
     Section,
 )
+from profreport.record.section import JSONObject
 
 __all__ = [
     "SCHEMA",
@@ -177,7 +178,7 @@ def _latency(
     h_ci = bootstrap_median_ci(hs, resamples=resamples)
     pct = change.pct
     inconclusive: str | None = None
-    paired: dict[str, Any] | None = None
+    paired: JSONObject | None = None
     if load is not None:  # base and head timed in the same rounds (`ab`)
         gate = paired_gate(bs, hs, limit_pct, load)
         lo, hi = gate.ratio.ci95

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any
+
+from profreport.record.section import JSONObject
 
 SCHEMA = "profreport.compare/1"
 
@@ -54,7 +55,7 @@ class MetricChange:
     note: str = ""
     # Set when the noise guard tripped: the gate neither passed nor failed this metric.
     inconclusive: str | None = None
-    paired: dict[str, Any] | None = None  # `ab`: head/base per-round ratio and its interval
+    paired: JSONObject | None = None  # `ab`: head/base per-round ratio and its interval
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class GateOutcome(ABC):
     def regressed(self) -> bool:
         return bool(self.regressions)
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> JSONObject:
         """The gate's outcome as the comparison documents end with it."""
         return {"regressed": self.regressed, "inconclusive": self.inconclusive}
 
@@ -126,5 +127,5 @@ class Comparison(GateOutcome):
             if m.inconclusive
         ]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"schema": SCHEMA, **asdict(self), **self.outcome()}

@@ -33,6 +33,7 @@ from profreport.record.model import (
     Run,
     WhyNotFused,
 )
+from profreport.record.section import JSONObject
 
 # Mode and kernel row fields that hold findings, not evidence (declared with `finding()`):
 # dropped before deriving, so nothing stale (an older release's fusion map or verdict) can leak
@@ -170,7 +171,7 @@ def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
     return Findings(MappingProxyType(found))
 
 
-def with_findings(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> dict[str, Any]:
+def with_findings(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> JSONObject:
     """The run.json document of `record` with today's findings written where run/1 keeps them
     (`fusion`, `roofline`, `why_not_fused`, `verdict`, and each kernel row's bytes and roofline
     fields)."""

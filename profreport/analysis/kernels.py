@@ -40,7 +40,7 @@ cross a module boundary as a dozen loose parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -143,6 +143,21 @@ class TraceCounts:
 
 _N = TypeVar("_N", int, float)
 
+
+@dataclass
+class _Shared:
+    """What both kernel definitions report the same way (TraceCounts' fields past the counts)."""
+
+    device: JSONObject
+    launch_api_counts: dict[str, int]
+    inductor_kernels: list[JSONObject]
+    counter_ranges: list[JSONObject]
+    evidence: str
+    counters: JSONObject | None
+    device_activity: str = "recorded"
+    notes: list[str] = field(default_factory=list)
+
+
 NO_CPU_OP = "(no CPU op)"
 UNLINKED = "(unlinked)"
 
@@ -182,23 +197,24 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
     ranges = counter_ranges(trace)
     shown_rows = np.concatenate([dev_rows, range_rows])
-    common: dict[str, Any] = {
-        "device": device_info(trace, shown_rows, launch_api_counts, device=definition == "device"),
-        "launch_api_counts": launch_api_counts,
-        "inductor_kernels": inductor_records(trace),
-        "counter_ranges": ranges,
-        "evidence": evidence,
-        "counters": counter_summary(ranges),
-    }
+    common = _Shared(
+        device=device_info(trace, shown_rows, launch_api_counts, device=definition == "device"),
+        launch_api_counts=launch_api_counts,
+        inductor_kernels=inductor_records(trace),
+        counter_ranges=ranges,
+        evidence=evidence,
+        counters=counter_summary(ranges),
+    )
     if definition == "cpu":  # no launch API: a GPU trace's runtime calls launch no CPU kernel
-        common["device_activity"] = "none"
-        return _count_cpu(trace, cpu_rows, steps, {**common, "launch_api_counts": {}})
+        common.device_activity = "none"
+        common.launch_api_counts = {}
+        return _count_cpu(trace, cpu_rows, steps, common)
     codes = dev_code[dev_rows]
-    common["device_activity"] = "recorded"
+    common.device_activity = "recorded"
     notes: list[str] = []
     if not np.any(codes == 1) and range_rows.size:
         # No kernel events: each counter range is one kernel launch (Kineto's auto-range mode).
-        common["device_activity"] = "counters"
+        common.device_activity = "counters"
         notes.append(COUNTER_KERNELS_NOTE)
         dev_rows = np.concatenate([dev_rows, range_rows])
         codes = np.concatenate([codes, np.ones(range_rows.size, dtype=codes.dtype)])
@@ -212,12 +228,12 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
                 "whole-trace totals as unlinked kernels, not per step"
             )
     elif not dev_rows.size and not range_rows.size:
-        common["device_activity"] = "not recorded"
+        common.device_activity = "not recorded"
         notes.append(NOT_RECORDED_NOTE)
         paired = None
     else:
         paired = None
-    common["notes"] = notes
+    common.notes = notes
     return _count_device(
         trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
     )
@@ -231,20 +247,20 @@ def _count_device(
     launch_rows: np.ndarray,
     cpu_rows: np.ndarray,
     steps: Steps,
-    common: dict[str, Any],
+    common: _Shared,
     paired: np.ndarray | None,
     range_rows: np.ndarray,
 ) -> TraceCounts:
     """Device definition: link each device event to its API call and CPU op, then count.
 
-    When the kernels are counter ranges (``common["device_activity"] == "counters"``) they are
+    When the kernels are counter ranges (``common.device_activity == "counters"``) they are
     the last ``range_rows.size`` rows of ``dev_rows``; ``paired`` gives their launch calls.
     """
     strings = trace.strings
     # device event -> API call (correlation, then ac2g flow) -> innermost cpu_op (time, then id)
     rt_of_dev = match_ids(trace.correlation[dev_rows], trace.correlation[rt_rows], rt_rows)
     link_by_flow(trace, dev_rows, rt_of_dev, rt_rows)
-    counter_kernels = common["device_activity"] == "counters"
+    counter_kernels = common.device_activity == "counters"
     untimed = np.zeros(dev_rows.size, dtype=bool)
     if counter_kernels:
         untimed[dev_rows.size - range_rows.size :] = True
@@ -289,7 +305,7 @@ def _count_device(
         (per(dev_step, is_kernel, dur) / 1000.0).tolist(),
         strict=True,
     )
-    timed = not counter_kernels and common["device_activity"] != "not recorded"
+    timed = not counter_kernels and common.device_activity != "not recorded"
     step_counts = [
         StepCounts(n, int(k), int(la), int(mc), int(ms), int(g), float(t) if timed else None)
         for n, k, la, mc, ms, g, t in columns
@@ -319,11 +335,11 @@ def _count_device(
             nbytes,
             op_name,
             top_name,
-            common["counter_ranges"],
+            common.counter_ranges,
             counter_kernels,
         ),
         kernels_by_op=kernels_by_op,
-        **common,
+        **vars(common),
     )
 
 
@@ -422,16 +438,14 @@ def _device_table(
     return rows
 
 
-def _count_cpu(
-    trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: dict[str, Any]
-) -> TraceCounts:
+def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
     """CPU definition: the outermost compute operators, the ones the model called (see the
     module docstring)."""
     strings = trace.strings
     start = trace.ts_ns[cpu_rows]
     end = start + trace.dur_ns[cpu_rows]
     parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
-    inductor_cpp = {r["name"] for r in common["inductor_kernels"] if r.get("backend") == "cpp"}
+    inductor_cpp = {r["name"] for r in common.inductor_kernels if r.get("backend") == "cpp"}
 
     def generated_kernel(name: str) -> bool:  # Inductor C++ or NNC fused CPU kernels
         if name in inductor_cpp:
@@ -495,5 +509,5 @@ def _count_cpu(
         steps=step_counts,
         table=table,
         kernels_by_op=_label_counts(np.where(top_name >= 0, top_name, k_names), strings),
-        **common,
+        **vars(common),
     )

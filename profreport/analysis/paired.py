@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from profreport.record.model import (
     TimingNoise,
     TwoPeaks,
 )
+from profreport.record.section import JSONObject
 
 METHOD = "paired per-round ratios"
 
@@ -114,7 +114,7 @@ class PairedRatio:
     p75: float
     spread: float  # (p75 - p25) / median of the ratios
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "median": self.median,
             "ci95": list(self.ci95),
@@ -313,7 +313,7 @@ class PairedGate:
     regression: bool
     inconclusive: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "method": METHOD,
             "ratio": self.ratio.to_dict(),

@@ -24,6 +24,7 @@ buffers' shapes. Inductor's IndexPutFallback is not rebuilt and keeps Inductor's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ def _resized(name: str, full: int, accesses: dict[str, int], counted: int) -> Re
     return entry
 
 
-def _extern_call(kernel: Any) -> tuple[Any, Any, dict[str, Any], dict[int, str]] | None:
+def _extern_call(kernel: Any) -> tuple[Any, Any, Mapping[str, Any], dict[int, str]] | None:
     """(op overload, args, kwargs, {id(meta tensor): buffer name}) of an extern kernel's call,
     its tensors replaced by meta tensors of the same shapes; None if it cannot be rebuilt."""
     from torch._inductor import ir

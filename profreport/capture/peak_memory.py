@@ -20,6 +20,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from profreport.record.model import PeakMemory
+from profreport.record.section import JSON
 
 CUDA_SOURCE = "measured (CUDA caching allocator, max_memory_allocated)"
 CPU_SOURCE = "profiler memory events (profile_memory=True)"
@@ -30,7 +31,7 @@ CPU_SCOPE = (
 )
 
 
-def peak_from_memory_events(events: Iterable[dict[str, Any]]) -> int | None:
+def peak_from_memory_events(events: Iterable[JSON]) -> int | None:
     """The largest `Total Allocated` of the profiler's `[memory]` events, relative to the level
     before the first of them (the first event's total less its own `Bytes`); None without any."""
     memory = [e for e in events if e.get("name") == "[memory]" and isinstance(e.get("args"), dict)]

@@ -7,7 +7,7 @@ options such as max-autotune) are instances with other parameters, registered un
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from profreport.analysis.fusion import compile_fusion
@@ -37,8 +37,8 @@ class CompileMode(Mode):
         self,
         name: str = "compile",
         *,
-        compile_kwargs: dict[str, Any] | None = None,
-        inductor_options: dict[str, Any] | None = None,
+        compile_kwargs: Mapping[str, Any] | None = None,
+        inductor_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.compile_kwargs = dict(compile_kwargs or {})

@@ -16,6 +16,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from profreport.format import fmt_bytes
@@ -60,7 +61,7 @@ class ExportMode(CompileMode):
         self,
         name: str = "export",
         *,
-        inductor_options: dict[str, Any] | None = None,
+        inductor_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(name, inductor_options=inductor_options)
 

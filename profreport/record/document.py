@@ -15,7 +15,7 @@ from typing import Any
 
 from profreport.files import read_text
 from profreport.record.model import Run, Status
-from profreport.record.section import problems
+from profreport.record.section import JSONObject, problems
 
 SCHEMA = "profreport.run/1"
 MODE_STATUSES: tuple[Status, ...] = typing.get_args(Status)
@@ -36,11 +36,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: JSONObject) -> str:
     return json.dumps(_clean(record), indent=1, sort_keys=False) + "\n"
 
 
-def validate(record: Any, source: str = "record") -> dict[str, Any]:
+def validate(record: Any, source: str = "record") -> JSONObject:
     """Check the document against the typed record (record/model.py: a field's type and its
     `required` default say what a reader may rely on); raise RecordError naming the first field
     that is missing or of the wrong type. A mode that did not run needs no kernels or bytes."""
@@ -54,7 +54,7 @@ def validate(record: Any, source: str = "record") -> dict[str, Any]:
     return record
 
 
-def load(path: Path) -> dict[str, Any]:
+def load(path: Path) -> JSONObject:
     """Read and validate a run record from a run.json file or a run folder."""
     path = Path(path)
     if path.is_dir():

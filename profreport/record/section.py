@@ -300,8 +300,8 @@ class Section:
     @classmethod
     def from_json(cls: type[_T], data: JSON) -> _T:
         specs = {s.name: s for s in schema_of(cls)}
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
+        kwargs: JSONObject = {}
+        extra: JSONObject = {}
         for key, value in data.items():
             spec = specs.get(key)
             if spec is None:
@@ -316,8 +316,8 @@ class Section:
         shape this class declares (see `problems` above)."""
         return problems(cls, data, where)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {}
         for key in self._keys():
             value = self.extra[key] if key in self.extra else getattr(self, key)
             out[key] = _dump(value)
@@ -353,7 +353,7 @@ class Section:
     def without(self: _T, *keys: str) -> _T:
         """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
         declared = {f.name: f for f in dataclasses.fields(self)}
-        defaults: dict[str, Any] = {}
+        defaults: JSONObject = {}
         for key in keys:
             f = declared.get(key)
             if f is None or key in _SKIP:
