@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from profreport.capture import ceilings
+from profreport.record.model import Ceilings
 
 
 def _best_rate(op, amount: float, samples: int, min_s: float = 0.004) -> float:
@@ -37,16 +38,17 @@ def _time(op, calls: int) -> float:
     return time.perf_counter() - start
 
 
-def numpy_side(found: dict, dtype: np.dtype) -> dict[str, float]:
+def numpy_side(found: Ceilings, dtype: np.dtype) -> dict[str, float]:
     out = {}
     for key, samples in (
         ("memory_bandwidth", ceilings.MEMORY_SAMPLES),
         ("cache_bandwidth", ceilings.SAMPLES),
     ):
-        n = found[key]["source_bytes"] // dtype.itemsize
+        ceiling = getattr(found, key)
+        n = ceiling.source_bytes // dtype.itemsize
         src, dst = np.ones(n, dtype=dtype), np.empty(n, dtype=dtype)
         out[key] = _best_rate(lambda s=src, d=dst: np.copyto(d, s), 2 * n * dtype.itemsize, samples)
-    n = found["matmul_rate"]["n"]
+    n = found.matmul_rate.n
     rng = np.random.default_rng(0)
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     out["matmul_rate"] = _best_rate(lambda: a @ b, 2.0 * n**3, ceilings.SAMPLES)
@@ -71,7 +73,7 @@ def main() -> None:
         took = time.perf_counter() - start
         ref = numpy_side(found, np.dtype(np.float32))
         for key in ceilings.CEILING_KEYS:
-            ours = found[key]["value"]
+            ours = getattr(found, key).value
             unit = "GFLOP/s" if key == "matmul_rate" else "GB/s"
             ratio = ours / ref[key]
             ratios.setdefault(key, []).append(ratio)
