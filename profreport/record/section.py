@@ -5,13 +5,15 @@ A `Section` subclass is a frozen dataclass; its field types say everything: a fi
 another Section is a JSON object read into that class, `tuple[X, ...]` a list (of X),
 `Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
 `Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed.
-`from_json`, `to_json`, `validate` and the generated reference (scripts/record_docs.py) all
-read that one description, so a new field is one annotated line.
+`from_json`, `to_json`, `problems` (what `record.validate` reports) and the generated reference
+(record/reference.py, docs/record.md) all read that one description, so a new field is one
+annotated line.
 
 Whether a key must be in a document is the field's `required(...)` default; whether a present
 key may be null is whether its type admits None (a required field: `required(..., null=True)`).
-An object built in code writes every declared field, less the `omitted()` ones left at None;
-`exactly(...)` and `present(...)` say otherwise where a writer's keys depend on the case.
+An object built in code writes every declared field, less the `omitted()` ones left at None
+(`present(...)` writes some of those too, where a writer's keys depend on the case); `adding`
+appends keys the way a dict assignment does, so a writer keeps its documents' key order.
 """
 
 from __future__ import annotations
@@ -337,11 +339,6 @@ class Section:
             if not s.omitted or getattr(self, s.name) is not None
         )
         return (*own, *(k for k in self.extra if k not in own))
-
-    def exactly(self: _T, *keys: str) -> _T:
-        """A copy whose document has exactly `keys`, in this order (a writer whose keys depend
-        on the case)."""
-        return dataclasses.replace(self, json_keys=keys)
 
     def present(self: _T, *keys: str) -> _T:
         """A copy that also writes `keys` (in declaration order) where they are None."""
