@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from profreport.analysis.mode_analysis import NoAnalysis
 from profreport.record.model import CompilerEvidence
 
 if TYPE_CHECKING:
-    from profreport.record.model import FusionMap, KernelRow, ModeResult, Run, TensorIO, WhyNotFused
+    from profreport.record.model import KernelRow, TensorIO
 
 Sync = Callable[[], None]
 
@@ -54,10 +55,11 @@ class BytesSource:
         raise NotImplementedError
 
 
-class Mode:
+class Mode(NoAnalysis):
     """An execution mode. Subclass it, set `name`, override `build`, and register an instance
     (`profreport.modes.register`); everything else has a default that suits an eager-like mode.
-    It is the analysis's `ModeAnalysis` (analysis/mode_analysis.py) for its own records.
+    It is the analysis's `ModeAnalysis` (analysis/mode_analysis.py) for its own records; by
+    default it derives nothing (NoAnalysis).
 
     - `build(module, inputs, sync)`: build and warm up (under no_grad, module in eval).
     - `bytes_source`: dispatcher log (default), Inductor's scheduler, ...
@@ -78,15 +80,6 @@ class Mode:
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         raise NotImplementedError
-
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
-        return None
-
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
-        return ""
-
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
-        return None
 
     def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
         """The kernels of its profiler table that its compiler generated (none by default)."""
