@@ -6,13 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import (
-    Command,
-    UsageError,
-    add_gate_arguments,
-    gate_exit,
-    thresholds,
-)
+from profreport.cli.common import Command, add_gate_arguments, gate_exit, thresholds
+from profreport.exits import UsageError
 from profreport.files import write_atomic
 from profreport.render.registry import COMPARISON, formats
 

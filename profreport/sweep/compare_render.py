@@ -81,7 +81,7 @@ RENDERERS = {"md": render_markdown, "json": render_json, "html": render_html}
 
 
 def render(c: SweepComparison, fmt: str) -> str:
-    from profreport.cli.common import UsageError
+    from profreport.exits import UsageError
 
     if fmt not in RENDERERS:
         raise UsageError(f"a sweep comparison renders as {', '.join(RENDERERS)}, not {fmt!r}")
