@@ -156,8 +156,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for name in skipped:
         warn(f"skipped {name}: not a profiler trace", err)
     renderer = get(ANALYSIS, args.format)
-    content = renderer.render(doc, top=args.top)
-    assert isinstance(content, str)  # the analysis formats are text
+    content = renderer.text(doc, top=args.top)
     if not args.out:
         out.write(content)
         return done
