@@ -15,6 +15,8 @@ import pytest
 from profreport.analysis.derive import with_findings
 from profreport.record import load
 
+pytestmark = pytest.mark.slow  # Chromium over real generate runs
+
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 CHROMIUM_FLAGS = [
     "--no-sandbox",

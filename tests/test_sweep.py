@@ -21,6 +21,13 @@ from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, rea
 from profreport.sweep.model import Sweep
 
 
+@pytest.fixture
+def gated_run(recorded_gated_run):
+    """In this module, the checked-in record of that run: these tests read a run record, the
+    end-to-end sweeps (test_sweep_e2e.py) make real ones."""
+    return recorded_gated_run
+
+
 def test_axes_apply_to_the_models_that_take_them():
     spec = checked_spec(
         {
