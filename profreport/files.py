@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from profreport.exits import UsageError
+
 
 def read_text(path: Path, error: type[Exception]) -> str:
     """The UTF-8 text of `path`; `error` with one line ("no such file: ...", "cannot read ...:
@@ -20,6 +22,12 @@ def read_text(path: Path, error: type[Exception]) -> str:
         raise error(f"no such file: {path}") from None
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def not_a_file(out: Path) -> None:
+    """An --out folder (made if missing) cannot be an existing file (UsageError)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
 
 
 TENSORBOARD_EVENTS = "events.out.tfevents.*"

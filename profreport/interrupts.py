@@ -44,6 +44,18 @@ def reraise_if_interrupted(exc: BaseException, start: int) -> None:
         raise KeyboardInterrupt from exc
 
 
+@contextmanager
+def unmasked() -> Iterator[None]:
+    """Run a block in which an exception that is an interrupt in disguise (see
+    `reraise_if_interrupted`) is raised as the KeyboardInterrupt it is."""
+    start = mark()
+    try:
+        yield
+    except Exception as exc:
+        reraise_if_interrupted(exc, start)
+        raise
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
     global _requested
     _requested += 1

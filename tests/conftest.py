@@ -15,6 +15,14 @@ _CEILINGS_CACHE = tempfile.mkdtemp(prefix="profreport-test-ceilings-")
 os.environ["PROFREPORT_CACHE_DIR"] = _CEILINGS_CACHE
 atexit.register(shutil.rmtree, _CEILINGS_CACHE, True)
 
+# A run folder of the same run as `gated_run` (generate --model gated-residual --batch-size 1 with
+# FAST, all five default modes, on this project's 2-core CPU machine), checked in: its run.json,
+# traces and timeline. Tests that read a run rather than make one use it, so they stay fast.
+RECORDED_GATED_RUN = Path(__file__).parent / "data" / "runs" / "gated-residual-cpu"
+# The hostile-strings model's run (tests/test_hostile_strings.py: eager, trace, script): its
+# run.json and traces.
+RECORDED_HOSTILE_RUN = Path(__file__).parent / "data" / "runs" / "hostile-cpu"
+
 FAST = ["--device", "cpu", "--min-time", "0.05", "--max-time", "60", "--quiet"]
 
 
@@ -37,6 +45,29 @@ def gated_run(tmp_path_factory):
     return generate_run(
         tmp_path_factory.mktemp("reports"), "--model", "gated-residual", "--batch-size", "1"
     )
+
+
+@pytest.fixture
+def recorded_gated_run(tmp_path_factory) -> Path:
+    """A copy of the checked-in gated-residual run folder (RECORDED_GATED_RUN), to read or edit;
+    its record must still load (regenerate the folder if the record's schema moved on)."""
+    from profreport.record import load
+
+    folder = tmp_path_factory.mktemp("recorded") / RECORDED_GATED_RUN.name
+    run = Path(shutil.copytree(RECORDED_GATED_RUN, folder))
+    load(run)
+    return run
+
+
+def resaved(recorded: Path, parent: Path) -> Path:
+    """A copy of a checked-in run folder (record and traces) under `parent`, with every output
+    (report, summary, tables, TensorBoard summary, timeline) written again by today's code."""
+    from profreport.api import RunResult
+    from profreport.record import load
+
+    run = Path(shutil.copytree(recorded, parent / recorded.name))
+    RunResult(load(run), run).save()
+    return run
 
 
 @pytest.fixture(scope="session", params=["simple", "conv-bn-relu", "mlp-block"])

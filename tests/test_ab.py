@@ -99,6 +99,7 @@ def test_paired_gate_inconclusive_when_the_baseline_moved():
     assert [r.metric for r in cmp.regressions] == ["latency_median_ms"]
 
 
+@pytest.mark.slow
 def test_ab_command_same_spec_and_errors(tmp_path):
     spec = f"{MODELS / 'base' / 'block.py'}:build"
     out, err = io.StringIO(), io.StringIO()

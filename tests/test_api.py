@@ -31,6 +31,7 @@ def result():
     return res
 
 
+@pytest.mark.slow
 def test_profile_returns_the_record_of_the_modes_asked(result):
     rec = result.record
     assert list(rec["modes"]) == ["eager", "trace"]
@@ -43,6 +44,7 @@ def test_profile_returns_the_record_of_the_modes_asked(result):
     assert result.owns_run_dir and (result.run_dir / "tensorboard" / "eager").is_dir()
 
 
+@pytest.mark.slow
 def test_kernel_tables_are_dataframes_of_the_record(result):
     eager = result.kernels("eager")
     assert isinstance(eager, pd.DataFrame)
@@ -58,6 +60,7 @@ def test_kernel_tables_are_dataframes_of_the_record(result):
         result.kernels("compile")
 
 
+@pytest.mark.slow
 def test_reports_and_notebook_view(result):
     assert result.to_markdown().startswith("### profreport: Gate on ")
     page = result.to_html()
@@ -67,6 +70,7 @@ def test_reports_and_notebook_view(result):
     assert "eager: baseline" in view
 
 
+@pytest.mark.slow
 def test_save_moves_traces_and_writes_every_output(result, tmp_path):
     old_dir = result.run_dir
     before = result.run
@@ -125,6 +129,7 @@ def test_import_profreport_stays_light():
     assert out.stdout.split() == ["False", "True"]
 
 
+@pytest.mark.slow
 def test_cli_generate_saves_through_the_api(gated_run):
     rec = load(gated_run)
     for mode, entry in rec["modes"].items():

@@ -16,6 +16,8 @@ from profreport.analysis.derive import with_findings
 from profreport.modes import mode_analyses
 from profreport.record import load
 
+pytestmark = pytest.mark.slow  # Chromium over real generate runs
+
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 CHROMIUM_FLAGS = [
     "--no-sandbox",

@@ -126,6 +126,7 @@ def test_a_loaded_machine_is_measured_again_until_quiet_keeping_the_best(tmp_pat
     assert not ceilings.settled(dataclasses.replace(loaded, attempts=3))
 
 
+@pytest.mark.slow
 def test_a_real_cpu_measurement_is_complete_and_sane(tmp_path):
     found = ceilings.ceilings_for(torch.device("cpu"), CPU, torch.float32, folder=tmp_path)
     assert found.source == "measured" and found.cached is False

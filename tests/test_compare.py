@@ -17,9 +17,9 @@ from profreport.record.model import Run
 from profreport.render import compare as compare_render
 
 
-@pytest.fixture(scope="module")
-def base(gated_run):
-    record = load(gated_run)
+@pytest.fixture
+def base(recorded_gated_run):
+    record = load(recorded_gated_run)
     # The guard's verdict on this machine's load is not under test here (test_paired is).
     record.pop("timing_noise", None)
     return record
@@ -214,6 +214,7 @@ def test_json_and_html_renderings(base):
 # ---------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_reports_and_exits_0_without_thresholds(gated_run, capsys):
     assert main(["compare", str(gated_run), str(gated_run / "run.json")]) == 0
     out = capsys.readouterr().out

@@ -8,7 +8,11 @@ so this also checks that a cache hit does not change what is counted.
 import json
 import re
 
+import pytest
+
 from tests.conftest import generate_run
+
+pytestmark = pytest.mark.slow  # two full five-mode generate runs
 
 # the roofline fields of a row are computed from its time and the machine's measured ceilings
 TIMED_KEYS = {"time_us", "time_us_per_step", "achieved_bytes_per_s", "achieved_flops_per_s"}

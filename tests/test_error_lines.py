@@ -191,6 +191,7 @@ def test_missing_source_names_the_function_and_the_attribute():
     )
 
 
+@pytest.mark.slow
 def test_a_failed_script_mode_records_the_line_and_keeps_the_full_message():
     res = api.profile(
         TakesKwargs(),
@@ -211,6 +212,7 @@ def test_a_failed_script_mode_records_the_line_and_keeps_the_full_message():
     assert script["verdict"] == f"script: failed - {script['error']}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["trace", "optimize"])
 def test_trace_and_optimize_run_a_model_that_returns_a_dataclass(mode):
     res = api.profile(

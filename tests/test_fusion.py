@@ -244,6 +244,7 @@ def nnc_on_cpu():
         torch._C._jit_set_te_must_use_llvm_cpu(True)
 
 
+@pytest.mark.slow
 def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
     f = tmp_path / "pointwise.py"
     f.write_text(
@@ -280,6 +281,7 @@ def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
     assert "TorchScript fused 1 group(s)" in script["verdict"]
 
 
+@pytest.mark.slow
 def test_measured_bytes_say_why_they_are_missing(tmp_path):
     m = load_model("gated-residual", torch.device("cpu"), torch.float32, batch_size=1)
     opts = RunOptions(modes=("eager",), measure_bytes=True)

@@ -161,6 +161,7 @@ def _compile_nodes(module, *inputs):
     return prepared.compiler.inductor_nodes
 
 
+@pytest.mark.slow
 def test_compiled_lookup_and_pointwise_read_the_rows_and_write_once():
     nodes = _compile_nodes(_EmbeddingThen(layer_norm=False), torch.randint(0, 50_000, (4, 64)))
     est = model_from_inductor_nodes(nodes)
@@ -171,6 +172,7 @@ def test_compiled_lookup_and_pointwise_read_the_rows_and_write_once():
     assert est.written == 4 * 64 * 512 * F32 == 524_288
 
 
+@pytest.mark.slow
 def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     nodes = _compile_nodes(_EmbeddingThen(layer_norm=True), torch.randint(0, 50_000, (4, 64)))
     est = model_from_inductor_nodes(nodes)
@@ -208,6 +210,7 @@ def _extern_node(nodes):
     return node
 
 
+@pytest.mark.slow
 def test_compiled_embedding_bag_library_call_reads_the_bagged_rows():
     bag = nn.EmbeddingBag(5_000, 16, mode="sum")
     node = _extern_node(_compile_nodes(bag, torch.randint(0, 5_000, (8, 10))))
@@ -224,6 +227,7 @@ class _ScatterAdd(nn.Module):
         return y.scatter_add_(0, index, src)
 
 
+@pytest.mark.slow
 def test_compiled_scatter_add_library_call_touches_the_scattered_elements():
     index = torch.randint(0, 1_000, (20, 16))
     nodes = _compile_nodes(_ScatterAdd(), torch.zeros(1_000, 16), index, torch.ones(20, 16))
@@ -268,6 +272,7 @@ class _GatherAwareReads(TorchDispatchMode):
         return out
 
 
+@pytest.mark.slow
 def test_gpt2_eager_matches_reference_and_compile_moves_less():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -300,6 +305,7 @@ class _SlicedTableThenLayerNorm(torch.nn.Module):
         return torch.nn.functional.layer_norm(x + self.pos[: x.shape[0]], (64,))
 
 
+@pytest.mark.slow
 def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
     nodes = _compile_nodes(_SlicedTableThenLayerNorm(), torch.randn(128, 64))
     est = model_from_inductor_nodes(nodes)
@@ -317,6 +323,7 @@ def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
     assert "1 buffer access(es) of a slice of a buffer inside a fused kernel" in summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["hf:bert", "hf:llama", "hf:t5"])
 def test_zoo_eager_bytes_match_the_reference_and_compile_moves_less(spec):
     pytest.importorskip("transformers")

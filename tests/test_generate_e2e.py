@@ -13,6 +13,7 @@ from profreport.record import SCHEMA, load
 from tests.conftest import FAST, generate_run, run_dir_in
 
 
+@pytest.mark.slow
 def test_all_five_modes_ok_and_outputs_written(gated_run):
     rec = json.loads((gated_run / "run.json").read_text())
     assert rec["schema"] == SCHEMA
@@ -28,6 +29,7 @@ def test_all_five_modes_ok_and_outputs_written(gated_run):
     assert (gated_run / "summary.md").read_text().startswith("### profreport: gated-residual")
 
 
+@pytest.mark.slow
 def test_run_record_contract(gated_run):
     rec = load(gated_run / "run.json")
     assert rec["device"]["type"] == "cpu"
@@ -50,6 +52,7 @@ def test_run_record_contract(gated_run):
             assert m["compile_s"] > 0
 
 
+@pytest.mark.slow
 def test_fusion_story_of_a_pointwise_chain(gated_run):
     rec = load(gated_run / "run.json")
     modes = rec["modes"]
@@ -68,12 +71,14 @@ def test_fusion_story_of_a_pointwise_chain(gated_run):
         assert "LLVM" in modes["script"]["verdict"]
 
 
+@pytest.mark.slow
 def test_render_rewrites_reports_from_the_record(gated_run, tmp_path):
     rc = main(["render", str(gated_run / "run.json"), "--out", str(tmp_path)])
     assert rc == 0
     assert (tmp_path / "report.html").read_text() == (gated_run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_simple_model_kernels_are_named_and_honest(tmp_path):
     run = generate_run(
         tmp_path, "--model", "simple", "--batch-size", "1", "--modes", "eager,optimize,compile"
@@ -122,6 +127,7 @@ def test_simple_model_kernels_are_named_and_honest(tmp_path):
     assert "layout conversion for convolution" in comp["verdict"]
 
 
+@pytest.mark.slow
 def test_a_mode_that_fails_does_not_stop_the_others(tmp_path):
     model = tmp_path / "unscriptable.py"
     model.write_text(
@@ -155,6 +161,7 @@ def _cli(*args, cwd=None):
     )
 
 
+@pytest.mark.slow
 def test_subprocess_models_andgenerate_run(tmp_path):
     listing = _cli("models")
     assert listing.returncode == 0
@@ -211,6 +218,7 @@ def test_subprocess_bad_input_has_no_traceback():
     assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_measure_bytes_without_a_gpu_says_why(tmp_path, capsys):
     run = generate_run(
         tmp_path,
@@ -243,6 +251,7 @@ def test_phase_clock_sums_each_phase_with_an_injected_clock():
     assert phases.seconds == {"build": 2.5, "bytes": 0.25}
 
 
+@pytest.mark.slow
 def test_run_record_says_where_the_time_went(gated_run):
     phases = load(gated_run / "run.json")["phases_s"]
     assert set(phases) == {

@@ -216,6 +216,7 @@ def test_interrupt_mid_run_leaves_nothing(tmp_path, capsys, monkeypatch):
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_removes_the_staging_folder(models, tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "profreport", "generate", "--model", f"{models}/m.py:slow"]
@@ -254,6 +255,7 @@ def test_broken_model_writes_its_report_and_exits_1(models, tmp_path, capsys):
     assert f"**{notice}" in (run / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_failed_mode_is_a_warning_unless_strict(models, tmp_path, capsys):
     args = ["--model", f"{models}/m.py:unscriptable", "--modes", "eager,script"]
     assert cli.main(_generate(tmp_path / "a", *args)) == 0
@@ -275,6 +277,7 @@ def test_torchscript_errors_name_the_models_own_exception(models, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_two_runs_in_the_same_second_get_two_folders(models, tmp_path, monkeypatch):
     class FrozenClock(datetime):
         @classmethod
@@ -354,6 +357,7 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
     assert eager is not None and eager.n is not None and eager.n >= 3
 
 
+@pytest.mark.slow
 def test_render_never_overwrites_another_folders_reports(gated_run, tmp_path, capsys):
     (tmp_path / "summary.md").write_text("someone else's summary\n")
     rc = cli.main(["render", str(gated_run), "--out", str(tmp_path)])

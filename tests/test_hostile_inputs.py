@@ -9,7 +9,7 @@ import pytest
 
 from profreport import cli
 from profreport.record import RecordError, validate
-from tests.conftest import FAST, generate_run, run_dir_in
+from tests.conftest import FAST, run_dir_in
 
 MODEL = """
 import torch
@@ -30,13 +30,10 @@ def broken():
 """
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A small two-mode run (its records are edited by the tests)."""
-    out = tmp_path_factory.mktemp("runs")
-    return generate_run(
-        out, "--model", "gated-residual", "--batch-size", "1", "--modes", "eager,script"
-    )
+@pytest.fixture
+def run(recorded_gated_run) -> Path:
+    """A run (the checked-in gated-residual one: its records are edited by the tests)."""
+    return recorded_gated_run
 
 
 @pytest.fixture()
@@ -131,6 +128,7 @@ def test_what_the_writers_write_is_valid(record, tmp_path, capsys):
     assert cli.main(["render", str(path), "--out", str(tmp_path / "r")]) == 0, capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_a_real_failed_mode_record_validates(tmp_path, capsys):
     model = tmp_path / "m.py"
     model.write_text(MODEL)

@@ -29,7 +29,7 @@ from profreport.record import Run, load
 from profreport.render import charts, html, markdown, tables
 from profreport.render import compare as compare_render
 from profreport.render.timeline import TIMELINE_NAME
-from tests.conftest import generate_run
+from tests.conftest import RECORDED_HOSTILE_RUN, generate_run, resaved
 
 IMG = "<img src=x onerror=alert(1)>"
 RANGE = IMG + "|`x`"  # the model's torch.profiler.record_function range
@@ -145,9 +145,15 @@ REPORT_TAGS = {
 # ---------------------------------------------------------------- one generate run
 
 
-@pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory) -> Path:
+@pytest.fixture(
+    scope="module", params=["recorded", pytest.param("generated", marks=pytest.mark.slow)]
+)
+def hostile_run(request, tmp_path_factory) -> Path:
+    """The hostile model's run folder: the checked-in one with every output written again by
+    today's renderers (fast tier), or a real generate of the model (slow tier)."""
     folder = tmp_path_factory.mktemp("hostile")
+    if request.param == "recorded":
+        return resaved(RECORDED_HOSTILE_RUN, folder)
     model = folder / f"{FILE_STEM}.py"
     model.write_text(MODEL_SOURCE)
     return generate_run(
@@ -155,6 +161,7 @@ def hostile_run(tmp_path_factory) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_the_hostile_strings_reach_the_record_and_the_traces(hostile_run):
     record = load(hostile_run)
     assert record["model"]["name"] == f"{FILE_STEM}:build"

@@ -99,6 +99,7 @@ def _generate(out: Path, *args: str) -> list[str]:
 # ---------------------------------------------------------------- real signals, real process
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("factory", "phase", "sig"),
     [
@@ -187,6 +188,7 @@ PHASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("phase", "disguise"),
     [(phase, False) for phase in PHASES] + [(p, True) for p in PHASES if p != "rendering"],

@@ -47,15 +47,18 @@ def _check_floor(run_dir) -> None:
     assert (summary["x_of_floor"] >= 1.0).all()
 
 
+@pytest.mark.slow
 def test_every_builtin_model_runs_no_faster_than_its_floor(builtin_run):
     _check_floor(builtin_run)
 
 
+@pytest.mark.slow
 def test_gated_residual_runs_no_faster_than_its_floor(gated_run):
     _check_floor(gated_run)
     assert len(BUILTIN_MODELS) == 4  # simple, conv-bn-relu, mlp-block (builtin_run) + this
 
 
+@pytest.mark.slow
 def test_compare_gates_peak_memory(gated_run):
     document = load(gated_run)
     bigger = copy.deepcopy(document)
@@ -76,6 +79,7 @@ def test_compare_gates_peak_memory(gated_run):
     assert not compare_runs(base, head, Thresholds(max_peak_memory_increase_pct=60.0)).regressed
 
 
+@pytest.mark.slow
 def test_cli_compare_peak_memory_gate_exit_code(gated_run, tmp_path, capsys):
     import json
 
@@ -88,6 +92,7 @@ def test_cli_compare_peak_memory_gate_exit_code(gated_run, tmp_path, capsys):
     assert "regression: eager: peak memory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ceilings_come_from_the_cache_unless_remeasured(tmp_path, monkeypatch):
     """The plumbing from profile(remeasure_ceilings=...) to the cache, with the measurement
     itself replaced (a loaded machine is never cached: tests/test_ceilings.py)."""

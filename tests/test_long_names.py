@@ -4,6 +4,8 @@
 import json
 from datetime import datetime, timezone
 
+import pytest
+
 from profreport import cli
 from profreport.cli.generate import run_name
 from tests.conftest import FAST, run_dir_in
@@ -27,6 +29,7 @@ def test_run_folder_names_stay_under_the_file_name_limit():
     assert run_name("simple", "cpu", now) == "simple-cpu-20260102T030405Z"  # unchanged
 
 
+@pytest.mark.slow
 def test_a_model_file_with_a_233_character_name_runs(tmp_path, capsys):
     model = tmp_path / ("m" * 230 + ".py")
     assert len(model.name) == 233

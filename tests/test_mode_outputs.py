@@ -95,6 +95,7 @@ def _profile_with_trace_replaced(monkeypatch, fn_of_module):
     )
 
 
+@pytest.mark.slow
 def test_a_mode_whose_output_is_wrong_is_flagged(monkeypatch):
     res = _profile_with_trace_replaced(monkeypatch, lambda m: lambda x: m(x) + 1.0)
     rec = res.record
@@ -120,6 +121,7 @@ def test_a_mode_whose_output_is_wrong_is_flagged(monkeypatch):
     assert "<b>DIFFERS: max abs err 1, rel 0.033" in page
 
 
+@pytest.mark.slow
 def test_a_mode_with_a_different_output_structure_is_flagged(monkeypatch):
     res = _profile_with_trace_replaced(monkeypatch, lambda m: lambda x: (m(x), m(x)))
     check = res.record["modes"]["trace"]["output_check"]
@@ -129,6 +131,7 @@ def test_a_mode_with_a_different_output_structure_is_flagged(monkeypatch):
     assert "OUTPUT DIFFERS from eager (max abs err 0, " in res.record["modes"]["trace"]["verdict"]
 
 
+@pytest.mark.slow
 def test_a_mode_that_matches_passes_and_the_report_says_so(monkeypatch):
     res = _profile_with_trace_replaced(monkeypatch, lambda m: m)
     check = res.record["modes"]["trace"]["output_check"]

@@ -287,6 +287,7 @@ def test_child_reports_a_bad_mode_in_one_line(capsys):
     assert len(err.splitlines()) == 1 and "unknown mode 'nope'" in err
 
 
+@pytest.mark.slow
 def test_measure_mode_runs_the_child_under_ncu(fake_ncu, tmp_path):
     fixture = str(DATA / "eager_base_units.csv")
     fake_ncu(FAKE_NCU.format(metrics=set(METRICS), marker=ncu_child.DONE_MARKER, fixture=fixture))

@@ -63,6 +63,7 @@ def test_modes_command_lists_every_mode_with_its_devices_and_bytes_source():
     assert "default (no --modes): eager,script,trace,optimize,compile" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_compile_cudagraphs_is_skipped_on_cpu_with_its_reason():
     inputs = (torch.randn(2, 8), torch.randn(2, 8))
     entry = _profile(GatedResidual(), inputs, ("eager", "compile-cudagraphs")).record["modes"]
@@ -72,6 +73,7 @@ def test_compile_cudagraphs_is_skipped_on_cpu_with_its_reason():
     assert skipped["error"] == "CUDA graphs need a CUDA device (this run is on cpu)"
 
 
+@pytest.mark.slow
 def test_export_failure_on_a_data_dependent_branch_is_one_line_and_eager_is_reported():
     rec = _profile(DataDependentBranch(), (torch.randn(16),), ("eager", "export")).record
     assert rec["modes"]["eager"]["status"] == "ok"
@@ -158,6 +160,7 @@ class GraphBreak(nn.Module):
         return torch.sigmoid(y) * x
 
 
+@pytest.mark.slow
 def test_compile_options_as_modes_fullgraph_refuses_a_graph_break_dynamic_runs():
     rec = _profile(
         GraphBreak(),

@@ -13,9 +13,9 @@ from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
 
 
-@pytest.fixture(scope="module")
-def record(gated_run):
-    return load(gated_run / "run.json")
+@pytest.fixture
+def record(recorded_gated_run):
+    return load(recorded_gated_run / "run.json")
 
 
 def test_view_model_formats_numbers_with_units(record):

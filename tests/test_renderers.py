@@ -44,6 +44,7 @@ def toy_renderer(monkeypatch, tmp_path):
     sys.modules.pop("toy_text_renderer", None)
 
 
+@pytest.mark.slow
 def test_a_registered_renderer_is_written_by_save_and_render(toy_renderer, tmp_path):
     res = profreport.profile(
         nn.ReLU(), (torch.randn(4, 8),), modes=("eager",), device="cpu", min_time_s=0.02
@@ -55,3 +56,36 @@ def test_a_registered_renderer_is_written_by_save_and_render(toy_renderer, tmp_p
     assert cli.main(["render", str(folder / "run.json")], out, err) == 0, err.getvalue()
     assert (folder / "summary.txt").read_text() == "eager: ok\n"
     assert str(folder / "summary.txt") in out.getvalue()
+
+
+def test_sweep_comparisons_render_through_the_same_registry():
+    from profreport.render.registry import SWEEP, SWEEP_COMPARISON
+
+    assert registry.formats(SWEEP_COMPARISON) == registry.formats(COMPARISON)
+    assert registry.get(SWEEP_COMPARISON, "html").filename == "comparison.html"
+    assert registry.formats(SWEEP) == ("json", "html", "md")
+    with pytest.raises(ValueError, match="unknown format 'pdf'"):
+        registry.get(SWEEP_COMPARISON, "pdf")
+
+
+def test_every_builtin_renderer_names_a_function_that_exists():
+    import importlib
+
+    from profreport.render.registry import SWEEP, SWEEP_COMPARISON
+
+    kinds = (RUN, COMPARISON, ANALYSIS, SWEEP, SWEEP_COMPARISON)
+    every = [r for kind in kinds for r in registry.renderers(kind)]
+    assert len(every) == 15
+    for r in every:
+        module, _, name = r.function.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), r
+
+
+def test_a_renderer_that_returns_bytes_is_not_text(monkeypatch, tmp_path):
+    (tmp_path / "toy_bytes_renderer.py").write_text("def render(doc):\n    return b'x'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    renderer = Renderer("bin", ANALYSIS, "analysis.bin", "toy_bytes_renderer:render")
+    assert renderer.render({}) == b"x"
+    with pytest.raises(TypeError, match="the bin renderer of analysis documents gave bytes"):
+        renderer.text({})
+    sys.modules.pop("toy_bytes_renderer", None)

@@ -7,6 +7,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,13 @@ from profreport.sweep.compare import compare_sweeps
 from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.model import Sweep
+
+
+@pytest.fixture
+def gated_run(recorded_gated_run):
+    """In this module, the checked-in record of that run: these tests read a run record, the
+    end-to-end sweeps (test_sweep_e2e.py) make real ones."""
+    return recorded_gated_run
 
 
 def test_axes_apply_to_the_models_that_take_them():
@@ -40,12 +48,10 @@ def test_axes_apply_to_the_models_that_take_them():
     assert [(p.batch_size, p.seq_len) for p in by_model["my/model.py:build"]] == [(None, None)] * 2
     assert len({p.id for p in points}) == len(points)
     assert Point("hf:gpt2", 8, 512, "bfloat16").id == "hf-gpt2-b8-s512-bfloat16"
-    args = spec.generate_args(Point("hf:gpt2", 8, 512, "bfloat16"))
-    assert args[:5] == ["generate", "--model", "hf:gpt2", "--dtype", "bfloat16"]
-    assert (
-        args[args.index("--batch-size") + 1] == "8" and args[args.index("--seq-len") + 1] == "512"
-    )
-    assert args[args.index("--modes") + 1] == "eager,compile"
+    request = spec.request(Point("hf:gpt2", 8, 512, "bfloat16"), Path("points/p"))
+    assert (request.model, request.dtype, request.out) == ("hf:gpt2", "bfloat16", Path("points/p"))
+    assert (request.batch_size, request.seq_len) == (8, 512)
+    assert request.modes == ("eager", "compile")
 
 
 @pytest.mark.parametrize(

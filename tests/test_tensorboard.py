@@ -15,6 +15,8 @@ from profreport.modes import default_modes
 from profreport.record import Run, load
 from profreport.render.tensorboard_summary import TEXT_TAG, scalars
 
+pytestmark = pytest.mark.slow  # a TensorBoard server over a real generate run
+
 MODES = sorted(default_modes())
 
 

@@ -8,6 +8,7 @@ import re
 from functools import partial
 
 import orjson
+import pytest
 
 from profreport.cli import analyze
 from profreport.record import Run, load
@@ -135,6 +136,7 @@ def test_every_event_of_the_step_and_no_other_aligned_at_zero():
 # --- a real run ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_generate_writes_a_linked_timeline_of_every_mode(gated_run):
     path = gated_run / TIMELINE_NAME
     doc = json.loads(path.read_text())

@@ -71,6 +71,7 @@ def _profile(mode_names):
     )
 
 
+@pytest.mark.slow
 def test_a_toy_mode_registered_from_a_test_gets_a_full_report(toy, tmp_path):
     assert "toy" in modes.mode_names()
     assert "toy" not in modes.default_modes()  # registered without default=True
@@ -105,6 +106,7 @@ def test_a_toy_mode_registered_from_a_test_gets_a_full_report(toy, tmp_path):
     assert "toy wrapped Gate" in (tmp_path / "again" / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_failing_toy_mode_is_recorded_and_reset():
     mode = modes.register(ToyMode(fail=True))
     try:
@@ -130,6 +132,7 @@ class NeedsAccelerator(ToyMode):
         return None if device_type == "cuda" else "needs a CUDA device"
 
 
+@pytest.mark.slow
 def test_a_mode_that_cannot_run_on_the_device_is_skipped_with_its_reason():
     mode = modes.register(NeedsAccelerator())
     try:

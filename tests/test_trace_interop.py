@@ -42,6 +42,7 @@ def _check_event(ev: dict) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_traces_are_chrome_trace_json(gated_run, mode):
     data = json.loads(_trace(gated_run, mode).read_text())
@@ -62,6 +63,7 @@ def test_checker_rejects_malformed_events():
     assert _check_event({"ph": "X", "pid": 1, "tid": "Spans", "ts": 1.0, "dur": 2}) is None
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*inplace keyword")
 def test_hta_loads_a_generated_trace_folder(gated_run, tmp_path):
     hta = pytest.importorskip("hta.trace_analysis")

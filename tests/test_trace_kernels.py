@@ -584,6 +584,7 @@ RECORD_CPU_TRACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_cpu_definition_on_a_real_eager_trace(tmp_path):
     out = tmp_path / "tb"
     subprocess.run(
@@ -641,6 +642,7 @@ RECORD_NNC_CPU_TRACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_cpu_definition_counts_nnc_fused_kernels(tmp_path):
     torch = pytest.importorskip("torch")
     if not hasattr(torch._C, "_jit_get_te_must_use_llvm_cpu"):

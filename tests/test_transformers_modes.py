@@ -12,6 +12,8 @@ from profreport.analysis.derive import with_findings
 from profreport.modes import mode_analyses
 from profreport.text import error_line
 
+pytestmark = pytest.mark.slow  # transformers models built and profiled in every mode
+
 transformers = pytest.importorskip("transformers")
 
 DROPPED_CACHE = "dropped DynamicCache (not a tensor, and torch.utils._pytree cannot look inside it)"

@@ -17,6 +17,8 @@ from profreport.modes.compile_logs import capturing_compiler_logs
 from profreport.record import validate
 from profreport.render import html, markdown
 
+pytestmark = pytest.mark.slow  # real runs (profile) of small models, torch.compile included
+
 
 def _profile(model, inputs, modes):
     torch.manual_seed(0)

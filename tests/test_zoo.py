@@ -29,6 +29,7 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ZOO))
 def test_every_zoo_model_builds_offline_and_runs(name, no_network):
     model = load_model(f"hf:{name}", CPU, torch.float32, layers=1)
@@ -42,6 +43,7 @@ def test_every_zoo_model_builds_offline_and_runs(name, no_network):
     assert torch.isfinite(hidden).all()
 
 
+@pytest.mark.slow
 def test_sizes_scale_the_real_architecture():
     small = load_model("hf:gpt2", CPU, torch.float32, batch_size=2, layers=3, seq_len=16)
     assert len(small.module.h) == 3
@@ -61,6 +63,7 @@ def test_full_depth_reachable_without_building():
     assert zoo_size(ZOO["resnet"], layers=16).layers == 16
 
 
+@pytest.mark.slow
 def test_resnet_layers_are_resnet50_bottlenecks_in_order():
     model = load_model("hf:resnet", CPU, torch.float32, layers=5)
     stages = model.module.encoder.stages
@@ -120,6 +123,7 @@ def build():
 """
 
 
+@pytest.mark.slow
 def test_library_output_goes_to_run_log_not_the_terminal(tmp_path):
     model_file = tmp_path / "chatty.py"
     model_file.write_text(CHATTY_MODEL)
@@ -139,6 +143,7 @@ def test_library_output_goes_to_run_log_not_the_terminal(tmp_path):
     assert "model says hello on stdout" in log and "native code writes to fd 2" in log
 
 
+@pytest.mark.slow
 def test_debug_keeps_library_output_on_the_terminal(tmp_path, capfd):
     model_file = Path(tmp_path / "chatty.py")
     model_file.write_text(CHATTY_MODEL)

@@ -1,12 +1,11 @@
 """Command line: the only edge with side effects (arguments, progress, files, exit codes).
 
 One module per command (generate, models/modes, render, compare, ab, sweep, analyze), each a `Command`
-in `COMMANDS`; what they share (exit codes, the one-line error, argument types, progress and
-terminal text) is in `cli.common`.
+in `COMMANDS`; what they share (the parser, argument types, gates, progress and terminal text)
+is in `cli.common`; the exit codes and the bad-input exception are `profreport.exits`.
 
-Exit codes: 0 success, 1 the run finished but found a problem (a gate, the model itself failed,
-or `analyze --keep-going` skipped a file), 2 bad input (one line on stderr, nothing written),
-3 internal error, 130 interrupted.
+Exit codes (the table is profreport.exits): 0 success, 1 the run finished but found a problem,
+2 bad input (one line on stderr, nothing written), 3 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,19 +17,17 @@ from typing import TextIO
 
 from profreport import __version__, interrupts
 from profreport.cli import ab, analyze, compare, generate, listing, render, sweep
-from profreport.cli.common import (
-    DEBUG_HELP,
+from profreport.cli.common import DEBUG_HELP, Command, Parser, print_traceback
+from profreport.exits import (
     EXIT_BAD_INPUT,
     EXIT_GATE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    Command,
-    Parser,
-    UsageError,
-    print_traceback,
+    error_of,
+    exit_code_of,
 )
-from profreport.text import error_line, terminal_text
+from profreport.text import terminal_text
 
 __all__ = [
     "COMMANDS",
@@ -86,27 +83,18 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
-    started = interrupts.mark()
     debug = "--debug" in argv  # known even when parsing itself fails
     try:
-        try:
+        # Whatever a library made of an interrupt (an error loading the model, say), it is the
+        # interrupt.
+        with interrupts.unmasked():
             return _dispatch(build_parser().parse_args(argv), out, err)
-        except Exception as exc:
-            # Whatever a library made of an interrupt (an error loading the model, say), it is
-            # the interrupt.
-            interrupts.reraise_if_interrupted(exc, started)
-            raise
-    except UsageError as exc:
-        if debug:
+    except (KeyboardInterrupt, Exception) as exc:
+        code = exit_code_of(exc)
+        if debug and code != EXIT_INTERRUPTED:
             print_traceback(exc, err)
-        print(f"error: {terminal_text(str(exc))}", file=err)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing half-written was kept", file=err)
-        return EXIT_INTERRUPTED
-    except Exception as exc:
-        if debug:
-            print_traceback(exc, err)
-        hint = "" if debug else "; rerun with --debug for the traceback"
-        print(f"error: internal error: {terminal_text(error_line(exc))}{hint}", file=err)
-        return EXIT_INTERNAL
+        hint = (
+            "; rerun with --debug for the traceback" if code == EXIT_INTERNAL and not debug else ""
+        )
+        print(f"error: {terminal_text(error_of(exc))}{hint}", file=err)
+        return code

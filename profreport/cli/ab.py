@@ -9,7 +9,6 @@ from typing import TextIO
 
 from profreport.cli.common import (
     Command,
-    UsageError,
     add_gate_arguments,
     gate_exit,
     positive_float,
@@ -17,7 +16,8 @@ from profreport.cli.common import (
     progress_display,
     thresholds,
 )
-from profreport.cli.generate import LOG_NAME, device_for, library_output, run_name, staging
+from profreport.exits import UsageError
+from profreport.runner import LOG_NAME, device_for, library_output, run_name, staging
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         options = api.run_options(modes, min_time_s=args.min_time, max_time_s=args.max_time)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    device = device_for(args)
+    device = device_for(args.device, args.dtype, args.threads)
     models: dict[ab.Side, LoadedModel] = {}
     sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
     for side, spec in sides:

@@ -19,12 +19,14 @@ from typing import Any, TextIO
 
 from profreport.analysis.kernels import count_kernels
 from profreport.analysis.trace_compare import analysis_document
-from profreport.cli.common import EXIT_OK, EXIT_SKIPPED, Command, UsageError, positive_int, warn
+from profreport.cli.common import Command, positive_int, warn
+from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.files import write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.traceio import NotATraceError, TraceError, load_trace
 
+EXIT_SKIPPED = EXIT_GATE  # --keep-going skipped an unreadable file
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -154,8 +156,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for name in skipped:
         warn(f"skipped {name}: not a profiler trace", err)
     renderer = get(ANALYSIS, args.format)
-    content = renderer.render(doc, top=args.top)
-    assert isinstance(content, str)  # the analysis formats are text
+    content = renderer.text(doc, top=args.top)
     if not args.out:
         out.write(content)
         return done

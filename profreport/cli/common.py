@@ -1,4 +1,5 @@
-"""What every command shares: exit codes, the one-line error, argument types, terminal output."""
+"""What every command shares: the parser, argument types, gates, terminal output (the exit codes
+and UsageError are profreport.exits')."""
 
 from __future__ import annotations
 
@@ -7,21 +8,12 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.text import terminal_text
 
-# 0 success; 1 the run finished but found a problem (a gate, the model itself failed, or
-# `analyze --keep-going` skipped a file); 2 bad input (one line on stderr, nothing written);
-# 3 internal error; 130 interrupted.
-EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_SKIPPED = EXIT_GATE
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line ("error: ..."), exit code 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -120,12 +112,6 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
             yield lambda msg: status.update(escape(terminal_text(msg)))
         return
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
-
-
-def not_a_file(out: Path) -> None:
-    """An --out folder (made if missing) cannot be an existing file."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
 
 
 def gate_exit(comparison: Any, err: TextIO) -> int:

@@ -6,15 +6,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import (
-    Command,
-    UsageError,
-    add_gate_arguments,
-    gate_exit,
-    thresholds,
-)
+from profreport.cli.common import Command, add_gate_arguments, gate_exit, thresholds
+from profreport.exits import UsageError
 from profreport.files import write_atomic
-from profreport.render.registry import COMPARISON, formats
+from profreport.render.registry import COMPARISON, SWEEP_COMPARISON, formats, get
 
 if TYPE_CHECKING:
     from profreport.analysis.compare import GateOutcome
@@ -64,7 +59,6 @@ def _compare_sweeps(
     args: argparse.Namespace, out_path: Path | None, out: TextIO, err: TextIO
 ) -> int:
     """Two sweep.json files, gated point by point (profreport.sweep.compare)."""
-    from profreport.sweep import compare_render
     from profreport.sweep.compare import compare_sweep_files
     from profreport.sweep.document import SweepRecordError
 
@@ -72,7 +66,8 @@ def _compare_sweeps(
         comparison = compare_sweep_files(args.base, args.head, thresholds(args))
     except SweepRecordError as exc:
         raise UsageError(str(exc)) from None
-    return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
+    content = get(SWEEP_COMPARISON, args.format).text(comparison)
+    return _write(comparison, content, out_path, out, err)
 
 
 def _write(

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from profreport import interrupts
 from profreport.cli.common import (
-    EXIT_GATE,
-    EXIT_OK,
     Command,
-    UsageError,
     escape,
-    not_a_file,
     positive_float,
     positive_int,
     progress_display,
 )
-from profreport.files import StagedFolder
 from profreport.modes import default_modes, mode_names
 from profreport.record.model import Run
-from profreport.text import first_line, terminal_text
+from profreport.runner import EAGER_BROKEN, GenerateRequest, generate, run_name
+from profreport.text import terminal_text
+
+__all__ = ["COMMAND", "request_of", "run", "run_name"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,133 +119,37 @@ def _summary_table(run: Run, out: TextIO) -> None:
     Console(file=out, width=120).print(table)
 
 
-# With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
-# a slug this long stays far below the 255-byte limit on a file name.
-SLUG_MAX = 96
-
-
-def run_name(model: str, device: str, now: datetime) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"  # ASCII: chars = bytes
-    if len(slug) > SLUG_MAX:  # recognisable by its start, told apart by a hash of the whole name
-        digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        slug = f"{slug[: SLUG_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
-    return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
-
-
-LOG_NAME = "run.log"
-
-
-@contextmanager
-def library_output(log_path: Path, err: TextIO, debug: bool) -> Iterator[TextIO]:
-    """Libraries' own lines (Kineto, Inductor, the model's prints) go to run.log in the run
-    folder; with --debug they stay on the terminal."""
-    if debug:
-        yield err
-        return
-    from profreport.liboutput import library_output_to
-
-    with library_output_to(log_path, err) as terminal:
-        yield terminal
-
-
-def staging(parent: Path, name: str) -> StagedFolder:
-    not_a_file(parent)
-    try:
-        return StagedFolder(parent, name)
-    except OSError as exc:
-        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
-
-
-def _exit_code(run: Run, strict: bool, err: TextIO) -> int:
-    """0 when eager ran (or, without eager, any mode did); 1 when the model itself is broken,
-    or with --strict when any mode failed. Each failure is named on stderr."""
-    failed = {name: m for name, m in run.modes.items() if not m.ok}
-    for name, mode in failed.items():
-        print(
-            f"{'error' if strict or name == 'eager' else 'warning'}: {name} {mode.status}: "
-            f"{terminal_text(mode.error or mode.status)}",
-            file=err,
-        )
-    if "eager" in failed:
-        print("error: the model does not run in eager mode; the report says so", file=err)
-        return EXIT_GATE
-    if len(failed) == len(run.modes) or (strict and failed):
-        return EXIT_GATE
-    return EXIT_OK
-
-
-def device_for(args: argparse.Namespace) -> Any:
-    """--threads applied, --device resolved and checked to run --dtype (UsageError if not)."""
-    import torch
-
-    from profreport.env import DTYPES, dtype_problem, resolve_device
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        device = resolve_device(args.device)
-    except (ValueError, RuntimeError) as exc:
-        raise UsageError(first_line(exc)) from None
-    problem = dtype_problem(device, DTYPES[args.dtype])
-    if problem:
-        raise UsageError(problem)
-    return device
+def request_of(args: argparse.Namespace) -> GenerateRequest:
+    """The run the flags ask for."""
+    return GenerateRequest(
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+        batch_size=args.batch_size,
+        layers=args.layers,
+        seq_len=args.seq_len,
+        channels_last=args.channels_last,
+        out=Path(args.out),
+        active_steps=args.active_steps,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+        threads=args.threads,
+        measure_bytes=args.measure_bytes,
+        remeasure_ceilings=args.remeasure_ceilings,
+        strict=args.strict,
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from profreport import api
-
-    started = interrupts.mark()
-
-    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    try:
-        options = api.run_options(
-            modes,
-            active_steps=args.active_steps,
-            min_time_s=args.min_time,
-            max_time_s=args.max_time,
-            measure_bytes=args.measure_bytes,
-            remeasure_ceilings=args.remeasure_ceilings,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
-
-    from profreport.env import DTYPES
-    from profreport.models import ModelError, load_model
-
-    device = device_for(args)
-    try:
-        model = load_model(
-            args.model,
-            device,
-            DTYPES[args.dtype],
-            args.batch_size,
-            args.channels_last,
-            layers=args.layers,
-            seq_len=args.seq_len,
-        )
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
-
-    now = datetime.now(timezone.utc)
-    with (
-        staging(Path(args.out), run_name(model.name, device.type, now)) as staged,
-        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
-        progress_display(args.quiet, terminal) as progress,
-    ):
-        result = api.profile_loaded(
-            model, device, args.dtype, staged.path, options, progress, now=lambda: now
-        )
-        try:
-            result.save(staged.path)
-            if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
-                raise KeyboardInterrupt
-            run_dir = result.run_dir = staged.publish()
-        except OSError as exc:  # a full disk, a folder made read-only meanwhile: not a bug
-            raise UsageError(
-                f"cannot write the run under {args.out}: {exc.strerror or exc}"
-            ) from exc
-    run = result.run  # the findings the reports read
+    generated = generate(
+        request_of(args),
+        err,
+        progress_display=partial(progress_display, args.quiet),
+        debug=args.debug,
+        now=datetime.now(timezone.utc),
+    )
+    run, run_dir = generated.run, generated.run_dir
     _summary_table(run, out)
     for name, mode in run.modes.items():
         print(f"  {terminal_text(str(mode.verdict) if mode.has('verdict') else name)}", file=out)
@@ -267,7 +165,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"record: {run_dir / 'run.json'}", file=out)
     print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
-    return _exit_code(run, args.strict, err)
+    for failure in generated.failures:  # each named on stderr; fatal ones set the exit code
+        print(f"{'error' if failure.fatal else 'warning'}: {terminal_text(failure.line)}", file=err)
+    if generated.eager_failed:
+        print(f"error: {EAGER_BROKEN}", file=err)
+    return generated.exit_code
 
 
 COMMAND = Command(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from profreport.cli.common import EXIT_OK, Command
+from profreport.cli.common import Command
+from profreport.exits import EXIT_OK
 from profreport.modes import default_modes, mode_names, mode_summary
 
 

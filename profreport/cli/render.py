@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from profreport.cli.common import EXIT_OK, Command, UsageError, not_a_file
-from profreport.files import write_atomic
+from profreport.cli.common import Command
+from profreport.exits import EXIT_OK, UsageError
+from profreport.files import not_a_file, write_atomic
 from profreport.record.model import Run
 from profreport.render.registry import report_renderers
 

@@ -16,15 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from profreport.cli.common import (
-    EXIT_GATE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    Command,
-    UsageError,
-    positive_float,
-    positive_int,
-)
+from profreport.cli.common import Command, positive_float, positive_int
+from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config

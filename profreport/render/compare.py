@@ -241,6 +241,4 @@ def render(cmp: Comparison, fmt: str) -> str:
     """Render in one of the comparison formats of the renderer registry."""
     from profreport.render.registry import COMPARISON, get
 
-    content = get(COMPARISON, fmt).render(cmp)
-    assert isinstance(content, str)
-    return content
+    return get(COMPARISON, fmt).text(cmp)

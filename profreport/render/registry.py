@@ -1,36 +1,68 @@
-"""One registry of renderers: each is a name (the `--format` value), the document it renders
-(a run, a comparison, a trace analysis), the file it writes, and `render(document) ->
-str | bytes`. `--format` choices, `RunResult.save`, `profreport render` and `analyze --out` read
-it; writing the files stays with the caller (the CLI, `RunResult.save`). A run is handed over as
-the typed `profreport.record.Run` with today's findings (`analysis.derive.derived_run`).
+"""One registry of renderers: each is a name (the `--format` value), the kind of document it
+renders (a run, a comparison, a trace analysis, a sweep, a comparison of sweeps), the file it
+writes, and `render(document) -> str | bytes`. `--format` choices, `RunResult.save`,
+`profreport render`, `compare`, `analyze --out` and the sweep's pages read it; writing the files
+stays with the caller (the CLI, `RunResult.save`). A run is handed over as the typed
+`profreport.record.Run` with today's findings (`analysis.derive.derived_run`).
 
-A new format is one module with a render function plus one entry in _BUILTIN (or a `register` call)."""
+Renderers are typed by their document kind: `get(RUN, "html")` is a `Renderer[Run]`, whose
+`render` takes a Run. A new format is one module with a render function plus one entry in
+_BUILTIN (or a `register` call)."""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-RUN = "run"  # a run record (profreport.run/1): run.json, report.html, summary.md
-COMPARISON = "comparison"  # `profreport compare`
-ANALYSIS = "analysis"  # `profreport analyze` over Kineto traces
-SWEEP = "sweep"  # a sweep record (profreport.sweep/1): sweep.json, sweep.html, sweep.md
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from profreport.analysis.comparison import Comparison
+    from profreport.record.model import Run
+
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
-class Renderer:
-    name: str  # what --format takes: "html", "md", "json"
-    document: str  # RUN, COMPARISON or ANALYSIS
-    filename: str  # the file it writes in a run folder or --out folder
-    function: (
-        str  # "package.module:function", imported when first used: render(document, **options)
-    )
+class Document(Generic[D]):
+    """A kind of document; its type parameter is what its renderers are handed."""
 
-    def render(self, document: Any, **options: Any) -> str | bytes:
+    name: str
+
+
+RUN: Document[Run] = Document("run")  # a run record (profreport.run/1)
+COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
+# `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
+ANALYSIS: Document[Mapping[str, Any]] = Document("analysis")
+# a sweep record (profreport.sweep/1) as the document sweep.json holds
+SWEEP: Document[Mapping[str, Any]] = Document("sweep")
+# two sweeps gated point by point: a profreport.sweep.compare.SweepComparison, named and not
+# imported, since render sits below sweep (no import, even for the type checker, points up)
+SWEEP_COMPARISON: Document[Any] = Document("sweep-comparison")
+
+
+@dataclass(frozen=True)
+class Renderer(Generic[D]):
+    name: str  # what --format takes: "html", "md", "json"
+    document: Document[D]
+    filename: str  # the file it writes in a run folder or --out folder
+    # "package.module:function", imported when first used: function(document, **options)
+    function: str
+
+    def render(self, document: D, **options: Any) -> str | bytes:
         module, _, name = self.function.partition(":")
         result: str | bytes = getattr(importlib.import_module(module), name)(document, **options)
         return result
+
+    def text(self, document: D, **options: Any) -> str:
+        """`render` for a format that is text (TypeError if the renderer returned bytes)."""
+        content = self.render(document, **options)
+        if not isinstance(content, str):
+            raise TypeError(
+                f"the {self.name} renderer of {self.document.name} documents gave bytes"
+            )
+        return content
 
     @property
     def extension(self) -> str:
@@ -51,43 +83,50 @@ _BUILTIN = (
     Renderer("json", SWEEP, "sweep.json", "profreport.record:dumps"),
     Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
     Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
+    Renderer(
+        "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
+    ),
+    Renderer(
+        "json", SWEEP_COMPARISON, "comparison.json", "profreport.sweep.compare_render:render_json"
+    ),
+    Renderer(
+        "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
+    ),
 )
-_REGISTRY: dict[tuple[str, str], Renderer] = {(r.document, r.name): r for r in _BUILTIN}
+_REGISTRY: dict[tuple[str, str], Renderer[Any]] = {(r.document.name, r.name): r for r in _BUILTIN}
 
 
-def register(renderer: Renderer) -> Renderer:
-    _REGISTRY[(renderer.document, renderer.name)] = renderer
+def register(renderer: Renderer[D]) -> Renderer[D]:
+    _REGISTRY[(renderer.document.name, renderer.name)] = renderer
     return renderer
 
 
-def unregister(document: str, name: str) -> None:
-    _REGISTRY.pop((document, name), None)
+def unregister(document: Document[Any], name: str) -> None:
+    _REGISTRY.pop((document.name, name), None)
 
 
-def renderers(document: str) -> tuple[Renderer, ...]:
+def renderers(document: Document[D]) -> tuple[Renderer[D], ...]:
     """The renderers of one kind of document, in registration order."""
-    return tuple(r for (doc, _), r in _REGISTRY.items() if doc == document)
+    return tuple(
+        cast("Renderer[D]", r) for (doc, _), r in _REGISTRY.items() if doc == document.name
+    )
 
 
-def formats(document: str) -> tuple[str, ...]:
+def formats(document: Document[Any]) -> tuple[str, ...]:
     return tuple(r.name for r in renderers(document))
 
 
-def get(document: str, name: str) -> Renderer:
+def get(document: Document[D], name: str) -> Renderer[D]:
     """The renderer `name` of `document`; ValueError naming the choices when there is none."""
     try:
-        return _REGISTRY[(document, name)]
+        return cast("Renderer[D]", _REGISTRY[(document.name, name)])
     except KeyError:
         raise ValueError(
             f"unknown format {name!r}: choose from {', '.join(formats(document))}"
         ) from None
 
 
-def render(document: str, name: str, content: Any, **options: Any) -> str | bytes:
-    return get(document, name).render(content, **options)
-
-
-def report_renderers() -> tuple[Renderer, ...]:
+def report_renderers() -> tuple[Renderer[Run], ...]:
     """What `profreport render` re-renders from a record: every run renderer but the record's
     own JSON."""
     return tuple(r for r in renderers(RUN) if r.filename != "run.json")

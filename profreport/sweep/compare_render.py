@@ -1,5 +1,6 @@
 """Renderers of a sweep comparison (Markdown, JSON, HTML): each point's run comparison laid out
-by the run comparison's own view-model, under the point's label."""
+by the run comparison's own view-model, under the point's label. They are the renderer
+registry's SWEEP_COMPARISON entries (profreport.render.registry)."""
 
 from __future__ import annotations
 
@@ -75,14 +76,3 @@ def build_view(c: SweepComparison) -> dict[str, Any]:
 
 def render_html(c: SweepComparison) -> str:
     return render_page("sweep_compare.html.j2", **build_view(c))
-
-
-RENDERERS = {"md": render_markdown, "json": render_json, "html": render_html}
-
-
-def render(c: SweepComparison, fmt: str) -> str:
-    from profreport.cli.common import UsageError
-
-    if fmt not in RENDERERS:
-        raise UsageError(f"a sweep comparison renders as {', '.join(RENDERERS)}, not {fmt!r}")
-    return RENDERERS[fmt](c)

@@ -17,6 +17,7 @@ from typing import Any
 
 from profreport.files import read_text
 from profreport.record.section import Section
+from profreport.runner import GenerateRequest
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEFAULT_MODES = ("eager", "compile")
@@ -105,7 +106,9 @@ class SweepSpec(Section):
     # Each point compiles into an empty Inductor cache (a cold compile, as the PyTorch
     # dashboard's cold-start compile time); False: the cache on disk is shared (warm).
     cold_compile: bool = True
-    generate_flags: tuple[str, ...] = field(default=(), compare=False)  # tests: extra flags
+    # Kept so that sweep.json's grid keeps its shape; always empty (a point is a typed
+    # GenerateRequest, not command-line flags).
+    generate_flags: tuple[str, ...] = field(default=(), compare=False)
 
     def points(self) -> list[Point]:
         out: list[Point] = []
@@ -116,22 +119,20 @@ class SweepSpec(Section):
                 out.append(Point(model, batch, seq, dtype))
         return out
 
-    def generate_args(self, point: Point) -> list[str]:
-        """`profreport generate` arguments for `point`, without --out."""
-        args = ["generate", "--model", point.model, "--dtype", point.dtype]
-        args += ["--modes", ",".join(self.modes), "--device", self.device]
-        if point.batch_size is not None:
-            args += ["--batch-size", str(point.batch_size)]
-        if point.seq_len is not None:
-            args += ["--seq-len", str(point.seq_len)]
-        for flag, value in (
-            ("--min-time", self.min_time_s),
-            ("--max-time", self.max_time_s),
-            ("--threads", self.threads),
-        ):
-            if value is not None:
-                args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-        return [*args, *self.generate_flags, "--quiet"]
+    def request(self, point: Point, out: Path) -> GenerateRequest:
+        """The `generate` run of `point`, its run folder to be made under `out`."""
+        return GenerateRequest(
+            model=point.model,
+            device=self.device,
+            dtype=point.dtype,
+            modes=self.modes,
+            batch_size=point.batch_size,
+            seq_len=point.seq_len,
+            out=out,
+            min_time_s=GenerateRequest.min_time_s if self.min_time_s is None else self.min_time_s,
+            max_time_s=GenerateRequest.max_time_s if self.max_time_s is None else self.max_time_s,
+            threads=self.threads,
+        )
 
 
 def _text_list(value: Any, what: str) -> tuple[str, ...]:
@@ -217,10 +218,11 @@ def checked_spec(data: Mapping[str, Any], source: str) -> SweepSpec:
         max_time_s=_number(data.get("max_time_s"), f"{source}: max_time_s", float),
         threads=_number(data.get("threads"), f"{source}: threads", int),
         cold_compile=_flag(data.get("cold_compile", True), f"{source}: cold_compile"),
-        generate_flags=_text_list(data["generate_flags"], "generate_flags")
-        if data.get("generate_flags")
-        else (),
     )
+    if data.get("generate_flags"):
+        raise GridError(
+            f"{source}: generate_flags: no longer taken (set the grid's settings instead)"
+        )
     if spec.batch_sizes and not any(takes_batch_size(m) for m in models):
         raise GridError("batch sizes apply to built-in and hf: zoo models only")
     if spec.seq_lens and not any(takes_seq_len(m) for m in models):

@@ -1,13 +1,18 @@
-"""The local executor: one `python -m profreport generate` child process per point, in sequence.
+"""The local executor: one child process per point (`python -m profreport.sweep.point`), in
+sequence.
 
 A fresh process per point keeps compile caches, thread pools and allocator state from leaking
 from one point into the next; each point also gets an empty Inductor cache folder of its own
-(unless the sweep says warm), so its compile time is a cold compile. On Ctrl-C (or SIGTERM to the sweep) the running child is asked to
-stop (SIGTERM: it removes its half-written run folder), then killed if it does not.
+(unless the sweep says warm), so its compile time is a cold compile. The child reads the point's
+`request.json` and writes its `result.json` (runner.GenerateResult): how the point ended is read
+from that file, never from the child's output, which goes to `generate.log` for people to read.
+On Ctrl-C (or SIGTERM to the sweep) the running child is asked to stop (SIGTERM: it removes its
+half-written run folder), then killed if it does not.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,42 +24,73 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import profreport
+from profreport.exits import status_of
+from profreport.files import write_atomic
+from profreport.record import dumps
+from profreport.runner import GenerateRequest, GenerateResult, ResultError
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
 
 LOG_NAME = "generate.log"
+REQUEST_NAME = "request.json"
+RESULT_NAME = "result.json"
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"  # Triton's cache lives under it unless TRITON_CACHE_DIR
 STOP_GRACE_S = 30.0
-EXIT_INTERRUPTED = 130
 
 
-def _error_line(log: str, exit_code: int) -> str:
-    """The child's one-line error (generate prints `error: ...`), else its last line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
-    if errors:
-        return errors[0] if len(errors) == 1 else "; ".join(errors)
+def write_request(point_dir: Path, request: GenerateRequest) -> Path:
+    """The point's request.json (what it runs; `python -m profreport.sweep.point` runs it again
+    by hand); returns its path."""
+    point_dir.mkdir(parents=True, exist_ok=True)
+    path = point_dir / REQUEST_NAME
+    write_atomic(path, dumps(request.to_json()))
+    return path
+
+
+def read_result(path: Path) -> GenerateResult | None:
+    """The result file a point wrote; None when there is none (its process died before writing
+    it); ResultError, one line, when the file is not a generate result."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultError(f"cannot read the point's {path.name}: {exc}") from None
+    try:
+        return GenerateResult.from_json(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"the point's {path.name} is not JSON ({exc})") from None
+
+
+def _no_result(exit_code: int) -> str:
     if exit_code < 0:
-        name = signal.Signals(-exit_code).name if -exit_code in signal.valid_signals() else "?"
-        return f"generate was killed by signal {-exit_code} ({name})"
-    return lines[-1] if lines else f"generate exited with code {exit_code}"
+        number = -exit_code
+        name = signal.Signals(number).name if number in signal.valid_signals() else "?"
+        return f"the point's process was killed by signal {number} ({name})"
+    return f"the point's process exited with code {exit_code} without a result (see {LOG_NAME})"
 
 
-def outcome_of(exit_code: int, output: str, point_dir: Path, **extra: object) -> PointOutcome:
-    """A point's outcome from generate's exit code and output; its run folder is the one named
-    on generate's `record: <folder>/run.json` line, looked up under `point_dir` by name."""
+def outcome_of(
+    result: GenerateResult | None,
+    exit_code: int,
+    point_dir: Path,
+    *,
+    log: Path | None = None,
+    duration_s: float | None = None,
+    worker: str | None = None,
+) -> PointOutcome:
+    """A point's outcome from its result (None: its process wrote none) and its process's exit
+    code. The run folder is the result's, looked up under `point_dir` by name, where the
+    executor put it."""
+    if result is None:
+        status = "failed" if exit_code == 0 else status_of(exit_code)
+        return PointOutcome(status, _no_result(exit_code), exit_code, None, log, duration_s, worker)
     run_dir = None
-    for line in output.splitlines():
-        if line.startswith("record: ") and line.rstrip().endswith("run.json"):
-            candidate = point_dir / Path(line[len("record: ") :].strip()).parent.name
-            if (candidate / "run.json").is_file():
-                run_dir = candidate
-    if exit_code == 0:
-        status, error = "ok", None
-    else:
-        status = "interrupted" if exit_code == EXIT_INTERRUPTED else "failed"
-        error = _error_line(output, exit_code)
-    return PointOutcome(status, error, exit_code, run_dir, **extra)  # type: ignore[arg-type]
+    if result.run_dir is not None and (point_dir / result.run_dir.name / "run.json").is_file():
+        run_dir = point_dir / result.run_dir.name
+    return PointOutcome(
+        result.status, result.error, result.exit_code, run_dir, log, duration_s, worker
+    )
 
 
 def child_environment() -> dict[str, str]:
@@ -80,7 +116,7 @@ def compile_cache(cold: bool) -> Iterator[dict[str, str]]:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # generate treats it like Ctrl-C: nothing half-written
+        proc.send_signal(signal.SIGTERM)  # the child treats it like Ctrl-C: nothing half-written
         try:
             proc.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -89,10 +125,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_point(spec: SweepSpec, point: Point, point_dir: Path) -> PointOutcome:
-    """Run one point's generate in a child process, its output to point_dir/generate.log."""
-    point_dir.mkdir(parents=True, exist_ok=True)
+    """Run one point in a child process, its output to point_dir/generate.log."""
+    request = write_request(point_dir, spec.request(point, point_dir))
+    result_path = point_dir / RESULT_NAME
+    result_path.unlink(missing_ok=True)  # a result from an earlier try is not this one's
     log_path = point_dir / LOG_NAME
-    args = [sys.executable, "-m", "profreport", *spec.generate_args(point), "--out", str(point_dir)]
+    args = [sys.executable, "-m", "profreport.sweep.point", str(request), str(result_path)]
     started = time.monotonic()
     with open(log_path, "wb") as log, compile_cache(spec.cold_compile) as cache:
         proc = subprocess.Popen(
@@ -107,14 +145,13 @@ def run_point(spec: SweepSpec, point: Point, point_dir: Path) -> PointOutcome:
         except BaseException:  # Ctrl-C or SIGTERM to the sweep: stop the child, then unwind
             _stop(proc)
             raise
-    text = log_path.read_text(encoding="utf-8", errors="replace")
+    duration_s, worker = round(time.monotonic() - started, 3), f"local pid {proc.pid}"
+    try:
+        result = read_result(result_path)
+    except ResultError as exc:
+        return PointOutcome("failed", str(exc), exit_code, None, log_path, duration_s, worker)
     return outcome_of(
-        exit_code,
-        text,
-        point_dir,
-        log=log_path,
-        duration_s=round(time.monotonic() - started, 3),
-        worker=f"local pid {proc.pid}",
+        result, exit_code, point_dir, log=log_path, duration_s=duration_s, worker=worker
     )
 
 

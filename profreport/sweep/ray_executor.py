@@ -1,12 +1,13 @@
 """The Ray executor: one Ray task per point, each in a fresh worker process (`max_calls=1`).
 
-A task runs `profreport generate` in its worker (with an empty Inductor cache, as locally), packs the run folder it wrote into a tar and
-returns the bytes with generate's exit code and output; the driver unpacks it under the sweep's
-points/<id>/ folder, so nothing assumes a disk shared between the driver and the workers. A task
-asks for one GPU on a cluster that has GPUs (unless the sweep's device is cpu), else for the CPUs
-of the smallest node, so two points never share a machine's cores while they are timed. Tasks are
-never retried: a point that raises, or whose worker dies, is recorded as failed with the reason
-and the other points go on.
+A task runs the point's runner.GenerateRequest in its worker (runner.run_point, with an empty
+Inductor cache, as locally), packs the run folder it wrote into a tar and returns the bytes with
+the runner.GenerateResult as data; the driver unpacks the folder under the sweep's points/<id>/
+folder and writes the result beside it, as the local executor's child does, so nothing assumes a
+disk shared between the driver and the workers. A task asks for one GPU on a cluster that has
+GPUs (unless the sweep's device is cpu), else for the CPUs of the smallest node, so two points
+never share a machine's cores while they are timed. Tasks are never retried: a point that raises,
+or whose worker dies, is recorded as failed with the reason and the other points go on.
 
 Every worker needs what the driver has: Python with torch, profreport (same version) and, for
 hf: models, transformers. `ray` itself is the optional extra `profreport[ray]`.
@@ -23,9 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profreport.files import write_atomic
+from profreport.record import dumps
+from profreport.runner import GenerateRequest, GenerateResult, run_point
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
-from profreport.sweep.local import LOG_NAME, compile_cache, outcome_of
+from profreport.sweep.local import LOG_NAME, RESULT_NAME, compile_cache, outcome_of, write_request
+from profreport.sweep.point import summary_line
 from profreport.text import one_line
 
 INSTALL_HINT = "the ray executor needs Ray: pip install 'profreport[ray]'"
@@ -35,27 +40,25 @@ class RayUnavailable(Exception):
     """Ray is not installed, or no cluster could be reached; one line for the user."""
 
 
-def run_generate_task(args: list[str], cold_compile: bool) -> dict[str, Any]:
-    """The Ray task (runs in the worker): generate into a temporary folder, returned as a tar."""
+def run_point_task(request: dict[str, Any], cold_compile: bool) -> dict[str, Any]:
+    """The Ray task (runs in the worker): the point's generate request run into a temporary
+    folder, returned as a tar with its result."""
     import shutil
+    import sys
     import tempfile
 
-    from profreport.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
     tmp = Path(tempfile.mkdtemp(prefix="profreport-point-"))
     started = time.monotonic()
     try:
         with compile_cache(cold_compile) as cache:
             os.environ.update(cache)  # this worker runs this one task (max_calls=1)
-            code = main([*args, "--out", str(tmp)], out=out, err=err)
+            result = run_point(GenerateRequest.from_json({**request, "out": str(tmp)}), sys.stderr)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for child in sorted(tmp.iterdir()):
                 tar.add(child, arcname=child.name)
         return {
-            "exit_code": code,
-            "log": out.getvalue() + err.getvalue(),
+            "result": result.to_json(),
             "tar": buf.getvalue(),
             "duration_s": round(time.monotonic() - started, 3),
             "worker": f"ray {socket.gethostname()} pid {os.getpid()}",
@@ -112,19 +115,23 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else '')}"
 
 
-def _unpack(result: dict[str, Any], point_dir: Path) -> PointOutcome:
+def _unpack(task: dict[str, Any], point_dir: Path) -> PointOutcome:
+    """The task's run folder under `point_dir`, its result and log beside it (as a local point
+    leaves them), and the point's outcome read from the result."""
     point_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(result["tar"]), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(task["tar"]), mode="r:gz") as tar:
         tar.extractall(point_dir, filter="data")
+    result = GenerateResult.from_json(task["result"])
+    write_atomic(point_dir / RESULT_NAME, dumps(task["result"]))
     log = point_dir / LOG_NAME
-    log.write_text(result["log"], encoding="utf-8")
+    log.write_text(summary_line(result) + "\n", encoding="utf-8")
     return outcome_of(
-        result["exit_code"],
-        result["log"],
+        result,
+        result.exit_code,
         point_dir,
         log=log,
-        duration_s=result["duration_s"],
-        worker=result["worker"],
+        duration_s=task["duration_s"],
+        worker=task["worker"],
     )
 
 
@@ -141,12 +148,17 @@ def run_ray(
     ray = _ray()
     started = connect(address)
     try:
-        remote = ray.remote(max_calls=1, max_retries=0)(run_generate_task)
+        remote = ray.remote(max_calls=1, max_retries=0)(run_point_task)
         resources = task_resources(spec.device)
-        pending = {
-            remote.options(**resources).remote(spec.generate_args(p), spec.cold_compile): p
-            for p in points
-        }
+
+        def submit(point: Point) -> Any:
+            # the request as the driver sees it (its run folder under the point's folder); the
+            # worker runs it into a temporary folder of its own
+            request = spec.request(point, root / "points" / point.id)
+            write_request(root / "points" / point.id, request)
+            return remote.options(**resources).remote(request.to_json(), spec.cold_compile)
+
+        pending = {submit(p): p for p in points}
         for point in points:
             on_start(point)
         try:

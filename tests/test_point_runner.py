@@ -1,0 +1,227 @@
+"""One generate below the CLI (profreport.runner) and how a sweep learns how each point ended: a
+result file (local executor) or the result as data (Ray task), never generate's terminal text.
+No point here profiles a model: they end before (bad input) or are handed a result."""
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from profreport import exits
+from profreport.record.model import Run
+from profreport.runner import (
+    EAGER_BROKEN,
+    GenerateRequest,
+    GenerateResult,
+    ResultError,
+    mode_failures,
+    run_point,
+)
+from profreport.sweep import local, point, ray_executor
+from profreport.sweep.grid import GridError, Point, checked_spec
+
+RUN_JSON = {"schema": "profreport.run/1"}
+
+
+def test_a_request_round_trips_through_json_and_refuses_unknown_fields(tmp_path):
+    request = GenerateRequest(model="hf:gpt2", modes=("eager", "compile"), out=tmp_path, seq_len=64)
+    data = json.loads(json.dumps(request.to_json()))
+    assert data["modes"] == ["eager", "compile"] and data["out"] == str(tmp_path)
+    assert GenerateRequest.from_json(data) == request
+    assert GenerateRequest.from_json({"model": "simple"}).modes is None  # the default modes
+    with pytest.raises(ValueError, match="unknown field 'batch'"):
+        GenerateRequest.from_json({"model": "simple", "batch": 8})
+
+
+def test_a_result_round_trips_and_a_wrong_one_is_one_line(tmp_path):
+    result = GenerateResult(0, "ok", tmp_path / "run-1")
+    data = json.loads(json.dumps(result.to_json()))
+    assert data == {
+        "schema": "profreport.generate-result/1",
+        "status": "ok",
+        "exit_code": 0,
+        "run_dir": str(tmp_path / "run-1"),
+        "record": str(tmp_path / "run-1" / "run.json"),
+        "error": None,
+    }
+    assert GenerateResult.from_json(data) == result
+    with pytest.raises(ResultError, match="not a generate result"):
+        GenerateResult.from_json([data])
+    with pytest.raises(ResultError, match="status 'ok' for exit 130"):
+        GenerateResult.from_json({**data, "exit_code": 130})
+    with pytest.raises(ResultError, match="exit_code: expected an integer"):
+        GenerateResult.from_json({**data, "exit_code": "0"})
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "status", "error"),
+    [
+        (exits.UsageError("unknown model 'x'"), 2, "failed", "unknown model 'x'"),
+        (KeyboardInterrupt(), 130, "interrupted", exits.INTERRUPTED_LINE),
+        (RuntimeError("boom\nmore"), 3, "failed", "internal error: RuntimeError: boom"),
+    ],
+)
+def test_how_a_run_ended_is_one_exit_code_table(exc, code, status, error):
+    result = GenerateResult.ended_by(exc)
+    assert (result.exit_code, result.status, result.error, result.run_dir) == (
+        code,
+        status,
+        error,
+        None,
+    )
+
+
+def test_the_cli_and_the_sweep_share_the_exit_codes():
+    from profreport import cli
+    from profreport.cli import sweep as cli_sweep
+
+    assert (cli.EXIT_INTERRUPTED, cli.EXIT_BAD_INPUT) == (exits.EXIT_INTERRUPTED, 2)
+    assert cli_sweep.EXIT_INTERRUPTED is exits.EXIT_INTERRUPTED
+    assert [exits.status_of(c) for c in (0, 1, 2, 3, 130, -9)] == [
+        "ok", "failed", "failed", "failed", "interrupted", "failed",
+    ]  # fmt: skip
+
+
+def _run_with(statuses: dict[str, str]) -> Run:
+    modes = {
+        name: {"status": status, **({} if status == "ok" else {"error": f"{name} broke"})}
+        for name, status in statuses.items()
+    }
+    return Run.from_json({**RUN_JSON, "modes": modes})
+
+
+def test_mode_failures_set_the_exit_code_as_generate_documents():
+    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=False)
+    assert code == 0 and [(f.line, f.fatal) for f in failures] == [
+        ("compile failed: compile broke", False)
+    ]
+    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=True)
+    assert code == 1 and failures[0].fatal
+    code, failures = mode_failures(_run_with({"eager": "failed", "compile": "ok"}), strict=False)
+    assert code == 1 and failures[0].fatal
+    code, _ = mode_failures(_run_with({"script": "failed", "compile": "failed"}), strict=False)
+    assert code == 1  # no mode ran at all
+
+
+def test_a_generate_that_failed_says_why_in_one_line(tmp_path):
+    from profreport.runner import Generated
+
+    run = _run_with({"eager": "failed", "compile": "failed"})
+    code, failures = mode_failures(run, strict=False)
+    generated = Generated(tmp_path, run, code, failures)
+    assert generated.error == f"eager failed: eager broke; {EAGER_BROKEN}"
+    result = GenerateResult.of(generated)
+    assert (result.exit_code, result.status, result.run_dir) == (1, "failed", tmp_path)
+
+
+def test_run_point_turns_bad_input_into_a_result_and_writes_nothing(tmp_path):
+    err = io.StringIO()
+    result = run_point(GenerateRequest(model="no-such-model", device="cpu", out=tmp_path), err)
+    assert (result.exit_code, result.status, result.run_dir) == (2, "failed", None)
+    assert "no-such-model" in result.error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_point_spec_becomes_a_request():
+    spec = checked_spec(
+        {"models": ["simple"], "batch_sizes": [4], "min_time_s": 0.5, "threads": 2}, "t"
+    )
+    request = spec.request(Point("simple", 4, None, "float32"), Path("p"))
+    assert (request.model, request.batch_size, request.min_time_s) == ("simple", 4, 0.5)
+    assert (request.max_time_s, request.threads, request.out) == (60.0, 2, Path("p"))
+    with pytest.raises(GridError, match="generate_flags"):
+        checked_spec({"models": ["simple"], "generate_flags": ["--strict"]}, "t")
+    assert checked_spec({"models": ["simple"], "generate_flags": []}, "t").generate_flags == ()
+
+
+def _point_dir_with_run(tmp_path: Path) -> Path:
+    run = tmp_path / "point" / "m-cpu-20260101T000000Z"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    return tmp_path / "point"
+
+
+def test_the_outcome_comes_from_the_result_never_from_output(tmp_path):
+    point_dir = _point_dir_with_run(tmp_path)
+    # The result names the folder where its process wrote it; the executor looks it up by name.
+    result = GenerateResult(1, "failed", Path("/elsewhere/m-cpu-20260101T000000Z"), "eager failed")
+    outcome = local.outcome_of(result, 1, point_dir, worker="w")
+    assert (outcome.status, outcome.error, outcome.exit_code) == ("failed", "eager failed", 1)
+    assert outcome.run_dir == point_dir / "m-cpu-20260101T000000Z" and outcome.worker == "w"
+    missing = GenerateResult(0, "ok", Path("/elsewhere/never-written"))
+    assert local.outcome_of(missing, 0, point_dir).run_dir is None
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "status", "error"),
+    [
+        (-signal.SIGKILL, "failed", "killed by signal 9 (SIGKILL)"),
+        (130, "interrupted", "exited with code 130 without a result (see generate.log)"),
+        (0, "failed", "exited with code 0 without a result"),
+    ],
+)
+def test_a_point_without_a_result_is_named_by_its_exit(tmp_path, exit_code, status, error):
+    outcome = local.outcome_of(None, exit_code, tmp_path)
+    assert outcome.status == status and error in outcome.error and outcome.run_dir is None
+
+
+def test_an_unreadable_result_file_is_one_line(tmp_path):
+    assert local.read_result(tmp_path / "result.json") is None
+    (tmp_path / "result.json").write_text("{not json")
+    with pytest.raises(ResultError, match=r"result\.json is not JSON"):
+        local.read_result(tmp_path / "result.json")
+    (tmp_path / "result.json").write_text('{"schema": "other"}')
+    with pytest.raises(ResultError, match="not a generate result"):
+        local.read_result(tmp_path / "result.json")
+
+
+def test_the_point_child_writes_its_result_file(tmp_path):
+    """The local executor's child, once as a real process: bad input is exit 2, a result file
+    saying so, and the error line in its output for people."""
+    spec = checked_spec({"models": ["no-such-model"], "device": "cpu"}, "t")
+    outcome = local.run_point(spec, spec.points()[0], tmp_path / "p")
+    assert (outcome.status, outcome.exit_code, outcome.run_dir) == ("failed", 2, None)
+    assert "no-such-model" in outcome.error and outcome.worker.startswith("local pid")
+    result = json.loads((tmp_path / "p" / "result.json").read_text())
+    assert result["exit_code"] == 2 and result["error"] == outcome.error
+    request = json.loads((tmp_path / "p" / "request.json").read_text())
+    assert request["model"] == "no-such-model" and request["out"] == str(tmp_path / "p")
+    assert f"error: {outcome.error}" in (tmp_path / "p" / "generate.log").read_text()
+    # the child is runnable by hand on the files it left
+    proc = subprocess.run(
+        [sys.executable, "-m", "profreport.sweep.point", str(tmp_path / "p" / "request.json"),
+         str(tmp_path / "again.json")],
+        capture_output=True, text=True, env=local.child_environment(), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and json.loads((tmp_path / "again.json").read_text()) == result
+
+
+def test_the_ray_task_runs_below_the_cli_and_returns_data(tmp_path):
+    """The Ray task's function, called in this process (Ray is not needed to call it)."""
+    request = GenerateRequest(model="no-such-model", device="cpu", out=tmp_path / "driver")
+    task = ray_executor.run_point_task(request.to_json(), cold_compile=False)
+    assert task["result"]["exit_code"] == 2 and task["result"]["status"] == "failed"
+    outcome = ray_executor._unpack(task, tmp_path / "point")
+    assert (outcome.status, outcome.run_dir) == ("failed", None)
+    assert json.loads((tmp_path / "point" / "result.json").read_text()) == task["result"]
+    assert not (tmp_path / "driver").exists()
+
+
+def test_the_driver_unpacks_a_run_folder_a_task_sent(tmp_path):
+    run = tmp_path / "worker" / "m-cpu-20260101T000000Z"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(run, arcname=run.name)
+    result = GenerateResult(0, "ok", run)
+    task = {"result": result.to_json(), "tar": buf.getvalue(), "duration_s": 1.5, "worker": "ray x"}
+    outcome = ray_executor._unpack(task, tmp_path / "point")
+    assert outcome.status == "ok" and outcome.run_dir == tmp_path / "point" / run.name
+    assert (outcome.run_dir / "run.json").is_file() and outcome.duration_s == 1.5
+    assert (tmp_path / "point" / "generate.log").read_text() == (f"{point.summary_line(result)}\n")
