@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
 from profreport.analysis.mode_analysis import ModeAnalyses, analysis_of
 from profreport.analysis.roofline import Roofs, kernel_roofline
@@ -110,6 +111,7 @@ def _measured(
     )
     mode = mode.adding(fusion=fusion)
     mode = _with_table(mode, lambda _: kernel_bytes(mode))
+    mode = _with_table(mode, lambda _: kernel_places(mode))
     roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
     if roofline is None:
         return mode

@@ -18,6 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from profreport.capture.provenance import CallSites, ModuleStack
+
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -46,6 +48,8 @@ class OpIO:
     aliases_input: bool  # the output is a view of an input: no data moves
     flops: int | None = None  # torch.utils.flop_counter's formula, where it has one
     indirect: IndirectAccess | None = None  # indexing ops only (INDIRECT_OPS)
+    module: str | None = None  # the running module's named_modules() path; None: not tracked
+    lines: tuple[str, ...] = ()  # the user's source lines (capture/provenance.py)
 
 
 @dataclass(frozen=True)
@@ -180,9 +184,11 @@ def indirect_target(
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
-    def __init__(self) -> None:
+    def __init__(self, modules: ModuleStack | None = None, sites: CallSites | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ops: list[OpIO] = []
+        self._modules = modules
+        self._sites = sites
 
     def __torch_dispatch__(
         self,
@@ -225,17 +231,30 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
                 aliases_input=aliases,
                 flops=flops,
                 indirect=found[1] if found else None,
+                module=None if self._modules is None else self._modules.current or "",
+                lines=() if self._sites is None else self._sites.here(),
             )
         )
         return out
 
 
 def record_tensor_io(
-    fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], sync: Callable[[], None]
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    sync: Callable[[], None],
+    root: torch.nn.Module | None = None,
 ) -> list[OpIO]:
-    """Run one forward call and return the tensor I/O of every dispatched operation, in order."""
-    recorder = _Recorder()
-    with recorder:
+    """Run one forward call and return the tensor I/O of every dispatched operation, in order;
+    with `root` (the module `fn` runs), each op's module path and user source lines too."""
+    if root is None:
+        recorder = _Recorder()
+        with recorder:
+            fn(*inputs)
+        sync()
+        return recorder.ops
+    modules = ModuleStack(root)
+    recorder = _Recorder(modules, CallSites())
+    with modules.tracking(), recorder:
         fn(*inputs)
     sync()
     return recorder.ops
