@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
+from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
 from profreport.render.views import ModeSummaryView, OutputView, PageView
 
@@ -114,6 +115,7 @@ def render(run: Run) -> str:
     if ceilings:
         lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]
     lines += _why_not_fused(view)
+    lines += savings_markdown(run)
     lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"

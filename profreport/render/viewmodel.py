@@ -20,6 +20,7 @@ from profreport.record.model import (
     Settings,
     TimingSettings,
 )
+from profreport.render.module_view import group_place_text
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.roofline_view import (
     ceiling_rows,
@@ -247,6 +248,7 @@ def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
                 "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
                 "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
                 "note": g.note,
+                "place": group_place_text(g),
             }
         )
     return rows

@@ -92,6 +92,7 @@ class FusionRowView(TypedDict):
     saved: str
     saved_sign: str
     note: str
+    place: str  # "mixers.1: gelu + sigmoid + mul at blocks.py:13" ("" when not recorded)
 
 
 class MeasuredKernelView(TypedDict):
