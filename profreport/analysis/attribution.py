@@ -46,7 +46,7 @@ def group_title(group: FusionGroup) -> str:
 
 def _places(calls: Sequence[TensorIO]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     modules = tuple(dict.fromkeys(c.module for c in calls if c.module is not None))
-    lines = tuple(dict.fromkeys(c.lines[0] for c in calls if c.lines))
+    lines = tuple(dict.fromkeys(line for c in calls for line in c.lines or ()))
     return modules, lines
 
 
