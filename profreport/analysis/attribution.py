@@ -75,5 +75,6 @@ def kernel_places(mode: ModeResult) -> tuple[KernelRow, ...]:
         else:
             rows.append(row)
             continue
-        rows.append(row.adding(modules=modules, source_lines=lines))
+        placed = row.adding(modules=modules)
+        rows.append(placed.adding(source_lines=lines) if lines else placed)
     return tuple(rows)

@@ -297,7 +297,7 @@ def compile_fusion(
             library_operands=tuple(short_op(k[0]) for k in prepares),
             graph_only=tuple(short_op(k[0]) for k in graph_only),
             modules=tuple(sorted({module_of[k] for k in own if module_of.get(k)})),
-            source_lines=tuple(dict.fromkeys(line for k in own for line in lines_of[k])),
+            source_lines=tuple(dict.fromkeys(line for k in own for line in lines_of[k])) or None,
         )
         groups.append(group)
         if not is_extern and members[0].kernel:

@@ -35,7 +35,7 @@ _OWN_ROOTS = tuple(
 _PROFREPORT_ROOT = _OWN_ROOTS[1]
 _STACK_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _INDEX = re.compile(r"\[(?:'([^']*)'|(\d+))\]")
-_DYNAMO_ROOTS = ("L['self']", "L['args'][0]", "L['mod']", "self")
+_DYNAMO_ROOTS = ("L['self']", "L['fn']", "L['args'][0]", "L['mod']", "self")
 
 
 def attribution_enabled() -> bool:

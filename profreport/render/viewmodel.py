@@ -20,7 +20,7 @@ from profreport.record.model import (
     Settings,
     TimingSettings,
 )
-from profreport.render.module_view import group_place_text
+from profreport.render.module_view import group_place_text, place_text
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.roofline_view import (
     ceiling_rows,
@@ -207,6 +207,7 @@ def _kernel_rows(mode: ModeResult) -> list[KernelRowView]:
                 ),
                 "source": str(r.source) if r.has("source") else "profiler",
                 "roofline": kernel_cells(r),
+                "place": place_text(r.modules, r.source_lines),
             }
         )
     return rows

@@ -73,6 +73,7 @@ class KernelRowView(TypedDict):
     bytes_note: str
     source: str
     roofline: KernelCells
+    place: str  # the modules and source lines of the row's calls ("" when not recorded)
 
 
 class BytesRowView(TypedDict):
