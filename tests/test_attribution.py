@@ -291,3 +291,15 @@ def test_summary_lists_the_modules_that_saved_most_inside_details():
     start = text.index("<details><summary>Modules whose fused groups saved the most bytes")
     block = text[start : text.index("</details>", start)]
     assert "| mixers.2 | compile | 32 B | 1 | m.py:13 |" in block
+
+
+def test_kernels_with_no_recorded_module_count_at_the_root_under_their_own_row():
+    mode = _compile_mode()
+    assert mode.fusion is not None
+    mask = FusionGroup(eager_ops=(), kernels=("cpp_fused_mask_0",), kernel_bytes=8, fused=False)
+    fusion = FusionMap(groups=(*mode.fusion.groups, mask), per_kernel={})
+    tree = module_tree(Run(modes={"compile": mode.adding(fusion=fusion)}))
+    assert tree is not None
+    assert tree.modes["compile"].calls == 10  # nine placed kernel calls and the mask's
+    unplaced = tree.children[-1]
+    assert unplaced.name == "(no module recorded)" and unplaced.modes["compile"].bytes == 8

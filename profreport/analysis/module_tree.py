@@ -23,9 +23,10 @@ TIME_METHOD = (
 
 @dataclass(frozen=True)
 class Work:
-    """One call placed in a module: its modeled bytes and apportioned profiler time."""
+    """One call placed in a module (None: the mode recorded none for it, such as a kernel built
+    only from graph ops no eager call pairs with): its modeled bytes and apportioned time."""
 
-    module: str
+    module: str | None
     bytes: int | None
     time_us: float | None
 
@@ -81,11 +82,11 @@ def mode_work(mode: ModeResult) -> list[Work] | None:
         if r.bytes_op is not None:
             by_op.setdefault(r.bytes_op, r)
     if mode.fusion is not None and mode.fusion.per_kernel is not None:
-        groups = [g for g in mode.fusion.groups if g.kernels and g.modules]
-        if not groups:
+        groups = [g for g in mode.fusion.groups if g.kernels]
+        if not any(g.modules for g in groups):
             return None
         return [
-            Work(group_module(g) or "", g.kernel_bytes, _row_time(_group_row(g, by_name, by_op)))
+            Work(group_module(g), g.kernel_bytes, _row_time(_group_row(g, by_name, by_op)))
             for g in groups
         ]
     sequence = mode.bytes.sequence if mode.bytes is not None else ()
@@ -109,9 +110,19 @@ def _group_row(
     return row
 
 
+UNPLACED = "(no module recorded)"
+
+
 def _insert(root: ModuleNode, mode: str, work: Work) -> None:
     node = root
     node.modes.setdefault(mode, ModeTotals()).add(work)
+    if work.module is None:
+        unplaced = next((c for c in node.children if c.path == UNPLACED), None)
+        if unplaced is None:
+            unplaced = ModuleNode(UNPLACED, UNPLACED)
+            node.children.append(unplaced)
+        unplaced.modes.setdefault(mode, ModeTotals()).add(work)
+        return
     if not work.module:
         return
     path: list[str] = []
