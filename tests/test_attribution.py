@@ -21,7 +21,7 @@ from profreport.capture.provenance import (
 )
 from profreport.modes.bytes_sources import (
     EAGER_ATTRIBUTION,
-    SCRIPT_NOT_RECORDED,
+    SCRIPT_ATTRIBUTION,
     SWITCHED_OFF,
     _attribution_root,
 )
@@ -86,7 +86,7 @@ def test_attribution_root_says_why_a_mode_has_none():
     assert _attribution_root(model, True) == (model, EAGER_ATTRIBUTION)
     assert _attribution_root(model, False) == (None, SWITCHED_OFF)
     scripted = torch.jit.script(model)
-    assert _attribution_root(scripted, True) == (None, SCRIPT_NOT_RECORDED)
+    assert _attribution_root(scripted, True) == (None, SCRIPT_ATTRIBUTION)
 
 
 @pytest.mark.parametrize(
@@ -303,3 +303,30 @@ def test_kernels_with_no_recorded_module_count_at_the_root_under_their_own_row()
     assert tree.modes["compile"].calls == 10  # nine placed kernel calls and the mask's
     unplaced = tree.children[-1]
     assert unplaced.name == "(no module recorded)" and unplaced.modes["compile"].bytes == 8
+
+
+def test_torchscript_ops_take_their_module_from_the_profilers_hierarchy():
+    model, inputs = _mixer_blocks()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, inputs)
+        ops = record_tensor_io(traced, inputs, lambda: None, script_root=traced)
+    modules = [op.module for op in ops if op.op == "aten::addmm"]
+    assert modules == [f"mixers.{i}.{side}" for i in range(3) for side in ("up", "down")]
+    assert all(op.lines == () for op in ops)  # TorchScript runs no Python frames
+
+
+@pytest.mark.parametrize(
+    ("hierarchy", "path"),
+    [
+        ("TOP(MixerBlocks)::forward.1(Mixer)::forward.down(Linear)::forward.", "mixers.1.down"),
+        ("TOP(MixerBlocks)::forward.1(Mixer)::forward.", "mixers.1"),
+        ("TOP(MixerBlocks)::forward.", ""),
+        ("TOP(MixerBlocks)::forward.1(Linear)::forward.", None),  # the type does not match
+        ("", None),  # not run by the TorchScript interpreter
+    ],
+)
+def test_module_hierarchies_resolve_through_module_lists(hierarchy, path):
+    from profreport.capture.script_modules import ModuleResolver
+
+    model, _ = _mixer_blocks()
+    assert ModuleResolver(model).path(hierarchy) == path

@@ -35,10 +35,11 @@ def test_mixer_blocks_eager_table_compile_groups_and_report(mixer_run):
     assert block1[0]["source_lines"] == [gate]
     why = [w for w in compile_["why_not_fused"] if w["kind"] == "fused"]
     assert any(w["modules"] == ["mixers.1"] and w["source_lines"] == [gate] for w in why)
-    # TorchScript runs no Python module calls: said so, nothing guessed
+    # TorchScript: modules from the profiler's module hierarchy; no Python frames, no lines
     trace = record["modes"]["trace"]
-    assert trace["bytes"]["attribution"].startswith("not recorded")
-    assert all("modules" not in r for r in trace["kernels"]["table"])
+    assert trace["bytes"]["attribution"].startswith("TorchScript module hierarchy")
+    traced = next(r for r in trace["kernels"]["table"] if r["name"] == "aten::addmm")
+    assert "mixers.2.down" in traced["modules"] and "source_lines" not in traced
     page = (mixer_run / "report.html").read_text()
     assert 'id="module-tree"' in page and "0–2 (×3, identical blocks" in page
     assert f"mixers.1: gelu + sigmoid + mul at {gate}" in page
@@ -52,7 +53,7 @@ def test_gpt2_block1_mlp_fusion_is_placed_in_h1_mlp_at_the_activation_call(tmp_p
 
     run = generate_run(
         tmp_path, "--model", "hf:gpt2", "--layers", "2", "--seq-len", "16",
-        "--modes", "eager,compile",
+        "--modes", "eager,compile,trace",
     )  # fmt: skip
     record = json.loads((run / "run.json").read_text())
     source, first = inspect.getsourcelines(gpt2.GPT2MLP.forward)
@@ -68,3 +69,6 @@ def test_gpt2_block1_mlp_fusion_is_placed_in_h1_mlp_at_the_activation_call(tmp_p
     eager = record["modes"]["eager"]
     tanh = next(r for r in eager["kernels"]["table"] if r["name"] == "aten::tanh")
     assert tanh["modules"] == ["h.0.mlp.act", "h.1.mlp.act"] and act_call in tanh["source_lines"]
+    # traced through profreport's output-flattening wrapper: the same named_modules() paths
+    traced = record["modes"]["trace"]["kernels"]["table"]
+    assert next(r for r in traced if r["name"] == "aten::tanh")["modules"] == tanh["modules"]

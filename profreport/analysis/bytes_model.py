@@ -72,7 +72,9 @@ def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> li
         read, written = op_traffic(op, bookkeeping)
         call = TensorIO(op.op, read, written, op.flops, "dispatcher")
         if op.module is not None:
-            call = call.adding(module=op.module, lines=op.lines)
+            call = call.adding(module=op.module)
+        if op.lines:
+            call = call.adding(lines=op.lines)
         calls.append(call)
     return calls
 

@@ -90,12 +90,11 @@ def mode_work(mode: ModeResult) -> list[Work] | None:
             for g in groups
         ]
     sequence = mode.bytes.sequence if mode.bytes is not None else ()
-    placed = [c for c in sequence if c.module is not None]
-    if not placed:
+    if not any(c.module is not None for c in sequence):
         return None
     return [
-        Work(c.module or "", c.traffic if c.read is not None else None, _row_time(by_op.get(c.op)))
-        for c in placed
+        Work(c.module, c.traffic if c.read is not None else None, _row_time(by_op.get(c.op)))
+        for c in sequence
     ]
 
 

@@ -8,6 +8,7 @@ records the gap.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
@@ -243,9 +244,14 @@ def record_tensor_io(
     inputs: tuple[torch.Tensor, ...],
     sync: Callable[[], None],
     root: torch.nn.Module | None = None,
+    script_root: torch.nn.Module | None = None,
 ) -> list[OpIO]:
     """Run one forward call and return the tensor I/O of every dispatched operation, in order;
-    with `root` (the module `fn` runs), each op's module path and user source lines too."""
+    with `root` (the module `fn` runs), each op's module path and user source lines too; with
+    `script_root` (the TorchScript module `fn` runs), each op's module path from the profiler's
+    TorchScript module hierarchy (capture/script_modules.py)."""
+    if script_root is not None:
+        return _with_script_modules(fn, inputs, sync, script_root)
     if root is None:
         recorder = _Recorder()
         with recorder:
@@ -258,3 +264,28 @@ def record_tensor_io(
         fn(*inputs)
     sync()
     return recorder.ops
+
+
+def _with_script_modules(
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    sync: Callable[[], None],
+    scripted: torch.nn.Module,
+) -> list[OpIO]:
+    from profreport.capture.script_modules import ModuleResolver, dispatch_hierarchies
+
+    recorder = _Recorder()
+
+    def forward() -> None:
+        with recorder:
+            fn(*inputs)
+        sync()
+
+    hierarchies = dispatch_hierarchies(forward)
+    if hierarchies is None or len(hierarchies) != len(recorder.ops):
+        return recorder.ops  # the events do not line up with the ops: nothing attributed
+    resolver = ModuleResolver(scripted)
+    return [
+        dataclasses.replace(op, module=resolver.path(h))
+        for op, h in zip(recorder.ops, hierarchies, strict=True)
+    ]

@@ -19,6 +19,8 @@ class DispatcherLog(BytesSource):
     name = "dispatcher"
 
     def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
+        import torch
+
         from profreport.analysis.bytes_model import DISPATCH_METHOD, calls_from_tensor_io
         from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
         from profreport.capture.opio import record_tensor_io
@@ -26,7 +28,11 @@ class DispatcherLog(BytesSource):
         from profreport.record.model import TensorIO
 
         root, attribution = _attribution_root(prepared.fn, attribution_enabled())
-        ops = record_tensor_io(prepared.fn, tuple(inputs), sync, root)
+        scripted = prepared.fn if attribution.startswith(SCRIPT_ATTRIBUTION) else None
+        assert scripted is None or isinstance(scripted, torch.nn.Module)
+        ops = record_tensor_io(prepared.fn, tuple(inputs), sync, root, scripted)
+        if scripted is not None and not any(op.module is not None for op in ops):
+            attribution = SCRIPT_NOT_LINED_UP
         calls = calls_from_tensor_io(ops, BOOKKEEPING_OPS)
         method = DISPATCH_METHOD
         not_modeled: list[str] = []
@@ -45,20 +51,30 @@ class DispatcherLog(BytesSource):
 EAGER_ATTRIBUTION = (
     "module forward hooks (named_modules() paths) and the Python stack of each dispatched op"
 )
-SCRIPT_NOT_RECORDED = (
-    "not recorded: TorchScript runs its graph without Python module calls or frames"
+SCRIPT_ATTRIBUTION = (
+    "TorchScript module hierarchy of each dispatched op (profiler with_modules); source lines "
+    "not recorded (TorchScript runs no Python frames)"
+)
+SCRIPT_FROZEN = "; the frozen graph kept no submodules, so its ops are placed at the model itself"
+SCRIPT_NOT_LINED_UP = (
+    "not recorded: the profiler's TorchScript module hierarchy did not line up with the "
+    "dispatched ops"
 )
 SWITCHED_OFF = "not recorded: PROFREPORT_ATTRIBUTION=0"
 
 
 def _attribution_root(fn: Any, enabled: bool) -> tuple[Any, str]:
-    """The module whose forward hooks name the ops' modules, or None and why there is none."""
+    """The module whose forward hooks name the ops' modules (None for TorchScript, whose
+    modules come from the profiler), and how the modules are recorded or why they are not."""
     import torch
 
     if not enabled:
         return None, SWITCHED_OFF
-    if isinstance(fn, torch.jit.ScriptModule | torch.jit.ScriptFunction):
-        return None, SCRIPT_NOT_RECORDED
+    if isinstance(fn, torch.jit.ScriptFunction):
+        return None, "not recorded: a TorchScript function has no modules"
+    if isinstance(fn, torch.jit.ScriptModule):
+        frozen = len(dict(fn.named_modules())) == 1
+        return None, SCRIPT_ATTRIBUTION + (SCRIPT_FROZEN if frozen else "")
     if isinstance(fn, torch.nn.Module):
         return fn, EAGER_ATTRIBUTION
     return None, "not recorded: the mode runs a function, not the model's module"
