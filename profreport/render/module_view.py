@@ -10,7 +10,6 @@ from profreport.analysis.attribution import ROOT_LABEL, group_title
 from profreport.analysis.module_tree import (
     TIME_METHOD,
     ModuleNode,
-    ModuleSaving,
     module_tree,
     top_savings,
 )
@@ -97,7 +96,8 @@ def module_tree_view(run: Run) -> ModuleTreeView | None:
 
 
 def place_text(modules: Sequence[str] | None, lines: Sequence[str] | None) -> str:
-    """ "mixers.1 at blocks.py:13" ("" when nothing was recorded); long lists shortened."""
+    """Where a row ran, "mixers.1 at blocks.py:13" ("" when nothing was recorded); long lists
+    are shortened."""
     parts = []
     if modules:
         shown = [m or ROOT_LABEL for m in modules[:3]]
@@ -121,15 +121,10 @@ def why_place(entry: WhyNotFused) -> str:
     return place_text(entry.modules, entry.source_lines)
 
 
-def savings_rows(run: Run) -> list[ModuleSaving]:
-    """The five modules whose fused groups saved the most modeled bytes."""
-    return top_savings(run)
-
-
 def savings_markdown(run: Run) -> list[str]:
     """summary.md's lines for the five modules that saved the most modeled bytes (folded in a
     <details> block); none when no fused group recorded its module."""
-    rows = savings_rows(run)
+    rows = top_savings(run)
     if not rows:
         return []
     table = md_table(
