@@ -5,6 +5,7 @@ Two measurements, each with attribution on and off (`PROFREPORT_ATTRIBUTION=0`),
 1. `profreport generate` wall time, each run in a fresh child process (as a user runs it), with
    the phases attribution touches (bytes: the dispatcher's recording pass; build: Inductor's
    capture) from each run's record;
+   and its CPU time (user + sys: less moved by other processes' load than wall time);
 2. in this process, the dispatcher's recording pass alone (capture/opio.record_tensor_io on the
    eager model), with and without the module hooks and stack walk: the part that grows.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,7 +33,10 @@ from profreport.capture.provenance import ATTRIBUTION_ENV
 from profreport.zoo import ZOO, build_zoo_model, zoo_size
 
 
-def _generate(args: argparse.Namespace, on: bool, out: Path) -> tuple[float, dict[str, float]]:
+def _generate(
+    args: argparse.Namespace, on: bool, out: Path
+) -> tuple[float, float, dict[str, float]]:
+    """Wall seconds, CPU seconds (user + sys of the child) and the record's phase seconds."""
     cmd = [
         sys.executable, "-m", "profreport", "generate", "--model", f"hf:{args.model}",
         "--device", "cpu", "--modes", args.modes, "--layers", str(args.layers),
@@ -39,9 +44,12 @@ def _generate(args: argparse.Namespace, on: bool, out: Path) -> tuple[float, dic
         "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, ATTRIBUTION_ENV: "1" if on else "0"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"generate exited {proc.returncode}: {proc.stderr.strip()}")
     (run,) = [p for p in out.iterdir() if p.is_dir()]
@@ -50,7 +58,7 @@ def _generate(args: argparse.Namespace, on: bool, out: Path) -> tuple[float, dic
     attributed = any(c.get("module") is not None for c in modes["eager"]["bytes"]["sequence"])
     if attributed != on:
         raise SystemExit(f"attribution was {'on' if attributed else 'off'}, expected the other")
-    return wall, record.get("phases_s") or {}
+    return wall, cpu, record.get("phases_s") or {}
 
 
 def _recording_pass_s(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], on: bool) -> float:
@@ -78,11 +86,13 @@ def main() -> None:
     args = ap.parse_args()
 
     walls: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
     phases: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
     with tempfile.TemporaryDirectory() as tmp:
         for i, on in enumerate(_order(args.rounds)):
-            wall, phase_s = _generate(args, on, Path(tmp) / str(i))
+            wall, cpu, phase_s = _generate(args, on, Path(tmp) / str(i))
             walls[on].append(wall)
+            cpus[on].append(cpu)
             for name in ("build", "bytes"):
                 phases[on].setdefault(name, []).append(float(phase_s.get(name, 0.0)))
 
@@ -105,6 +115,7 @@ def main() -> None:
     print("| measured | attribution off | attribution on | on / off | runs (on + off) |")
     print("|:---|---:|---:|---:|---:|")
     print(row("generate wall (child process)", walls[True], walls[False]))
+    print(row("generate CPU time, user + sys (child)", cpus[True], cpus[False]))
     for name in ("build", "bytes"):
         print(row(f"  phase {name} (from run.json)", phases[True][name], phases[False][name]))
     ms_on = [x * 1000 for x in passes[True]]

@@ -330,3 +330,14 @@ def test_module_hierarchies_resolve_through_module_lists(hierarchy, path):
 
     model, _ = _mixer_blocks()
     assert ModuleResolver(model).path(hierarchy) == path
+
+
+def test_kernel_csv_has_the_rows_places_one_cell_each():
+    from profreport.render.tables import kernel_csv
+
+    eager = _eager_mode()
+    assert eager.kernels is not None
+    placed = eager.adding(kernels=eager.kernels.adding(table=kernel_places(eager)))
+    lines = kernel_csv(Run(modes={"eager": placed}), "eager").splitlines()
+    assert lines[0].endswith(",modules,source_lines")
+    assert lines[2].endswith(",mixers.0 mixers.1 mixers.2,m.py:13")
