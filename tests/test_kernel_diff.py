@@ -376,3 +376,15 @@ def test_ab_of_two_different_files_names_the_kernels_that_changed(tmp_path):
     assert "| native_layer_norm | 1 (new) |" in compiled
     assert "head's native_layer_norm is a new kernel (" in compiled
     assert "kernel (graph_0_cpp_fused_relu_0) is gone in head (−1 per step" in compiled
+
+
+def test_analyze_markdown_says_how_renamed_kernels_were_paired():
+    traces = DATA / "traces"
+    out = io.StringIO()
+    args = [
+        "analyze",
+        str(traces / "gelu_norm_block.compile.pt.trace.json.gz"),
+        str(traces / "norm_gelu_block.compile.pt.trace.json.gz"),
+    ]
+    assert main(args, out=out, err=io.StringIO()) == 0
+    assert "| generated name (base: graph_0_cpp_fused_gelu_0) |" in out.getvalue()

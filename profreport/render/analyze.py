@@ -180,6 +180,7 @@ def view_model(doc: JSONObject, top: int = 15) -> JSONObject:
                         "name": short(k["name"]),
                         "full_name": k["name"],
                         "status": k["status"],
+                        "matched_by": _matched(k),
                         "calls": f"{k['baseline_calls']:,} → {k['calls']:,}",
                         "time_us": _arrow(k["baseline_time_us"], k["time_us"]),
                         "delta_time_us": fmt(k["delta_time_us"], "delta"),
@@ -199,6 +200,17 @@ def view_model(doc: JSONObject, top: int = 15) -> JSONObject:
             }
         )
     return {"traces": traces, "comparisons": comparisons, "definitions": doc["definitions"]}
+
+
+def _matched(k: JSONObject) -> str:
+    """How the row's base and head were paired (analysis/kernel_diff), naming base's kernel when
+    it had another name; "—" for a kernel only one side has. Documents written before the field
+    existed paired by name."""
+    how = k.get("matched_by", "name" if k["status"] == "changed" else None)
+    if how is None:
+        return "—"
+    base_name = k.get("baseline_name")
+    return f"{how} (base: {short(base_name)})" if base_name and base_name != k["name"] else how
 
 
 def _arrow(before: float, after: float) -> str:
@@ -260,10 +272,11 @@ def render_markdown(doc: JSONObject, top: int = 15) -> str:
         out += md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
         out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
         changed = [
-            (k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"])
+            (k["name"], k["status"], k["matched_by"], k["calls"], k["time_us"], k["delta_time_us"])
             for k in c["kernels"]
         ]
-        out += md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
+        header = ["kernel", "status", "matched by", "calls", "time (µs)", "Δ time"]
+        out += md_table(header, changed, "lllrrr")
         out += ["", "Kernels per launching CPU op (where different):", ""]
         out += [*md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
     out += ["## Method", ""]
