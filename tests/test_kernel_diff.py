@@ -20,6 +20,7 @@ from profreport.analysis.derive import derived_run
 from profreport.analysis.kernel_diff import (
     STRATEGIES,
     KernelSide,
+    ModeKernelDiff,
     diff_kernels,
     fusion_changes,
     generated_stem,
@@ -30,6 +31,7 @@ from profreport.cli import main
 from profreport.modes import mode_analyses
 from profreport.record.model import FusionGroup, FusionMap, Run
 from profreport.render import compare as compare_render
+from profreport.render.jinja import render_page
 from profreport.render.kernel_diff import kernel_diff_markdown, mode_view
 
 DATA = Path(__file__).parent / "data" / "kernel_diff"
@@ -271,6 +273,18 @@ def test_comparison_documents_carry_the_kernel_diff():
     assert kd["fusion_changes"][0]["kind"] == "fused"
     assert {r["status"] for r in kd["rows"]} == {"appeared", "disappeared"}
     assert doc["model_differences"][0].startswith("name: base 'gelu_mul_apart:build'")
+
+
+def test_hostile_kernel_names_render_as_text():
+    hostile = "<script>alert(1)</script>|`x`"
+    rows, paired = diff_kernels([], [_side(hostile)])
+    diff = ModeKernelDiff("compile", rows, paired)
+    md = "\n".join(kernel_diff_markdown([mode_view(diff)]))
+    assert "<script>" not in md and "\\|" in md
+    html = render_page(
+        "_kernel_diff.html.j2", kernel_diffs=[mode_view(diff)], kernel_diff_source="src"
+    )
+    assert "<script>" not in html and "&lt;script&gt;" in html
 
 
 # ---------------------------------------------------------------- CLI
