@@ -17,12 +17,12 @@ import pytest
 from profreport import record
 from profreport.analysis.compare import DifferentModels, Thresholds, compare_runs
 from profreport.analysis.derive import derived_run
+from profreport.analysis.fusion_changes import fusion_changes
 from profreport.analysis.kernel_diff import (
     STRATEGIES,
     KernelSide,
     ModeKernelDiff,
     diff_kernels,
-    fusion_changes,
     generated_stem,
     mode_kernel_diff,
     pair_kernels,
