@@ -132,49 +132,54 @@ def compare_counts(
     return out
 
 
-def _trace_side(row: KernelRow) -> KernelSide:
-    """A trace's kernel row as a diff side: whole-trace calls and time, no bytes or eager ops
-    (a trace carries neither)."""
-    return KernelSide(row.name, row.kind, float(row.calls), row.time_us)
+def _pairing_side(row: KernelRow) -> KernelSide:
+    """What the kernel diff's strategies pair a trace's row by: its name and kind (a trace has
+    no fusion map). The numbers reported are the row's own whole-trace totals."""
+    return KernelSide(row.name, row.kind, calls_per_step=0.0, time_us_per_step=None)
 
 
 def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[dict[str, Any]]:
     """Kernels whose call count or time changed (including ones only one side has), paired by
     the kernel diff's strategies (analysis/kernel_diff: the name, else an Inductor-generated
     name without its counter); `matched_by` says which, `baseline_name` what base called it."""
-    b_sides = {(r.kind, r.name): _trace_side(r) for r in base}
-    o_sides = {(r.kind, r.name): _trace_side(r) for r in other}
-    launched = {(r.kind, r.name): r.launched_by for r in base + other}
-    pairs, only_base, only_other = pair_kernels(list(b_sides.values()), list(o_sides.values()))
-    found: list[tuple[KernelSide | None, KernelSide | None, str | None]] = [
-        (b, o, how) for b, o, how in pairs
+    rows_of: dict[int, KernelRow] = {}
+    sides: dict[str, list[KernelSide]] = {"base": [], "other": []}
+    for which, table in (("base", base), ("other", other)):
+        for row in table:
+            side = _pairing_side(row)
+            rows_of[id(side)] = row
+            sides[which].append(side)
+    pairs, only_base, only_other = pair_kernels(sides["base"], sides["other"])
+    found: list[tuple[KernelRow | None, KernelRow | None, str | None]] = [
+        (rows_of[id(b)], rows_of[id(o)], how) for b, o, how in pairs
     ]
-    found += [(b, None, None) for b in only_base] + [(None, o, None) for o in only_other]
+    found += [(rows_of[id(b)], None, None) for b in only_base]
+    found += [(None, rows_of[id(o)], None) for o in only_other]
     rows: list[dict[str, Any]] = []
-    deltas: list[tuple[float, float]] = []
+    deltas: list[tuple[float, int]] = []
     for rb, ro, how in found:
-        side = ro if ro is not None else rb
-        if side is None:
+        shown = ro if ro is not None else rb
+        if shown is None:
             continue
-        calls_b, calls_o = (rb.calls_per_step if rb else 0.0), (ro.calls_per_step if ro else 0.0)
-        time_b, time_o = (rb.time_us_per_step if rb else 0.0), (ro.time_us_per_step if ro else 0.0)
+        calls_b, calls_o = (rb.calls if rb else 0), (ro.calls if ro else 0)
+        time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
         if rb is not None and ro is not None and calls_b == calls_o and time_b == time_o:
             continue
         dt = Change(time_b, time_o).difference
         rows.append(
             {
-                "name": side.name,
-                "kind": side.kind,
+                "name": shown.name,
+                "kind": shown.kind,
                 "status": "removed" if ro is None else "added" if rb is None else "changed",
                 "matched_by": how,
                 "baseline_name": rb.name if rb is not None else None,
-                "baseline_calls": int(calls_b),
-                "calls": int(calls_o),
-                "delta_calls": int(calls_o - calls_b),
+                "baseline_calls": calls_b,
+                "calls": calls_o,
+                "delta_calls": calls_o - calls_b,
                 "baseline_time_us": time_b,
                 "time_us": time_o,
                 "delta_time_us": None if dt is None else round(dt, 3),
-                "launched_by": launched[(side.kind, side.name)],
+                "launched_by": shown.launched_by,
             }
         )
         deltas.append((abs(dt or 0.0), abs(calls_o - calls_b)))
