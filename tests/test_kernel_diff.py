@@ -151,6 +151,13 @@ def test_fusion_changes_name_fused_new_gone_and_repeated_groups():
     assert split.head_kernels == ("k_gelu_0", "k_mul_1") and split.bytes_change == 4096
 
 
+def test_a_fusion_is_found_when_the_fused_op_still_runs_alone_elsewhere():
+    base = _map((("gelu",), ("k_g",), 10), (("mul",), ("k_m",), 10), (("mul",), ("k_m",), 10))
+    head = _map((("gelu", "mul"), ("k_gm",), 10), (("mul",), ("k_m2",), 10))
+    (change,) = fusion_changes(base, head)
+    assert (change.kind, change.base_kernels, change.bytes_change) == ("fused", ("k_g", "k_m"), -10)
+
+
 def test_identical_fusion_maps_have_no_changes():
     fusion = _map((("gelu", "mul"), ("k0",), 10))
     assert fusion_changes(fusion, fusion) == ()
