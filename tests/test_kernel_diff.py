@@ -270,7 +270,7 @@ def test_renamed_pair_shows_both_names():
 def test_comparison_documents_carry_the_kernel_diff():
     cmp = compare_runs(_run("gelu_mul_apart"), _run("gelu_mul_fused"), allow_different_models=True)
     md = compare_render.render_markdown(cmp)
-    assert "Two different models:" in md and "#### Kernel by kernel" in md
+    assert "What differs between the models:" in md and "#### Kernel by kernel" in md
     assert "head fuses gelu + mul in one kernel (graph_0_cpp_fused_gelu_mul_0)" in md
     html = compare_render.render_html(cmp)
     assert 'id="kernel-diff-compile"' in html and "head fuses gelu + mul" in html

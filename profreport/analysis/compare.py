@@ -97,7 +97,9 @@ def _inputs_text(run: Run) -> str:
 
 
 def model_differences(base: Run, head: Run) -> list[str]:
-    """What differs between the two runs' models: name, spec, parameter count, inputs."""
+    """What differs between the two runs' models: name, spec, parameter count, inputs (a spec
+    or parameter count one record does not hold is no difference: an older record, or a model
+    passed as an object)."""
     b, h = base.model, head.model
     out = []
     for what, b_value, h_value in (
@@ -105,7 +107,7 @@ def model_differences(base: Run, head: Run) -> list[str]:
         ("spec", b.spec, h.spec),
         ("parameters", b.parameters, h.parameters),
     ):
-        if b_value != h_value:
+        if b_value is not None and h_value is not None and b_value != h_value:
             if isinstance(b_value, int) and isinstance(h_value, int):
                 out.append(f"{what}: base {b_value:,}, head {h_value:,} ({h_value - b_value:+,})")
             else:

@@ -196,7 +196,7 @@ def render_markdown(cmp: Comparison) -> str:
         "",
     ]
     if v["model_differences"]:
-        lines += ["Two different models:", ""]
+        lines += ["What differs between the models:", ""]
         lines += [f"- {md_cell(d)}" for d in v["model_differences"]]
         lines.append("")
     header = ["mode", "status", "kernels / step"]
