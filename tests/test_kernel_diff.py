@@ -254,7 +254,8 @@ def test_view_model_markdown_folds_rows_beyond_the_top():
     assert view["bytes_header"] == "bytes / step (modeled)"
     assert view["rest_label"] == f"{len(diff.rows) - 2} more kernels"
     md = "\n".join(kernel_diff_markdown([view]))
-    assert md.count("<details>") == 1 and "| aten::relu | disappeared |" in md
+    assert md.count("<details>") == 1 and "| aten::relu | disappeared | — | 1 (gone) |" in md
+    assert not view["show_eager_ops"] and "| eager ops |" not in md  # eager: no fusion map
     assert md.index("<details>") > md.index(view["top"][1]["kernel"])
 
 
@@ -264,6 +265,7 @@ def test_renamed_pair_shows_both_names():
     )
     view = mode_view(cmp.modes[1].kernel_diff)
     kernels = {r["kernel"]: r["matched_by"] for r in view["top"]}
+    assert view["show_eager_ops"]
     assert kernels["graph_0_cpp_fused_gelu_1 (base: graph_0_cpp_fused_gelu_0)"] == "eager ops"
 
 
@@ -388,9 +390,9 @@ def test_ab_of_two_different_files_names_the_kernels_that_changed(tmp_path):
     assert "- parameters: base 16,576, head 16,704 (+128)" in md
     section = md[md.index("#### Kernel by kernel") :]
     eager, compiled = section.split("**compile**")
-    assert "| aten::relu | disappeared | — |  | 1 (gone) |" in eager
-    assert "| aten::gelu | appeared | — |  | 1 (new) |" in eager
-    assert "| aten::native_layer_norm | appeared | — |  | 1 (new) |" in eager
+    assert "| aten::relu | disappeared | — | 1 (gone) |" in eager  # no eager-ops column
+    assert "| aten::gelu | appeared | — | 1 (new) |" in eager
+    assert "| aten::native_layer_norm | appeared | — | 1 (new) |" in eager
     assert "32.00 KiB (new) |" in eager and "32.00 KiB (gone) |" in eager
     # compile: Inductor's kernels, with the eager ops each computes and the fusion changes
     assert "| relu | 1 (gone) |" in compiled and "| gelu | 1 (new) |" in compiled

@@ -36,6 +36,7 @@ class KernelDiffModeView(TypedDict):
     fusion_changes: list[str]
     note: str
     bytes_header: str
+    show_eager_ops: bool  # some row has eager ops (a mode with a fusion map)
     top: list[KernelDiffRowView]
     rest: list[KernelDiffRowView]
     rest_label: str
@@ -146,6 +147,7 @@ def mode_view(diff: ModeKernelDiff, top: int = TOP_ROWS) -> KernelDiffModeView:
         "fusion_changes": [c.summary for c in diff.fusion_changes],
         "note": diff.note,
         "bytes_header": "bytes / step" + (f" ({next(iter(sources))})" if len(sources) == 1 else ""),
+        "show_eager_ops": any(r["eager_ops"] for r in rows),
         "top": rows[:top],
         "rest": rest,
         "rest_label": f"{len(rest)} more kernel{'s' if len(rest) != 1 else ''}",
@@ -155,6 +157,7 @@ def mode_view(diff: ModeKernelDiff, top: int = TOP_ROWS) -> KernelDiffModeView:
 def kernel_diff_views(
     diffs: Sequence[ModeKernelDiff | None], top: int = TOP_ROWS
 ) -> list[KernelDiffModeView]:
+    """The view of each mode that has a kernel diff (both sides ran), in the given order."""
     return [mode_view(d, top) for d in diffs if d is not None]
 
 
@@ -167,17 +170,11 @@ SOURCE_LINE = (
 )
 
 
-def _md_rows(rows: list[KernelDiffRowView]) -> list[list[str]]:
+def _md_rows(rows: list[KernelDiffRowView], eager_ops: bool) -> list[list[str]]:
     return [
-        [
-            r["kernel"],
-            r["status"],
-            r["matched_by"],
-            r["eager_ops"],
-            r["calls"],
-            r["time"],
-            r["bytes"],
-        ]
+        [r["kernel"], r["status"], r["matched_by"]]
+        + ([r["eager_ops"]] if eager_ops else [])
+        + [r["calls"], r["time"], r["bytes"]]
         for r in rows
     ]
 
@@ -194,19 +191,14 @@ def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####")
             lines.append(f"- {md_cell(v['note'])}")
         if v["fusion_changes"] or v["note"]:
             lines.append("")
-        header = [
-            "kernel",
-            "status",
-            "matched by",
-            "eager ops",
-            "calls / step",
-            "time / step (profiler)",
-            v["bytes_header"],
-        ]
+        ops = v["show_eager_ops"]
+        header = ["kernel", "status", "matched by", *(["eager ops"] if ops else [])]
+        header += ["calls / step", "time / step (profiler)", v["bytes_header"]]
+        align = "lll" + ("l" if ops else "") + "rrr"
         if v["top"]:
-            lines += [*md_table(header, _md_rows(v["top"]), "llllrrr"), ""]
+            lines += [*md_table(header, _md_rows(v["top"], ops), align), ""]
         if v["rest"]:
             lines += [f"<details><summary>{md_cell(v['rest_label'])}</summary>", ""]
-            lines += [*md_table(header, _md_rows(v["rest"]), "llllrrr"), "", "</details>", ""]
+            lines += [*md_table(header, _md_rows(v["rest"], ops), align), "", "</details>", ""]
     lines.append(f"<sub>{md_cell(SOURCE_LINE)}</sub>")
     return [*lines, ""]
