@@ -71,10 +71,17 @@ class ExportMode(CompileMode):
         from torch._inductor import metrics
 
         from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
+        from profreport.modes.outputs import with_tensor_outputs
 
+        # torch.export accepts only outputs pytree can open: a ModelOutput holding a
+        # DynamicCache is flattened to its tensors first, as trace does (the record says so).
+        eager_output = module(*inputs)
+        sync()
+        target, flattened = with_tensor_outputs(module, eager_output, "torch.export")
+        del eager_output
         start = time.perf_counter()
         try:
-            program = torch.export.export(module, tuple(inputs))
+            program = torch.export.export(target, tuple(inputs))
         except Exception as exc:  # data-dependent control flow, unsupported ops, ...
             raise ModeError(export_failure_line(exc)) from exc
         export_s = time.perf_counter() - start
@@ -103,6 +110,8 @@ class ExportMode(CompileMode):
             "aot_build_s": build_s,
             "package_bytes": package_bytes,
         }
+        if flattened:
+            compiler["outputs"] = flattened
         for _ in range(WARMUP_CALLS):
             loaded(*inputs)
             sync()
