@@ -266,22 +266,35 @@ def _measured_view(mode: ModeResult) -> dict[str, Any]:
 
 def _indirect_note(nodes: Sequence[Mapping[str, Any]]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
-    tensor count the elements touched (runs recorded before this have no such entries)."""
+    tensor count the elements touched (runs recorded before this have no such entries); a graph
+    constant (AOTInductor's weights), which Inductor does not count, enters whole first."""
     notes = []
     for keys, what in (
         (("indirect_reads", "indirect_writes"), "through an index tensor"),
         (("sliced_reads",), "of a slice of a buffer inside a fused kernel"),
     ):
-        resized = [r for n in nodes for key in keys for r in n.get(key, [])]
-        if not resized:
-            continue
-        counted = sum(r["counted_bytes"] for r in resized)
-        scheduler = sum(r["scheduler_bytes"] for r in resized)
-        notes.append(
-            f"; {len(resized)} buffer access(es) {what} modeled as the elements touched "
-            f"({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
-            f"{fmt_bytes(scheduler)}"
-        )
+        for constant in (False, True):
+            resized = [
+                r
+                for n in nodes
+                for key in keys
+                for r in n.get(key, [])
+                if bool(r.get("constant")) is constant
+            ]
+            if not resized:
+                continue
+            counted = sum(r["counted_bytes"] for r in resized)
+            scheduler = sum(r["scheduler_bytes"] for r in resized)
+            subject = "graph constant access(es)" if constant else "buffer access(es)"
+            against = (
+                f"where Inductor's per-kernel sizing gives {fmt_bytes(scheduler)}"
+                if not constant
+                else f"instead of whole ({fmt_bytes(scheduler)})"
+            )
+            notes.append(
+                f"; {len(resized)} {subject} {what} modeled as the elements touched "
+                f"({fmt_bytes(counted)}) {against}"
+            )
     return "".join(notes)
 
 
