@@ -52,6 +52,7 @@ from profreport.modes import (
     mode_for,
     prepare_mode,
 )
+from profreport.modes.compile import stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.text import error_line, full_error, one_line
@@ -312,6 +313,13 @@ def _time_modes(
         return
 
 
+def _nothing_running_before_timing() -> None:
+    """Every mode is built: stop the compilers' background workers (a failed mode's leftover
+    compile jobs included), so that none of profreport's own processes competes with the timing
+    (the noise guard counts them apart: capture/noise.py)."""
+    stop_compile_workers()
+
+
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -476,6 +484,7 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
                 interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
 
+    _nothing_running_before_timing()
     yield TimingStage(record, entries, prepared_modes, phases, sync)  # the caller times the modes
 
     if not settled(ceilings):  # a loaded machine measures ceilings too low: again

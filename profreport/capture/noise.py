@@ -1,8 +1,10 @@
 """How busy the machine was while we timed: load average and other processes' CPU share.
 
-Linux only (/proc/loadavg, /proc/stat, /proc/self/stat); elsewhere every figure is None and the
-sample says "unknown". The other processes' share is (busy CPU time of the whole machine - our
-process's CPU time) / all CPU time, over the timing window.
+Linux only (/proc/loadavg, /proc/stat, /proc/<pid>/stat); elsewhere every figure is None and the
+sample says "unknown". Over the timing window, our process's share is its CPU time / all CPU
+time; our children's share is that of profreport's own child processes (compile workers, a C++
+compiler: capture/children.py), reported apart because they are ours yet should not run while we
+time; the other processes' share is the machine's busy CPU time less both, / all CPU time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from profreport.capture.children import children_cpu_ticks
 
 PROC = Path("/proc")
 
@@ -24,8 +28,15 @@ def _read(path: Path) -> str | None:
 
 
 def snapshot(proc: Path = PROC) -> dict[str, Any]:
-    """One reading: loadavg, machine busy/total jiffies, our process's jiffies (None if unknown)."""
-    snap: dict[str, Any] = {"load1": None, "busy": None, "total": None, "ours": None}
+    """One reading: loadavg, machine busy/total jiffies, our process's and our children's
+    jiffies (None if unknown)."""
+    snap: dict[str, Any] = {
+        "load1": None,
+        "busy": None,
+        "total": None,
+        "ours": None,
+        "children": children_cpu_ticks(proc),
+    }
     loadavg = _read(proc / "loadavg")
     if loadavg:
         snap["load1"] = float(loadavg.split()[0])
@@ -52,6 +63,7 @@ def machine_load(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
         "load1_after": after["load1"],
         "other_busy_share": None,
         "ours_busy_share": None,
+        "children_busy_share": None,
     }
     if None in (before["busy"], after["busy"], before["ours"], after["ours"]):
         out["source"] = "unknown (no /proc on this system)"
@@ -61,8 +73,13 @@ def machine_load(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
         return out
     ours = after["ours"] - before["ours"]
     busy = after["busy"] - before["busy"]
+    children = 0
+    if before.get("children") is not None and after.get("children") is not None:
+        # a grandchild orphaned and reaped by init takes its ticks away: never below 0
+        children = max(0, after["children"] - before["children"])
+        out["children_busy_share"] = round(min(1.0, children / total), 4)
     out["ours_busy_share"] = round(min(1.0, ours / total), 4)
-    out["other_busy_share"] = round(max(0.0, (busy - ours) / total), 4)
+    out["other_busy_share"] = round(max(0.0, (busy - ours - children) / total), 4)
     return out
 
 

@@ -35,6 +35,11 @@ def noise_text(noise: Mapping[str, Any] | None) -> str:
         f"{load.get('load1_before', 'unknown')} before and {load.get('load1_after', 'unknown')} "
         "after",
     ]
+    if load.get("children_busy_share") is not None:  # runs recorded before have no such share
+        parts.append(
+            "profreport's own child processes (compile workers, compilers; not counted as "
+            f"other processes) used {_pct(load['children_busy_share'])}"
+        )
     if base.get("rounds"):
         parts.append(
             f"eager over {base['rounds']} rounds: blocks spread {_pct(base.get('block_spread'))} "
