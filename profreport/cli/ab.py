@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
@@ -17,7 +18,15 @@ from profreport.cli.common import (
     progress_display,
     thresholds,
 )
-from profreport.cli.generate import LOG_NAME, device_for, library_output, run_name, staging
+from profreport.cli.generate import (
+    LOG_NAME,
+    built_off_the_terminal,
+    device_for,
+    library_output,
+    run_name,
+    staging,
+)
+from profreport.text import terminal_text
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
@@ -46,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.api import RunResult
     from profreport.env import DTYPES
     from profreport.files import write_atomic
-    from profreport.models import ModelError, load_model
+    from profreport.models import LoadedModel, ModelError, load_model
     from profreport.render import compare as compare_render
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
@@ -55,12 +64,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     device = device_for(args)
-    models = {}
-    for side, spec in (("base", args.base), ("head", args.head)):
-        try:
-            models[side] = load_model(spec, device, DTYPES[args.dtype])
-        except ModelError as exc:
-            raise UsageError(f"{side}: {exc}") from None
+
+    def build(progress: Callable[[str], None]) -> dict[str, LoadedModel]:
+        models = {}
+        for side, spec in (("base", args.base), ("head", args.head)):
+            progress(f"building {side}: {terminal_text(spec)}")
+            try:
+                models[side] = load_model(spec, device, DTYPES[args.dtype])
+            except ModelError as exc:
+                raise UsageError(f"{side}: {exc}") from None
+        return models
+
+    models, build_log = built_off_the_terminal(build, err, args.quiet, args.debug)
     if models["base"].name != models["head"].name:
         raise UsageError(
             f"cannot compare: different models: base {models['base'].name!r}, "
@@ -71,7 +86,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     name = run_name(f"{models['base'].name}-ab", device.type, now)
     with (
         staging(Path(args.out), name) as staged,
-        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        library_output(staged.path / LOG_NAME, err, args.debug, build_log) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
         run_dirs = {side: staged.path / side for side in ab.SIDES}

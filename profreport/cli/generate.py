@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from profreport import interrupts
 from profreport.cli.common import (
@@ -142,16 +144,60 @@ LOG_NAME = "run.log"
 
 
 @contextmanager
-def library_output(log_path: Path, err: TextIO, debug: bool) -> Iterator[TextIO]:
+def library_output(log_path: Path, err: TextIO, debug: bool, earlier: str = "") -> Iterator[TextIO]:
     """Libraries' own lines (Kineto, Inductor, the model's prints) go to run.log in the run
-    folder; with --debug they stay on the terminal."""
+    folder, after the `earlier` lines (those printed while the model was built); with --debug
+    they stay on the terminal."""
     if debug:
         yield err
         return
     from profreport.liboutput import library_output_to
 
+    if earlier:
+        log_path.write_text(earlier, encoding="utf-8")
+
     with library_output_to(log_path, err) as terminal:
         yield terminal
+
+
+Built = TypeVar("Built")
+
+
+def built_off_the_terminal(
+    build: Callable[[Callable[[str], None]], Built], err: TextIO, quiet: bool, debug: bool
+) -> tuple[Built, str]:
+    """`build(progress)`'s result and what libraries printed meanwhile: a model's own prints,
+    transformers' and Python's warnings while it is built are library output too, kept in a
+    temporary log (the run folder is named after the model, so it comes later) whose text
+    then opens the run's run.log. A build that fails leaves nothing behind."""
+    with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
+        log = Path(folder) / LOG_NAME
+        with (
+            library_output(log, err, debug) as terminal,
+            progress_display(quiet, terminal) as progress,
+        ):
+            built = build(progress)
+        return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+
+
+def _load(args: argparse.Namespace, device: Any, progress: Callable[[str], None]) -> Any:
+    """The model `--model` names, built on `device` (UsageError when it cannot be)."""
+    from profreport.env import DTYPES
+    from profreport.models import ModelError, load_model
+
+    progress(f"building {terminal_text(args.model)}")
+    try:
+        return load_model(
+            args.model,
+            device,
+            DTYPES[args.dtype],
+            args.batch_size,
+            args.channels_last,
+            layers=args.layers,
+            seq_len=args.seq_len,
+        )
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def staging(parent: Path, name: str) -> StagedFolder:
@@ -216,27 +262,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
-    from profreport.env import DTYPES
-    from profreport.models import ModelError, load_model
-
     device = device_for(args)
-    try:
-        model = load_model(
-            args.model,
-            device,
-            DTYPES[args.dtype],
-            args.batch_size,
-            args.channels_last,
-            layers=args.layers,
-            seq_len=args.seq_len,
-        )
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
-
+    model, build_log = built_off_the_terminal(
+        partial(_load, args, device), err, args.quiet, args.debug
+    )
     now = datetime.now(timezone.utc)
     with (
         staging(Path(args.out), run_name(model.name, device.type, now)) as staged,
-        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        library_output(staged.path / LOG_NAME, err, args.debug, build_log) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
         result = api.profile_loaded(
