@@ -12,7 +12,6 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 
 from __future__ import annotations
 
-import re
 import time
 import traceback
 from collections import Counter
@@ -55,6 +54,7 @@ from profreport.modes import (
 from profreport.modes.compile import stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
+from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
 from profreport.traceio import load_trace
 
@@ -88,20 +88,14 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
-_TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
-
-
 def _error_line(exc: BaseException) -> str:
     """`Type: message`, one line without tensor reprs. The TorchScript interpreter wraps the
-    model's own exception under a generic first line; the original (`builtins.ValueError: ...`)
-    is the useful one. A ModeError's message is already the line to show."""
+    error it caught under a generic first line; the error and the operation it names are the
+    useful part (script_errors.interpreter_failure_line). A ModeError's message is already the
+    line to show."""
     if isinstance(exc, ModeError):
         return one_line(str(exc))
-    text = str(exc).strip()
-    reraised = _TORCHSCRIPT_RERAISE.search(text)
-    if reraised:
-        return one_line(f"{reraised[1]}: {one_line(reraised[2])} (in the TorchScript interpreter)")
-    return error_line(exc)
+    return interpreter_failure_line(str(exc)) or error_line(exc)
 
 
 def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
