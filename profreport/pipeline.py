@@ -17,7 +17,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -54,6 +54,7 @@ from profreport.modes import (
 from profreport.modes.compile import stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
+from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
 from profreport.traceio import load_trace
@@ -239,22 +240,26 @@ def _mark_failed(
 
 @dataclass
 class _Reference:
-    """Eager's output on the example inputs (tensors cloned), or why there is none."""
+    """Eager's output on the example inputs (tensors cloned), or why there is none, and how
+    long that first call took (seconds, measured)."""
 
     output: FlatOutput | None
     error: str | None = None
+    call_s: float | None = None
 
 
 def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference:
     start = interrupts.mark()
+    started = time.perf_counter()
     try:
         flat = flatten_output(model.module(*model.example_inputs))
         sync()
     except (Exception, SystemExit) as exc:  # eager's own failure is recorded by its mode
         interrupts.reraise_if_interrupted(exc, start)
         return _Reference(None, _error_line(exc))
+    call_s = time.perf_counter() - started
     cloned = tuple(t.detach().clone() for t in flat.tensors)
-    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain))
+    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain), None, call_s)
 
 
 def _output_check(
@@ -284,9 +289,12 @@ def _time_modes(
     progress: Progress,
 ) -> None:
     """Time the stage's prepared modes together; one that raises is marked failed (and dropped
-    from `prepared_modes`) and the others are timed again without it."""
+    from `prepared_modes`) and the others are timed again without it, in what is left of the
+    `--max-time` budget."""
     start = interrupts.mark()
+    deadline = time.perf_counter() + options.timing.max_time_s
     while stage.prepared_modes:
+        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
@@ -298,7 +306,7 @@ def _time_modes(
 
         try:
             with watch() as load:
-                timings = measure_latency(fns, stage.sync, options.timing, on_round=on_round)
+                timings = measure_latency(fns, stage.sync, budget, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             stage.mark_failed(failure.mode, failure.error, device)
@@ -428,6 +436,12 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
     bytes_work: dict[str, BytesWork] = {}
     with torch.no_grad():
         reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
+        if reference is not None and reference.call_s is not None:
+            notice = duration_notice(
+                reference.call_s, len(options.modes), options.profile, options.timing
+            )
+            if notice is not None:
+                progress(notice)
         for name in options.modes:
             entry: dict[str, Any] = {
                 "status": "ok",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from profreport.text import terminal_text
+from profreport.text import Notice, terminal_text
 
 # 0 success; 1 the run finished but found a problem (a gate, the model itself failed, or
 # `analyze --keep-going` skipped a file); 2 bad input (one line on stderr, nothing written);
@@ -116,8 +116,15 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
         from rich.console import Console
 
         console = Console(file=stream)
+
+        def show(msg: str) -> None:
+            if isinstance(msg, Notice):  # printed above the status line, where it stays
+                console.print(escape(terminal_text(msg)), highlight=False)
+            else:
+                status.update(escape(terminal_text(msg)))
+
         with console.status("starting") as status:
-            yield lambda msg: status.update(escape(terminal_text(msg)))
+            yield show
         return
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
 
