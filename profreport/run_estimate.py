@@ -26,7 +26,14 @@ def duration_notice(
     timing_s = expected_timing_s(call_s, n_modes, timing)
     if others_s + timing_s < HEAVY_RUN_S:
         return None
-    budget = " (the --max-time budget)" if timing_s >= timing.max_time_s else ""
+    budget = ""
+    if timing_s > timing.max_time_s:
+        budget = (
+            f" (more than --max-time {timing.max_time_s:g} s: each mode is warmed up and timed "
+            "at least once)"
+        )
+    elif timing_s == timing.max_time_s:
+        budget = " (the --max-time budget)"
     return Notice(
         f"eager's first call took {call_s:.2f} s: expect about {_duration(others_s)} of warm-up, "
         f"profiling and checks for {n_modes} mode{'s' if n_modes != 1 else ''} (plus compile "

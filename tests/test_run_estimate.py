@@ -13,6 +13,16 @@ SCHEDULE = ProfileSchedule(wait=1, warmup=1, active=3)
 TIMING = TimingConfig(min_time_s=0.3, max_time_s=60.0)
 
 
+def test_a_run_heavier_than_its_budget_says_so():
+    notice = duration_notice(45.0, 5, SCHEDULE, TIMING)
+    # ALBERT xxlarge on a busy 2-core machine: 5 x 11 x 45 s; a warm-up call and one round each
+    assert notice == (
+        "eager's first call took 45.00 s: expect about 41.2 min of warm-up, profiling and checks "
+        "for 5 modes (plus compile time), then about 7.5 min of latency timing (more than "
+        "--max-time 60 s: each mode is warmed up and timed at least once)"
+    )
+
+
 def test_a_light_run_says_nothing():
     assert duration_notice(0.01, 5, SCHEDULE, TIMING) is None
 
@@ -30,10 +40,11 @@ def test_a_heavy_run_names_its_phases_and_the_budget():
 
 def test_a_run_heavy_enough_but_within_its_budget_does_not_claim_the_budget():
     notice = duration_notice(0.6, 2, SCHEDULE, TimingConfig(min_time_s=0.3, max_time_s=600))
-    # 2 x 11 x 0.6 s = 13.2 s; timing 2 x (0.6 + 0.6) + 15 rounds x 1.2 s = 20.4 s
+    # 2 x 11 x 0.6 s = 13.2 s; timing: a 0.6 s warm-up call each (it sizes the block), then
+    # 15 rounds of 1.2 s: 19.2 s
     assert notice == (
         "eager's first call took 0.60 s: expect about 13 s of warm-up, profiling and checks for "
-        "2 modes (plus compile time), then about 20 s of latency timing"
+        "2 modes (plus compile time), then about 19 s of latency timing"
     )
 
 

@@ -60,16 +60,17 @@ def test_budget_stops_timing():
 
 
 def test_the_budget_covers_warm_up_and_calibration_of_a_heavy_model():
-    """Three modes of a model whose one call takes 1 s, 10 s of budget: warm-up (one call
-    each), calibration (one call each) and one 3 s round fit; a second round would not.
-    Before, the budget counted from the first round only: 6 s + 4 rounds = 18 s."""
+    """Three modes of a model whose one call takes 1 s, 10 s of budget: one warm-up call each
+    (as long as a block: no calibration call), then 3 s rounds while the next one fits: two.
+    Before, warm-up and calibration (6 s) were outside the budget, then 4 rounds: 18 s."""
     clock = FakeClock()
     cfg = TimingConfig(min_time_s=100, max_time_s=10.0, block_s=0.02, min_blocks=15, warmup_s=0.1)
     fns = {n: clock.work(n, 1.0) for n in ("eager", "trace", "compile")}
     res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
     assert clock.t == 9.0 <= cfg.max_time_s
-    assert clock.order.count("eager") == 3  # warm-up, calibration, one timed block
-    assert [len(r.samples_ms) for r in res.values()] == [1, 1, 1]
+    assert clock.order[:3] == ["eager", "trace", "compile"]  # warm-up, nothing else
+    assert [len(r.samples_ms) for r in res.values()] == [2, 2, 2]
+    assert [r.calls_per_block for r in res.values()] == [1, 1, 1]
 
 
 def test_a_budget_shorter_than_one_round_still_times_each_mode_once():
@@ -77,9 +78,10 @@ def test_a_budget_shorter_than_one_round_still_times_each_mode_once():
     cfg = TimingConfig(min_time_s=100, max_time_s=1.0, block_s=0.02, min_blocks=15, warmup_s=0.5)
     fns = {n: clock.work(n, 1.0) for n in ("eager", "compile")}
     res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
-    # eager's warm-up call (the budget had not run out), no warm-up for compile (it had), one
-    # calibration call each, one round: the overrun the documentation states
-    assert clock.order == ["eager", "eager", "compile", "eager", "compile"]
+    # eager's warm-up call (the budget had not run out) sizes its block; compile gets no
+    # warm-up (it had) and one calibration call; then the one round that always runs: the
+    # overrun the documentation states
+    assert clock.order == ["eager", "compile", "eager", "compile"]
     assert [len(r.samples_ms) for r in res.values()] == [1, 1]
 
 
@@ -90,8 +92,12 @@ def test_expected_timing_follows_the_stop_rule_and_the_budget():
     assert light == pytest.approx(3 * (0.1 + 0.02) + 50 * 3 * 0.02)
     # heavy: 2 s calls want 3 x (2 + 2) s of setup and 15 rounds of 6 s: the 60 s budget rules
     assert expected_timing_s(2.0, 3, cfg) == 60.0
-    # heavier than the budget allows: setup and the one round that always runs
-    assert expected_timing_s(10.0, 3, cfg) == 3 * (10 + 10) + 3 * 10
+    # heavier than the budget allows: a warm-up call each (it sizes the block: no calibration)
+    # and the one round that always runs
+    assert expected_timing_s(10.0, 3, cfg) == 3 * 10 + 3 * 10
+    # without a timed warm-up, a calibration call each
+    no_warmup = TimingConfig(min_time_s=1.0, max_time_s=60.0, warmup_s=0.0)
+    assert expected_timing_s(10.0, 3, no_warmup) == 3 * 10 + 3 * 10
 
 
 def test_expected_timing_matches_a_measured_run_on_the_fake_clock():
@@ -99,5 +105,5 @@ def test_expected_timing_matches_a_measured_run_on_the_fake_clock():
     clock = FakeClock()
     fns = {n: clock.work(n, 1.0) for n in ("eager", "trace", "compile")}
     measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
-    # the run ends within the budget, one round short of it at most
+    # the run ends within the budget, one round (3 s) short of it at most
     assert cfg.max_time_s - 3.0 <= clock.t <= expected_timing_s(1.0, 3, cfg) == cfg.max_time_s

@@ -97,10 +97,13 @@ def measure_latency(
     for name, fn in fns.items():
         with _blame(name):
             warm_until = min(clock() + cfg.warmup_s, deadline)
+            call_s = None
             while clock() < warm_until:
-                fn()
-            sync()
-            results[name] = TimingResult(calls_per_block=_calibrate(fn, sync, cfg, clock))
+                call_s = _time_block(fn, sync, 1, clock)
+            # a warm-up call as long as a block already says a block is one call
+            heavy = call_s is not None and call_s >= cfg.block_s
+            calls = 1 if heavy else _calibrate(fn, sync, cfg, clock)
+            results[name] = TimingResult(calls_per_block=calls)
 
     names = list(fns)
     round_no = 0
@@ -126,10 +129,13 @@ def measure_latency(
 
 def expected_timing_s(call_s: float, n_modes: int, cfg: TimingConfig) -> float:
     """About how long `measure_latency` will take for `n_modes` modes whose calls take about
-    `call_s` each (eager's, measured once): each mode's warm-up and calibration, then the rounds
-    the stop rule asks for; at most the budget, unless the setup and one round exceed it."""
+    `call_s` each (eager's, measured once): each mode's warm-up and calibration (none after a
+    warm-up call as long as a block), then the rounds the stop rule asks for; at most the
+    budget, unless the setup and one round exceed it."""
     block_s = max(call_s, cfg.block_s)  # a block is at least one call
-    setup_s = n_modes * (max(cfg.warmup_s, call_s) + block_s)
+    warmup_s = max(cfg.warmup_s, call_s) if cfg.warmup_s > 0 else 0.0  # whole calls
+    calibration_s = 0.0 if call_s >= cfg.block_s and cfg.warmup_s > 0 else block_s
+    setup_s = n_modes * (warmup_s + calibration_s)
     rounds = max(cfg.min_blocks, math.ceil(cfg.min_time_s / block_s))
     round_s = n_modes * block_s
     wanted_s = setup_s + rounds * round_s
