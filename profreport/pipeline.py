@@ -315,6 +315,17 @@ def _time_modes(
         return
 
 
+def _announce_duration(
+    reference: _Reference | None, options: RunOptions, progress: Progress
+) -> None:
+    """A heavy run says how long it will take, from eager's first call (run_estimate)."""
+    if reference is None or reference.call_s is None:
+        return
+    notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
+    if notice is not None:
+        progress(notice)
+
+
 def _nothing_running_before_timing() -> None:
     """Every mode is built: stop the compilers' background workers (a failed mode's leftover
     compile jobs included), so that none of profreport's own processes competes with the timing
@@ -436,12 +447,7 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
     bytes_work: dict[str, BytesWork] = {}
     with torch.no_grad():
         reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
-        if reference is not None and reference.call_s is not None:
-            notice = duration_notice(
-                reference.call_s, len(options.modes), options.profile, options.timing
-            )
-            if notice is not None:
-                progress(notice)
+        _announce_duration(reference, options, progress)
         for name in options.modes:
             entry: dict[str, Any] = {
                 "status": "ok",
