@@ -7,7 +7,7 @@ bytes against compile's (the baseline measured in the same run) and the timing n
 CPU shares (other processes; profreport's own children).
 
     python bench/corpus_modes.py [--models mistral,bart] [--modes eager,...,export]
-                                 [--min-time 0.1] [--keep DIR]
+                                 [--min-time 0.1] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def _mib(n: float) -> str:
 
 
 def _cell(entry: dict[str, Any], figure: str) -> str:
+    if entry.get("status") != "ok" and figure != "status":
+        return str(entry.get("status"))
     if entry.get("status") != "ok":
         error = (entry.get("error") or entry.get("status") or "").replace("|", "/")
         return f"{entry.get('status')}: {error[:ERROR_CHARS]}"
@@ -70,7 +72,9 @@ def _export_vs_compile(record: dict[str, Any]) -> str:
     modes = record["modes"]
     if any(modes.get(m, {}).get("status") != "ok" for m in ("compile", "export")):
         return "-"
-    total = {m: modes[m]["bytes"]["read"] + modes[m]["bytes"]["written"] for m in modes}
+    total = {
+        m: modes[m]["bytes"]["read"] + modes[m]["bytes"]["written"] for m in ("compile", "export")
+    }
     return f"{total['export'] / total['compile']:.3f}"
 
 
@@ -80,17 +84,26 @@ def main() -> None:
     ap.add_argument("--modes", default=MODES)
     ap.add_argument("--min-time", type=float, default=0.1, help="measured seconds per mode")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
+    ap.add_argument(
+        "--reuse", action="store_true", help="tabulate the runs already kept, running none"
+    )
     args = ap.parse_args()
     modes = args.modes.split(",")
     records: dict[str, dict[str, Any]] = {}
-    walls: dict[str, float] = {}
+    walls: dict[str, float | None] = {}
     for model in args.models.split(","):
         if model not in CORPUS:
             raise SystemExit(f"unknown model {model!r}; the corpus has {', '.join(CORPUS)}")
         with tempfile.TemporaryDirectory() as tmp:
             out = args.keep / model if args.keep else Path(tmp)
-            records[model], walls[model] = _generate(model, args, out)
-        print(f"{model}: {walls[model]:.0f} s", file=sys.stderr, flush=True)
+            if args.reuse and args.keep:
+                (run,) = [p for p in out.iterdir() if p.is_dir()]
+                records[model] = json.loads((run / "run.json").read_text())
+                walls[model] = None  # not run here
+            else:
+                records[model], walls[model] = _generate(model, args, out)
+        if walls[model] is not None:
+            print(f"{model}: {walls[model]:.0f} s", file=sys.stderr, flush=True)
 
     _table("Status (ok, or the error's start)", records, modes, "status")
     _table("Kernels per step (profiler, CPU definition)", records, modes, "kernels")
@@ -106,7 +119,7 @@ def main() -> None:
         cells = ["-" if s is None else f"{s:.0%}" for s in shares]
         print(
             f"| {model} | {_export_vs_compile(record)} | {cells[0]} | {cells[1]} | "
-            f"{walls[model]:.0f} |"
+            f"{'-' if walls[model] is None else format(walls[model], '.0f')} |"
         )
 
 
