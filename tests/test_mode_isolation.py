@@ -47,13 +47,14 @@ class WorkersThenExport(Mode):
 
 
 @pytest.fixture
-def failing_mode(monkeypatch):
+def failing_mode():
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config, "compile_threads", 2)  # a pool even on one core
-    mode = modes.register(WorkersThenExport())
-    yield mode
-    modes.unregister(mode.name)
+    # a pool even on one core (config.patch, not monkeypatch: its undo deletes a config entry)
+    with inductor_config.patch(compile_threads=2):
+        mode = modes.register(WorkersThenExport())
+        yield mode
+        modes.unregister(mode.name)
 
 
 def _configs() -> dict[str, dict[str, Any]]:

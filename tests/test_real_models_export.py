@@ -58,8 +58,9 @@ def test_mistral_with_its_dynamic_cache_exports():
 def test_bart_with_its_encoder_decoder_cache_exports():
     record = _profile("bart", ("eager", "trace", "export"))
     # the same flattening as trace's: the decoder's and the encoder's last hidden states
-    assert record["modes"]["trace"]["compiler"]["outputs"] == (
-        record["modes"]["export"]["compiler"]["outputs"]
+    assert (
+        record["modes"]["trace"]["compiler"]["outputs"]
+        == (record["modes"]["export"]["compiler"]["outputs"])
     )
     _assert_exported_like_trace(
         record["modes"]["export"], "Seq2SeqModelOutput", "EncoderDecoderCache", 2

@@ -85,11 +85,15 @@ def median_ci_rank(n: int, confidence: float = 0.95) -> int | None:
     `confidence` (binomial, distribution-free); None when no interval reaches it."""
     alpha = 1.0 - confidence
     k, cdf = 0, 0.0
+    # log P(Binom(n, 1/2) = k), stepped from k to k + 1: 2.0**n overflows a float from 1,024
+    # rounds on (a light model timed for a minute gets there), exact big integers are slow
+    log_p = -n * math.log(2.0)
     while True:
-        p_next = math.comb(n, k) / 2.0**n  # P(Binom(n, 1/2) = k)
+        p_next = math.exp(log_p)
         if cdf + p_next > alpha / 2:
             return k if k >= 1 else None
         cdf += p_next
+        log_p += math.log(n - k) - math.log(k + 1)
         k += 1
 
 

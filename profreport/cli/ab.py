@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
@@ -26,7 +25,6 @@ from profreport.cli.generate import (
     run_name,
     staging,
 )
-from profreport.text import terminal_text
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
@@ -65,17 +63,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(str(exc)) from None
     device = device_for(args)
 
-    def build(progress: Callable[[str], None]) -> dict[str, LoadedModel]:
+    def build() -> dict[str, LoadedModel]:
         models = {}
         for side, spec in (("base", args.base), ("head", args.head)):
-            progress(f"building {side}: {terminal_text(spec)}")
             try:
                 models[side] = load_model(spec, device, DTYPES[args.dtype])
             except ModelError as exc:
                 raise UsageError(f"{side}: {exc}") from None
         return models
 
-    models, build_log = built_off_the_terminal(build, err, args.quiet, args.debug)
+    models, build_log = built_off_the_terminal(build, err, args.debug)
     if models["base"].name != models["head"].name:
         raise UsageError(
             f"cannot compare: different models: base {models['base'].name!r}, "

@@ -164,28 +164,24 @@ Built = TypeVar("Built")
 
 
 def built_off_the_terminal(
-    build: Callable[[Callable[[str], None]], Built], err: TextIO, quiet: bool, debug: bool
+    build: Callable[[], Built], err: TextIO, debug: bool
 ) -> tuple[Built, str]:
-    """`build(progress)`'s result and what libraries printed meanwhile: a model's own prints,
+    """`build()`'s result and what libraries printed meanwhile: a model's own prints,
     transformers' and Python's warnings while it is built are library output too, kept in a
     temporary log (the run folder is named after the model, so it comes later) whose text
     then opens the run's run.log. A build that fails leaves nothing behind."""
     with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
         log = Path(folder) / LOG_NAME
-        with (
-            library_output(log, err, debug) as terminal,
-            progress_display(quiet, terminal) as progress,
-        ):
-            built = build(progress)
+        with library_output(log, err, debug):
+            built = build()
         return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
 
 
-def _load(args: argparse.Namespace, device: Any, progress: Callable[[str], None]) -> Any:
+def _load(args: argparse.Namespace, device: Any) -> Any:
     """The model `--model` names, built on `device` (UsageError when it cannot be)."""
     from profreport.env import DTYPES
     from profreport.models import ModelError, load_model
 
-    progress(f"building {terminal_text(args.model)}")
     try:
         return load_model(
             args.model,
@@ -263,9 +259,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
 
     device = device_for(args)
-    model, build_log = built_off_the_terminal(
-        partial(_load, args, device), err, args.quiet, args.debug
-    )
+    model, build_log = built_off_the_terminal(partial(_load, args, device), err, args.debug)
     now = datetime.now(timezone.utc)
     with (
         staging(Path(args.out), run_name(model.name, device.type, now)) as staged,
