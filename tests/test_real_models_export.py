@@ -74,6 +74,6 @@ def test_distilbert_export_bytes_are_within_ten_percent_of_compile():
         for mode in ("compile", "export")
     }
     assert abs(totals["export"] - totals["compile"]) <= 0.10 * totals["compile"], totals
-    # the same kernels: compile's per-step count within one of export's
+    # the same kernels (21 each here): the two per-step counts within two of each other
     kernels = {m: record["modes"][m]["kernels"]["per_step"] for m in ("compile", "export")}
     assert abs(kernels["export"] - kernels["compile"]) <= 2, kernels
