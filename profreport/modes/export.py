@@ -7,7 +7,9 @@ each generated kernel with the eager calls it computes, as for compile. The pack
 a temporary folder that is removed once it is loaded (the loader keeps its own extracted copy).
 
 C++ kernels appear in the profiler only when the package is built with
-`cpp.enable_kernel_profile`: without it the loaded package records no event at all.
+`cpp.enable_kernel_profile`: without it the loaded package records no event at all. A model whose
+output torch.export cannot take (a transformers cache inside a ModelOutput) is exported with its
+output flattened to tensors, as trace does (`compiler.outputs` says what was dropped).
 """
 
 from __future__ import annotations
