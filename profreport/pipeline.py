@@ -15,13 +15,12 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -56,6 +55,7 @@ from profreport.modes import (
     mode_for,
     prepare_mode,
 )
+from profreport.modes.compile import stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
@@ -80,6 +80,8 @@ from profreport.record.model import (
     Tool,
     WholeTrace,
 )
+from profreport.run_estimate import duration_notice
+from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
 from profreport.traceio import load_trace
 
@@ -113,20 +115,14 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
-_TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
-
-
 def _error_line(exc: BaseException) -> str:
     """`Type: message`, one line without tensor reprs. The TorchScript interpreter wraps the
-    model's own exception under a generic first line; the original (`builtins.ValueError: ...`)
-    is the useful one. A ModeError's message is already the line to show."""
+    error it caught under a generic first line; the error and the operation it names are the
+    useful part (script_errors.interpreter_failure_line). A ModeError's message is already the
+    line to show."""
     if isinstance(exc, ModeError):
         return one_line(str(exc))
-    text = str(exc).strip()
-    reraised = _TORCHSCRIPT_RERAISE.search(text)
-    if reraised:
-        return one_line(f"{reraised[1]}: {one_line(reraised[2])} (in the TorchScript interpreter)")
-    return error_line(exc)
+    return interpreter_failure_line(str(exc)) or error_line(exc)
 
 
 def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.device) -> KernelCounts:
@@ -277,22 +273,26 @@ def _mark_failed(
 
 @dataclass
 class _Reference:
-    """Eager's output on the example inputs (tensors cloned), or why there is none."""
+    """Eager's output on the example inputs (tensors cloned), or why there is none, and how
+    long that first call took (seconds, measured)."""
 
     output: FlatOutput | None
     error: str | None = None
+    call_s: float | None = None
 
 
 def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference:
     start = interrupts.mark()
+    started = time.perf_counter()
     try:
         flat = flatten_output(model.module(*model.example_inputs))
         sync()
     except (Exception, SystemExit) as exc:  # eager's own failure is recorded by its mode
         interrupts.reraise_if_interrupted(exc, start)
         return _Reference(None, _error_line(exc))
+    call_s = time.perf_counter() - started
     cloned = tuple(t.detach().clone() for t in flat.tensors)
-    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain))
+    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain), None, call_s)
 
 
 def _output_check(
@@ -317,9 +317,12 @@ def _time_modes(
     progress: Progress,
 ) -> None:
     """Time the stage's prepared modes together; one that raises is marked failed (and dropped
-    from `prepared_modes`) and the others are timed again without it."""
+    from `prepared_modes`) and the others are timed again without it, in what is left of the
+    `--max-time` budget."""
     start = interrupts.mark()
+    deadline = time.perf_counter() + options.timing.max_time_s
     while stage.prepared_modes:
+        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
@@ -333,13 +336,31 @@ def _time_modes(
 
         try:
             with watch() as watched:
-                timings = measure_latency(fns, stage.sync, options.timing, on_round=on_round)
+                timings = measure_latency(fns, stage.sync, budget, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             stage.mark_failed(failure.mode, failure.error, device)
             continue
         stage.store_latency(timings, watched.load)
         return
+
+
+def _announce_duration(
+    reference: _Reference | None, options: RunOptions, progress: Progress
+) -> None:
+    """A heavy run says how long it will take, from eager's first call (run_estimate)."""
+    if reference is None or reference.call_s is None:
+        return
+    notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
+    if notice is not None:
+        progress(notice)
+
+
+def _nothing_running_before_timing() -> None:
+    """Every mode is built: stop the compilers' background workers (a failed mode's leftover
+    compile jobs included), so that none of profreport's own processes competes with the timing
+    (the noise guard counts them apart: capture/noise.py)."""
+    stop_compile_workers()
 
 
 def _utc_now() -> datetime:
@@ -451,6 +472,7 @@ class RunCollector:
         prepared_modes: dict[str, PreparedMode] = {}
         with torch.no_grad():
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
+            _announce_duration(reference, options, progress)
             for name in options.modes:
                 entry = ModeResult(status="ok", error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
@@ -463,6 +485,7 @@ class RunCollector:
                 except _ModeFailed as failed:  # one failing mode must not stop the others
                     interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
+        _nothing_running_before_timing()
         self.stage = TimingStage(modes, prepared_modes, sync)
         return self.stage
 

@@ -238,6 +238,9 @@ class ResizedAccess(Section):
     full_bytes: int = 0
     scheduler_bytes: int = 0
     counted_bytes: int = 0
+    # a graph constant (AOTInductor's weights): Inductor counts none of it, so
+    # `scheduler_bytes` is the whole constant
+    constant: bool | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,9 @@ class MachineLoad(Section):
     load1_after: float | None = None
     other_busy_share: float | None = None  # other processes' share of all CPU time
     ours_busy_share: float | None = None
+    # profreport's own child processes' share (compile workers, compilers): counted apart from
+    # other processes and held to the same limit; absent in runs recorded before it was read
+    children_busy_share: float | None = omitted()
 
 
 @dataclass(frozen=True)

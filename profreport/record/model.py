@@ -213,7 +213,7 @@ class TimingSettings(Section):
     overall; `warmup_s` of untimed calls first."""
 
     min_time_s: float = 1.0  # measured time per mode, at least
-    max_time_s: float = 60.0  # all modes together, at most
+    max_time_s: float = 60.0  # all modes together, warm-up and calibration included, at most
     block_s: float = 0.02
     min_blocks: int = 15
     warmup_s: float = 0.1

@@ -276,9 +276,10 @@ def _measured_view(mode: ModeResult) -> MeasuredView:
 
 def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
-    tensor count the elements touched (runs recorded before this have no such entries)."""
+    tensor count the elements touched (runs recorded before this have no such entries); a graph
+    constant (AOTInductor's weights), which Inductor does not count, enters whole first."""
     notes = []
-    for resized, what in (
+    for resized_all, what in (
         (
             [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)],
             "through an index tensor",
@@ -288,15 +289,22 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
             "of a slice of a buffer inside a fused kernel",
         ),
     ):
-        if not resized:
-            continue
-        counted = sum(r.counted_bytes for r in resized)
-        scheduler = sum(r.scheduler_bytes for r in resized)
-        notes.append(
-            f"; {len(resized)} buffer access(es) {what} modeled as the elements touched "
-            f"({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
-            f"{fmt_bytes(scheduler)}"
-        )
+        for constant in (False, True):
+            resized = [r for r in resized_all if bool(r.constant) is constant]
+            if not resized:
+                continue
+            counted = sum(r.counted_bytes for r in resized)
+            scheduler = sum(r.scheduler_bytes for r in resized)
+            subject = "graph constant access(es)" if constant else "buffer access(es)"
+            against = (
+                f"where Inductor's per-kernel sizing gives {fmt_bytes(scheduler)}"
+                if not constant
+                else f"instead of whole ({fmt_bytes(scheduler)})"
+            )
+            notes.append(
+                f"; {len(resized)} {subject} {what} modeled as the elements touched "
+                f"({fmt_bytes(counted)}) {against}"
+            )
     return "".join(notes)
 
 
