@@ -66,7 +66,7 @@ def resaved(recorded: Path, parent: Path) -> Path:
     from profreport.record import load
 
     run = Path(shutil.copytree(recorded, parent / recorded.name))
-    RunResult(load(run), run).save()
+    RunResult.of_record(load(run), run).save()
     return run
 
 
