@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
+from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
@@ -252,6 +253,7 @@ def _measured_view(mode: ModeResult) -> dict[str, Any]:
         "source": m.get("source", "measured (Nsight Compute)"),
         "read": fmt_bytes(m.get("read")),
         "written": fmt_bytes(m.get("written")),
+        "writes_note": WRITES_NOTE,
         "kernels": [
             {
                 "name": k["name"],
