@@ -72,6 +72,11 @@ def time_together(
     start = interrupts.mark()
     sync = stages["base"].sync
     while True:
+        lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
+        if lost is not None:  # one process, one CUDA context: neither side can be timed
+            for stage in stages.values():
+                stage.not_timed(lost)
+            return {}
         fns: dict[str, Callable[[], Any]] = {
             key(side, mode): partial(p.fn, *inputs[side])
             for side in SIDES

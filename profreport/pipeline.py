@@ -35,6 +35,7 @@ from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
+from profreport.capture.cuda_context import lost_after
 from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import MeasuredBytes
 from profreport.capture.noise import watch
@@ -237,9 +238,24 @@ def _mark_failed(
     entry["error"] = _error_line(exc)
     entry["error_full"] = full_error(exc)
     entry["traceback"] = "".join(traceback.format_exception(exc, limit=8))
-    mode_for(name).reset_after_failure()
+    cleanup_error = _clean_up_after_failure(name, device)
+    if cleanup_error is not None:
+        entry["error_full"] += f"\n\nclean-up after the failure raised too: {cleanup_error}"
+
+
+def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
+    """Reset the failed mode's global state and free the device memory it cached; the error lines
+    of the steps that raised (after a fatal CUDA error every CUDA call does), else None."""
+    steps: list[Callable[[], None]] = [mode_for(name).reset_after_failure]
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        steps.append(torch.cuda.empty_cache)
+    errors = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # recorded: a failed clean-up must not end the run
+            errors.append(_error_line(exc))
+    return "; ".join(errors) or None
 
 
 @dataclass
@@ -292,6 +308,9 @@ def _time_modes(
     from `prepared_modes`) and the others are timed again without it."""
     start = interrupts.mark()
     while stage.prepared_modes:
+        if stage.context_lost is not None:
+            stage.not_timed(stage.context_lost)
+            return
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
@@ -345,11 +364,20 @@ class TimingStage:
     prepared_modes: dict[str, PreparedMode]
     phases: PhaseClock
     sync: Callable[[], None]
+    # why the device can run nothing more (a fatal CUDA error poisoned the context), else None
+    context_lost: str | None = None
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
         """`mode` raised while being timed: recorded as failed, and not timed again."""
         _mark_failed(self.entries[mode], mode, exc, device)
         del self.prepared_modes[mode]
+        self.context_lost = self.context_lost or lost_after(mode, device)
+
+    def not_timed(self, reason: str) -> None:
+        """Nothing can be timed (`reason`): the prepared modes keep their evidence, and say why
+        they have no latency."""
+        for name in self.prepared_modes:
+            self.entries[name]["not_timed"] = reason
 
     def store_latency(self, timings: dict[str, Any], load: dict[str, Any]) -> None:
         """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
@@ -424,6 +452,7 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
     record["ceilings"] = ceilings
     prepared_modes: dict[str, PreparedMode] = {}
     bytes_work: dict[str, BytesWork] = {}
+    context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run
     with torch.no_grad():
         reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
         for name in options.modes:
@@ -435,6 +464,8 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
             }
             entries[name] = entry
             unavailable = mode_for(name).unavailable_reason(device.type)
+            if unavailable is None and context_lost is not None:
+                unavailable = f"not run: {context_lost}"
             if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
                 entry.update(status="skipped", error=unavailable)
                 continue
@@ -475,10 +506,13 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
             except (Exception, SystemExit) as exc:  # one failing mode must not stop the others
                 interrupts.reraise_if_interrupted(exc, start)  # an interrupt is no failure
                 _mark_failed(entry, name, exc, device)
+                context_lost = lost_after(name, device)
 
-    yield TimingStage(record, entries, prepared_modes, phases, sync)  # the caller times the modes
+    stage = TimingStage(record, entries, prepared_modes, phases, sync, context_lost)
+    yield stage  # the caller times the modes
 
-    if not settled(ceilings):  # a loaded machine measures ceilings too low: again
+    # a loaded machine measures ceilings too low: again, unless the device can run nothing
+    if stage.context_lost is None and not settled(ceilings):
         with phases.phase("ceilings"):
             progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
             record["ceilings"] = measured_again(device, DTYPES[dtype], ceilings)

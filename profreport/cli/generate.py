@@ -172,6 +172,9 @@ def _exit_code(run: Run, strict: bool, err: TextIO) -> int:
             f"{terminal_text(mode.error or mode.status)}",
             file=err,
         )
+    for name, mode in run.ok_modes.items():
+        if mode.not_timed:
+            print(f"warning: {name} not timed: {terminal_text(mode.not_timed)}", file=err)
     if "eager" in failed:
         print("error: the model does not run in eager mode; the report says so", file=err)
         return EXIT_GATE

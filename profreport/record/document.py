@@ -147,6 +147,7 @@ MODE_FIELDS = {
     "bytes.measured.kernels[].read": "number?",
     "bytes.measured.kernels[].written": "number?",
     "latency_ms": "object?",  # absent when the mode failed while being timed
+    "not_timed": "text?",  # why latency_ms is absent from a mode that ran
     "latency_ms.median": "number",
     "latency_ms.iqr": "number?",
     "latency_ms.p10": "number",

@@ -437,6 +437,7 @@ class ModeResult(Section):
     trace: str | None = None
     kernels: KernelCounts | None = None
     latency_ms: Latency | None = None
+    not_timed: str | None = None  # why an ok mode has no latency (its CUDA context was lost)
     speedup_vs_eager: Speedup | None = None
     bytes: Bytes | None = None
     peak_memory: PeakMemory | None = None

@@ -152,7 +152,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> dict
         total=fmt_bytes(b.read + b.written),
         bytes_source=b.source,
         bytes_partial=bool(b.not_modeled),
-        median=fmt_ms(None if lat is None else lat.median),
+        median="not timed" if mode.not_timed else fmt_ms(None if lat is None else lat.median),
         iqr=fmt_ms(None if lat is None else lat.iqr),
         p10_p90=f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
         n="n/a" if lat is None or lat.n is None else lat.n,
