@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, GATED, MLP, OPT_IN, RUN_SPECS
+from gpu_check.spec import CONV, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
 from gpu_check.steps import plan
 
 from profreport.cli.analyze import analyze_paths
@@ -197,24 +197,46 @@ def _conv() -> dict[str, Any]:
 
 
 def _opt_in() -> dict[str, Any]:
-    size = 64 * 64 * 56 * 56 * 4
+    size = 64 * 128 * 256 * 2
     graphs = {
         "definition": "device",
-        "per_step": 3,
+        "per_step": 5,
         "launches": 1,
         "memcpy": 0,
         "memset": 0,
         "graph_launches": 1,
         "steps": 3,
-        "table": [_row("triton_poi_fused_relu_0", 3, None)],
+        "table": [_row("triton_poi_fused_gelu_1", 1, None)],
+    }
+    autotuned = {
+        "groups": [
+            {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
+            {"eager_ops": ["gelu"], "kernels": ["triton_poi_fused_gelu_1"], "note": ""},
+            {"eager_ops": ["addmm"], "kernels": ["triton_tem_fused_addmm_2"], "note": ""},
+        ]
     }
     return record(
         OPT_IN,
         {
+            "eager": mode("eager", 5, 12 * size, 8 * size),
+            "export": mode("export", 4, 9 * size, 5 * size, compiler={"package_bytes": 2_400_000}),
+            "compile-max-autotune": mode(
+                "compile-max-autotune", 4, 9 * size, 5 * size, fusion=autotuned
+            ),
+            "compile-cudagraphs": mode("compile-cudagraphs", 5, 9 * size, 5 * size, kernels=graphs),
+        },
+    )
+
+
+def _simple() -> dict[str, Any]:
+    size = 64 * 64 * 56 * 56 * 4
+    fused = [_row("sm90_xmma_fprop_implicit_gemm_relu", 1, "aten::cudnn_convolution_relu")]
+    compiler = {"op_counts": {"aten::cudnn_convolution_relu": 1, "aten::max_pool2d": 1}}
+    return record(
+        SIMPLE,
+        {
             "eager": mode("eager", 79, 3 * size, size, kernels=recorded_kernels(ALEXNET_TRACE)),
-            "export": mode("export", 3, 2 * size, size, compiler={"package_bytes": 2_400_000}),
-            "compile-max-autotune": mode("compile-max-autotune", 3, 2 * size, size),
-            "compile-cudagraphs": mode("compile-cudagraphs", 3, 2 * size, size, kernels=graphs),
+            "optimize": mode("optimize", 2, 2 * size, size, table=fused, compiler=compiler),
         },
     )
 
@@ -225,7 +247,7 @@ def _analysis(label: str, rec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         k = m["kernels"]
         if name == "compile" and label == GATED:
             entry = recorded_analysis(TRITON_TRACE)
-        elif name == "eager" and label == OPT_IN:
+        elif name == "eager" and label == SIMPLE:
             entry = recorded_analysis(ALEXNET_TRACE)
         else:
             entry = {
@@ -253,7 +275,13 @@ def _comparison(rec: dict[str, Any]) -> dict[str, Any]:
 
 def good_evidence() -> Evidence:
     """Evidence of a gpu-check run on which every check should pass."""
-    records = {GATED: _gated(), MLP: _mlp(), CONV: _conv(), OPT_IN: _opt_in()}
+    records = {
+        GATED: _gated(),
+        CONV: _conv(),
+        MLP: _mlp(),
+        OPT_IN: _opt_in(),
+        SIMPLE: _simple(),
+    }
     run_dirs = {label: Path(f"/gpu-check/runs/{label}/run") for label in records}
     steps = {s.name: StepOutcome(s.name, "ok", seconds=20.0) for s in plan(wheels=None)}
     cuda = {

@@ -15,7 +15,7 @@ import pytest
 from gpu_check import checks
 from gpu_check.checks import Result, format_table, run_checks, table_rows
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, GATED, MLP, OPT_IN
+from gpu_check.spec import CONV, GATED, MLP, OPT_IN, SIMPLE
 from gpu_check.steps import plan
 
 from tests.gpu_evidence import L2, T, copied, good_evidence
@@ -156,8 +156,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[Evidence], None]]] = {
         _set(lambda e: _mode(e, CONV, "eager")["kernels"]["table"][0], "launched_by", "aten::_slow_conv2d_forward"),
     ),
     "kernel linked to no op": (
-        f"{OPT_IN}.cudnn_convs",
-        _set(lambda e: _mode(e, OPT_IN, "eager")["kernels"]["table"][1], "launched_by", None),
+        f"{SIMPLE}.cudnn_convs",
+        _set(lambda e: _mode(e, SIMPLE, "eager")["kernels"]["table"][1], "launched_by", None),
     ),
     "BatchNorm left": (
         f"{CONV}.bn_folded",
@@ -184,6 +184,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[Evidence], None]]] = {
     ),
     "no package": (f"{OPT_IN}.export", _set(lambda e: _mode(e, OPT_IN, "export")["compiler"], "package_bytes", None)),
     "max-autotune failed": (f"{OPT_IN}.max_autotune", _fail_mode(OPT_IN, "compile-max-autotune")),
+    "GEMM unclaimed under max-autotune": (
+        f"{OPT_IN}.max_autotune",
+        _set(lambda e: _mode(e, OPT_IN, "compile-max-autotune")["fusion"]["groups"][2], "note", checks.NO_KERNEL_NOTE),
+    ),
+    "simple's fused op without a kernel": (
+        f"{SIMPLE}.conv_relu",
+        _set(lambda e: _mode(e, SIMPLE, "optimize")["kernels"], "table", []),
+    ),
     "ceilings by perf_counter": (
         "ceilings.cuda_events",
         _set(lambda e: e.runs[MLP]["ceilings"], "timer", "time.perf_counter around each sample"),
@@ -214,7 +222,7 @@ def test_each_check_fails_when_what_it_guards_goes_wrong(good, case):
 def _kind(name: str) -> str:
     """A check line's kind: its name without the run label and the mode ("*.ncu_bytes")."""
     name = re.sub(r"\[.*\]$", "", name)
-    return re.sub(f"^({'|'.join([GATED, MLP, CONV, OPT_IN])})\\.", "*.", name)
+    return re.sub(f"^({'|'.join([GATED, OPT_IN, MLP, CONV, SIMPLE])})\\.", "*.", name)
 
 
 def test_every_check_has_a_case_that_fails_it(good):
@@ -271,7 +279,7 @@ def test_no_evidence_at_all_fails_every_check():
 
 def test_table_has_kernels_launches_bytes_and_latency_per_mode(good):
     rows = table_rows(good)
-    assert len(rows) == 19  # 5 + 5 + 5 + 4 modes
+    assert len(rows) == 21  # 5 + 5 + 5 + 4 + 2 modes
     eager = rows[0]
     assert (eager["run"], eager["mode"], eager["kernels"], eager["launches"]) == (
         GATED,
@@ -300,7 +308,7 @@ def test_table_has_kernels_launches_bytes_and_latency_per_mode(good):
         "1.700",
     ]
     graphs = next(line for line in lines if "compile-cudagraphs" in line)
-    assert graphs.split()[3:6] == ["3", "1", "1"]
+    assert graphs.split()[3:6] == ["5", "1", "1"]
     assert re.search(r"mlp-block\s+compile\s+ok\s+4\s+4\s+0\s+56\.0\s+-\s+-\s+1\.400", text)
 
 

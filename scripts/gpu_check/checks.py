@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, Literal
 
 from gpu_check.evidence import JSON, Evidence, analysis_by_mode
-from gpu_check.spec import CONV, GATED, MLP, OPT_IN, RUN_SPECS
+from gpu_check.spec import CONV, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
 
 Status = Literal["ok", "FAIL", "skip"]
 
@@ -348,7 +348,7 @@ def compile_triton(ev: Evidence) -> list[Result]:
     triton = [r for r in _kernel_rows(compiled) if str(r["name"]).startswith("triton_")]
     analysis = ev.analyses.get(GATED)
     if analysis is None:
-        return [_fail(name, f"no analysis of the traces: {ev.missing('analyze ' + GATED)}")]
+        return [_fail(name, f"no analysis of the traces: {ev.missing('analyze')}")]
     traced = analysis_by_mode(analysis, record, ev.run_dirs[GATED]).get("compile")
     if traced is None:
         return [_fail(name, "analyze did not read compile's trace")]
@@ -476,7 +476,7 @@ def _cudnn_convolutions(ev: Evidence, label: str, convs: int) -> Result:
 @check
 def cudnn_convolutions(ev: Evidence) -> list[Result]:
     """Convolution kernels (cuDNN's) are attributed to the convolution op that launched them."""
-    runs = ((CONV, 2), (OPT_IN, 1))  # run label, conv layers of its model
+    runs = ((CONV, 2), (SIMPLE, 1))  # run label, conv layers of its model
     return [r for label, n in runs for r in _lines(partial(_cudnn_convolutions, ev, label, n))]
 
 
@@ -502,18 +502,34 @@ def batch_norm_folded(ev: Evidence) -> list[Result]:
     return [_verdict(name, problems, detail)]
 
 
-@check
-def conv_relu_fused(ev: Evidence) -> list[Result]:
-    """If optimize fused convolution and ReLU into one cuDNN call, the report names its kernel."""
-    name = f"{CONV}.conv_relu"
-    _, (optimized,) = needed(ev, name, CONV, "optimize")
+def _conv_relu_fused(ev: Evidence, label: str) -> Result:
+    name = f"{label}.conv_relu"
+    _, (optimized,) = needed(ev, name, label, "optimize")
     ops = (optimized.get("compiler") or {}).get("op_counts") or {}
     fused = [op for op in ops if "conv" in op and "relu" in op]
     if not fused:
-        return [Result(name, "skip", f"optimize left convolution and ReLU apart here: {ops}")]
+        return Result(name, "skip", f"optimize left convolution and ReLU apart here: {ops}")
     rows = [r for r in _kernel_rows(optimized) if r.get("launched_by") in fused]
     detail = f"{', '.join(fused)} runs {_calls(rows):g} kernel(s) per step: {_names(rows)}"
-    return [_verdict(name, [] if rows else ["no kernel linked to the fused op"], detail)]
+    return _verdict(name, [] if rows else ["no kernel linked to the fused op"], detail)
+
+
+@check
+def conv_relu_fused(ev: Evidence) -> list[Result]:
+    """If optimize fused convolution and ReLU into one cuDNN call, the report names its kernel."""
+    return [r for label in (CONV, SIMPLE) for r in _lines(partial(_conv_relu_fused, ev, label))]
+
+
+def _unclaimed_gemms(mode: JSON) -> list[str]:
+    """GEMMs the fusion map found no compiled kernel for (a library call it failed to classify,
+    such as an extern kernel without an operator)."""
+    return [
+        op
+        for g in (mode.get("fusion") or {}).get("groups", [])
+        if str(g.get("note", "")).startswith(NO_KERNEL_NOTE)
+        for op in g.get("eager_ops", [])
+        if op in ("addmm", "mm", "linear", "matmul")
+    ]
 
 
 def _gemm_rows(mode: JSON) -> list[JSON]:
@@ -531,13 +547,7 @@ def cublas_extern(ev: Evidence) -> list[Result]:
     library = [
         g for g in groups if any(str(k).startswith("library ") for k in g.get("kernels", []))
     ]
-    unclaimed = [
-        op
-        for g in groups
-        if str(g.get("note", "")).startswith(NO_KERNEL_NOTE)
-        for op in g.get("eager_ops", [])
-        if op in ("addmm", "mm", "linear", "matmul")
-    ]
+    unclaimed = _unclaimed_gemms(compiled)
     outside = [r for r in _kernel_rows(compiled) if not str(r["name"]).startswith("triton_")]
     problems = []
     if _calls(gemms) < 2:
@@ -570,7 +580,7 @@ def analyze_counts(ev: Evidence) -> list[Result]:
             continue
         analysis = ev.analyses.get(label)
         if analysis is None:
-            results.append(_fail(name, f"no analysis: {ev.missing('analyze ' + label)}"))
+            results.append(_fail(name, f"no analysis: {ev.missing('analyze')}"))
             continue
         traced = analysis_by_mode(analysis, record, ev.run_dirs[label])
         problems, shown = [], []
@@ -662,9 +672,15 @@ def export_package(ev: Evidence) -> list[Result]:
 def max_autotune(ev: Evidence) -> list[Result]:
     name = f"{OPT_IN}.max_autotune"
     _, (mode,) = needed(ev, name, OPT_IN, "compile-max-autotune")
-    k = _per_step(mode)
-    detail = f"{k} kernels per step: {_names(_kernel_rows(mode), 3)}"
-    return [_verdict(name, [] if k else ["no kernel"], detail)]
+    k, unclaimed = _per_step(mode), _unclaimed_gemms(mode)
+    problems = [] if k else ["no kernel"]
+    if unclaimed:
+        problems.append(f"GEMMs with no kernel in the fusion map: {unclaimed}")
+    groups = (mode.get("fusion") or {}).get("groups", [])
+    gemms = [g for g in groups if set(g.get("eager_ops", [])) & {"addmm", "mm"}]
+    ran = ", ".join(str(k) for g in gemms for k in g.get("kernels", []))
+    detail = f"{k} kernels per step; its GEMMs ran as {ran or 'nothing named'}"
+    return [_verdict(name, problems, detail)]
 
 
 def _each_run(ev: Evidence) -> Iterable[tuple[str, JSON]]:

@@ -132,27 +132,24 @@ def _collect_run(spec: RunSpec) -> Collect:
     return collect
 
 
-def _analyze(label: str) -> Command:
-    def command(ws: Workspace) -> list[str] | str:
-        run_dir, record = ws.run_dir(label), ws.evidence.runs.get(label)
-        if run_dir is None or record is None:
-            return f"no {label} run folder"
-        traces = [str(run_dir / rel) for rel in traces_by_mode(record).values()]
-        if not traces:
-            return f"no trace in the {label} run"
-        out = ws.work / "analyze" / label
-        return ws.profreport("analyze", "--format", "json", "--out", str(out), *traces)
+def _analyze(ws: Workspace) -> list[str] | str:
+    """One `analyze` over every run's traces (one process: torch is imported once)."""
+    traces = [
+        str(ws.evidence.run_dirs[label] / rel)
+        for label, record in ws.evidence.runs.items()
+        for rel in traces_by_mode(record).values()
+    ]
+    if not traces:
+        return "no run left a trace"
+    out = ws.work / "analyze"
+    return ws.profreport("analyze", "--format", "json", "--out", str(out), *traces)
 
-    return command
 
-
-def _collect_analysis(label: str) -> Collect:
-    def collect(ws: Workspace) -> None:
-        analysis = read_json(ws.work / "analyze" / label / "analysis.json")
-        if analysis is not None:
-            ws.evidence.analyses[label] = analysis
-
-    return collect
+def _collect_analysis(ws: Workspace) -> None:
+    analysis = read_json(ws.work / "analyze" / "analysis.json")
+    if analysis is not None:
+        for label in ws.evidence.runs:
+            ws.evidence.analyses[label] = analysis  # each run finds its traces by their paths
 
 
 def _compare(ws: Workspace) -> list[str] | str:
@@ -197,9 +194,7 @@ def plan(
     steps += [
         Step(f"generate {s.label}", s.cap_s, _generate(s, device), _collect_run(s)) for s in runs
     ]
-    steps += [
-        Step(f"analyze {s.label}", 40, _analyze(s.label), _collect_analysis(s.label)) for s in runs
-    ]
+    steps.append(Step("analyze", 60, _analyze, _collect_analysis))
     if any(s.label == GATED for s in runs):
         steps.append(Step("compare", 30, _compare, _collect_compare))
         steps.append(Step("render", 40, _render, _collect_render))
