@@ -37,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # tests: cpu
+    parser.add_argument("--cap-scale", type=float, default=1.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = [r for r in args.runs.split(",") if r not in RUN_SPECS]
     if unknown:
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
     site = work / "site" if args.wheels is not None else None
     ws = Workspace(work.resolve(), step_env(dict(os.environ), work.resolve(), site), site)
     chosen = tuple(s for s in RUNS if s.label in args.runs.split(","))
-    steps = steps if steps is not None else plan(args.device, args.wheels, site, chosen)
+    steps = (
+        steps if steps is not None else plan(args.device, args.wheels, site, chosen, args.cap_scale)
+    )
     started = time.monotonic()
 
     def progress(line: str) -> None:
