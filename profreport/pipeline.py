@@ -37,6 +37,7 @@ from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
+from profreport.capture.cuda_context import lost_after
 from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
@@ -260,15 +261,31 @@ def _mark_failed(
     entry: ModeResult, name: str, exc: BaseException, device: torch.device
 ) -> ModeResult:
     """`entry` recorded as failed with `exc`, once the mode's global state is reset."""
-    mode_for(name).reset_after_failure()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    error_full = full_error(exc)
+    cleanup_error = _clean_up_after_failure(name, device)
+    if cleanup_error is not None:
+        error_full += f"\n\nclean-up after the failure raised too: {cleanup_error}"
     return entry.adding(
         status="failed",
         error=_error_line(exc),
-        error_full=full_error(exc),
+        error_full=error_full,
         traceback="".join(traceback.format_exception(exc, limit=8)),
     )
+
+
+def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
+    """Reset the failed mode's global state and free the device memory it cached; the error lines
+    of the steps that raised (after a fatal CUDA error every CUDA call does), else None."""
+    steps: list[Callable[[], None]] = [mode_for(name).reset_after_failure]
+    if device.type == "cuda":
+        steps.append(torch.cuda.empty_cache)
+    errors = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # recorded: a failed clean-up must not end the run
+            errors.append(_error_line(exc))
+    return "; ".join(errors) or None
 
 
 @dataclass
@@ -322,6 +339,9 @@ def _time_modes(
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
     while stage.prepared_modes:
+        if stage.context_lost is not None:
+            stage.not_timed(stage.context_lost)
+            return
         budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
@@ -395,11 +415,20 @@ class TimingStage:
     prepared_modes: dict[str, PreparedMode]
     sync: Callable[[], None]
     timing_noise: TimingNoise | None = None  # once timed
+    # why the device can run nothing more (a fatal CUDA error poisoned the context), else None
+    context_lost: str | None = None
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
         """`mode` raised while being timed: recorded as failed, and not timed again."""
         self.modes[mode] = _mark_failed(self.modes[mode], mode, exc, device)
         del self.prepared_modes[mode]
+        self.context_lost = self.context_lost or lost_after(mode, device)
+
+    def not_timed(self, reason: str) -> None:
+        """Nothing can be timed (`reason`): the prepared modes keep their evidence, and say why
+        they have no latency."""
+        for name in self.prepared_modes:
+            self.modes[name] = self.modes[name].adding(not_timed=reason)
 
     def store_latency(self, timings: dict[str, TimingResult], load: MachineLoad | None) -> None:
         """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
@@ -470,12 +499,15 @@ class RunCollector:
             self._ceilings = _ceilings(device, device_record, dtype, options)
         modes: dict[str, ModeResult] = {}
         prepared_modes: dict[str, PreparedMode] = {}
+        context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run
         with torch.no_grad():
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
             _announce_duration(reference, options, progress)
             for name in options.modes:
                 entry = ModeResult(status="ok", error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
+                if unavailable is None and context_lost is not None:
+                    unavailable = f"not run: {context_lost}"
                 if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
                     modes[name] = entry.adding(status="skipped", error=unavailable)
                     continue
@@ -485,8 +517,9 @@ class RunCollector:
                 except _ModeFailed as failed:  # one failing mode must not stop the others
                     interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
+                    context_lost = lost_after(name, device)
         _nothing_running_before_timing()
-        self.stage = TimingStage(modes, prepared_modes, sync)
+        self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
         return self.stage
 
     def _prepare_mode(
@@ -545,7 +578,8 @@ class RunCollector:
         self._finished = True
         setup, phases, progress = self.setup, self.phases, self.setup.progress
         device, dtype, options = setup.device, setup.dtype, setup.options
-        if not settled(ceilings):  # a loaded machine measures ceilings too low: again
+        # a loaded machine measures ceilings too low: again, unless the device can run nothing
+        if stage.context_lost is None and not settled(ceilings):
             with phases.phase("ceilings"):
                 progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
                 ceilings = measured_again(device, DTYPES[dtype], ceilings)

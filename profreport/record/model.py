@@ -324,6 +324,7 @@ class ModeResult(Section):
     kernels: KernelCounts | None = required(None, when=("status", "ok"), omit=True)
     peak_memory: PeakMemory | None = omitted()
     latency_ms: Latency | None = omitted()  # absent when the mode failed while timed
+    not_timed: str | None = omitted()  # why an ok mode has no latency (its CUDA context was lost)
     speedup_vs_eager: Speedup | None = omitted()
     bytes: Bytes | None = required(None, when=("status", "ok"), omit=True)
     error_full: str | None = omitted()  # a failed mode: the whole message

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
+from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
@@ -160,7 +161,9 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "total": fmt_bytes(b.read + b.written),
             "bytes_source": b.source,
             "bytes_partial": bool(b.not_modeled),
-            "median": fmt_ms(None if lat is None else lat.median),
+            "median": "not timed"
+            if mode.not_timed
+            else fmt_ms(None if lat is None else lat.median),
             "iqr": fmt_ms(None if lat is None else lat.iqr),
             "p10_p90": f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
             "n": "n/a" if lat is None or lat.n is None else lat.n,
@@ -262,6 +265,7 @@ def _measured_view(mode: ModeResult) -> MeasuredView:
         "source": str(m.source) if m.has("source") else "measured (Nsight Compute)",
         "read": fmt_bytes(m.read),
         "written": fmt_bytes(m.written),
+        "writes_note": WRITES_NOTE,
         "kernels": [
             {
                 "name": k.name,

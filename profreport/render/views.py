@@ -107,6 +107,7 @@ class MeasuredView(TypedDict, total=False):
     source: str
     read: str
     written: str
+    writes_note: str
     kernels: list[MeasuredKernelView]
 
 
