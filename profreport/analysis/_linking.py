@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
+from profreport.analysis.kernel_definitions import STEP_RE
 from profreport.traceio import Trace
+from profreport.traceio.categories import STEP_CATS
 
 
 class RowMap:
@@ -81,6 +83,13 @@ def launching_ops(trace: Trace, cpu_rows: np.ndarray, rt_rows: np.ndarray, top_e
     top_local[self_top] = local_of[self_top]
     top_rows = np.where(top_local >= 0, rows[np.maximum(top_local, 0)], -1)
     return RowMap(rt_rows, op_rows), RowMap(rt_rows, top_rows)
+
+
+def step_rows(trace: Trace) -> np.ndarray:
+    """Rows of the ``ProfilerStep#N`` ranges (complete events of a step category)."""
+    cats = trace.string_table_mask(lambda c: c in STEP_CATS)
+    names = trace.string_table_mask(STEP_RE.match)
+    return np.flatnonzero((trace.ph == ord("X")) & cats[trace.cat] & names[trace.name])
 
 
 class Steps:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from profreport.analysis.kernels import STEP_RE
+from profreport.analysis.kernel_definitions import STEP_RE
 from profreport.traceio.categories import DEVICE_KINDS
 
 TIMELINE_NAME = "all_modes.timeline.json"
