@@ -103,11 +103,17 @@ class Steps:
 
     def assign(self, when: np.ndarray) -> np.ndarray:
         """Index of the step whose span holds each time, -1 outside every step."""
-        if not self.names:
-            return np.full(when.shape[0], -1, dtype=np.int64)
-        idx = np.searchsorted(self.start, when, side="right") - 1
-        ok = (idx >= 0) & (when < self.end[np.maximum(idx, 0)])
-        return np.where(ok, idx, -1)
+        return assign_to_spans(self.start, self.end, when)
+
+
+def assign_to_spans(start: np.ndarray, end: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Index of the span (sorted by ``start``) whose ``[start, end)`` holds each time (the
+    latest-starting one), -1 outside every span."""
+    if not start.size:
+        return np.full(when.shape[0], -1, dtype=np.int64)
+    idx = np.searchsorted(start, when, side="right") - 1
+    ok = (idx >= 0) & (when < end[np.maximum(idx, 0)])
+    return np.where(ok, idx, -1)
 
 
 def most_common(groups: np.ndarray, labels: np.ndarray, n_groups: int) -> np.ndarray:

@@ -260,7 +260,7 @@ def _count_device(
     is_used = np.zeros(len(trace), dtype=bool)
     is_used[rt_of_dev[linked]] = True
     used_rt = np.flatnonzero(is_used)
-    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, used_rt, _dispatcher_mask(trace, True))
+    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, used_rt, dispatcher_mask(trace, True))
     op_of_dev = np.where(linked, op_of_rt.get_many(rt_of_dev), -1)
     top_of_dev = np.where(linked, top_of_rt.get_many(rt_of_dev), -1)
     op_name = np.where(op_of_dev >= 0, trace.name[np.maximum(op_of_dev, 0)], -1)
@@ -372,7 +372,9 @@ def _median_high(values: list):
     return ordered[len(ordered) // 2]
 
 
-def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
+def dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
+    """Per-string mask of dispatcher op names (``namespace::name``), bookkeeping ops too or not."""
+
     def qualifies(name: str) -> bool:
         m = DISPATCHER_OP_RE.match(name)
         if m is None or m.group(1) in NOT_DISPATCHER_NAMESPACES:
@@ -443,7 +445,7 @@ def _cpu_kernels(
             return True
         return bool(INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name))
 
-    compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
+    compute = dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
         generated_kernel
     )
     forwarding = trace.string_table_mask(lambda s: s in FORWARDING_OPS)

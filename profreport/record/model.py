@@ -423,6 +423,77 @@ class Ceilings(Section):
 
 
 @dataclass(frozen=True)
+class StepTime(Section):
+    """Where one profiled step's wall time went (analysis/time_breakdown), in µs of profiled
+    time. The host parts are the thread that recorded the step, each instant counted once, for
+    the first of op, launch, runtime, dispatch, wrapper that holds it (python: none holds it), so
+    they sum to `wall_us`; the device parts (device traces) are the device's view of the step."""
+
+    name: str = ""
+    wall_us: float = 0.0
+    op_us: float | None = None  # inside a CPU kernel (cpu definition only)
+    launch_us: float | None = None  # inside a launch API call (device definition only)
+    runtime_us: float | None = None  # inside another runtime / driver call (syncs, copies)
+    dispatch_us: float = 0.0  # inside a dispatcher op that is not a kernel
+    wrapper_us: float = 0.0  # inside another profiled range (compiled-code wrappers, forward)
+    python_us: float = 0.0  # inside no profiled range: Python and unprofiled code
+    dispatched_ops: int = 0  # dispatcher ops (kernels and bookkeeping) started in the step
+    launches: int = 0  # launch API calls started in the step
+    device_span_us: float | None = None  # step start to the later of its end and its last work
+    device_busy_us: float | None = None  # union of the step's kernels, copies and fills
+    host_wait_us: float | None = None  # device idle until a launch the host had not yet made
+    kernel_wait_us: float | None = None  # idle gaps under 30 µs with the next launch made
+    other_idle_us: float | None = None  # the rest of the device's idle time
+
+    @property
+    def device_idle_us(self) -> float | None:
+        if self.device_span_us is None or self.device_busy_us is None:
+            return None
+        return self.device_span_us - self.device_busy_us
+
+    @property
+    def overhead_us(self) -> float:
+        """Host time outside kernels (cpu) or launches (device): dispatch, wrappers, Python,
+        and on a device trace the runtime calls too."""
+        return self.wall_us - (self.op_us or 0.0) - (self.launch_us or 0.0)
+
+
+@dataclass(frozen=True)
+class TimeBreakdown(Section):
+    """A mode's profiled steps by where their time went (evidence, from its trace): the step of
+    median wall time (upper median) and every step's wall time."""
+
+    definition: str = ""  # "cpu" or "device": which parts `step` has
+    source: str = ""
+    step: StepTime | None = None
+    step_walls_us: tuple[float, ...] = ()
+    _objects = MappingProxyType({"step": StepTime})
+    _tuples = frozenset({"step_walls_us"})
+
+
+@dataclass(frozen=True)
+class TimeFindings(Section):
+    """What a mode's time breakdown shows (a finding, analysis/speedup_breakdown): its bound,
+    and against eager, what the profiled step time saved is made of."""
+
+    bound: str = ""  # host-bound | launch-bound | device-bound
+    bound_evidence: str = ""
+    basis: str | None = None  # which step times the decomposition uses
+    eager_step_us: float | None = None
+    step_us: float | None = None
+    saved_us: float | None = None  # eager step - this step (negative: slower)
+    work_saved_us: float | None = None  # kernel (op) time saved
+    overhead_saved_us: float | None = None  # host overhead and device idle saved
+    eager_ops: int | None = None  # dispatched ops (cpu) or launches (device) per step
+    ops: int | None = None
+    bytes_saved: int | None = None  # modeled traffic eager - this mode
+    bandwidth_bytes_per_s: float | None = None  # measured memory bandwidth (ceilings)
+    bytes_bound_us: float | None = None  # bytes_saved / bandwidth: the most bytes can explain
+    bytes_credit_us: float | None = None  # min(work saved, bytes_bound): what bytes are credited
+    clause: str = ""  # the verdict's clause
+
+
+@dataclass(frozen=True)
 class ModeResult(Section):
     """One mode of a run: evidence (compiler, kernels, bytes, latency) and stored findings
     (`fusion`, `verdict`: a copy for other tools; readers derive their own)."""
@@ -443,10 +514,14 @@ class ModeResult(Section):
     fusion: JSON | None = None
     roofline: JSON | None = None
     why_not_fused: tuple[JSON, ...] | None = None
+    time_breakdown: TimeBreakdown | None = None
+    time_findings: TimeFindings | None = None
     verdict: str | None = None
     _tuples = frozenset({"why_not_fused"})
     _objects = MappingProxyType(
         {
+            "time_breakdown": TimeBreakdown,
+            "time_findings": TimeFindings,
             "peak_memory": PeakMemory,
             "compiler": CompilerEvidence,
             "kernels": KernelCounts,
