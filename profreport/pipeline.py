@@ -33,6 +33,7 @@ from profreport.analysis.derive import with_findings
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
+from profreport.analysis.time_breakdown import time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
@@ -54,8 +55,9 @@ from profreport.modes import (
 )
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
+from profreport.record.model import TimeBreakdown
 from profreport.text import error_line, full_error, one_line
-from profreport.traceio import load_trace
+from profreport.traceio import Trace, load_trace
 
 Progress = Callable[[str], None]
 
@@ -103,8 +105,7 @@ def _error_line(exc: BaseException) -> str:
     return error_line(exc)
 
 
-def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.device) -> dict:
-    trace = load_trace(trace_path)
+def _kernels_record(trace: Trace, prepared: PreparedMode, device: torch.device) -> dict:
     definition = "device" if device.type == "cuda" else "cpu"
     counts = kernel_analysis.count_kernels(trace, definition=definition)
     step = kernel_analysis.per_step(counts)
@@ -149,6 +150,25 @@ def _kernels_record(trace_path: Path, prepared: PreparedMode, device: torch.devi
         },
         "table": table,
     }
+
+
+TIME_SOURCE = (
+    "profiler: the ProfilerStep of median wall time (upper median) of the profiled steps, "
+    "µs of profiled time (the profiler's own overhead included)"
+)
+
+
+def _time_breakdown_record(trace: Trace, device: torch.device) -> dict[str, Any]:
+    """Where the mode's profiled steps went (analysis/time_breakdown): the median step's parts
+    and every step's wall time."""
+    definition = "device" if device.type == "cuda" else "cpu"
+    found = time_breakdown(trace, definition)
+    return TimeBreakdown(
+        definition=definition,
+        source=TIME_SOURCE,
+        step=found.typical,
+        step_walls_us=tuple(s.wall_us for s in found.steps),
+    ).to_json()
 
 
 def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> BytesWork:
@@ -463,7 +483,11 @@ def collect_stages(setup: RunSetup) -> Generator[TimingStage, None, dict[str, An
                     )
                 entry["trace"] = str(trace_path.relative_to(run_dir))
                 with phases.phase("kernels"):
-                    entry["kernels"] = _kernels_record(trace_path, prepared, device)
+                    trace = load_trace(trace_path)
+                    entry["kernels"] = _kernels_record(trace, prepared, device)
+                with phases.phase("time_breakdown"):
+                    entry["time_breakdown"] = _time_breakdown_record(trace, device)
+                    del trace
                 with phases.phase("peak_memory"):
                     entry["peak_memory"] = measure_peak(
                         prepared.fn, model.example_inputs, device, sync

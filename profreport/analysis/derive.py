@@ -22,12 +22,13 @@ from typing import Any
 
 from profreport.analysis.kernel_bytes import KERNEL_BYTES_FIELDS, kernel_bytes
 from profreport.analysis.roofline import KERNEL_ROOFLINE_FIELDS, Roofs, kernel_roofline
+from profreport.analysis.speedup_breakdown import time_findings
 from profreport.analysis.verdict import verdict_for
 from profreport.record.model import KernelCounts, KernelRow, ModeResult, Run
 
 # Mode fields that hold findings, not evidence: dropped before deriving, so nothing stale
 # (an older release's fusion map or verdict) can leak into today's analysis.
-FINDING_KEYS = ("fusion", "verdict", "why_not_fused", "roofline")
+FINDING_KEYS = ("fusion", "verdict", "why_not_fused", "roofline", "time_findings")
 ROW_FINDING_FIELDS = KERNEL_BYTES_FIELDS + KERNEL_ROOFLINE_FIELDS
 
 
@@ -87,20 +88,21 @@ def _stripped(mode: ModeResult) -> ModeResult:
 
 
 def _measured(
-    name: str, mode: ModeResult, eager: ModeResult | None, roofs: Roofs | None
+    name: str, mode: ModeResult, eager: ModeResult | None, roofs: Roofs | None, run: Run
 ) -> ModeResult:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
-    roofline and floor."""
+    roofline and floor, and where its step time went (when the record has its breakdown)."""
     from profreport.modes.registry import mode_for
 
     fusion = mode_for(name).fusion_map(mode, eager) if name != "eager" and eager else None
     mode = mode.adding(fusion=fusion)
     mode = _with_rows(mode, kernel_bytes(mode))
+    timing = time_findings(name, mode, eager, run.ceilings)
     roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
-    if roofline is None:
-        return mode
-    rows, floor = roofline
-    return _with_rows(mode, rows).adding(roofline=floor)
+    if roofline is not None:
+        rows, floor = roofline
+        mode = _with_rows(mode, rows).adding(roofline=floor)
+    return mode if timing is None else mode.adding(time_findings=timing)
 
 
 def derived_run(record: Run | Mapping[str, Any]) -> Run:
@@ -118,7 +120,9 @@ def derived_run(record: Run | Mapping[str, Any]) -> Run:
     for name, mode in stored.items():
         try:
             modes[name] = (
-                _measured(name, _stripped(mode), baseline, roofs) if mode.ok else _stripped(mode)
+                _measured(name, _stripped(mode), baseline, roofs, run)
+                if mode.ok
+                else _stripped(mode)
             )
         except _MISSING_EVIDENCE:
             modes[name] = mode

@@ -206,6 +206,13 @@ MODE_FIELDS = {
     "compiler.fusion_refusals[].first": "text",
     "compiler.fusion_refusals[].second": "text",
     "compiler.fusion_refusals[].log": "text",
+    # where the profiled step's time went (analysis/time_breakdown); absent in records before
+    "time_breakdown": "object?",
+    "time_breakdown.step": "object?",
+    "time_breakdown.step.wall_us": "number",
+    "time_breakdown.step.dispatch_us": "number",
+    "time_breakdown.step.python_us": "number",
+    "time_findings": "object?",  # a finding (analysis/speedup_breakdown), derived again on reading
     "peak_memory": "object?",
     "peak_memory.bytes": "integer?",
     "peak_memory.source": "text?",

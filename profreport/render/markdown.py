@@ -52,6 +52,21 @@ def _why_not_fused(view: dict[str, Any]) -> list[str]:
     return ["**Why it did not fuse**", "", *lines, ""] if lines else []
 
 
+def _time_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Where each mode's profiled step went, one line per mode (the decomposition of its
+    speedup is in its verdict)."""
+    if not rows:
+        return []
+    out = ["**Where the time goes** (profiled step of median wall time, profiler on)", ""]
+    for r in rows:
+        parts = ", ".join(f"{label} {value}" for label, value in r["parts"])
+        out.append(
+            f"- {md_cell(r['mode'])}: {r['wall']} ({parts}; {r['ops']} {r['ops_label']}); "
+            f"{md_cell(r['bound'])}"
+        )
+    return [*out, ""]
+
+
 def _or_na(section: Section, key: str, value: object) -> object:
     """`value`, or "n/a" where the record has no such field (a field written as null stays)."""
     return value if section.has(key) else "n/a"
@@ -111,6 +126,7 @@ def render(run: Run) -> str:
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]
+    lines += _time_lines(view["time_rows"])
     ceilings = [f"{k} {v.split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     if ceilings:
         lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]

@@ -28,6 +28,8 @@ from profreport.render.roofline_view import (
     peak_cells,
     peak_method,
 )
+from profreport.render.time_view import METHOD as TIME_METHOD
+from profreport.render.time_view import time_rows
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
@@ -410,6 +412,7 @@ def _method(run: Run) -> dict[str, str]:
         "compile_s": METHOD["compile_s"].format(jit_calls=3),
         "output": METHOD["output"],
         "roofline": METHOD["roofline"],
+        "time": TIME_METHOD,
         "peak_memory": peak_method(run),
     }
 
@@ -448,6 +451,7 @@ def build_view(run: Run) -> dict[str, Any]:
         + [(f"fuser: {k}", v if v is not None else "-") for k, v in (env.fusers or {}).items()]
         + ceiling_rows(run),
         "has_roofline": any(m.roofline for m in modes.values()),
+        "time_rows": time_rows(run),
         "definition_name": "" if definition is None or definition.name is None else definition.name,
         "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
         "method": _method(run),
