@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from profreport.analysis._intervals import covered_ns
 from profreport.analysis._linking import link_by_flow, match_ids
 from profreport.analysis.kernel_definitions import KIND_CODE, LAUNCH_API_RE
+from profreport.record.model import Section
 from profreport.traceio import Trace
 from profreport.traceio.categories import DEVICE_KINDS, RUNTIME_CATS
 
@@ -36,7 +38,7 @@ _NOT_COMPUTE_RE = re.compile(r"^(?:nccl.*Kernel|.*Memcpy|Memset|.*Sync|dma)")
 
 
 @dataclass(frozen=True)
-class StreamTime:
+class StreamTime(Section):
     """One stream's idle time as HTA's `get_idle_time_breakdown` splits it (µs)."""
 
     device: Any  # the device (pid of the stream's lane)
@@ -50,7 +52,7 @@ class StreamTime:
 
 
 @dataclass(frozen=True)
-class DeviceTime:
+class DeviceTime(Section):
     """The whole trace's device time as HTA's `get_temporal_breakdown` splits it (µs)."""
 
     window: str
@@ -67,10 +69,11 @@ class DeviceTime:
     kernel_wait_us: float
     other_us: float
     streams: tuple[StreamTime, ...]
+    _lists = MappingProxyType({"streams": StreamTime})
 
 
 @dataclass(frozen=True)
-class LaunchOverhead:
+class LaunchOverhead(Section):
     """Launch calls in the window and how long after its call each kernel started (µs)."""
 
     launches: int

@@ -20,7 +20,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -42,7 +43,7 @@ from profreport.analysis.device_time import (
 )
 from profreport.analysis.kernel_definitions import LAUNCH_API_RE
 from profreport.analysis.kernels import cpu_kernel_rows, dispatcher_mask
-from profreport.record.model import StepTime
+from profreport.record.model import Section, StepTime
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS
 
@@ -54,14 +55,15 @@ Bound = Literal["host-bound", "launch-bound", "device-bound"]
 
 
 @dataclass(frozen=True)
-class BoundLabel:
+class BoundLabel(Section):
     label: Bound
     evidence: str
 
 
 @dataclass(frozen=True)
-class TraceTimeBreakdown:
-    """Everything :func:`time_breakdown` finds in one trace (one rank)."""
+class TraceTimeBreakdown(Section):
+    """Everything :func:`time_breakdown` finds in one trace (one rank): `analyze`'s
+    ``time_breakdown`` of each trace in its ``profreport.analysis/1`` document."""
 
     definition: str
     rank: int | None
@@ -71,7 +73,12 @@ class TraceTimeBreakdown:
     steps: tuple[StepTime, ...]
     typical: StepTime | None  # the step of median wall time (upper median)
     bound: BoundLabel | None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
+    _objects = MappingProxyType(
+        {"device": DeviceTime, "launch": LaunchOverhead, "typical": StepTime, "bound": BoundLabel}
+    )
+    _lists = MappingProxyType({"steps": StepTime})
+    _tuples = frozenset({"notes"})
 
 
 class _LaneIndex:
