@@ -14,6 +14,7 @@ from profreport.analysis.kernels import count_kernels
 from profreport.analysis.time_breakdown import bound_of, time_breakdown
 from profreport.record.model import StepTime
 from profreport.traceio import load_trace
+from tests.counter_trace import x_event
 
 DATA = Path(__file__).parent / "data"
 
@@ -150,16 +151,7 @@ PID = 100
 
 
 def _x(name, ts, dur, cat="cpu_op", tid=1, pid=PID, **args):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
+    return x_event(name, ts, dur, cat, pid, tid, **args)
 
 
 def _call(name, ts, dur, corr):

@@ -8,6 +8,7 @@ shape of a kernel row that the run record's kernel tables share.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 from typing import Any
 
@@ -23,7 +24,9 @@ from profreport.analysis.kernels import (
 )
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.analysis.trace_document import (
+    PER_STEP_FIELDS,
     SCHEMA,
+    TOTAL_FIELDS,
     AnalysisDocument,
     CountChange,
     CounterSummary,
@@ -41,17 +44,6 @@ from profreport.analysis.trace_document import (
     present,
 )
 
-TOTAL_FIELDS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "graph_launches",
-    "memcpy_bytes",
-    "memset_bytes",
-    "kernel_time_us",
-    "unlinked_kernels",
-)
 DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
 
 
@@ -205,35 +197,14 @@ def compare_counts(
 
 
 def _total_changes(base: TraceSummary, other: TraceSummary) -> TotalChanges:
-    def change(f: str) -> CountChange:
-        return _delta(getattr(base, f), getattr(other, f))
-
-    return TotalChanges(
-        kernels=change("kernels"),
-        memcpy=change("memcpy"),
-        memset=change("memset"),
-        launches=change("launches"),
-        graph_launches=change("graph_launches"),
-        memcpy_bytes=change("memcpy_bytes"),
-        memset_bytes=change("memset_bytes"),
-        kernel_time_us=change("kernel_time_us"),
-        unlinked_kernels=change("unlinked_kernels"),
-    )
+    changes: dict[str, Any] = {f: _delta(getattr(base, f), getattr(other, f)) for f in TOTAL_FIELDS}
+    return dataclasses.replace(TotalChanges(), **changes)
 
 
 def _per_step_changes(base: dict[str, Any], other: dict[str, Any]) -> PerStepChanges:
-    def change(f: str) -> CountChange:
-        return _delta(base[f], other[f])
-
-    return PerStepChanges(
-        kernels=change("kernels"),
-        launches=change("launches"),
-        memcpy=change("memcpy"),
-        memset=change("memset"),
-        graph_launches=change("graph_launches"),
-        kernel_time_us=change("kernel_time_us"),
-        steps=StepsPair(baseline=base["steps"], value=other["steps"]),
-    )
+    changes: dict[str, Any] = {f: _delta(base[f], other[f]) for f in PER_STEP_FIELDS}
+    steps = StepsPair(baseline=base["steps"], value=other["steps"])
+    return dataclasses.replace(PerStepChanges(), **changes, steps=steps)
 
 
 # The parts of a median step compared between two traces, in the order they are shown.

@@ -163,6 +163,21 @@ class StepsPair(Section):
     value: int = 0
 
 
+# The whole-trace counts a comparison states, and the per-step ones (in document order).
+TOTAL_FIELDS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "graph_launches",
+    "memcpy_bytes",
+    "memset_bytes",
+    "kernel_time_us",
+    "unlinked_kernels",
+)
+PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
+
+
 @dataclass(frozen=True)
 class TotalChanges(Section):
     kernels: CountChange = field(default_factory=CountChange)
@@ -174,22 +189,7 @@ class TotalChanges(Section):
     memset_bytes: CountChange = field(default_factory=CountChange)
     kernel_time_us: CountChange = field(default_factory=CountChange)
     unlinked_kernels: CountChange = field(default_factory=CountChange)
-    _objects = MappingProxyType(
-        {
-            k: CountChange
-            for k in (
-                "kernels",
-                "memcpy",
-                "memset",
-                "launches",
-                "graph_launches",
-                "memcpy_bytes",
-                "memset_bytes",
-                "kernel_time_us",
-                "unlinked_kernels",
-            )
-        }
-    )
+    _objects = MappingProxyType(dict.fromkeys(TOTAL_FIELDS, CountChange))
 
 
 @dataclass(frozen=True)
@@ -201,22 +201,7 @@ class PerStepChanges(Section):
     graph_launches: CountChange = field(default_factory=CountChange)
     kernel_time_us: CountChange = field(default_factory=CountChange)
     steps: StepsPair = field(default_factory=StepsPair)
-    _objects = MappingProxyType(
-        {
-            **{
-                k: CountChange
-                for k in (
-                    "kernels",
-                    "launches",
-                    "memcpy",
-                    "memset",
-                    "graph_launches",
-                    "kernel_time_us",
-                )
-            },
-            "steps": StepsPair,
-        }
-    )
+    _objects = MappingProxyType({**dict.fromkeys(PER_STEP_FIELDS, CountChange), "steps": StepsPair})
 
 
 @dataclass(frozen=True)
