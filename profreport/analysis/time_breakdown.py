@@ -87,11 +87,12 @@ class _LaneIndex:
 
     def __init__(self, trace: Trace, rows: np.ndarray, times: TraceTimes) -> None:
         self._by_lane: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        rows = rows[np.lexsort((times.start[rows], trace.lane[rows]))]
         lanes = trace.lane[rows]
-        for lane in np.unique(lanes).tolist():
-            on = rows[lanes == lane]
-            on = on[np.argsort(times.start[on], kind="stable")]
+        cuts = np.flatnonzero(np.diff(lanes)) + 1
+        for on in np.split(rows, cuts) if rows.size else ():
             end = times.end[on]
+            lane = int(trace.lane[on[0]])
             self._by_lane[lane] = (on, times.start[on], end, np.maximum.accumulate(end))
 
     def overlapping(self, lane: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
