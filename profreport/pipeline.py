@@ -35,6 +35,7 @@ from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
+from profreport.analysis.time_breakdown import time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.cuda_context import lost_after
@@ -76,6 +77,7 @@ from profreport.record.model import (
     Run,
     Settings,
     TensorIO,
+    TimeBreakdown,
     TimingNoise,
     TimingSettings,
     Tool,
@@ -84,7 +86,7 @@ from profreport.record.model import (
 from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
-from profreport.traceio import load_trace
+from profreport.traceio import Trace, load_trace
 
 Progress = Callable[[str], None]
 
@@ -126,9 +128,8 @@ def _error_line(exc: BaseException) -> str:
     return interpreter_failure_line(str(exc)) or error_line(exc)
 
 
-def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.device) -> KernelCounts:
+def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -> KernelCounts:
     """The mode's kernels per profiled step and its profiler table, from its trace."""
-    trace = load_trace(trace_path)
     definition = "device" if device.type == "cuda" else "cpu"
     counts = kernel_analysis.count_kernels(trace, definition=definition)
     step = kernel_analysis.per_step(counts)
@@ -136,7 +137,9 @@ def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.devic
     def count(key: str) -> int:
         value = step.get(key, 0)
         if value is None:  # launch calls, no device activity: unknown, never a zero
-            raise ValueError(f"{trace_path.name}: the trace recorded no device activity ({key})")
+            raise ValueError(
+                f"{Path(trace.path).name}: the trace recorded no device activity ({key})"
+            )
         return int(value)
 
     n_steps = max(count("steps"), 1)
@@ -175,6 +178,25 @@ def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.devic
             kernel_time_us=counts.kernel_time_us,
         ),
         table=tuple(table),
+    )
+
+
+TIME_SOURCE = (
+    "profiler: the ProfilerStep of median wall time (upper median) of the profiled steps, "
+    "µs of profiled time (the profiler's own overhead included)"
+)
+
+
+def _time_breakdown(trace: Trace, device: torch.device) -> TimeBreakdown:
+    """Where the mode's profiled steps went (analysis/time_breakdown): the median step's parts
+    and every step's wall time."""
+    definition = "device" if device.type == "cuda" else "cpu"
+    found = time_breakdown(trace, definition)
+    return TimeBreakdown(
+        definition=definition,
+        source=TIME_SOURCE,
+        step=found.typical,
+        step_walls_us=tuple(s.wall_us for s in found.steps),
     )
 
 
@@ -552,7 +574,11 @@ class RunCollector:
                 )
             entry = entry.adding(trace=str(trace_path.relative_to(setup.run_dir)))
             with phases.phase("kernels"):
-                entry = entry.adding(kernels=_kernel_counts(trace_path, prepared, device))
+                trace = load_trace(trace_path)
+                entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
+            with phases.phase("time_breakdown"):
+                entry = entry.adding(time_breakdown=_time_breakdown(trace, device))
+                del trace
             with phases.phase("peak_memory"):
                 peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
                 entry = entry.adding(peak_memory=peak)

@@ -20,6 +20,7 @@ from gpu_check.steps import plan
 from profreport.cli.analyze import analyze_paths
 from profreport.modes import PreparedMode
 from profreport.pipeline import _kernel_counts
+from profreport.traceio import load_trace
 
 DATA = Path(__file__).parent / "data"
 TRITON_TRACE = DATA / "a100_torch_compile_triton.json.gz"
@@ -31,14 +32,16 @@ ALLOCATOR = "measured (CUDA caching allocator, max_memory_allocated)"
 
 def recorded_kernels(trace: Path) -> dict[str, Any]:
     """profreport's `kernels` section of a mode whose profile is `trace` (a real CUDA trace)."""
-    counts = _kernel_counts(trace, PreparedMode("eager", fn=lambda: None), torch.device("cuda"))
+    counts = _kernel_counts(
+        load_trace(trace), PreparedMode("eager", fn=lambda: None), torch.device("cuda")
+    )
     return counts.to_json()
 
 
 def recorded_analysis(trace: Path) -> dict[str, Any]:
     """What `profreport analyze --format json` says of `trace` (one entry of its `traces`)."""
     document, _skipped = analyze_paths([str(trace)])
-    return dict(document["traces"][0])
+    return dict(document.to_json()["traces"][0])
 
 
 def _row(name: str, calls: float, launched_by: str | None, kind: str = "kernel") -> dict:

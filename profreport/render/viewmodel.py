@@ -29,6 +29,8 @@ from profreport.render.roofline_view import (
     peak_cells,
     peak_method,
 )
+from profreport.render.time_view import METHOD as TIME_METHOD
+from profreport.render.time_view import time_rows
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.views import (
     BytesRowView,
@@ -438,6 +440,7 @@ def _method(run: Run) -> dict[str, str]:
         "compile_s": METHOD["compile_s"].format(jit_calls=3),
         "output": METHOD["output"],
         "roofline": METHOD["roofline"],
+        "time": TIME_METHOD,
         "peak_memory": peak_method(run),
     }
 
@@ -481,6 +484,7 @@ def build_view(run: Run) -> PageView:
         "has_roofline": any(
             m.roofline is not None and m.roofline.to_json() for m in modes.values()
         ),
+        "time_rows": time_rows(run),
         "definition_name": "" if definition is None or definition.name is None else definition.name,
         "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
         "method": _method(run),
