@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from profreport.record.section import JSONObject
+from profreport.render.kernel_diff import KernelDiffModeView
 
 
 class OutputView(TypedDict):
@@ -217,6 +218,8 @@ class CompareRowView(TypedDict):
 
 class CompareView(TypedDict):
     title: str
+    model_differences: list[str]
+    kernel_diffs: list[KernelDiffModeView]
     base: SideView
     head: SideView
     outcome: str
