@@ -135,6 +135,7 @@ def tensorboard_markdown(text: str) -> Page:
 
 MARKDOWN_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
 MARKDOWN_TAGS |= {"code", "strong", "sub"}
+MARKDOWN_TAGS |= {"h4", "details", "summary"}  # the comparison's kernel diff, rows folded
 REPORT_TAGS = {
     *("html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "b", "ul"),
     *("li", "table", "tr", "th", "td", "span", "div", "figure", "code", "details", "summary"),
@@ -259,8 +260,9 @@ def test_a_hostile_record_renders_as_text_charts_included(hostile_run):
     record["modes"][name] = copy.deepcopy(record["modes"]["trace"])
     page = Page(html.render(Run.from_json(record)))
     assert_inert(page, REPORT_TAGS)
-    # a tick label on each bar chart and an entry in the roofline legend, as literal text
-    assert page.svg_text.count(name) == 4
+    # a tick label on each bar chart (the time breakdown's too) and an entry in the roofline
+    # legend, as literal text
+    assert page.svg_text.count(name) == 5
     gfm_page = gfm(markdown.render(Run.from_json(record)))
     assert [name, "ok"] in [cells[:2] for cells in gfm_page.cells]
 
@@ -315,7 +317,8 @@ def test_compare_md_and_html_with_hostile_names_and_labels(hostile_run, tmp_path
     assert_inert(
         page,
         {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "br"}
-        | {"code", "table", "tr", "th", "td", "b", "span", "ul", "li"},
+        | {"code", "table", "tr", "th", "td", "b", "span", "ul", "li"}
+        | {"h3", "section", "details", "summary"},  # the kernel diff's partial
     )
     assert [mode, "ok"] in [cells[:2] for cells in page.cells]
     assert str(base_path) in page.text and ERROR in page.text
@@ -391,7 +394,7 @@ def test_analyze_markdown_escapes_trace_names(analyzed):
 def test_analyze_html_escapes_trace_names(analyzed):
     page = Page(analyzed["html"])
     allowed = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "section"}
-    assert_inert(page, allowed | {"table", "tr", "th", "td"})
+    assert_inert(page, allowed | {"table", "tr", "th", "td", "h3", "b"})
     titles = {attrs.get("title") for tag, attrs in page.elements if tag == "td"}
     assert set(KERNEL_NAMES) <= titles  # attribute values escaped, read back whole
     for text in [*KERNEL_NAMES, OP_NAME, DEVICE, analyzed["base"]]:

@@ -17,14 +17,21 @@ from profreport.cli.common import (
     thresholds,
 )
 from profreport.exits import UsageError
-from profreport.runner import LOG_NAME, device_for, library_output, run_name, staging
+from profreport.runner import (
+    LOG_NAME,
+    built_off_the_terminal,
+    device_for,
+    library_output,
+    run_name,
+    staging,
+)
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
 
 def add_arguments(ab: argparse.ArgumentParser) -> None:
     ab.add_argument("base", help="base model spec (as generate --model accepts)")
-    ab.add_argument("head", help="head model spec (as generate --model accepts)")
+    ab.add_argument("head", help="head model spec: the same model or any other")
     ab.add_argument("--modes", default="eager,compile", help="comma-separated modes")
     ab.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
     ab.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
@@ -55,24 +62,25 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     device = device_for(args.device, args.dtype, args.threads)
-    models: dict[ab.Side, LoadedModel] = {}
-    sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
-    for side, spec in sides:
-        try:
-            models[side] = load_model(spec, device, DTYPES[args.dtype])
-        except ModelError as exc:
-            raise UsageError(f"{side}: {exc}") from None
-    if models["base"].name != models["head"].name:
-        raise UsageError(
-            f"cannot compare: different models: base {models['base'].name!r}, "
-            f"head {models['head'].name!r}"
-        )
+
+    def build() -> dict[ab.Side, LoadedModel]:
+        models: dict[ab.Side, LoadedModel] = {}
+        sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
+        for side, spec in sides:
+            try:
+                models[side] = load_model(spec, device, DTYPES[args.dtype])
+            except ModelError as exc:
+                raise UsageError(f"{side}: {exc}") from None
+        return models
+
+    models, build_log = built_off_the_terminal(build, err, args.debug)
     gates = thresholds(args)
     now = datetime.now(timezone.utc)
-    name = run_name(f"{models['base'].name}-ab", device.type, now)
+    names = dict.fromkeys(models[side].name for side in ab.SIDES)  # one name when they agree
+    name = run_name(f"{'-vs-'.join(names)}-ab", device.type, now)
     with (
         staging(Path(args.out), name) as staged,
-        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        library_output(staged.path / LOG_NAME, err, args.debug, build_log) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
         run_dirs = {side: staged.path / side for side in ab.SIDES}

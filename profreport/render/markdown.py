@@ -6,6 +6,9 @@ errors and kernel names are user input, and TensorBoard's text plugin renders th
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
 from profreport.render.module_view import savings_markdown
@@ -50,6 +53,21 @@ def _why_not_fused(view: PageView) -> list[str]:
                 item += f"; would change it: {md_cell(w['hint'])}{test}"
             lines.append(item)
     return ["**Why it did not fuse**", "", *lines, ""] if lines else []
+
+
+def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where each mode's profiled step went, one line per mode (the decomposition of its
+    speedup is in its verdict)."""
+    if not rows:
+        return []
+    out = ["**Where the time goes** (profiled step of median wall time, profiler on)", ""]
+    for r in rows:
+        parts = ", ".join(f"{label} {value}" for label, value in r["parts"])
+        out.append(
+            f"- {md_cell(r['mode'])}: {r['wall']} ({parts}; {r['ops']} {r['ops_label']}); "
+            f"{md_cell(r['bound'])}"
+        )
+    return [*out, ""]
 
 
 def _or_na(section: Section, key: str, value: object) -> object:
@@ -111,6 +129,7 @@ def render(run: Run) -> str:
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]
+    lines += _time_lines(view["time_rows"])
     ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     if ceilings:
         lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]

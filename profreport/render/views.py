@@ -4,9 +4,10 @@ a key the view-model does not build is a type error, not an empty cell."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from profreport.record.section import JSONObject
+from profreport.render.kernel_diff import KernelDiffModeView
 
 
 class OutputView(TypedDict):
@@ -109,6 +110,7 @@ class MeasuredView(TypedDict, total=False):
     source: str
     read: str
     written: str
+    writes_note: str
     kernels: list[MeasuredKernelView]
 
 
@@ -187,6 +189,7 @@ class PageView(TypedDict):
     details: list[DetailView]
     env_rows: list[tuple[str, object]]
     has_roofline: bool
+    time_rows: list[dict[str, Any]]  # render/time_view.py
     definition_name: str
     bookkeeping_ops: str
     method: dict[str, str]
@@ -217,6 +220,8 @@ class CompareRowView(TypedDict):
 
 class CompareView(TypedDict):
     title: str
+    model_differences: list[str]
+    kernel_diffs: list[KernelDiffModeView]
     base: SideView
     head: SideView
     outcome: str
