@@ -151,11 +151,13 @@ def inductor_calls(nodes: Sequence[InductorNode]) -> tuple[list[TensorIO], list[
             unsized.append(label)
             continue
         call = TensorIO(label, int(node.read), int(node.written), None, "inductor")
-        if node.eager_ops:
-            call = call.adding(
-                module=common_module([e.module for e in node.eager_ops]),
-                lines=tuple(dict.fromkeys(line for e in node.eager_ops for line in e.lines)),
-            )
+        # "" is an eager call with no module stack: nothing recorded, never the model itself
+        modules = [e.module for e in node.eager_ops if e.module]
+        lines = tuple(dict.fromkeys(line for e in node.eager_ops for line in e.lines or ()))
+        if modules:
+            call = call.adding(module=common_module(modules))
+        if lines:
+            call = call.adding(lines=lines)
         calls.append(call)
     return calls, unsized
 

@@ -213,7 +213,7 @@ def compile_fusion(
                 keys[key] = None
                 first_pos[key] = min(first_pos.get(key, inst.pos), inst.pos)
                 module_of.setdefault(key, inst.module)
-                lines_of.setdefault(key, inst.lines)
+                lines_of.setdefault(key, inst.lines or ())
         keys_of.append(sorted(keys, key=lambda k: first_pos[k]))
 
     # Who counts each eager call's bytes: its library call, else the first kernel computing it.

@@ -107,7 +107,7 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerC
             seen = found.get(key)
             if seen is None:
                 module, lines = _place(origin, enabled)
-                found[key] = EagerCall(key[0], key[1], pos, module, lines)
+                found[key] = EagerCall(key[0], key[1], pos, module, lines or None)
             elif pos < seen.pos:
                 found[key] = dataclasses.replace(seen, pos=pos)
     return sorted(found.values(), key=lambda e: e.pos)

@@ -237,7 +237,7 @@ class EagerCall(Section):
     source: str = ""
     pos: int = 0
     module: str = ""
-    lines: tuple[str, ...] = ()  # the user's source lines, from the node's stack_trace
+    lines: tuple[str, ...] | None = omitted()  # the user's source lines (node's stack_trace)
 
 
 @dataclass(frozen=True)
