@@ -615,7 +615,7 @@ class RunCollector:
                 continue
             with phases.phase("bytes"):
                 _derive_unrecorded(work, self._bytes_work.get("eager"))
-                est = estimate(work.calls, work.method, work.not_modeled)
+                est = estimate(work.calls, work.method, work.not_modeled, work.attribution)
             if options.measure_bytes:
                 progress(f"{name}: measuring DRAM bytes with Nsight Compute")
             measured = _measured_bytes(name, setup.model, device, dtype, options)

@@ -41,6 +41,16 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
         "optimize",
         "compile",
     }
+    # Where each kernel ran is newer than the record too: compile's fused kernel row takes the
+    # modules its fusion groups recorded (no source lines: the record has none)
+    placed = {
+        (n, r["name"]): (r.pop("modules"), r.pop("source_lines", None))
+        for n, m in derived["modes"].items()
+        for r in m["kernels"]["table"]
+        if "modules" in r
+    }
+    assert [n for n, _ in placed] == ["compile"]
+    assert all(modules and lines is None for modules, lines in placed.values())
     # One finding improved since the record was written: an in-place variant (relu -> relu_) is
     # no longer called a replacement; everything else is what capture derived then.
     expected = copy.deepcopy(before)

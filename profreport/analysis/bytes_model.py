@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from profreport.analysis.attribution import common_module
 from profreport.capture.opio import OpIO, TensorRef
 from profreport.record.model import Bytes, InductorNode, OpBytes, TensorIO
 
@@ -69,7 +70,12 @@ def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> li
         if op.op in bookkeeping or op.aliases_input:
             continue
         read, written = op_traffic(op, bookkeeping)
-        calls.append(TensorIO(op.op, read, written, op.flops, "dispatcher"))
+        call = TensorIO(op.op, read, written, op.flops, "dispatcher")
+        if op.module is not None:
+            call = call.adding(module=op.module)
+        if op.lines:
+            call = call.adding(lines=op.lines)
+        calls.append(call)
     return calls
 
 
@@ -85,7 +91,12 @@ def _intensity(read: int, written: int, flops: float | None) -> float | None:
     return None if flops is None or total == 0 else flops / total
 
 
-def estimate(calls: Sequence[TensorIO], method: str, not_modeled: Sequence[str] = ()) -> Bytes:
+def estimate(
+    calls: Sequence[TensorIO],
+    method: str,
+    not_modeled: Sequence[str] = (),
+    attribution: str | None = None,
+) -> Bytes:
     """Totals and a per-op table (largest traffic first) from the calls of one forward."""
     agg: dict[str, list[Any]] = {}
     for c in calls:
@@ -101,7 +112,7 @@ def estimate(calls: Sequence[TensorIO], method: str, not_modeled: Sequence[str] 
     )
     read = sum(c.read or 0 for c in calls)
     written = sum(c.written or 0 for c in calls)
-    return Bytes(
+    est = Bytes(
         read=read,
         written=written,
         total=read + written,
@@ -111,6 +122,7 @@ def estimate(calls: Sequence[TensorIO], method: str, not_modeled: Sequence[str] 
         table=tuple(table),
         sequence=tuple(calls),
     )
+    return est if attribution is None else est.adding(attribution=attribution)
 
 
 DISPATCH_METHOD = "tensor sizes of every dispatched operation in one forward (TorchDispatchMode)"
@@ -138,7 +150,15 @@ def inductor_calls(nodes: Sequence[InductorNode]) -> tuple[list[TensorIO], list[
         if node.read is None or node.written is None:
             unsized.append(label)
             continue
-        calls.append(TensorIO(label, int(node.read), int(node.written), None, "inductor"))
+        call = TensorIO(label, int(node.read), int(node.written), None, "inductor")
+        # "" is an eager call with no module stack: nothing recorded, never the model itself
+        modules = [e.module for e in node.eager_ops if e.module]
+        lines = tuple(dict.fromkeys(line for e in node.eager_ops for line in e.lines or ()))
+        if modules:
+            call = call.adding(module=common_module(modules))
+        if lines:
+            call = call.adding(lines=lines)
+        calls.append(call)
     return calls, unsized
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
 from profreport.analysis.mode_analysis import ModeAnalyses, analysis_of
 from profreport.analysis.roofline import Roofs, kernel_roofline
@@ -113,6 +114,7 @@ def _measured(
     )
     mode = mode.adding(fusion=fusion)
     mode = _with_table(mode, lambda _: kernel_bytes(mode))
+    mode = _with_table(mode, lambda _: kernel_places(mode))
     timing = time_findings(name, mode, eager, ceilings)
     roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
     if roofline is not None:

@@ -202,6 +202,7 @@ def compile_fusion(
     keys_of: list[list[tuple[str, str]]] = []
     first_pos: dict[tuple[str, str], int] = {}
     module_of: dict[tuple[str, str], str] = {}
+    lines_of: dict[tuple[str, str], tuple[str, ...]] = {}
     for idx in calls:
         keys: dict[tuple[str, str], None] = {}
         for i in idx:
@@ -212,6 +213,7 @@ def compile_fusion(
                 keys[key] = None
                 first_pos[key] = min(first_pos.get(key, inst.pos), inst.pos)
                 module_of.setdefault(key, inst.module)
+                lines_of.setdefault(key, inst.lines or ())
         keys_of.append(sorted(keys, key=lambda k: first_pos[k]))
 
     # Who counts each eager call's bytes: its library call, else the first kernel computing it.
@@ -295,6 +297,7 @@ def compile_fusion(
             library_operands=tuple(short_op(k[0]) for k in prepares),
             graph_only=tuple(short_op(k[0]) for k in graph_only),
             modules=tuple(sorted({module_of[k] for k in own if module_of.get(k)})),
+            source_lines=tuple(dict.fromkeys(line for k in own for line in lines_of[k])) or None,
         )
         groups.append(group)
         if not is_extern and members[0].kernel:

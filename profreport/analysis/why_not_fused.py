@@ -58,6 +58,19 @@ def _entry(kind: WhyKind, ops: list[str], reason: str, source: str, evidence: st
     return WhyNotFused(kind=kind, ops=tuple(ops), reason=reason, source=source, evidence=evidence)
 
 
+def _at(entry: WhyNotFused, *groups: FusionGroup) -> WhyNotFused:
+    """`entry` placed where its groups' eager calls ran: their modules, and their source lines
+    (of a pair of groups: the last line of the first and the first of the second)."""
+    modules = tuple(dict.fromkeys(m for g in groups for m in g.modules or ()))
+    if len(groups) == 2:
+        lines = (groups[0].source_lines or ())[-1:] + (groups[1].source_lines or ())[:1]
+    else:
+        lines = tuple(line for g in groups for line in g.source_lines or ())
+    if not modules and not lines:
+        return entry
+    return entry.adding(modules=modules, source_lines=tuple(dict.fromkeys(lines)))
+
+
 def _rule(kind: WhyKind, ops: list[str], reason: str, rule: str) -> WhyNotFused:
     return _entry(kind, ops, reason, f"rule {rule}", RULES[rule])
 
@@ -207,15 +220,14 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
     for g in groups:
         kernel = g.kernels[0]
         if g.fused:
-            found.append(
-                _entry(
-                    "fused",
-                    list(g.eager_ops),
-                    f"{' + '.join(g.eager_ops)} fused into one generated kernel",
-                    "fusion map",
-                    f"kernel {kernel}",
-                )
+            fused = _entry(
+                "fused",
+                list(g.eager_ops),
+                f"{' + '.join(g.eager_ops)} fused into one generated kernel",
+                "fusion map",
+                f"kernel {kernel}",
             )
+            found.append(_at(fused, g))
         if _is_layout(g):
             ops = list(g.library_operands or ())
             e = _rule(
@@ -234,17 +246,16 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                     "of oneDNN convolutions on CPU",
                     hint_test="--channels-last",
                 )
-            found.append(e)
+            found.append(_at(e, g))
         if g.recomputed:
-            found.append(
-                _rule(
-                    "recompute",
-                    list(g.recomputed),
-                    f"{', '.join(g.recomputed)} recomputed in {kernel} instead of fused into "
-                    "one producer (its eager bytes are counted once, in the first kernel)",
-                    "inductor-recompute",
-                )
+            recompute = _rule(
+                "recompute",
+                list(g.recomputed),
+                f"{', '.join(g.recomputed)} recomputed in {kernel} instead of fused into "
+                "one producer (its eager bytes are counted once, in the first kernel)",
+                "inductor-recompute",
             )
+            found.append(_at(recompute, g))
     refusals = _refusals(compiler)
     for a, b in itertools.pairwise(groups):
         pair = [a.eager_ops[-1], b.eager_ops[0]] if a.eager_ops and b.eager_ops else []
@@ -272,43 +283,55 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
                     hint="max-autotune can fuse epilogues into GEMM / convolution templates",
                     hint_test="--modes compile-max-autotune",
                 )
-            found.append(e)
+            found.append(_at(e, a, b))
             continue
         graphs = (_graph_of(a), _graph_of(b))
         if None not in graphs and graphs[0] != graphs[1]:
             breaks = int(compiler.graph_breaks or 0)
             found.append(
-                _entry(
-                    "split",
-                    pair,
-                    f"{pair[0]} -> {pair[1]} stayed apart: they are in different compiled graphs"
-                    + (" (split by the graph break above)" if breaks else ""),
-                    "fusion map",
-                    f"kernels {a.kernels[0]} (graph {graphs[0]}) and {b.kernels[0]} "
-                    f"(graph {graphs[1]})",
+                _at(
+                    _entry(
+                        "split",
+                        pair,
+                        f"{pair[0]} -> {pair[1]} stayed apart: they are in different compiled graphs"
+                        + (" (split by the graph break above)" if breaks else ""),
+                        "fusion map",
+                        f"kernels {a.kernels[0]} (graph {graphs[0]}) and {b.kernels[0]} "
+                        f"(graph {graphs[1]})",
+                    ),
+                    a,
+                    b,
                 )
             )
             continue
         logged = [r for r in refusals if set(pair) <= set(r.ops)]
         if logged:
             found.append(
-                _entry(
-                    "split",
-                    pair,
-                    f"{pair[0]} -> {pair[1]} stayed apart: "
-                    + "; ".join(r.evidence.split(": ", 1)[-1] for r in logged),
-                    "Inductor scheduler fusion log",
-                    "\n".join(r.evidence for r in logged),
+                _at(
+                    _entry(
+                        "split",
+                        pair,
+                        f"{pair[0]} -> {pair[1]} stayed apart: "
+                        + "; ".join(r.evidence.split(": ", 1)[-1] for r in logged),
+                        "Inductor scheduler fusion log",
+                        "\n".join(r.evidence for r in logged),
+                    ),
+                    a,
+                    b,
                 )
             )
             continue
         found.append(
-            _entry(
-                "split",
-                pair,
-                f"{pair[0]} -> {pair[1]} stayed apart: no reason recorded",
-                "fusion map",
-                f"kernels {a.kernels[0]} and {b.kernels[0]}",
+            _at(
+                _entry(
+                    "split",
+                    pair,
+                    f"{pair[0]} -> {pair[1]} stayed apart: no reason recorded",
+                    "fusion map",
+                    f"kernels {a.kernels[0]} and {b.kernels[0]}",
+                ),
+                a,
+                b,
             )
         )
     found.extend(refusals)  # every distinct decision, as the scheduler logged it

@@ -8,7 +8,9 @@ records the gap.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -18,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from profreport.capture.provenance import CallSites, ModuleStack
 from profreport.text import error_line
 
 
@@ -48,6 +51,8 @@ class OpIO:
     aliases_input: bool  # the output is a view of an input: no data moves
     flops: int | None = None  # torch.utils.flop_counter's formula, where it has one
     indirect: IndirectAccess | None = None  # indexing ops only (INDIRECT_OPS)
+    module: str | None = None  # the running module's named_modules() path; None: not tracked
+    lines: tuple[str, ...] = ()  # the user's source lines (capture/provenance.py)
 
 
 @dataclass(frozen=True)
@@ -218,9 +223,11 @@ def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
-    def __init__(self) -> None:
+    def __init__(self, modules: ModuleStack | None = None, sites: CallSites | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ops: list[OpIO] = []
+        self._modules = modules
+        self._sites = sites
         self.failed: tuple[str, BaseException] | None = None  # the op that raised, and why
 
     def __torch_dispatch__(
@@ -270,17 +277,39 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
                 aliases_input=aliases,
                 flops=flops,
                 indirect=found[1] if found else None,
+                module=None if self._modules is None else self._modules.current or "",
+                lines=() if self._sites is None else self._sites.here(),
             )
         )
         return out
 
 
 def record_tensor_io(
-    fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], sync: Callable[[], None]
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    sync: Callable[[], None],
+    root: torch.nn.Module | None = None,
+    script_root: torch.nn.Module | None = None,
 ) -> list[OpIO]:
-    """Run one forward call and return the tensor I/O of every dispatched operation, in order.
-    An operation that raises is named (TensorIOFailed), with its own message."""
-    recorder = _Recorder()
+    """Run one forward call and return the tensor I/O of every dispatched operation, in order;
+    with `root` (the module `fn` runs), each op's module path and user source lines too; with
+    `script_root` (the TorchScript module `fn` runs), each op's module path from the profiler's
+    TorchScript module hierarchy (capture/script_modules.py). An operation that raises is named
+    (TensorIOFailed), with its own message."""
+    if script_root is not None:
+        return _with_script_modules(fn, inputs, sync, script_root)
+    modules = None if root is None else ModuleStack(root)
+    recorder = _Recorder(modules, None if root is None else CallSites())
+    with modules.tracking() if modules is not None else nullcontext():
+        _run_recording(recorder, fn, inputs)
+    sync()
+    return recorder.ops
+
+
+def _run_recording(
+    recorder: _Recorder, fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]
+) -> None:
+    """One forward under `recorder`; an operation that raised is named (TensorIOFailed)."""
     try:
         with recorder:
             fn(*inputs)
@@ -291,5 +320,27 @@ def record_tensor_io(
         raise TensorIOFailed(
             f"{op} raised {error_line(error)} (while recording tensor I/O for the bytes model)"
         ) from exc
-    sync()
-    return recorder.ops
+
+
+def _with_script_modules(
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    sync: Callable[[], None],
+    scripted: torch.nn.Module,
+) -> list[OpIO]:
+    from profreport.capture.script_modules import ModuleResolver, dispatch_hierarchies
+
+    recorder = _Recorder()
+
+    def forward() -> None:
+        _run_recording(recorder, fn, inputs)
+        sync()
+
+    hierarchies = dispatch_hierarchies(forward)
+    if hierarchies is None or len(hierarchies) != len(recorder.ops):
+        return recorder.ops  # the events do not line up with the ops: nothing attributed
+    resolver = ModuleResolver(scripted)
+    return [
+        dataclasses.replace(op, module=resolver.path(h))
+        for op, h in zip(recorder.ops, hierarchies, strict=True)
+    ]

@@ -44,6 +44,7 @@ class BytesWork:
     calls: list[TensorIO]
     method: str
     not_modeled: list[str]
+    attribution: str | None = None  # how the calls' modules and lines were recorded, or why not
 
 
 class BytesSource:

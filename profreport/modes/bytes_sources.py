@@ -19,12 +19,20 @@ class DispatcherLog(BytesSource):
     name = "dispatcher"
 
     def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
+        import torch
+
         from profreport.analysis.bytes_model import DISPATCH_METHOD, calls_from_tensor_io
         from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
         from profreport.capture.opio import record_tensor_io
+        from profreport.capture.provenance import attribution_enabled
         from profreport.record.model import TensorIO
 
-        ops = record_tensor_io(prepared.fn, tuple(inputs), sync)
+        root, attribution = _attribution_root(prepared.fn, attribution_enabled())
+        scripted = prepared.fn if attribution.startswith(SCRIPT_ATTRIBUTION) else None
+        assert scripted is None or isinstance(scripted, torch.nn.Module)
+        ops = record_tensor_io(prepared.fn, tuple(inputs), sync, root, scripted)
+        if scripted is not None and not any(op.module is not None for op in ops):
+            attribution = SCRIPT_NOT_LINED_UP
         calls = calls_from_tensor_io(ops, BOOKKEEPING_OPS)
         method = DISPATCH_METHOD
         not_modeled: list[str] = []
@@ -37,7 +45,39 @@ class DispatcherLog(BytesSource):
         if groups:
             method += "; fusion groups from the profiled graph's tensor types"
         not_modeled += prepared.compiler.unrecorded_ops or ()
-        return BytesWork(calls, method, not_modeled)
+        return BytesWork(calls, method, not_modeled, attribution)
+
+
+EAGER_ATTRIBUTION = (
+    "module forward hooks (named_modules() paths) and the Python stack of each dispatched op"
+)
+SCRIPT_ATTRIBUTION = (
+    "TorchScript module hierarchy of each dispatched op (profiler with_modules); source lines "
+    "not recorded (TorchScript runs no Python frames)"
+)
+SCRIPT_FROZEN = "; the frozen graph kept no submodules, so its ops are placed at the model itself"
+SCRIPT_NOT_LINED_UP = (
+    "not recorded: the profiler's TorchScript module hierarchy did not line up with the "
+    "dispatched ops"
+)
+SWITCHED_OFF = "not recorded: PROFREPORT_ATTRIBUTION=0"
+
+
+def _attribution_root(fn: Any, enabled: bool) -> tuple[Any, str]:
+    """The module whose forward hooks name the ops' modules (None for TorchScript, whose
+    modules come from the profiler), and how the modules are recorded or why they are not."""
+    import torch
+
+    if not enabled:
+        return None, SWITCHED_OFF
+    if isinstance(fn, torch.jit.ScriptFunction):
+        return None, "not recorded: a TorchScript function has no modules"
+    if isinstance(fn, torch.jit.ScriptModule):
+        frozen = len(dict(fn.named_modules())) == 1
+        return None, SCRIPT_ATTRIBUTION + (SCRIPT_FROZEN if frozen else "")
+    if isinstance(fn, torch.nn.Module):
+        return fn, EAGER_ATTRIBUTION
+    return None, "not recorded: the mode runs a function, not the model's module"
 
 
 class InductorScheduler(BytesSource):
@@ -49,11 +89,18 @@ class InductorScheduler(BytesSource):
         from profreport.analysis.bytes_model import INDUCTOR_METHOD, inductor_calls
 
         compiler = prepared.compiler
+        from profreport.capture.provenance import attribution_enabled
+
         calls, unsized = inductor_calls(compiler.inductor_nodes or ())
         if compiler.graph_breaks:
             unsized.append("code outside the compiled graphs (graph breaks)")
-        return BytesWork(calls, INDUCTOR_METHOD, unsized)
+        attribution = INDUCTOR_ATTRIBUTION if attribution_enabled() else SWITCHED_OFF
+        return BytesWork(calls, INDUCTOR_METHOD, unsized, attribution)
 
 
+INDUCTOR_ATTRIBUTION = (
+    "FX node meta of each scheduler node's origins: nn_module_stack (module) and stack_trace "
+    "(source lines)"
+)
 DISPATCHER_LOG = DispatcherLog()
 INDUCTOR_SCHEDULER = InductorScheduler()

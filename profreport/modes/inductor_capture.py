@@ -12,6 +12,7 @@ from typing import Any
 
 from profreport.capture.inductor_kernels import KernelCalls
 from profreport.capture.inductor_sizes import node_buffer_bytes
+from profreport.capture.provenance import attribution_enabled, node_module, stack_trace_lines
 from profreport.record.model import EagerCall, InductorNode
 
 
@@ -64,16 +65,13 @@ def _eager_call(origin: Any) -> tuple[str, str] | None:
     return aten, parents[0].name if parents else origin.name
 
 
-def _module_path(origin: Any) -> str:
-    """The module the eager call ran in ("layers.0.self_attn"), from Dynamo's module stack."""
-    stack = (getattr(origin, "meta", None) or {}).get("nn_module_stack") or {}
-    if not stack:
-        return ""
-    path = str(list(stack.values())[-1][0])
-    for prefix in ("L['self'].", "L['args'][0].", "L['self']", "L['args'][0]"):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path
+def _place(origin: Any, enabled: bool) -> tuple[str, tuple[str, ...]]:
+    """The module the eager call ran in ("layers.0.self_attn") and its user source lines, from
+    Dynamo's node meta (nn_module_stack, stack_trace)."""
+    if not enabled:
+        return "", ()
+    meta = getattr(origin, "meta", None) or {}
+    return node_module(meta), stack_trace_lines(meta.get("stack_trace"))
 
 
 def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerCall]:
@@ -97,6 +95,7 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerC
         if own_call is None and extern_op is None and type(kernel).__name__ != "MultiOutput":
             own = {c for o in _last_origins(kernel) if (c := _eager_call(o)) is not None}
     found: dict[tuple[str, str], EagerCall] = {}
+    enabled = attribution_enabled()
     for sub in node.get_nodes():
         for origin in getattr(sub.node, "origins", ()) or ():
             key = _eager_call(origin)
@@ -107,7 +106,8 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerC
             pos = _graph_positions(origin.graph, cache).get(origin, 0)
             seen = found.get(key)
             if seen is None:
-                found[key] = EagerCall(key[0], key[1], pos, _module_path(origin))
+                module, lines = _place(origin, enabled)
+                found[key] = EagerCall(key[0], key[1], pos, module, lines or None)
             elif pos < seen.pos:
                 found[key] = dataclasses.replace(seen, pos=pos)
     return sorted(found.values(), key=lambda e: e.pos)

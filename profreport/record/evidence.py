@@ -47,6 +47,10 @@ class KernelRow(Section):
     bound: str | None = finding()  # memory | cache | compute
     ceiling_pct: float | None = finding()
     roofline_note: str | None = finding()
+    # findings: where in the model (analysis/attribution): the modules and source lines of the
+    # calls the row's operation or generated kernel computed, over the whole forward
+    modules: tuple[str, ...] | None = finding()
+    source_lines: tuple[str, ...] | None = finding()
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,10 @@ class TensorIO(Section):
     written: ByteCount | None = None
     flops: float | None = None
     source: str | None = None  # dispatcher | inductor | graph types | derived ...
+    # where in the model (capture/provenance.py): the named_modules() path ("" the root module)
+    # and the user's source lines ("file.py:N", innermost first); absent: not recorded
+    module: str | None = omitted()
+    lines: tuple[str, ...] | None = omitted()
 
     @property
     def traffic(self) -> int:
@@ -152,6 +160,8 @@ class Bytes(Section):
     table: tuple[OpBytes, ...] = required(())
     sequence: tuple[TensorIO, ...] = ()
     measured: MeasuredBytes | None = None
+    # how the sequence's modules and source lines were recorded, or why they were not
+    attribution: str | None = omitted()
 
     @property
     def traffic(self) -> int:
@@ -227,6 +237,7 @@ class EagerCall(Section):
     source: str = ""
     pos: int = 0
     module: str = ""
+    lines: tuple[str, ...] | None = omitted()  # the user's source lines (node's stack_trace)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ class FusionGroup(Section):
     library_operands: tuple[str, ...] | None = omitted()
     graph_only: tuple[str, ...] | None = omitted()
     modules: tuple[str, ...] | None = omitted()
+    # the user's source lines of the eager calls ("file.py:N"; analysis/attribution)
+    source_lines: tuple[str, ...] | None = omitted()
 
     @property
     def counts_as_fused(self) -> bool:
@@ -92,6 +94,9 @@ class WhyNotFused(Section):
     source_text: str = ""  # graph breaks: that line
     hint: str = ""
     hint_test: str = ""
+    # where in the model the ops ran (named_modules() paths, "file.py:N"), where recorded
+    modules: tuple[str, ...] | None = omitted()
+    source_lines: tuple[str, ...] | None = omitted()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from markupsafe import Markup
 from profreport.record.model import Run
 from profreport.render import charts
 from profreport.render.jinja import render_page
+from profreport.render.module_view import module_tree_view
 from profreport.render.roofline_chart import roofline_chart
 from profreport.render.roofline_view import chart_points, roofs
 from profreport.render.time_view import chart_series
@@ -57,4 +58,9 @@ def build_charts(run: Run) -> dict[str, Markup]:
 
 def render(run: Run) -> str:
     """The report page of a run (with findings: profreport.analysis.derive.derived_run)."""
-    return render_page("report.html.j2", **build_view(run), charts=build_charts(run))
+    return render_page(
+        "report.html.j2",
+        **build_view(run),
+        charts=build_charts(run),
+        module_tree=module_tree_view(run),
+    )

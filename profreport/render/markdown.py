@@ -11,6 +11,7 @@ from typing import Any
 
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
+from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
 from profreport.render.views import ModeSummaryView, OutputView, PageView
 
@@ -133,6 +134,7 @@ def render(run: Run) -> str:
     if ceilings:
         lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]
     lines += _why_not_fused(view)
+    lines += savings_markdown(run)
     lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"

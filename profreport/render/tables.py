@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from profreport.analysis.attribution import ROOT_LABEL
 from profreport.record.model import KernelRow, ModeResult, Run
 
 KERNEL_COLUMNS = [
@@ -29,6 +30,9 @@ KERNEL_COLUMNS = [
     "bound",
     "ceiling_pct",
     "roofline_note",
+    # where in the model (findings; space-separated named_modules() paths and file:line)
+    "modules",
+    "source_lines",
 ]
 
 SUMMARY_COLUMNS = [
@@ -64,7 +68,12 @@ def _ok_mode(run: Run, mode: str) -> ModeResult:
 
 
 def _kernel_record(row: KernelRow) -> dict[str, object]:
-    return {column: getattr(row, column) for column in KERNEL_COLUMNS}
+    record = {column: getattr(row, column) for column in KERNEL_COLUMNS}
+    for column in ("modules", "source_lines"):
+        places = record[column]
+        if isinstance(places, tuple):  # one cell; the model's own path "" shown by its label
+            record[column] = " ".join(p or ROOT_LABEL for p in places)
+    return record
 
 
 def kernel_frame(run: Run, mode: str) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from profreport.record.model import (
     Settings,
     TimingSettings,
 )
+from profreport.render.module_view import group_place_text, place_text
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.roofline_view import (
     ceiling_rows,
@@ -211,6 +212,7 @@ def _kernel_rows(mode: ModeResult) -> list[KernelRowView]:
                 ),
                 "source": str(r.source) if r.has("source") else "profiler",
                 "roofline": kernel_cells(r),
+                "place": place_text(r.modules, r.source_lines),
             }
         )
     return rows
@@ -252,6 +254,7 @@ def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
                 "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
                 "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
                 "note": g.note,
+                "place": group_place_text(g),
             }
         )
     return rows

@@ -74,6 +74,7 @@ class KernelRowView(TypedDict):
     bytes_note: str
     source: str
     roofline: KernelCells
+    place: str  # the modules and source lines of the row's calls ("" when not recorded)
 
 
 class BytesRowView(TypedDict):
@@ -93,6 +94,7 @@ class FusionRowView(TypedDict):
     saved: str
     saved_sign: str
     note: str
+    place: str  # "mixers.1: gelu + sigmoid + mul at blocks.py:13" ("" when not recorded)
 
 
 class MeasuredKernelView(TypedDict):

@@ -4,6 +4,7 @@ template and the Markdown renderer lay out."""
 from __future__ import annotations
 
 from profreport.record.model import ModeResult
+from profreport.render.module_view import why_place
 
 _KIND_LABELS: dict[str, str] = {
     "graph_break": "graph break",
@@ -33,6 +34,7 @@ def why_rows(mode: ModeResult) -> list[dict[str, str]]:
             "evidence": e.evidence,
             "hint": e.hint,
             "hint_test": e.hint_test,
+            "place": why_place(e),
         }
         for e in mode.why_not_fused or ()
     ]

@@ -1,0 +1,237 @@
+"""The module tree: per module of the model and per mode, the kernel calls, modeled bytes and
+profiler time of the work that ran in it (inclusive of its submodules); and the modules whose
+fused groups saved the most modeled bytes. Pure functions over a run with findings.
+
+Units of work: eager-like modes (the dispatcher's sequence): one dispatched call each, at its
+modeled bytes; compile-like modes (a fusion map with kernel calls): one kernel call per fusion
+group, at the kernel's modeled bytes. Time: each call at its kernel row's mean profiler time per
+call (the profiler measures a row over all its calls, not per module: apportioned by calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from profreport.analysis.attribution import group_module
+from profreport.record.model import FusionGroup, KernelRow, ModeResult, Run
+
+TIME_METHOD = (
+    "profiler time apportioned: each call at its kernel row's mean time per call (per step)"
+)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One call placed in a module (None: the mode recorded none for it, such as a kernel built
+    only from graph ops no eager call pairs with): its modeled bytes and apportioned time."""
+
+    module: str | None
+    bytes: int | None
+    time_us: float | None
+
+
+@dataclass
+class ModeTotals:
+    """A module's work in one mode (itself and its submodules)."""
+
+    calls: int = 0
+    bytes: int = 0
+    bytes_unknown: int = 0  # calls with no modeled bytes (never counted as 0)
+    time_us: float = 0.0
+    time_unknown: int = 0
+
+    def add(self, work: Work) -> None:
+        self.calls += 1
+        if work.bytes is None:
+            self.bytes_unknown += 1
+        else:
+            self.bytes += work.bytes
+        if work.time_us is None:
+            self.time_unknown += 1
+        else:
+            self.time_us += work.time_us
+
+
+@dataclass
+class ModuleNode:
+    """A module (path as `named_modules()` names it, "" the model), its totals per mode, its
+    children; `repeats` > 1: this row stands for that many structurally identical sibling
+    blocks (`last` the last block's name), totals summed over them."""
+
+    path: str
+    name: str
+    modes: dict[str, ModeTotals] = field(default_factory=dict)
+    children: list[ModuleNode] = field(default_factory=list)
+    repeats: int = 1
+    last: str = ""
+
+
+def _row_time(row: KernelRow | None) -> float | None:
+    if row is None or row.time_us_per_step is None or not row.calls_per_step:
+        return None
+    return row.time_us_per_step / row.calls_per_step
+
+
+def mode_work(mode: ModeResult) -> list[Work] | None:
+    """The placed calls of one mode; None when the mode recorded no modules."""
+    rows = mode.kernels.table if mode.kernels is not None else ()
+    by_name = {r.name: r for r in rows}
+    by_op: dict[str, KernelRow] = {}
+    for r in rows:
+        if r.bytes_op is not None:
+            by_op.setdefault(r.bytes_op, r)
+    if mode.fusion is not None and mode.fusion.per_kernel is not None:
+        groups = [g for g in mode.fusion.groups if g.kernels]
+        if not any(g.modules for g in groups):
+            return None
+        return [
+            Work(group_module(g), g.kernel_bytes, _row_time(_group_row(g, by_name, by_op)))
+            for g in groups
+        ]
+    sequence = mode.bytes.sequence if mode.bytes is not None else ()
+    if not any(c.module is not None for c in sequence):
+        return None
+    return [
+        Work(c.module, c.traffic if c.read is not None else None, _row_time(by_op.get(c.op)))
+        for c in sequence
+    ]
+
+
+def _group_row(
+    group: FusionGroup, by_name: Mapping[str, KernelRow], by_op: Mapping[str, KernelRow]
+) -> KernelRow | None:
+    """The kernel row of a fusion group's kernel: a generated kernel by its name, a library call
+    by the operation whose bytes the row took."""
+    row = by_name.get(group.kernels[0])
+    if row is None and group.eager_ops:
+        row = by_op.get(f"aten::{group.eager_ops[0]}")
+    return row
+
+
+UNPLACED = "(no module recorded)"
+
+
+def _insert(root: ModuleNode, mode: str, work: Work) -> None:
+    node = root
+    node.modes.setdefault(mode, ModeTotals()).add(work)
+    if work.module is None:
+        unplaced = next((c for c in node.children if c.path == UNPLACED), None)
+        if unplaced is None:
+            unplaced = ModuleNode(UNPLACED, UNPLACED)
+            node.children.append(unplaced)
+        unplaced.modes.setdefault(mode, ModeTotals()).add(work)
+        return
+    if not work.module:
+        return
+    path: list[str] = []
+    for part in work.module.split("."):
+        path.append(part)
+        full = ".".join(path)
+        child = next((c for c in node.children if c.path == full), None)
+        if child is None:
+            child = ModuleNode(full, part)
+            node.children.append(child)
+        node = child
+        node.modes.setdefault(mode, ModeTotals()).add(work)
+
+
+def _shape(node: ModuleNode) -> tuple[object, ...]:
+    """What must agree for two sibling blocks to fold: names and per-mode calls and bytes of
+    the block and of every descendant (time may differ: it is measured)."""
+    own = tuple(sorted((m, t.calls, t.bytes, t.bytes_unknown) for m, t in node.modes.items()))
+    return (own, tuple((c.name, _shape(c)) for c in node.children))
+
+
+def _merge(into: ModuleNode, other: ModuleNode) -> None:
+    """Add `other`'s totals to `into`'s, and its children's to theirs (same structure)."""
+    for mode, totals in other.modes.items():
+        mine = into.modes[mode]
+        mine.calls += totals.calls
+        mine.bytes += totals.bytes
+        mine.bytes_unknown += totals.bytes_unknown
+        mine.time_us += totals.time_us
+        mine.time_unknown += totals.time_unknown
+    for a, b in zip(into.children, other.children, strict=True):
+        _merge(a, b)
+
+
+def _fold(node: ModuleNode) -> None:
+    """Fold runs of numbered siblings (layers.0 ... layers.31) whose shapes agree into one row."""
+    for child in node.children:
+        _fold(child)
+    folded: list[tuple[ModuleNode, tuple[object, ...]]] = []
+    for child in node.children:
+        shape = _shape(child)
+        prev = folded[-1] if folded else None
+        if (
+            prev is not None
+            and child.name.isdigit()
+            and prev[0].last.isdigit()
+            and int(child.name) == int(prev[0].last) + 1
+            and shape == prev[1]
+        ):
+            _merge(prev[0], child)
+            prev[0].repeats += 1
+            prev[0].last = child.name
+            continue
+        child.last = child.name
+        folded.append((child, shape))
+    node.children = [c for c, _ in folded]
+
+
+def module_tree(run: Run) -> ModuleNode | None:
+    """The model's module tree with each mode's work; None when no mode recorded modules."""
+    root = ModuleNode("", "")
+    found = False
+    for name, mode in run.modes.items():
+        if not mode.ok:
+            continue
+        work = mode_work(mode)
+        if work is None:
+            continue
+        found = True
+        for w in work:
+            _insert(root, name, w)
+    if not found:
+        return None
+    _fold(root)
+    return root
+
+
+@dataclass(frozen=True)
+class ModuleSaving:
+    """Modeled bytes the fused groups of one module saved in one mode."""
+
+    module: str
+    mode: str
+    saved_bytes: int
+    fused_groups: int
+    source_lines: tuple[str, ...]
+
+
+def top_savings(run: Run, limit: int = 5) -> list[ModuleSaving]:
+    """The modules (a group's innermost common module) whose fused groups saved the most
+    modeled bytes, over every mode with a fusion map; largest first."""
+    totals: dict[tuple[str, str], list[FusionGroup]] = {}
+    for name, mode in run.modes.items():
+        for g in mode.fusion.groups if mode.ok and mode.fusion is not None else ():
+            module = group_module(g)
+            if g.fused and module is not None and g.saved_bytes is not None:
+                totals.setdefault((module, name), []).append(g)
+    found = [
+        ModuleSaving(
+            module,
+            mode,
+            sum(g.saved_bytes or 0 for g in groups),
+            len(groups),
+            _lines(groups),
+        )
+        for (module, mode), groups in totals.items()
+    ]
+    found = [s for s in found if s.saved_bytes > 0]
+    return sorted(found, key=lambda s: s.saved_bytes, reverse=True)[:limit]
+
+
+def _lines(groups: Sequence[FusionGroup]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ()))
