@@ -48,6 +48,41 @@ def _side(name: str, calls: float = 1, time: float = 10.0, nbytes: int = 100, op
 # ---------------------------------------------------------------- pairing
 
 
+def test_module_pairs_the_same_ops_reordered_in_one_place_never_other_ops():
+    def side(name, ops, modules):
+        return KernelSide(name, "kernel", 1, 10.0, 100, eager_ops=ops, modules=modules)
+
+    base = [
+        side("cpp_fused_add_native_layer_norm_0", ("add", "native_layer_norm"), ("h.1",)),
+        side("cpp_fused_relu_1", ("relu",), ("h.1.mlp.act",)),
+    ]
+    head = [
+        side("cpp_fused_native_layer_norm_add_4", ("native_layer_norm", "add"), ("h.1",)),
+        side("cpp_fused_gelu_5", ("gelu",), ("h.1.mlp.act",)),
+    ]
+    pairs, only_base, only_head = pair_kernels(base, head)
+    assert [(b.name, h.name, how) for b, h, how in pairs] == [
+        ("cpp_fused_add_native_layer_norm_0", "cpp_fused_native_layer_norm_add_4", "module")
+    ]
+    assert [k.name for k in only_base] == ["cpp_fused_relu_1"]
+    assert [k.name for k in only_head] == ["cpp_fused_gelu_5"]
+    # the same kernels without module attribution pair by nothing
+    bare = [KernelSide(k.name, k.kind, 1, 10.0, 100, eager_ops=k.eager_ops) for k in base]
+    pairs, _, _ = pair_kernels(
+        bare, [KernelSide(k.name, k.kind, 1, 10.0, 100, eager_ops=k.eager_ops) for k in head]
+    )
+    assert pairs == []
+
+
+def test_diff_rows_name_where_the_kernel_ran():
+    change = diff_kernels(
+        [KernelSide("aten::relu", "cpu", 1, 5.0, 64, modules=("mixers.0.act", "mixers.1.act"))],
+        [],
+    )[0][0]
+    view = mode_view(ModeKernelDiff("eager", (change,), 0))
+    assert view["top"][0]["eager_ops"] == "mixers.0.act, mixers.1.act"
+
+
 def test_generated_stem_strips_graph_prefix_and_counter_only_from_inductor_names():
     assert generated_stem("triton_poi_fused_add_gelu_0") == "triton_poi_fused_add_gelu"
     assert generated_stem("graph_1_cpp_fused_mul_12") == "cpp_fused_mul"

@@ -21,7 +21,7 @@ from typing import Literal
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
 from profreport.record.model import FusionMap, ModeResult
 
-MatchedBy = Literal["name", "eager ops", "generated name"]
+MatchedBy = Literal["name", "eager ops", "generated name", "module"]
 RowStatus = Literal["appeared", "disappeared", "changed", "time only"]
 
 MODELED = "modeled"
@@ -42,6 +42,7 @@ class KernelSide:
     bytes_shared_by: int | None = None  # kernels sharing one operation's modeled bytes
     measured_bytes: int | None = None  # Nsight Compute's DRAM read + written per step
     eager_ops: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()  # where in the model (analysis/attribution); () not recorded
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,20 @@ def _stem_key(k: KernelSide) -> Hashable | None:
     return None if stem is None else (k.kind, stem)
 
 
+def _module_key(k: KernelSide) -> Hashable | None:
+    """The same operations, in any order, in the same modules: a kernel whose fused ops were
+    reordered (add + layer_norm, then layer_norm + add) in one place of the model. Never the
+    module alone: relu and gelu in one activation module are two kernels, one gone, one new."""
+    if not k.modules or not k.eager_ops:
+        return None
+    return (k.kind, k.modules, frozenset(k.eager_ops))
+
+
 STRATEGIES: tuple[MatchStrategy, ...] = (
     MatchStrategy("name", lambda k: (k.kind, k.name)),
     MatchStrategy("eager ops", lambda k: (k.kind, k.eager_ops) if k.eager_ops else None),
     MatchStrategy("generated name", _stem_key),
+    MatchStrategy("module", _module_key),
 )
 
 
@@ -256,6 +267,7 @@ def mode_kernels(mode: ModeResult) -> tuple[KernelSide, ...]:
                 bytes_shared_by=row.bytes_shared_by,
                 measured_bytes=measured.get(row.name),
                 eager_ops=ops.get(row.name, ()),
+                modules=row.modules or (),
             )
         )
     return tuple(sides)

@@ -36,7 +36,7 @@ class KernelDiffModeView(TypedDict):
     fusion_changes: list[str]
     note: str
     bytes_header: str
-    show_eager_ops: bool  # some row has eager ops (a mode with a fusion map)
+    show_eager_ops: bool  # some row has a place or eager ops (module attribution, fusion map)
     top: list[KernelDiffRowView]
     rest: list[KernelDiffRowView]
     rest_label: str
@@ -86,6 +86,15 @@ def _cells(base: str, head: str, change: str, r: KernelChange) -> str:
     return f"{base} → {head} ({change})"
 
 
+def _places(modules: tuple[str, ...], most: int = 3) -> str:
+    """Where a kernel ran, its modules named (`(model)` for the root), long lists cut with a
+    count."""
+    names = [m or "(model)" for m in modules]
+    if len(names) > most:
+        return ", ".join(names[:most]) + f" + {len(names) - most} more"
+    return ", ".join(names)
+
+
 def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
     b, h = r.base, r.head
     calls = _cells(
@@ -109,6 +118,8 @@ def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
     if mixed_sources and r.bytes_source:
         size += f", {r.bytes_source}"
     ops = (h.eager_ops if h and h.eager_ops else b.eager_ops if b else ()) or ()
+    modules = (h.modules if h and h.modules else b.modules if b else ()) or ()
+    where = _places(modules)
     kernel = r.name
     if b is not None and h is not None and b.name != h.name:
         kernel = f"{h.name} (base: {b.name})"
@@ -116,7 +127,7 @@ def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
         "kernel": kernel,
         "status": r.status,
         "matched_by": r.matched_by or "—",
-        "eager_ops": " + ".join(ops),
+        "eager_ops": f"{where}: {' + '.join(ops)}" if where and ops else where or " + ".join(ops),
         "calls": calls,
         "time": time,
         "bytes": size,
@@ -165,8 +176,9 @@ SOURCE_LINE = (
     f"calls and time per profiled step: {TIME_SOURCE}; bytes per step: modeled (compulsory "
     "traffic from tensor sizes, analysis/kernel_bytes), or measured by Nsight Compute where "
     "both sides were; matched by: how base's and head's rows were paired (name, the eager ops "
-    "a generated kernel computes from the fusion map, or the generated name without "
-    "Inductor's counter)"
+    "a generated kernel computes from the fusion map, the generated name without "
+    "Inductor's counter, or the same ops in any order in the same modules); where / eager ops: "
+    "the modules the kernel ran in (module attribution) and the eager ops it computes"
 )
 
 
@@ -192,7 +204,7 @@ def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####")
         if v["fusion_changes"] or v["note"]:
             lines.append("")
         ops = v["show_eager_ops"]
-        header = ["kernel", "status", "matched by", *(["eager ops"] if ops else [])]
+        header = ["kernel", "status", "matched by", *(["where / eager ops"] if ops else [])]
         header += ["calls / step", "time / step (profiler)", v["bytes_header"]]
         align = "lll" + ("l" if ops else "") + "rrr"
         if v["top"]:
