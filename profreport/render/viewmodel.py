@@ -6,12 +6,14 @@ fusion map, environment, failures); the sections with logic of their own are alr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
+    FusionGroup,
     InductorNode,
     ModelInfo,
     ModeResult,
@@ -20,7 +22,10 @@ from profreport.record.model import (
     Settings,
     TimingSettings,
 )
+from profreport.render.folding import fold_ops
+from profreport.render.headline import headline
 from profreport.render.noise_view import noise_text, speedup_cell
+from profreport.render.palette import TONE_COLORS
 from profreport.render.roofline_view import (
     ceiling_rows,
     floor_cells,
@@ -45,6 +50,7 @@ from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
+_SERIAL = re.compile(r"_\d+$")
 
 METHOD = {
     "kernels": (
@@ -234,22 +240,41 @@ def _bytes_rows(mode: ModeResult) -> list[BytesRowView]:
     ]
 
 
+def _sum(values: Sequence[int | None]) -> int | None:
+    """The total of byte counts, None when any is unknown (an unknown is never counted as 0)."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
 def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
+    """The fusion map, each repeated group (the same ops into the same kernels, in every layer)
+    once with its count and its bytes summed over the repeats."""
+    groups = mode.fusion.groups if mode.fusion is not None else ()
+    by_shape: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[FusionGroup]] = {}
+    for g in groups:
+        by_shape.setdefault((g.eager_ops, _kernel_shape(g.kernels), g.note), []).append(g)
     rows: list[FusionRowView] = []
-    for g in mode.fusion.groups if mode.fusion is not None else ():
-        saved = g.saved_bytes
+    for same in by_shape.values():
+        g = same[0]
+        saved = _sum([s.saved_bytes for s in same])
         rows.append(
             {
-                "eager_ops": " + ".join(g.eager_ops) or "-",
-                "kernels": ", ".join(g.kernels) or "(none)",
-                "eager_bytes": fmt_bytes(g.eager_bytes),
-                "kernel_bytes": fmt_bytes(g.kernel_bytes),
+                "eager_ops": fold_ops(g.eager_ops),
+                "kernels": fold_ops(g.kernels, ", ") if g.kernels else fold_ops(["(none)"]),
+                "count": len(same),
+                "eager_bytes": fmt_bytes(_sum([s.eager_bytes for s in same])),
+                "kernel_bytes": fmt_bytes(_sum([s.kernel_bytes for s in same])),
                 "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
                 "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
                 "note": g.note,
             }
         )
     return rows
+
+
+def _kernel_shape(kernels: Sequence[str]) -> tuple[str, ...]:
+    """A generated kernel's name less its trailing serial number (cpp_fused_add_3 and
+    cpp_fused_add_7 are the same kernel in two layers); library kernels keep their names."""
+    return tuple(_SERIAL.sub("", k) if is_inductor_kernel(k) else k for k in kernels)
 
 
 def _measured_view(mode: ModeResult) -> MeasuredView:
@@ -311,7 +336,9 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
     # a section, as the template's `is defined` shows it
     if c.has("graph"):
         view["graph"] = c.graph
-        view["fusion_groups"] = [" + ".join(g.ops) + f"  [{g.kind}]" for g in c.fusion_groups or ()]
+        view["fusion_groups"] = [
+            {"ops": fold_ops(g.ops), "kind": g.kind} for g in c.fusion_groups or ()
+        ]
         view["fused_library_ops"] = sorted(set(c.fused_library_ops or ()))
         before = c.op_counts_before
         after = c.op_counts or {}
@@ -328,7 +355,7 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
             {
                 "name": n.name,
                 "kind": n.kind,
-                "origins": " + ".join(n.origins) or "-",
+                "origins": fold_ops(n.origins),
                 "read": fmt_bytes(n.read),
                 "written": fmt_bytes(n.written),
             }
@@ -449,6 +476,8 @@ def build_view(run: Run) -> PageView:
         # string from the record (a record could hold any URL).
         "timeline": TIMELINE_NAME if run.timeline == TIMELINE_NAME else None,
         "is_cuda": device.type == "cuda",
+        "headline": headline(run),
+        "tones": TONE_COLORS,
         "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
         "details": [_detail(n, m) for n, m in modes.items()],
         "env_rows": [

@@ -3,7 +3,10 @@ template and the Markdown renderer lay out."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from profreport.record.model import ModeResult
+from profreport.render.folding import FoldedOps, counted, fold_ops
 
 _KIND_LABELS: dict[str, str] = {
     "graph_break": "graph break",
@@ -19,13 +22,28 @@ _KIND_LABELS: dict[str, str] = {
 }
 
 
-def why_rows(mode: ModeResult) -> list[dict[str, str]]:
-    """One row per why-not-fused entry of a mode (with findings), in finding order."""
+class WhyRowView(TypedDict):
+    kind: str
+    ops: FoldedOps
+    count: int  # how many identical entries this row stands for (a layer repeated N times)
+    reason: str
+    where: str
+    source_text: str
+    source: str
+    evidence: str
+    hint: str
+    hint_test: str
+
+
+def why_rows(mode: ModeResult) -> list[WhyRowView]:
+    """One row per distinct why-not-fused entry of a mode (with findings), in finding order;
+    identical entries (the same split in every layer) are one row with their count."""
     return [
         {
             "kind": _KIND_LABELS.get(e.kind, e.kind),
             # a split names two ops that stayed apart: an arrow, never a "+" of fused ops
-            "ops": (" -> " if e.kind == "split" else " + ").join(e.ops),
+            "ops": fold_ops(e.ops, " -> " if e.kind == "split" else " + "),
+            "count": count,
             "reason": e.reason,
             "where": e.where,
             "source_text": e.source_text,
@@ -34,5 +52,8 @@ def why_rows(mode: ModeResult) -> list[dict[str, str]]:
             "hint": e.hint,
             "hint_test": e.hint_test,
         }
-        for e in mode.why_not_fused or ()
+        for e, count in counted(
+            mode.why_not_fused or (),
+            key=lambda e: (e.kind, e.ops, e.reason, e.source, e.evidence, e.where, e.hint),
+        )
     ]

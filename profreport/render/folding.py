@@ -1,0 +1,40 @@
+"""Long lists made short for a reader: an op list past a few names is folded ("embedding + pow +
+… 23 more", the whole list one click away), and repeated rows are shown once with a count."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TypedDict, TypeVar
+
+# Op names shown before "… N more": about one line of a table cell.
+OPS_SHOWN = 6
+
+
+class FoldedOps(TypedDict):
+    short: str  # the first names and "… N more" (the whole list when it is short)
+    full: str  # every name
+    more: int  # names left out of `short` (0: `short` is the whole list)
+
+
+def fold_ops(ops: Sequence[str], joiner: str = " + ", shown: int = OPS_SHOWN) -> FoldedOps:
+    """`ops` joined by `joiner`, folded after `shown` names."""
+    full = joiner.join(ops) or "-"
+    if len(ops) <= shown:
+        return {"short": full, "full": full, "more": 0}
+    more = len(ops) - shown
+    return {"short": f"{joiner.join(ops[:shown])}{joiner}… {more} more", "full": full, "more": more}
+
+
+T = TypeVar("T")
+
+
+def counted(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tuple[T, int]]:
+    """Each distinct item (by `key`) once, in first-seen order, with how many times it came."""
+    first: dict[Hashable, T] = {}
+    counts: dict[Hashable, int] = {}
+    for item in items:
+        k = key(item)
+        if k not in first:
+            first[k] = item
+        counts[k] = counts.get(k, 0) + 1
+    return [(first[k], counts[k]) for k in first]
