@@ -17,13 +17,12 @@ from profreport.record.model import (
     InductorNode,
     ModelInfo,
     ModeResult,
-    ProfileSchedule,
     Run,
     Settings,
-    TimingSettings,
 )
 from profreport.render.folding import fold_ops
 from profreport.render.headline import headline
+from profreport.render.methods import method_paragraphs, method_values
 from profreport.render.noise_view import noise_text, speedup_cell
 from profreport.render.palette import TONE_COLORS
 from profreport.render.roofline_view import (
@@ -51,66 +50,6 @@ from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
 _SERIAL = re.compile(r"_\d+$")
-
-METHOD = {
-    "kernels": (
-        "Each mode runs under torch.profiler with a schedule of {wait} wait, {warmup} warm-up and "
-        "{active} active steps (one forward call per step, shapes and FLOPs recorded). Counts are "
-        "per profiled step (median over the active steps). {definition}"
-    ),
-    "bytes": (
-        "Modeled, not measured: the compulsory traffic each kernel must move, a lower bound on what "
-        "the memory system does. read = bytes of every distinct input tensor, written = bytes of "
-        "every output and every input mutated in place, numel x element size; views, reshapes and "
-        "allocations move nothing. eager, script, trace and optimize: from the tensors of every "
-        "dispatched operation in one forward (TorchDispatchMode). compile: from Inductor's "
-        "scheduler, the buffers crossing each generated or library kernel's boundary "
-        "(intermediates kept inside a fused kernel count zero). Kernels that run outside the "
-        "dispatcher and outside Inductor's accounting are listed as not modeled, never counted as zero."
-    ),
-    "latency": (
-        "Measured outside the profiler, after warm-up: each mode runs in blocks of back-to-back "
-        "calls sized to last at least {block_ms:.0f} ms, the device synchronized before the clock "
-        "starts and stops; modes are interleaved round by round in rotating order so machine drift "
-        "hits all alike; timing stops when every mode has at least {min_blocks} blocks and "
-        "{min_time_s:g} s of measured time. Median, IQR and p10/p90 are over blocks (per-call time "
-        "of each block). Speedup = the median over rounds of eager's block / the mode's block "
-        "in the same round (paired, so drift that hits both cancels), with a distribution-free "
-        "95% interval from order statistics of those ratios (records written before this used "
-        "eager median / mode median with a {resamples}-resample bootstrap)."
-    ),
-    "output": (
-        "Measured: after a mode is built and warmed up, one more call on the example inputs (no "
-        "gradients, outside the profiler) is compared with eager's output on the same inputs. "
-        "Both outputs are flattened the same way (torch.utils._pytree order, tensors only) and "
-        "compared pairwise in float64: abs err = max |mode - eager|, rel err = abs err / max "
-        "|eager| (norm-wise, so elements near zero do not inflate it). A pair is within "
-        "tolerance when abs err <= atol + rtol x max |eager|; tolerances per dtype from "
-        "torch.testing (float32 rtol 1e-4, atol 1e-5; float16 1e-3, 1e-3; bfloat16 1.6e-2, "
-        "1e-5; float64 1e-5, 1e-8; integers and bool exact). A different number of tensors, "
-        "shape or dtype is flagged as a difference."
-    ),
-    "roofline": (
-        "Ceilings measured on this machine before the modes ran (see Environment): copy "
-        "bandwidth through main memory and inside the cache (read + written bytes per second of "
-        "Tensor.copy_), and the rate of a square matmul in the run's dtype; each the best of "
-        "several samples. Per kernel: achieved bandwidth = modeled bytes / profiler time, achieved "
-        "FLOP/s = flop-counter FLOPs / profiler time (FLOPs unknown where torch's flop counter has "
-        "no formula, never 0), and its bound = the larger of bytes / bandwidth and FLOPs / matmul "
-        "rate, where the bandwidth is the in-cache ceiling when one call's traffic fits the "
-        "last-level cache, else the memory ceiling; % of ceiling = that bound / the kernel's time. "
-        "Kernels that share one operation's bytes are taken together. Floor = the sum of the "
-        "bounds over every kernel with modeled bytes: since modeled bytes are a lower bound and "
-        "the ceilings are measured, a measured median below it means the bytes model or a ceiling "
-        "is wrong, and the mode is flagged inconsistent."
-    ),
-    "compile_s": (
-        "compile: wall time of the first call (Dynamo capture, Inductor code generation and C++/"
-        "Triton build; Inductor's FX graph cache disabled). script / trace / optimize: "
-        "scripting, tracing or freezing plus the {jit_calls} warm-up calls after which the "
-        "profiling executor runs its optimized graph."
-    ),
-}
 
 
 def _num(x: float | None, fmt: str = "{:.3g}") -> str:
@@ -429,30 +368,13 @@ def _model_view(model: ModelInfo) -> ModelView:
 
 
 def _method(run: Run) -> dict[str, str]:
-    settings = run.settings or Settings()
-    sched = settings.profile_schedule or ProfileSchedule()
-    timing = settings.timing or TimingSettings()
+    """The method section: the paragraphs of render/methods.md filled from the run's settings,
+    and the two that depend on what the run measured."""
     definition = "" if run.kernel_definition is None else run.kernel_definition.text
+    values = method_values(run.settings or Settings(), definition or "")
     return {
-        "kernels": METHOD["kernels"].format(
-            definition="" if definition is None else definition,
-            wait=sched.wait,
-            warmup=sched.warmup,
-            active=sched.active,
-        ),
-        "bytes": METHOD["bytes"],
-        "latency": METHOD["latency"].format(
-            block_ms=(0.02 if timing.block_s is None else timing.block_s) * 1000,
-            min_blocks=15 if timing.min_blocks is None else timing.min_blocks,
-            min_time_s=1.0 if timing.min_time_s is None else timing.min_time_s,
-            resamples=(
-                2000 if settings.bootstrap_resamples is None else settings.bootstrap_resamples
-            ),
-        ),
+        **method_paragraphs(values),
         "noise": noise_text(run.timing_noise),
-        "compile_s": METHOD["compile_s"].format(jit_calls=3),
-        "output": METHOD["output"],
-        "roofline": METHOD["roofline"],
         "peak_memory": peak_method(run),
     }
 
