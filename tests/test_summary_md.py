@@ -3,13 +3,20 @@ in <details>, at most 5,000 characters visible and under 60,000 in all; rendered
 (markdown-it-py with its table rule) as a table and folded blocks."""
 
 import copy
+import gzip
+import json
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 
-from profreport.record import Run, load
+from profreport.analysis.derive import derived_run
+from profreport.modes import mode_analyses
+from profreport.record import Run, load, parse
 from profreport.render import markdown
 from profreport.render.markdown import TOTAL_CHARS, VISIBLE_CHARS, outside_details
+
+LLAMA_RUN = Path(__file__).parent / "data" / "runs" / "hf-llama-2layers-cpu"
 
 
 @pytest.fixture
@@ -86,3 +93,20 @@ def test_a_huge_run_fits_a_comment_with_counts_for_what_was_cut(record):
     assert "… 1960 more in report.html" in md  # 2,000 distinct reasons, 40 listed
     assert "… 34 more" in md  # 40 ops folded after six
     assert "top 5 of 400" in md
+
+
+def test_a_recorded_decoder_lm_summary_fits_with_its_headline_visible():
+    """The 2-layer Llama of the acceptance case (tests/data/runs/hf-llama-2layers-cpu)."""
+    document = json.loads(gzip.decompress((LLAMA_RUN / "run.json.gz").read_bytes()))
+    run = derived_run(parse(document, str(LLAMA_RUN)), mode_analyses())
+    md = markdown.render(run)
+    visible = outside_details(md)
+    assert len(visible) <= VISIBLE_CHARS and len(md) < TOTAL_CHARS
+    rows = [line for line in visible.splitlines() if line.startswith("| ")]
+    eager = run.modes["eager"].ok_kernels.per_step
+    for name, row in zip(["eager", "trace", "compile"], rows[1:], strict=True):
+        kernels = run.modes[name].ok_kernels.per_step
+        expected = str(eager) if name == "eager" else f"{eager} → {kernels}"
+        assert row.startswith(f"| {name} | ok | {expected} |"), row
+    # compile's 32 fusion groups are 14 rows; its 58 why-not-fused entries 37
+    assert "Why it did not fuse (38 distinct reasons)" in md  # + trace's one
