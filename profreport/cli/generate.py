@@ -97,17 +97,17 @@ def _summary_table(run: Run, out: TextIO) -> None:
     def cell(text: object) -> str:  # a model or error text must not act as Rich markup
         return escape(terminal_text(str(text)))
 
-    def answer(c: HeadlineCell | None) -> str:
+    def answer(c: HeadlineCell | None, detail: bool = True) -> str:
         if c is None:
             return ""
         style = {"good": "green", "bad": "red", "neutral": "", "muted": "dim"}[c["tone"]]
         text = f"[{style}]{cell(c['text'])}[/]" if style else cell(c["text"])
-        return f"{text}\n[dim]{cell(c['detail'])}[/]" if c["detail"] else text
+        return f"{text}\n[dim]{cell(c['detail'])}[/]" if detail and c["detail"] else text
 
     view = headline(run)
     table = Table(title=cell(f"{run.model.name} on {run.device.type}"))
-    columns = ["mode", "status", f"{view['kernel_label']}/step\neager → mode"]
-    columns += ["launches/step\neager → mode"] if view["show_launches"] else []
+    columns = ["mode", "status", f"{view['kernel_label']}/step\neager → mode (profiler)"]
+    columns += ["launches/step\neager → mode (profiler)"] if view["show_launches"] else []
     columns += ["bytes vs eager", "speedup vs eager", "output vs eager"]
     for col in columns:
         table.add_column(col, overflow="fold")  # a word longer than its column folds, not "…"
@@ -116,8 +116,9 @@ def _summary_table(run: Run, out: TextIO) -> None:
             blanks = [""] * (len(columns) - 3)
             table.add_row(cell(r["mode"]), answer(r["status"]), cell(r["error"]), *blanks)
             continue
-        cells = [cell(r["mode"]), answer(r["status"]), answer(r["kernels"])]
-        cells += [answer(r["launches"])] if view["show_launches"] else []
+        # counts: the column header says what and from where
+        cells = [cell(r["mode"]), answer(r["status"]), answer(r["kernels"], detail=False)]
+        cells += [answer(r["launches"], detail=False)] if view["show_launches"] else []
         cells += [answer(r["bytes"]), answer(r["speedup"]), answer(r["output"])]
         table.add_row(*cells)
     Console(file=out, width=TERMINAL_COLUMNS).print(table)
