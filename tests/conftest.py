@@ -62,13 +62,11 @@ def recorded_gated_run(tmp_path_factory) -> Path:
 def resaved(recorded: Path, parent: Path) -> Path:
     """A copy of a checked-in run folder (record and traces) under `parent`, with every output
     (report, summary, tables, TensorBoard summary, timeline) written again by today's code."""
-    from profreport.analysis.derive import derived_run
     from profreport.api import RunResult
-    from profreport.modes import mode_analyses
-    from profreport.record import load_run
+    from profreport.record import load
 
     run = Path(shutil.copytree(recorded, parent / recorded.name))
-    RunResult(derived_run(load_run(run), mode_analyses()), run).save()
+    RunResult.of_record(load(run), run).save()
     return run
 
 

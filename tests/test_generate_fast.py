@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from profreport import api, cli
-from profreport.record import Run, load
+from profreport.record import load
 from profreport.runner import GenerateRequest, run_point
 from tests.conftest import FAST, RECORDED_GATED_RUN, run_dir_in
 
@@ -33,7 +33,7 @@ def recorded_pipeline(monkeypatch):
     def profile_loaded(model, device, dtype_name, run_dir, options, progress, now=None):
         calls.append((model.name, device.type, dtype_name, options.modes))
         shutil.copytree(RECORDED_GATED_RUN / "tensorboard", run_dir / "tensorboard")
-        return api.RunResult(Run.from_json(copy.deepcopy(record)), run_dir)
+        return api.RunResult.of_record(copy.deepcopy(record), run_dir)
 
     monkeypatch.setattr(api, "profile_loaded", profile_loaded)
     return record, calls
