@@ -23,7 +23,7 @@ def test_recorded_run_kernels_bytes_and_tones(record):
     eager, compile_, script = rows["eager"], rows["compile"], rows["script"]
     # eager is the reference: its own counts, no arrow, no speedup
     assert eager["kernels"]["text"] == "7" and eager["speedup"]["text"] == "baseline"
-    assert eager["bytes"] == {"text": "17.00 MiB", "detail": "per step, modeled", "tone": "neutral"}
+    assert eager["bytes"] == {"text": "17.00 MiB", "detail": "modeled, per step", "tone": "neutral"}
     assert eager["output"]["text"] == "reference"
     # compile: 7 eager kernels ran as 1; 17 MiB modeled -> 3 MiB is -82%
     assert compile_["kernels"] == {
@@ -86,7 +86,7 @@ def test_output_difference_failed_mode_and_partial_bytes(record):
         "tone": "bad",
     }
     assert rows["optimize"]["bytes"]["text"] == "n/a"
-    assert "partial" in rows["optimize"]["bytes"]["detail"]
+    assert rows["optimize"]["bytes"]["detail"].startswith("partial model")
     script = rows["script"]
     assert script["status"] == {"text": "failed", "detail": "", "tone": "bad"}
     assert script["kernels"] is None and script["speedup"] is None

@@ -77,19 +77,20 @@ def _measured_total(mode: ModeResult) -> int | None:
 
 def _bytes_cell(mode: ModeResult, eager: ModeResult | None) -> HeadlineCell:
     """The traffic change against eager, measured (Nsight Compute) where both modes have it,
-    else modeled; eager (or a run without eager) shows its own total."""
+    else modeled; eager (or a run without eager) shows its own total. The detail starts with
+    the source, which the Markdown cell keeps."""
     traffic = mode.ok_bytes
     if eager is None:
         measured = _measured_total(mode)
         if measured is not None:
-            return _cell(fmt_bytes(measured), "per step, measured")
-        return _cell(fmt_bytes(traffic.read + traffic.written), "per step, modeled")
+            return _cell(fmt_bytes(measured), "measured, per step")
+        return _cell(fmt_bytes(traffic.read + traffic.written), "modeled, per step")
     mode_measured, eager_measured = _measured_total(mode), _measured_total(eager)
     if mode_measured is not None and eager_measured:
         mode_total, eager_total, source = mode_measured, eager_measured, "measured"
     else:
         if traffic.not_modeled or eager.ok_bytes.not_modeled:
-            return _cell("n/a", "modeled, partial: not comparable", "muted")
+            return _cell("n/a", "partial model: not comparable", "muted")
         mode_total = traffic.read + traffic.written
         eager_total = eager.ok_bytes.read + eager.ok_bytes.written
         source = "modeled"

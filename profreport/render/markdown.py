@@ -83,7 +83,7 @@ def _speedup(cell: HeadlineCell | None) -> str:
 
 
 def _bytes(cell: HeadlineCell | None) -> str:
-    # "-38% modeled": the source, not the totals (those are in the folded table)
+    # "-38% modeled": the detail's first part, its source; the totals are in the folded table
     if cell is None:
         return ""
     return f"{cell['text']} {cell['detail'].split(',')[0]}".strip()
