@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TypedDict, TypeVar
 
@@ -26,6 +27,16 @@ def fold_ops(ops: Sequence[str], joiner: str = " + ", shown: int = OPS_SHOWN) ->
 
 
 T = TypeVar("T")
+
+# A generated kernel's trailing serial number: cpp_fused_add_3 and cpp_fused_add_7 are the same
+# kernel in two layers (Inductor numbers its kernels in graph order).
+_SERIAL = re.compile(r"(?<=[A-Za-z])_\d+\b")
+
+
+def without_serials(text: str) -> str:
+    """`text` with generated kernels' serial numbers removed, to compare one layer's row with
+    the next's."""
+    return _SERIAL.sub("", text)
 
 
 def counted(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tuple[T, int]]:

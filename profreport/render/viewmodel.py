@@ -6,7 +6,6 @@ fusion map, environment, failures); the sections with logic of their own are alr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
@@ -20,7 +19,7 @@ from profreport.record.model import (
     Run,
     Settings,
 )
-from profreport.render.folding import fold_ops
+from profreport.render.folding import fold_ops, without_serials
 from profreport.render.headline import headline
 from profreport.render.methods import method_paragraphs, method_values
 from profreport.render.noise_view import noise_text, speedup_cell
@@ -49,7 +48,6 @@ from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
-_SERIAL = re.compile(r"_\d+$")
 
 
 def _num(x: float | None, fmt: str = "{:.3g}") -> str:
@@ -213,7 +211,7 @@ def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
 def _kernel_shape(kernels: Sequence[str]) -> tuple[str, ...]:
     """A generated kernel's name less its trailing serial number (cpp_fused_add_3 and
     cpp_fused_add_7 are the same kernel in two layers); library kernels keep their names."""
-    return tuple(_SERIAL.sub("", k) if is_inductor_kernel(k) else k for k in kernels)
+    return tuple(without_serials(k) if is_inductor_kernel(k) else k for k in kernels)
 
 
 def _measured_view(mode: ModeResult) -> MeasuredView:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from profreport.record.model import ModeResult
-from profreport.render.folding import FoldedOps, counted, fold_ops
+from profreport.render.folding import FoldedOps, counted, fold_ops, without_serials
 
 _KIND_LABELS: dict[str, str] = {
     "graph_break": "graph break",
@@ -37,7 +37,8 @@ class WhyRowView(TypedDict):
 
 def why_rows(mode: ModeResult) -> list[WhyRowView]:
     """One row per distinct why-not-fused entry of a mode (with findings), in finding order;
-    identical entries (the same split in every layer) are one row with their count."""
+    entries alike but for a generated kernel's serial number (the same split in every layer)
+    are one row, the first's, with their count."""
     return [
         {
             "kind": _KIND_LABELS.get(e.kind, e.kind),
@@ -54,6 +55,14 @@ def why_rows(mode: ModeResult) -> list[WhyRowView]:
         }
         for e, count in counted(
             mode.why_not_fused or (),
-            key=lambda e: (e.kind, e.ops, e.reason, e.source, e.evidence, e.where, e.hint),
+            key=lambda e: (
+                e.kind,
+                e.ops,
+                without_serials(e.reason),
+                e.source,
+                without_serials(e.evidence),
+                e.where,
+                e.hint,
+            ),
         )
     ]
