@@ -63,14 +63,19 @@ def time_together(
     progress: Progress,
 ) -> MachineLoad | None:
     """Time base and head in shared rounds; store each side's latency in its record; return the
-    machine load over the timing (None: nothing was timed). A mode that raises is marked failed on its side and the rest
-    are timed again without it."""
+    machine load over the timing (None: nothing was timed). A mode that raises is marked failed
+    on its side and the rest are timed again without it."""
     start = interrupts.mark()
     stages: dict[str, TimingStage] = {
         side: c.stage for side, c in collectors.items() if c.stage is not None
     }
     sync = collectors["base"].sync
     while True:
+        lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
+        if lost is not None:  # one process, one CUDA context: neither side can be timed
+            for stage in stages.values():
+                stage.not_timed(lost)
+            return None
         fns: dict[str, Callable[[], Any]] = {
             key(side, mode): partial(p.fn, *inputs[side])
             for side in SIDES

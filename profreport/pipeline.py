@@ -15,13 +15,12 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -36,8 +35,10 @@ from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups
+from profreport.analysis.time_breakdown import time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
+from profreport.capture.cuda_context import lost_after
 from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
@@ -56,6 +57,7 @@ from profreport.modes import (
     mode_for,
     prepare_mode,
 )
+from profreport.modes.compile import stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
@@ -75,13 +77,16 @@ from profreport.record.model import (
     Run,
     Settings,
     TensorIO,
+    TimeBreakdown,
     TimingNoise,
     TimingSettings,
     Tool,
     WholeTrace,
 )
+from profreport.run_estimate import duration_notice
+from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
-from profreport.traceio import load_trace
+from profreport.traceio import Trace, load_trace
 
 Progress = Callable[[str], None]
 
@@ -113,25 +118,18 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
-_TORCHSCRIPT_RERAISE = re.compile(r"^builtins\.(\w+): (.*)$", re.MULTILINE)
-
-
 def _error_line(exc: BaseException) -> str:
     """`Type: message`, one line without tensor reprs. The TorchScript interpreter wraps the
-    model's own exception under a generic first line; the original (`builtins.ValueError: ...`)
-    is the useful one. A ModeError's message is already the line to show."""
+    error it caught under a generic first line; the error and the operation it names are the
+    useful part (script_errors.interpreter_failure_line). A ModeError's message is already the
+    line to show."""
     if isinstance(exc, ModeError):
         return one_line(str(exc))
-    text = str(exc).strip()
-    reraised = _TORCHSCRIPT_RERAISE.search(text)
-    if reraised:
-        return one_line(f"{reraised[1]}: {one_line(reraised[2])} (in the TorchScript interpreter)")
-    return error_line(exc)
+    return interpreter_failure_line(str(exc)) or error_line(exc)
 
 
-def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.device) -> KernelCounts:
+def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -> KernelCounts:
     """The mode's kernels per profiled step and its profiler table, from its trace."""
-    trace = load_trace(trace_path)
     definition = "device" if device.type == "cuda" else "cpu"
     counts = kernel_analysis.count_kernels(trace, definition=definition)
     step = kernel_analysis.per_step(counts)
@@ -139,7 +137,9 @@ def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.devic
     def count(key: str) -> int:
         value = step.get(key, 0)
         if value is None:  # launch calls, no device activity: unknown, never a zero
-            raise ValueError(f"{trace_path.name}: the trace recorded no device activity ({key})")
+            raise ValueError(
+                f"{Path(trace.path).name}: the trace recorded no device activity ({key})"
+            )
         return int(value)
 
     n_steps = max(count("steps"), 1)
@@ -178,6 +178,25 @@ def _kernel_counts(trace_path: Path, prepared: PreparedMode, device: torch.devic
             kernel_time_us=counts.kernel_time_us,
         ),
         table=tuple(table),
+    )
+
+
+TIME_SOURCE = (
+    "profiler: the ProfilerStep of median wall time (upper median) of the profiled steps, "
+    "µs of profiled time (the profiler's own overhead included)"
+)
+
+
+def _time_breakdown(trace: Trace, device: torch.device) -> TimeBreakdown:
+    """Where the mode's profiled steps went (analysis/time_breakdown): the median step's parts
+    and every step's wall time."""
+    definition = "device" if device.type == "cuda" else "cpu"
+    found = time_breakdown(trace, definition)
+    return TimeBreakdown(
+        definition=definition,
+        source=TIME_SOURCE,
+        step=found.typical,
+        step_walls_us=tuple(s.wall_us for s in found.steps),
     )
 
 
@@ -264,35 +283,55 @@ def _mark_failed(
     entry: ModeResult, name: str, exc: BaseException, device: torch.device
 ) -> ModeResult:
     """`entry` recorded as failed with `exc`, once the mode's global state is reset."""
-    mode_for(name).reset_after_failure()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    error_full = full_error(exc)
+    cleanup_error = _clean_up_after_failure(name, device)
+    if cleanup_error is not None:
+        error_full += f"\n\nclean-up after the failure raised too: {cleanup_error}"
     return entry.adding(
         status="failed",
         error=_error_line(exc),
-        error_full=full_error(exc),
+        error_full=error_full,
         traceback="".join(traceback.format_exception(exc, limit=8)),
     )
 
 
+def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
+    """Reset the failed mode's global state and free the device memory it cached; the error lines
+    of the steps that raised (after a fatal CUDA error every CUDA call does), else None."""
+    steps: list[Callable[[], None]] = [mode_for(name).reset_after_failure]
+    if device.type == "cuda":
+        steps.append(torch.cuda.empty_cache)
+    errors = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # recorded: a failed clean-up must not end the run
+            errors.append(_error_line(exc))
+    return "; ".join(errors) or None
+
+
 @dataclass
 class _Reference:
-    """Eager's output on the example inputs (tensors cloned), or why there is none."""
+    """Eager's output on the example inputs (tensors cloned), or why there is none, and how
+    long that first call took (seconds, measured)."""
 
     output: FlatOutput | None
     error: str | None = None
+    call_s: float | None = None
 
 
 def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference:
     start = interrupts.mark()
+    started = time.perf_counter()
     try:
         flat = flatten_output(model.module(*model.example_inputs))
         sync()
     except (Exception, SystemExit) as exc:  # eager's own failure is recorded by its mode
         interrupts.reraise_if_interrupted(exc, start)
         return _Reference(None, _error_line(exc))
+    call_s = time.perf_counter() - started
     cloned = tuple(t.detach().clone() for t in flat.tensors)
-    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain))
+    return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain), None, call_s)
 
 
 def _output_check(
@@ -317,9 +356,15 @@ def _time_modes(
     progress: Progress,
 ) -> None:
     """Time the stage's prepared modes together; one that raises is marked failed (and dropped
-    from `prepared_modes`) and the others are timed again without it."""
+    from `prepared_modes`) and the others are timed again without it, in what is left of the
+    `--max-time` budget."""
     start = interrupts.mark()
+    deadline = time.perf_counter() + options.timing.max_time_s
     while stage.prepared_modes:
+        if stage.context_lost is not None:
+            stage.not_timed(stage.context_lost)
+            return
+        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
         fns: dict[str, Callable[[], Any]] = {
             name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
         }
@@ -333,13 +378,31 @@ def _time_modes(
 
         try:
             with watch() as watched:
-                timings = measure_latency(fns, stage.sync, options.timing, on_round=on_round)
+                timings = measure_latency(fns, stage.sync, budget, on_round=on_round)
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             stage.mark_failed(failure.mode, failure.error, device)
             continue
         stage.store_latency(timings, watched.load)
         return
+
+
+def _announce_duration(
+    reference: _Reference | None, options: RunOptions, progress: Progress
+) -> None:
+    """A heavy run says how long it will take, from eager's first call (run_estimate)."""
+    if reference is None or reference.call_s is None:
+        return
+    notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
+    if notice is not None:
+        progress(notice)
+
+
+def _nothing_running_before_timing() -> None:
+    """Every mode is built: stop the compilers' background workers (a failed mode's leftover
+    compile jobs included), so that none of profreport's own processes competes with the timing
+    (the noise guard counts them apart: capture/noise.py)."""
+    stop_compile_workers()
 
 
 def _utc_now() -> datetime:
@@ -374,11 +437,20 @@ class TimingStage:
     prepared_modes: dict[str, PreparedMode]
     sync: Callable[[], None]
     timing_noise: TimingNoise | None = None  # once timed
+    # why the device can run nothing more (a fatal CUDA error poisoned the context), else None
+    context_lost: str | None = None
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
         """`mode` raised while being timed: recorded as failed, and not timed again."""
         self.modes[mode] = _mark_failed(self.modes[mode], mode, exc, device)
         del self.prepared_modes[mode]
+        self.context_lost = self.context_lost or lost_after(mode, device)
+
+    def not_timed(self, reason: str) -> None:
+        """Nothing can be timed (`reason`): the prepared modes keep their evidence, and say why
+        they have no latency."""
+        for name in self.prepared_modes:
+            self.modes[name] = self.modes[name].adding(not_timed=reason)
 
     def store_latency(self, timings: dict[str, TimingResult], load: MachineLoad | None) -> None:
         """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
@@ -449,11 +521,15 @@ class RunCollector:
             self._ceilings = _ceilings(device, device_record, dtype, options)
         modes: dict[str, ModeResult] = {}
         prepared_modes: dict[str, PreparedMode] = {}
+        context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run
         with torch.no_grad():
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
+            _announce_duration(reference, options, progress)
             for name in options.modes:
                 entry = ModeResult(status="ok", error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
+                if unavailable is None and context_lost is not None:
+                    unavailable = f"not run: {context_lost}"
                 if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
                     modes[name] = entry.adding(status="skipped", error=unavailable)
                     continue
@@ -463,7 +539,9 @@ class RunCollector:
                 except _ModeFailed as failed:  # one failing mode must not stop the others
                     interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
-        self.stage = TimingStage(modes, prepared_modes, sync)
+                    context_lost = lost_after(name, device)
+        _nothing_running_before_timing()
+        self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
         return self.stage
 
     def _prepare_mode(
@@ -496,7 +574,11 @@ class RunCollector:
                 )
             entry = entry.adding(trace=str(trace_path.relative_to(setup.run_dir)))
             with phases.phase("kernels"):
-                entry = entry.adding(kernels=_kernel_counts(trace_path, prepared, device))
+                trace = load_trace(trace_path)
+                entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
+            with phases.phase("time_breakdown"):
+                entry = entry.adding(time_breakdown=_time_breakdown(trace, device))
+                del trace
             with phases.phase("peak_memory"):
                 peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
                 entry = entry.adding(peak_memory=peak)
@@ -522,7 +604,8 @@ class RunCollector:
         self._finished = True
         setup, phases, progress = self.setup, self.phases, self.setup.progress
         device, dtype, options = setup.device, setup.dtype, setup.options
-        if not settled(ceilings):  # a loaded machine measures ceilings too low: again
+        # a loaded machine measures ceilings too low: again, unless the device can run nothing
+        if stage.context_lost is None and not settled(ceilings):
             with phases.phase("ceilings"):
                 progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
                 ceilings = measured_again(device, DTYPES[dtype], ceilings)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from profreport import interrupts
 from profreport.exits import (
@@ -190,16 +191,37 @@ def run_name(model: str, device: str, now: datetime) -> str:
 
 
 @contextmanager
-def library_output(log_path: Path, err: TextIO, debug: bool) -> Iterator[TextIO]:
+def library_output(log_path: Path, err: TextIO, debug: bool, earlier: str = "") -> Iterator[TextIO]:
     """Libraries' own lines (Kineto, Inductor, the model's prints) go to run.log in the run
-    folder; with --debug they stay on the terminal."""
+    folder, after the `earlier` lines (those printed while the model was built); with --debug
+    they stay on the terminal."""
     if debug:
         yield err
         return
     from profreport.liboutput import library_output_to
 
+    if earlier:
+        log_path.write_text(earlier, encoding="utf-8")
+
     with library_output_to(log_path, err) as terminal:
         yield terminal
+
+
+Built = TypeVar("Built")
+
+
+def built_off_the_terminal(
+    build: Callable[[], Built], err: TextIO, debug: bool
+) -> tuple[Built, str]:
+    """`build()`'s result and what libraries printed meanwhile: a model's own prints,
+    transformers' and Python's warnings while it is built are library output too, kept in a
+    temporary log (the run folder is named after the model, so it comes later) whose text
+    then opens the run's run.log. A build that fails leaves nothing behind."""
+    with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
+        log = Path(folder) / LOG_NAME
+        with library_output(log, err, debug):
+            built = build()
+        return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
 
 
 def staging(parent: Path, name: str) -> StagedFolder:
@@ -259,7 +281,7 @@ def generate(
     `library_output`); `now` names the run folder and stamps the record."""
     from profreport import api
     from profreport.env import DTYPES
-    from profreport.models import ModelError, load_model
+    from profreport.models import LoadedModel, ModelError, load_model
 
     started = interrupts.mark()
     try:
@@ -274,23 +296,27 @@ def generate(
     except ValueError as exc:
         raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
     device = device_for(request.device, request.dtype, request.threads)
-    try:
-        model = load_model(
-            request.model,
-            device,
-            DTYPES[request.dtype],
-            request.batch_size,
-            request.channels_last,
-            layers=request.layers,
-            seq_len=request.seq_len,
-        )
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
+
+    def build() -> LoadedModel:
+        try:
+            return load_model(
+                request.model,
+                device,
+                DTYPES[request.dtype],
+                request.batch_size,
+                request.channels_last,
+                layers=request.layers,
+                seq_len=request.seq_len,
+            )
+        except ModelError as exc:
+            raise UsageError(str(exc)) from None
+
+    model, build_log = built_off_the_terminal(build, err, debug)
 
     stamp = now or datetime.now(timezone.utc)
     with (
         staging(request.out, run_name(model.name, device.type, stamp)) as staged,
-        library_output(staged.path / LOG_NAME, err, debug) as terminal,
+        library_output(staged.path / LOG_NAME, err, debug, build_log) as terminal,
         progress_display(terminal) as progress,
     ):
         result = api.profile_loaded(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from types import TracebackType
 
-from profreport.text import error_line, one_line
+from profreport.text import MAX_LINE_CHARS, error_line, one_line
 
 _NO_SOURCE = re.compile(
     r"(?:Failed to get|Can't get) source for <(?:function|class|bound method|built-in function)?"
@@ -127,3 +127,66 @@ def script_failure_line(exc: BaseException, model_name: str) -> str:
         cause = one_line(text)
     where = f" ({place})" if place else ""
     return one_line(f"torch.jit.script cannot compile {model_name}{where}: {cause}")
+
+
+# A TorchScript module failing at run time: the interpreter's header, its own traceback (a
+# scripted frame `File "...", line N, in f` with the code and a `~~~ <--- HERE` marker under the
+# operation, or a traced frame `path(N): f`), then the error it caught, `Type: message` (a
+# Python exception re-raised as `builtins.Type`).
+INTERPRETER_FAILED = "The following operation failed in the TorchScript interpreter"
+_SCRIPTED_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.MULTILINE)
+_TRACED_FRAME = re.compile(r"^(\S[^\n]*?)\((\d+)\): (\S+)$", re.MULTILINE)
+_HERE = re.compile(r"^([^\n]*)\n([ \t]*)(~+) <--- HERE", re.MULTILINE)
+_CAUGHT = re.compile(r"^(?:builtins\.)?([A-Za-z_][\w.]*):(?: (.*))?$", re.MULTILINE)
+_TORCH_FILES = re.compile(r"(?:^|/)torch/(?:nn|jit|_jit_internal|_ops)")
+
+
+def _operation(text: str, start: int) -> str | None:
+    """The expression TorchScript marks with `~~~ <--- HERE` after `start`: its operation."""
+    here = _HERE.search(text, start)
+    if here is None:
+        return None
+    column = len(here[2])
+    return here[1][column : column + len(here[3])].strip() or None
+
+
+def _traced_source(path: str, line: int) -> str | None:
+    """The source line a traced frame names (a traced graph keeps no code of its own)."""
+    import linecache
+
+    code = linecache.getline(path, line).strip()
+    return one_line(code, limit=100) if code else None
+
+
+def interpreter_failure_line(text: str) -> str | None:
+    """`Type: message (in the TorchScript interpreter: <operation> at <file:line> in <function>)`
+    for a TorchScript module that failed at run time, from the interpreter's own traceback: the
+    error it caught, and its innermost frame in the model's code; None for any other message."""
+    if INTERPRETER_FAILED not in text:
+        return None
+    body = text[text.index(INTERPRETER_FAILED) :]
+    caught = [m for m in _CAUGHT.finditer(body) if m[1].endswith(("Error", "Exception", "Exit"))]
+    if not caught:
+        return None
+    kind, message = caught[-1][1], one_line(caught[-1][2] or "")
+    what = f"{kind}: {message}" if message else f"{kind} (with no message)"
+    frames = [(m.start(), m[1], int(m[2]), m[3], True) for m in _SCRIPTED_FRAME.finditer(body)] + [
+        (m.start(), m[1], int(m[2]), m[3], False) for m in _TRACED_FRAME.finditer(body)
+    ]
+    frames = [
+        f for f in sorted(frames) if not _TORCH_FILES.search(f[1]) and f[0] < caught[-1].start()
+    ]
+    suffix = " (in the TorchScript interpreter)"
+    if frames:
+        start, path, line, func, scripted = frames[0]
+        if caught[-1][0].startswith("builtins."):
+            operation = None  # a Python exception the model raised itself: a place, no operation
+        elif scripted:
+            operation = _operation(body, start)
+        else:
+            operation = _traced_source(path, line)
+        place = f"{_short_path(path)[-80:]}:{line} in {func}"
+        where = f"{operation} at {place}" if operation else place
+        suffix = f" (in the TorchScript interpreter: {one_line(where, limit=160)})"
+    # the message is cut first, so that the place survives
+    return one_line(what, limit=MAX_LINE_CHARS - len(suffix)) + suffix

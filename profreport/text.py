@@ -12,6 +12,11 @@ _TENSOR_OPEN = re.compile(r"(?<![\w.])tensor\(")
 MAX_LINE_CHARS = 300
 
 
+class Notice(str):
+    """A progress message that stays on the terminal (how long a heavy run will take), where
+    the other progress messages replace one another."""
+
+
 def without_tensor_reprs(text: str) -> str:
     """`text` with every printed tensor (`tensor([[1.30, ...]])`, which may span many lines)
     replaced by `tensor(...)`. A scalar such as `tensor(3.)` is short and kept."""

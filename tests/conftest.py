@@ -1,11 +1,16 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 
 import pytest
+
+# scripts/gpu_check (the GPU acceptance check) is run from scripts/, not installed: its tests
+# import it from there.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 # Keep the suite's torch runs small and deterministic in thread count.
 os.environ.setdefault("OMP_NUM_THREADS", "2")

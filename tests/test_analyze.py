@@ -14,6 +14,7 @@ import pytest
 
 from profreport import cli
 from profreport.analysis.trace_compare import SCHEMA
+from profreport.analysis.trace_document import AnalysisDocument
 from profreport.render.analyze import render_html, render_markdown, view_model
 
 DATA = Path(__file__).parent / "data"
@@ -153,7 +154,7 @@ def test_markdown_default_format():
 
 def test_view_model_formats_numbers():
     _, out = run_cli(ALEXNET, MI250, "--format", "json")
-    vm = view_model(orjson.loads(out), top=3)
+    vm = view_model(AnalysisDocument.from_json(orjson.loads(out)), top=3)
     base, other = vm["traces"]
     assert base["title"].endswith("(baseline)")
     totals = dict((label, total) for label, total, _ in base["totals"])
@@ -175,7 +176,7 @@ def test_html_written_escaped_and_self_contained(tmp_path):
     assert "elementwise_kernel&lt;128, 2" in page  # C++ template names are escaped
     assert "elementwise_kernel<128" not in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
-    doc = orjson.loads(run_cli(ALEXNET, "--format", "json")[1])
+    doc = AnalysisDocument.from_json(orjson.loads(run_cli(ALEXNET, "--format", "json")[1]))
     assert render_html(doc).count("<section") == 2  # one trace + method
     assert render_markdown(doc).count("## ") == 2
 
@@ -266,7 +267,9 @@ def test_an_empty_event_list_is_an_empty_trace_and_says_so(tmp_path):
     assert "The trace holds no events." in md
     code, out = run_cli(str(path), "--format", "json")
     assert orjson.loads(out)["traces"][0]["events"] == 0
-    assert "The trace holds no events." in render_html(orjson.loads(out))
+    assert "The trace holds no events." in render_html(
+        AnalysisDocument.from_json(orjson.loads(out))
+    )
     code, md = run_cli(_cpu_trace(tmp_path))
     assert "holds no events" not in md
 
@@ -331,3 +334,53 @@ def test_keep_going_with_nothing_skipped_exits_0(tmp_path, capsys):
     code, _ = run_cli(MI250, "--keep-going")
     assert code == 0
     assert capsys.readouterr().err == ""
+
+
+# --- where the time goes (analysis/time_breakdown) in every format ------------------------------
+
+V100 = str(DATA / "hta_v100_ns_resolution.json.gz")
+
+
+def test_json_time_breakdown_per_trace_and_in_the_comparison():
+    code, out = run_cli(MI250, ALEXNET, "--format", "json")
+    assert code == 0
+    doc = orjson.loads(out)
+    base, other = (t["time_breakdown"] for t in doc["traces"])
+    assert other["device"]["idle_pct"] == 99.49  # HTA 0.5: 99.49
+    assert [s["stream"] for s in other["device"]["streams"]] == [20, 7]
+    assert base["rank"] is None and other["rank"] == 0
+    assert [s["name"] for s in base["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert base["typical"]["name"] == "ProfilerStep#1"
+    assert base["bound"]["label"] in ("host-bound", "launch-bound", "device-bound")
+    (cmp,) = doc["comparison"]
+    changes = cmp["time_breakdown"]
+    assert changes["idle_pct"]["baseline"] == 98.33 and changes["idle_pct"]["value"] == 99.49
+    assert changes["step"]["wall_us"]["baseline"] == base["typical"]["wall_us"]
+    assert "op_us" not in changes["step"]  # neither side is a CPU trace
+
+
+def test_typed_document_writes_and_reads_the_same_json():
+    _, out = run_cli(MI250, ALEXNET, TRITON, "--format", "json")
+    data = orjson.loads(out)
+    assert AnalysisDocument.from_json(data).to_json() == data
+    assert list(AnalysisDocument.from_json(data).to_json()["traces"][0]) == list(data["traces"][0])
+
+
+def test_hta_rounding_flag_reproduces_htas_numbers():
+    exact = orjson.loads(run_cli(V100, "--format", "json")[1])
+    rounded = orjson.loads(run_cli(V100, "--format", "json", "--hta-rounding")[1])
+    assert exact["traces"][0]["time_breakdown"]["device"]["idle_pct"] == 1.68
+    assert rounded["traces"][0]["time_breakdown"]["device"]["idle_pct"] == 2.78  # HTA: 2.63
+    assert rounded["traces"][0]["time_breakdown"]["hta_rounding"] is True
+
+
+def test_markdown_and_html_show_where_the_time_goes(tmp_path):
+    _, md = run_cli(MI250, ALEXNET)
+    assert md.count("Where the time goes: rank") == 2
+    assert "| idle | 12,853,982.0 | 99.49% |" in md
+    assert "Where the time goes, median steps (bound " in md
+    assert "HTA rounds starts up and ends down" in md
+    code, _ = run_cli(MI250, ALEXNET, "--format", "html", "--out", str(tmp_path))
+    page = (tmp_path / "analysis.html").read_text()
+    assert code == 0 and page.count("<h3>Where the time goes</h3>") == 2
+    assert "99.49%" in page and "Where the time goes, median steps" in page

@@ -64,7 +64,7 @@ def test_kernel_tables_are_dataframes_of_the_record(result):
 def test_reports_and_notebook_view(result):
     assert result.to_markdown().startswith("### profreport: Gate on ")
     page = result.to_html()
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 4
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 5
     view = result._repr_html_()
     assert "<table" in view and "<html" not in view  # a fragment, not a whole page
     assert "eager: baseline" in view

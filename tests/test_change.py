@@ -30,10 +30,10 @@ def test_growth_beyond_a_limit_counts_from_nothing_to_something_only():
 
 def test_trace_and_run_comparisons_state_one_number_alike():
     """The same base and head give the same difference in analyze's document and compare's."""
-    trace = _delta(4, 6)
+    trace = _delta(4, 6).to_json()
     assert trace == {"baseline": 4, "value": 6, "delta": 2, "ratio": 1.5}
-    assert _delta(0.1, 0.3)["delta"] == 0.2  # rounded to 3 places: no 0.19999999999999998
-    assert _delta(0, 6)["ratio"] is None and _delta(None, 6)["delta"] is None
+    assert _delta(0.1, 0.3).delta == 0.2  # rounded to 3 places: no 0.19999999999999998
+    assert _delta(0, 6).ratio is None and _delta(None, 6).delta is None
 
     def run(per_step: int) -> Run:
         mode = {"status": "ok", "kernels": {"per_step": per_step}, "bytes": {"read": 0}}

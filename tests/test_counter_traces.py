@@ -12,6 +12,7 @@ import pytest
 from profreport.analysis.counters import FLOPS_FORMULA, flops
 from profreport.analysis.kernels import count_kernels, per_step
 from profreport.analysis.trace_compare import analysis_document
+from profreport.analysis.trace_document import AnalysisDocument
 from profreport.render.analyze import render_html, render_markdown, view_model
 from profreport.traceio.load import load_trace, parse_trace
 from tests.counter_trace import (
@@ -40,7 +41,7 @@ def counts(doc: dict, definition: str = "auto"):
     return count_kernels(parse_trace(orjson.dumps(doc)), definition)
 
 
-def document(doc: dict) -> dict:
+def document(doc: dict) -> AnalysisDocument:
     return analysis_document([("counters.json", counts(doc))])
 
 
@@ -120,7 +121,7 @@ def test_unpaired_ranges_are_unlinked_and_in_no_step():
 
 
 def test_counter_json_document():
-    t = document(counter_trace())["traces"][0]
+    t = document(counter_trace()).to_json()["traces"][0]
     assert t["device_activity"] == "counters"
     assert t["kernel_time_us"] is None
     assert t["per_step"]["kernels"] == 3
@@ -187,7 +188,7 @@ def test_launch_calls_without_device_events_say_not_recorded():
     assert c.evidence.startswith("6 launch calls")
     step = per_step(c)
     assert step["kernels"] is None and step["launches"] == 3
-    t = document(counter_trace(ranges=False))["traces"][0]
+    t = document(counter_trace(ranges=False)).to_json()["traces"][0]
     assert (t["kernels"], t["memcpy"], t["launches"]) == (None, None, 6)
     assert "Device activity was not recorded" in t["notes"][0]
     totals = {
@@ -240,9 +241,9 @@ def test_real_traces_same_counts_with_evidence(name, definition, kernels, launch
 def test_compare_a_counter_trace_with_a_timed_one():
     timed = count_kernels(load_trace(DATA / "a100_alexnet_inference.json.gz"))
     doc = analysis_document([("alexnet", timed), ("counters", counts(counter_trace()))])
-    (cmp,) = doc["comparison"]
-    assert cmp["totals"]["kernels"]["delta"] == 6 - 79
-    assert cmp["totals"]["kernel_time_us"]["delta"] is None  # unknown on one side: no difference
+    (cmp,) = doc.comparison
+    assert cmp.totals.kernels.delta == 6 - 79
+    assert cmp.totals.kernel_time_us.delta is None  # unknown on one side: no difference
     (c,) = view_model(doc)["comparisons"]
     row = next(r for r in c["totals"] if r[0] == "kernel time (µs)")
     assert row[2:] == ("–", "–", "–")

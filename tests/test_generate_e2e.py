@@ -259,6 +259,7 @@ def test_run_record_says_where_the_time_went(gated_run):
         "build",
         "profile",
         "kernels",
+        "time_breakdown",
         "peak_memory",
         "bytes",
         "timing",

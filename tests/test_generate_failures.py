@@ -273,7 +273,8 @@ def test_torchscript_errors_name_the_models_own_exception(models, tmp_path):
     cli.main(_generate(out, "--model", f"{models}/m.py:broken", "--modes", "eager,script"))
     record = json.loads((run_dir_in(out) / "run.json").read_text())
     assert record["modes"]["script"]["error"] == (
-        "ValueError: shapes do not match (in the TorchScript interpreter)"
+        f"ValueError: shapes do not match (in the TorchScript interpreter: {models}/m.py:16 in "
+        "forward)"
     )
 
 

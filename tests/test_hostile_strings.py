@@ -261,8 +261,9 @@ def test_a_hostile_record_renders_as_text_charts_included(hostile_run):
     record["modes"][name] = copy.deepcopy(record["modes"]["trace"])
     page = Page(html.render(Run.from_json(record)))
     assert_inert(page, REPORT_TAGS)
-    # a tick label on each bar chart and an entry in the roofline legend, as literal text
-    assert page.svg_text.count(name) == 4
+    # a tick label on each bar chart (the time breakdown's too) and an entry in the roofline
+    # legend, as literal text
+    assert page.svg_text.count(name) == 5
     gfm_page = gfm(markdown.render(Run.from_json(record)))
     assert [name, "ok"] in [cells[:2] for cells in gfm_page.cells]
 
@@ -393,7 +394,7 @@ def test_analyze_markdown_escapes_trace_names(analyzed):
 def test_analyze_html_escapes_trace_names(analyzed):
     page = Page(analyzed["html"])
     allowed = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "section"}
-    assert_inert(page, allowed | {"table", "tr", "th", "td"})
+    assert_inert(page, allowed | {"table", "tr", "th", "td", "h3", "b"})
     titles = {attrs.get("title") for tag, attrs in page.elements if tag == "td"}
     assert set(KERNEL_NAMES) <= titles  # attribute values escaped, read back whole
     for text in [*KERNEL_NAMES, OP_NAME, DEVICE, analyzed["base"]]:

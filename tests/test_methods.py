@@ -18,7 +18,15 @@ def test_docs_metrics_page_is_generated_from_the_source():
 def test_report_paragraphs_are_the_source_blocks_filled_from_the_run(recorded_gated_run):
     method = build_view(load_run(recorded_gated_run / "run.json"))["method"]
     templates = method_templates()
-    assert set(templates) == {"kernels", "bytes", "latency", "output", "roofline", "compile_s"}
+    assert set(templates) == {
+        "kernels",
+        "bytes",
+        "latency",
+        "output",
+        "roofline",
+        "compile_s",
+        "time",
+    }
     # a block without fields is shown word for word, in the report and in the docs
     assert method["bytes"] == templates["bytes"]
     assert templates["bytes"] in docs_page()

@@ -20,10 +20,16 @@ import pytest
 import torch
 
 from profreport.capture import ncu_child
-from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_reason
+from profreport.capture.ncu import (
+    ChildModel,
+    measure_mode,
+    ncu_command,
+    ncu_unavailable_reason,
+)
 from profreport.capture.ncu_results import (
     METRICS,
     SOURCE,
+    WRITES_NOTE,
     NcuKernel,
     NcuParseError,
     bytes_from,
@@ -228,6 +234,43 @@ def test_available_needs_ncu_and_cuda(tmp_path, monkeypatch):
     assert ncu_unavailable_reason("cuda") is None
 
 
+def test_ncu_command_leaves_clocks_alone_and_flushes_caches():
+    cmd = ncu_command("/opt/ncu", "/tmp/log.csv", ["python", "-m", "child"])
+
+    def value(option: str) -> str:
+        assert cmd.count(option) == 1, cmd
+        return cmd[cmd.index(option) + 1]
+
+    assert cmd[0] == "/opt/ncu" and cmd[-3:] == ["python", "-m", "child"]
+    # ncu's default locks the clocks to base: not allowed on a shared machine, and unlike
+    # the timed run
+    assert value("--clock-control") == "none"
+    assert value("--cache-control") == "all"
+    assert value("--profile-from-start") == "off"
+    assert value("--print-units") == "base"
+    assert value("--log-file") == "/tmp/log.csv"
+    assert value("--metrics").split(",") == list(METRICS)
+    # every ncu option comes before the child's command
+    assert cmd.index("--clock-control") < cmd.index("python")
+
+
+def test_report_shows_measured_writes_with_the_l2_caveat(gated_run):
+    from profreport.record import Run, load
+    from profreport.render import html
+    from profreport.render.viewmodel import build_view
+
+    record = load(gated_run / "run.json")
+    measured = measured_bytes(parse_ncu_csv(fixture_text("eager_base_units.csv")))
+    record["modes"]["eager"]["bytes"]["measured"] = measured.to_json()
+
+    view = build_view(Run.from_json(record))
+    (eager,) = [d for d in view["details"] if d["mode"] == "eager"]
+    assert eager["measured"]["available"] and eager["measured"]["writes_note"] == WRITES_NOTE
+    assert "up to the L2 size per kernel" in WRITES_NOTE
+    page = html.render(Run.from_json(record))
+    assert "compare them with modeled writes loosely" in page
+
+
 # ---------------------------------------------------------------------------------------------
 # The child process and the ncu plumbing (fake ncu, real child on CPU)
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +286,7 @@ def value(option):
 assert set(value("--metrics").split(",")) == {metrics!r}, args
 assert "--csv" in args and value("--profile-from-start") == "off", args
 assert value("--target-processes") == "all", args
+assert value("--clock-control") == "none", args
 start = args.index("-m") - 1  # ncu's options end where the child's python command starts
 child = args[start:]
 with open(os.environ["FAKE_NCU_RECORD"], "w") as f:

@@ -21,6 +21,7 @@ from profreport.modes.cudagraphs import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernel_counts
 from profreport.record.model import ModeResult, Run
+from profreport.traceio import load_trace
 from tests.counter_trace import x_event
 
 
@@ -218,7 +219,7 @@ def test_compile_cudagraphs_reports_one_graph_launch_replaying_many_kernels(tmp_
     trace = _cuda_graph_trace(tmp_path / "t.json.gz", 3, kernels)
     entry = {
         "kernels": _kernel_counts(
-            trace, PreparedMode("compile-cudagraphs", abs), torch.device("cuda")
+            load_trace(trace), PreparedMode("compile-cudagraphs", abs), torch.device("cuda")
         ).to_json()
     }
     k = entry["kernels"]

@@ -23,6 +23,13 @@ def test_median_ci_rank_matches_the_binomial_table():
     assert paired.median_ci_rank(30) == 10
 
 
+def test_median_ci_rank_past_a_thousand_rounds():
+    """2.0**n overflows a float from n = 1024: a light model timed for a minute has more rounds.
+    The normal approximation puts k near n/2 - 1.96 sqrt(n)/2 (1,676 for 3,467 rounds)."""
+    k = paired.median_ci_rank(3467)
+    assert k is not None and abs(k - (3467 / 2 - 1.96 * 3467**0.5 / 2)) <= 2
+
+
 def test_paired_ratio_exact_values():
     ratios = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9]
     r = paired.paired_ratio(ratios)

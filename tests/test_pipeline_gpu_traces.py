@@ -5,14 +5,18 @@ from pathlib import Path
 import torch
 
 from profreport.modes import PreparedMode
-from profreport.pipeline import _kernel_counts
+from profreport.pipeline import _kernel_counts, _time_breakdown
+from profreport.record.model import TimeBreakdown
+from profreport.traceio import load_trace
 
 DATA = Path(__file__).parent / "data"
 CUDA = torch.device("cuda")  # only a label here: nothing runs on it
 
 
 def _record(name: str) -> dict:
-    return _kernel_counts(DATA / name, PreparedMode("eager", fn=lambda: None), CUDA).to_json()
+    return _kernel_counts(
+        load_trace(DATA / name), PreparedMode("eager", fn=lambda: None), CUDA
+    ).to_json()
 
 
 def test_alexnet_trace_counts_device_work():
@@ -37,3 +41,20 @@ def test_rocm_trace_counts_hip_launches():
     assert k["whole_trace"]["kernels"] == 14
     assert k["whole_trace"]["launches"] == 14
     assert k["whole_trace"]["memcpy"] == 2
+
+
+def test_time_breakdown_record_of_a_real_rocm_trace():
+    """The device path of the pipeline's time breakdown: the median step's device view."""
+    breakdown = _time_breakdown(load_trace(DATA / "mi250_rocm_train.json.gz"), CUDA)
+    assert breakdown.definition == "device" and breakdown.step is not None
+    assert TimeBreakdown.from_json(breakdown.to_json()) == breakdown  # it round-trips
+    step = breakdown.step
+    assert breakdown.step_walls_us == (9288.291, 49.073)  # two host ProfilerSteps
+    assert step.wall_us == 9288.291  # the upper median of two
+    assert step.op_us is None and step.launch_us is not None
+    host = (step.launch_us or 0) + (step.runtime_us or 0) + step.dispatch_us
+    host += step.wrapper_us + step.python_us
+    assert abs(host - step.wall_us) < 0.01  # the host parts sum to the step
+    assert step.device_span_us is not None and step.device_busy_us is not None
+    idle = (step.host_wait_us or 0) + (step.kernel_wait_us or 0) + (step.other_idle_us or 0)
+    assert abs(step.device_busy_us + idle - step.device_span_us) < 0.01

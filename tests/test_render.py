@@ -45,7 +45,7 @@ def test_html_is_self_contained_and_escaped(record):
     page = html.render(Run.from_json(rec))
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page
-    assert page.count("<svg") == 4  # kernels, bytes, latency, roofline charts
+    assert page.count("<svg") == 5  # kernels, bytes, latency, roofline, time breakdown charts
     # nothing fetched from the network: no external scripts, styles, fonts or images
     assert not re.search(r"(src|href)=\"(https?:)?//", page)
     assert "@import" not in page and "url(http" not in page

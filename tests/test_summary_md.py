@@ -45,6 +45,7 @@ def test_folded_blocks_render_as_details_with_tables_inside(record):
     html = gfm(md)
     summaries = [
         "All numbers per mode",
+        "Where the time goes",
         "Noise guard",
         "Setup and ceilings",
         "Top 5 kernels per mode",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
+from profreport.analysis.kernel_definitions import STEP_RE
 from profreport.traceio import Trace
+from profreport.traceio.categories import STEP_CATS
 
 
 class RowMap:
@@ -87,6 +89,13 @@ def launching_ops(
     return RowMap(rt_rows, op_rows), RowMap(rt_rows, top_rows)
 
 
+def step_rows(trace: Trace) -> np.ndarray:
+    """Rows of the ``ProfilerStep#N`` ranges (complete events of a step category)."""
+    cats = trace.string_table_mask(lambda c: c in STEP_CATS)
+    names = trace.string_table_mask(STEP_RE.match)
+    return np.flatnonzero((trace.ph == ord("X")) & cats[trace.cat] & names[trace.name])
+
+
 class Steps:
     """ProfilerStep spans, sorted by start; ``assign`` maps times to step indices."""
 
@@ -98,11 +107,17 @@ class Steps:
 
     def assign(self, when: np.ndarray) -> np.ndarray:
         """Index of the step whose span holds each time, -1 outside every step."""
-        if not self.names:
-            return np.full(when.shape[0], -1, dtype=np.int64)
-        idx = np.searchsorted(self.start, when, side="right") - 1
-        ok = (idx >= 0) & (when < self.end[np.maximum(idx, 0)])
-        return np.where(ok, idx, -1)
+        return assign_to_spans(self.start, self.end, when)
+
+
+def assign_to_spans(start: np.ndarray, end: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Index of the span (sorted by ``start``) whose ``[start, end)`` holds each time (the
+    latest-starting one), -1 outside every span."""
+    if not start.size:
+        return np.full(when.shape[0], -1, dtype=np.int64)
+    idx = np.searchsorted(start, when, side="right") - 1
+    ok = (idx >= 0) & (when < end[np.maximum(idx, 0)])
+    return np.where(ok, idx, -1)
 
 
 def most_common(groups: np.ndarray, labels: np.ndarray, n_groups: int) -> np.ndarray:

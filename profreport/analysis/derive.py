@@ -23,8 +23,10 @@ from typing import Any
 from profreport.analysis.kernel_bytes import kernel_bytes
 from profreport.analysis.mode_analysis import ModeAnalyses, analysis_of
 from profreport.analysis.roofline import Roofs, kernel_roofline
+from profreport.analysis.speedup_breakdown import time_findings
 from profreport.analysis.verdict import verdict_for
 from profreport.record.model import (
+    Ceilings,
     FusionMap,
     KernelCounts,
     KernelRow,
@@ -102,18 +104,20 @@ def _measured(
     eager: ModeResult | None,
     roofs: Roofs | None,
     analyses: ModeAnalyses,
+    ceilings: Ceilings | None,
 ) -> ModeResult:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
-    roofline and floor."""
+    roofline and floor, and where its step time went (when the record has its breakdown)."""
     fusion = (
         analysis_of(analyses, name).fusion_map(mode, eager) if name != "eager" and eager else None
     )
     mode = mode.adding(fusion=fusion)
     mode = _with_table(mode, lambda _: kernel_bytes(mode))
+    timing = time_findings(name, mode, eager, ceilings)
     roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
-    if roofline is None:
-        return mode
-    return _with_table(mode, lambda _: roofline.rows).adding(roofline=roofline.floor)
+    if roofline is not None:
+        mode = _with_table(mode, lambda _: roofline.rows).adding(roofline=roofline.floor)
+    return mode if timing is None else mode.adding(time_findings=timing)
 
 
 def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
@@ -139,7 +143,7 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
         if name in kept:
             modes[name] = mode
         elif mode.ok:
-            modes[name] = _measured(name, _stripped(mode), baseline, roofs, analyses)
+            modes[name] = _measured(name, _stripped(mode), baseline, roofs, analyses, run.ceilings)
         else:
             modes[name] = _stripped(mode)
     # why-not-fused and verdicts read the run whose modes carry their fusion maps

@@ -44,7 +44,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from profreport.analysis._linking import Steps, launching_ops, link_by_flow, match_ids, most_common
+from profreport.analysis._linking import (
+    Steps,
+    launching_ops,
+    link_by_flow,
+    match_ids,
+    most_common,
+    step_rows,
+)
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
 from profreport.analysis.counters import summarize as counter_summary
 from profreport.analysis.device_evidence import (
@@ -67,13 +74,12 @@ from profreport.analysis.kernel_definitions import (
     LAUNCH_API_RE,
     NNC_CPU_KERNEL_RE,
     NOT_DISPATCHER_NAMESPACES,
-    STEP_RE,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
 from profreport.record.model import KernelRow
 from profreport.record.section import JSONObject
 from profreport.traceio import Trace
-from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS, STEP_CATS
+from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS
 
 __all__ = [
     "BOOKKEEPING_OPS",
@@ -84,13 +90,14 @@ __all__ = [
     "StepCounts",
     "TraceCounts",
     "count_kernels",
+    "cpu_kernel_rows",
+    "cpu_op_rows",
     "per_step",
 ]
 
 _DEVICE_BITS = 3  # the device kind code (1 kernel, 2 memcpy, 3 memset) in the low bits
 _RUNTIME_BIT = 4
 _CPU_OP_BIT = 8
-_STEP_CAT_BIT = 16
 
 
 def _cat_class(cat: str) -> int:
@@ -99,7 +106,6 @@ def _cat_class(cat: str) -> int:
         KIND_CODE.get(DEVICE_KINDS.get(cat, ""), 0)
         | (_RUNTIME_BIT if cat.lower() in RUNTIME_CATS else 0)
         | (_CPU_OP_BIT if cat in CPU_OP_CATS else 0)
-        | (_STEP_CAT_BIT if cat in STEP_CATS else 0)
     )
 
 
@@ -189,9 +195,7 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     else:
         evidence = f"--definition {definition} given; the trace shows: {evidence}"
     cpu_rows = np.flatnonzero((cls & _CPU_OP_BIT).astype(bool) & (trace.dur_ns >= 0))
-    step_name = trace.string_table_mask(STEP_RE.match)
-    step_cand = np.flatnonzero(cls & _STEP_CAT_BIT)
-    steps = Steps(trace, step_cand[step_name[trace.name[step_cand]]])
+    steps = Steps(trace, step_rows(trace))
     names, counts = np.unique(trace.name[launch_rows], return_counts=True)
     launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
     launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
@@ -270,7 +274,7 @@ def _count_device(
     is_used = np.zeros(len(trace), dtype=bool)
     is_used[rt_of_dev[linked]] = True
     used_rt = np.flatnonzero(is_used)
-    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, used_rt, _dispatcher_mask(trace, True))
+    op_of_rt, top_of_rt = launching_ops(trace, cpu_rows, used_rt, dispatcher_mask(trace, True))
     op_of_dev = np.where(linked, op_of_rt.get_many(rt_of_dev), -1)
     top_of_dev = np.where(linked, top_of_rt.get_many(rt_of_dev), -1)
     op_name = np.where(op_of_dev >= 0, trace.name[np.maximum(op_of_dev, 0)], -1)
@@ -384,7 +388,9 @@ def _median_high(values: list[_N]) -> _N:
     return ordered[len(ordered) // 2]
 
 
-def _dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
+def dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
+    """Per-string mask of dispatcher op names (``namespace::name``), bookkeeping ops too or not."""
+
     def qualifies(name: str) -> bool:
         m = DISPATCHER_OP_RE.match(name)
         if m is None or m.group(1) in NOT_DISPATCHER_NAMESPACES:
@@ -438,21 +444,35 @@ def _device_table(
     return rows
 
 
-def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
-    """CPU definition: the outermost compute operators, the ones the model called (see the
-    module docstring)."""
-    strings = trace.strings
+def cpu_op_rows(trace: Trace) -> np.ndarray:
+    """Rows of the profiled operators (``cpu_op`` complete events with a duration)."""
+    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
+    return np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
+
+
+def cpu_kernel_rows(trace: Trace) -> np.ndarray:
+    """Rows of the CPU kernels under the cpu definition (the module docstring), in row order."""
+    cpu_rows = cpu_op_rows(trace)
+    local, _ = _cpu_kernels(trace, cpu_rows, inductor_records(trace))
+    rows: np.ndarray = cpu_rows[local]
+    return rows
+
+
+def _cpu_kernels(
+    trace: Trace, cpu_rows: np.ndarray, inductor_kernels: list[JSONObject]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices into ``cpu_rows`` of the CPU kernels, and every op's enclosing op (``parent``)."""
     start = trace.ts_ns[cpu_rows]
     end = start + trace.dur_ns[cpu_rows]
     parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
-    inductor_cpp = {r["name"] for r in common.inductor_kernels if r.get("backend") == "cpp"}
+    inductor_cpp = {r["name"] for r in inductor_kernels if r.get("backend") == "cpp"}
 
     def generated_kernel(name: str) -> bool:  # Inductor C++ or NNC fused CPU kernels
         if name in inductor_cpp:
             return True
         return bool(INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name))
 
-    compute = _dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
+    compute = dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
         generated_kernel
     )
     forwarding = trace.string_table_mask(lambda s: s in FORWARDING_OPS)
@@ -460,7 +480,14 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared
     # The kernel is the operator the model called: everything that runs inside it (helper
     # copies, the index_select of an embedding, the sum and division of a mean) is its work.
     called = np.flatnonzero(called_local)
-    kernel_local = called[outermost_ancestor(parent, called, called_local) < 0]
+    return called[outermost_ancestor(parent, called, called_local) < 0], parent
+
+
+def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
+    """CPU definition: the outermost compute operators, the ones the model called (see the
+    module docstring)."""
+    strings = trace.strings
+    kernel_local, parent = _cpu_kernels(trace, cpu_rows, common.inductor_kernels)
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
     k_rows = cpu_rows[kernel_local]

@@ -1,7 +1,9 @@
 """Trace counts as a versioned JSON-ready document, and the comparison of traces to a baseline.
 
-Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` in, plain dicts out (the
-``profreport.analysis/1`` schema read by ``profreport analyze --format json``).
+Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` (and each trace's time
+breakdown) in, the typed ``profreport.analysis/1`` document out (analysis/trace_document.py;
+``profreport analyze --format json`` writes its ``to_json()``). `kernel_entry` is the one JSON
+shape of a kernel row that the run record's kernel tables share.
 """
 
 from __future__ import annotations
@@ -20,68 +22,114 @@ from profreport.analysis.kernels import (
     TraceCounts,
     per_step,
 )
-
-SCHEMA = "profreport.analysis/1"
-TOTAL_FIELDS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "graph_launches",
-    "memcpy_bytes",
-    "memset_bytes",
-    "kernel_time_us",
-    "unlinked_kernels",
+from profreport.analysis.time_breakdown import TraceTimeBreakdown
+from profreport.analysis.trace_document import (
+    PER_STEP_FIELDS,
+    SCHEMA,
+    TOTAL_FIELDS,
+    AnalysisDocument,
+    CountChange,
+    CounterSummary,
+    KernelChange,
+    KernelEntry,
+    OpChange,
+    PerStepChanges,
+    PerStepCounts,
+    StepCount,
+    StepsPair,
+    TimeChanges,
+    TotalChanges,
+    TraceComparison,
+    TraceSummary,
+    present,
 )
-PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
+
 DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
 
 
 def analysis_document(
-    traces: list[tuple[str, TraceCounts]], top: int = 15, events: list[int] | None = None
-) -> dict[str, Any]:
+    traces: list[tuple[str, TraceCounts]],
+    top: int = 15,
+    events: list[int] | None = None,
+    times: list[TraceTimeBreakdown] | None = None,
+) -> AnalysisDocument:
     """The whole ``analyze`` result: a summary per trace, later traces compared to the first.
 
-    ``events``: how many events each trace held (after the ones no analysis reads were dropped).
+    ``events``: how many events each trace held (after the ones no analysis reads were dropped);
+    ``times``: where each trace's time goes (analysis/time_breakdown), in the same order.
     """
-    summaries = [trace_summary(path, counts, top) for path, counts in traces]
-    for summary, n in zip(summaries, events or [], strict=False):
-        summary["events"] = n
-    comparison = []
-    if len(traces) > 1:
+    n = len(traces)
+    counted = events if events is not None else [None] * n
+    timed = times if times is not None else [None] * n
+    summaries = [
+        trace_summary(path, counts, top, count, time)
+        for (path, counts), count, time in zip(traces, counted, timed, strict=True)
+    ]
+    comparison: list[TraceComparison] = []
+    if n > 1:
         base_path, base = traces[0]
-        comparison = [compare_counts(base_path, base, path, c) for path, c in traces[1:]]
+        comparison = [
+            compare_counts(base_path, base, path, c, timed[0], time)
+            for (path, c), time in zip(traces[1:], timed[1:], strict=True)
+        ]
     used = sorted({c.definition for _, c in traces})
-    return {
-        "schema": SCHEMA,
-        "traces": summaries,
-        "comparison": comparison,
-        "definitions": {d: DEFINITION_TEXT[d] for d in used},
-    }
+    return AnalysisDocument(
+        schema=SCHEMA,
+        traces=tuple(summaries),
+        comparison=tuple(comparison),
+        definitions={d: DEFINITION_TEXT[d] for d in used},
+    )
 
 
-def trace_summary(path: str, counts: TraceCounts, top: int = 15) -> dict[str, Any]:
-    """One trace's counts with its ``top`` kernels by time."""
-    out: dict[str, Any] = {"path": path, "device": counts.device, "definition": counts.definition}
-    out["definition_evidence"] = counts.evidence
-    out["device_activity"] = counts.device_activity
+def trace_summary(
+    path: str,
+    counts: TraceCounts,
+    top: int = 15,
+    events: int | None = None,
+    time: TraceTimeBreakdown | None = None,
+) -> TraceSummary:
+    """One trace's counts with its ``top`` kernels by time (and where its time goes)."""
     unknown = UNRECORDED_FIELDS if counts.device_activity == "not recorded" else frozenset()
-    for name in TOTAL_FIELDS:
-        out[name] = None if name in unknown else getattr(counts, name)
-    out["notes"] = list(counts.notes)
-    out["steps"] = [asdict(s) for s in counts.steps]
-    out["per_step"] = per_step(counts)
-    out["launch_api_counts"] = counts.launch_api_counts
-    out["kernels_by_op"] = counts.kernels_by_op
-    out["distinct_kernels"] = len(counts.table)
-    out["top_kernels"] = [kernel_entry(r).to_json() for r in counts.table[:top]]
-    if counts.inductor_kernels:
-        out["inductor_kernels"] = counts.inductor_kernels
-    if counts.counter_ranges:
-        out["counter_ranges"] = counts.counter_ranges
-    if counts.counters:
-        out["counters"] = counts.counters
-    return out
+    totals = {name: None if name in unknown else getattr(counts, name) for name in TOTAL_FIELDS}
+    return present(
+        TraceSummary,
+        path=path,
+        device=counts.device,
+        definition=counts.definition,
+        definition_evidence=counts.evidence,
+        device_activity=counts.device_activity,
+        **totals,
+        notes=tuple(counts.notes),
+        steps=tuple(StepCount(**asdict(s)) for s in counts.steps),
+        per_step=PerStepCounts.from_json(per_step(counts)),
+        launch_api_counts=counts.launch_api_counts,
+        kernels_by_op=counts.kernels_by_op,
+        distinct_kernels=len(counts.table),
+        top_kernels=tuple(_top_kernel(r) for r in counts.table[:top]),
+        inductor_kernels=tuple(counts.inductor_kernels) or None,
+        counter_ranges=tuple(counts.counter_ranges) or None,
+        counters=CounterSummary.from_json(counts.counters) if counts.counters else None,
+        events=events,
+        time_breakdown=time,
+    )
+
+
+def _top_kernel(row: KernelRow) -> KernelEntry:
+    """One of a trace's top kernels: the analysis document's shape of :func:`kernel_entry`."""
+    derived_counters = derived(row.counter_totals) if row.counter_totals is not None else {}
+    return present(
+        KernelEntry,
+        name=row.name,
+        kind=row.kind,
+        calls=row.calls,
+        time_us=row.time_us,
+        launched_by=row.launched_by,
+        launched_by_top=row.launched_by_top,
+        bytes=row.bytes,
+        counters=row.counters or None,
+        counter_totals=row.counter_totals,
+        **derived_counters,
+    )
 
 
 def kernel_entry(row: KernelRow, steps: int | None = None) -> KernelRow:
@@ -102,40 +150,103 @@ def kernel_entry(row: KernelRow, steps: int | None = None) -> KernelRow:
     return entry
 
 
-def _delta(base: float | None, value: float | None) -> dict[str, Any]:
+def _delta(base: float | None, value: float | None) -> CountChange:
     """One count against the baseline; no difference stated when a side did not record it."""
     change = Change(base, value)
     delta = change.difference
     if isinstance(delta, float):
         delta = round(delta, 3)
-    return {"baseline": base, "value": value, "delta": delta, "ratio": change.ratio}
+    return CountChange(baseline=base, value=value, delta=delta, ratio=change.ratio)
 
 
 def compare_counts(
-    base_path: str, base: TraceCounts, path: str, other: TraceCounts
-) -> dict[str, Any]:
-    """Differences of ``other`` against ``base``: totals, per-step, per kernel, per launching op."""
-    out: dict[str, Any] = {"baseline": base_path, "path": path}
+    base_path: str,
+    base: TraceCounts,
+    path: str,
+    other: TraceCounts,
+    base_time: TraceTimeBreakdown | None = None,
+    time: TraceTimeBreakdown | None = None,
+) -> TraceComparison:
+    """Differences of ``other`` against ``base``: totals, per-step, per kernel, per launching op,
+    and where the time goes (when both time breakdowns are given)."""
+    note = None
     if base.definition != other.definition:
-        out["note"] = (
+        note = (
             f"definitions differ ({base.definition} vs {other.definition}): "
             "the counts do not measure the same thing"
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
-    out["totals"] = {f: _delta(base_sum[f], other_sum[f]) for f in TOTAL_FIELDS}
     base_step, other_step = per_step(base), per_step(other)
-    out["per_step"] = {f: _delta(base_step[f], other_step[f]) for f in PER_STEP_FIELDS}
-    out["per_step"]["steps"] = {"baseline": base_step["steps"], "value": other_step["steps"]}
-    out["kernels"] = _kernel_differences(base.table, other.table)
-    out["launching_ops"] = _op_differences(base.kernels_by_op, other.kernels_by_op)
-    return out
+    return present(
+        TraceComparison,
+        baseline=base_path,
+        path=path,
+        note=note,
+        totals=_total_changes(base_sum, other_sum),
+        per_step=_per_step_changes(base_step, other_step),
+        kernels=tuple(_kernel_differences(base.table, other.table)),
+        launching_ops=tuple(_op_differences(base.kernels_by_op, other.kernels_by_op)),
+        time_breakdown=None if base_time is None or time is None else time_changes(base_time, time),
+    )
 
 
-def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[dict[str, Any]]:
+def _total_changes(base: TraceSummary, other: TraceSummary) -> TotalChanges:
+    changes: dict[str, Any] = {f: _delta(getattr(base, f), getattr(other, f)) for f in TOTAL_FIELDS}
+    return dataclasses.replace(TotalChanges(), **changes)
+
+
+def _per_step_changes(base: dict[str, Any], other: dict[str, Any]) -> PerStepChanges:
+    changes: dict[str, Any] = {f: _delta(base[f], other[f]) for f in PER_STEP_FIELDS}
+    steps = StepsPair(baseline=base["steps"], value=other["steps"])
+    return dataclasses.replace(PerStepChanges(), **changes, steps=steps)
+
+
+# The parts of a median step compared between two traces, in the order they are shown.
+TIME_PARTS = (
+    "wall_us",
+    "op_us",
+    "launch_us",
+    "runtime_us",
+    "dispatch_us",
+    "wrapper_us",
+    "python_us",
+    "device_busy_us",
+    "host_wait_us",
+    "kernel_wait_us",
+    "other_idle_us",
+    "dispatched_ops",
+    "launches",
+)
+
+
+def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeChanges:
+    """Each part of the two median steps, and the whole-trace device idle share, side by side
+    (a part neither side has is left out)."""
+    step: dict[str, CountChange] = {}
+    if base.typical is not None and other.typical is not None:
+        for part in TIME_PARTS:
+            b, o = getattr(base.typical, part), getattr(other.typical, part)
+            if b is not None or o is not None:
+                step[part] = _delta(b, o)
+    idle = None
+    if base.device is not None or other.device is not None:
+        idle = _delta(
+            None if base.device is None else base.device.idle_pct,
+            None if other.device is None else other.device.idle_pct,
+        )
+    return TimeChanges(
+        baseline_bound=None if base.bound is None else base.bound.label,
+        bound=None if other.bound is None else other.bound.label,
+        idle_pct=idle,
+        step=step,
+    )
+
+
+def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[KernelChange]:
     """Kernels whose call count or time changed (including ones only one side has)."""
     b = {(r.kind, r.name): r for r in base}
     o = {(r.kind, r.name): r for r in other}
-    rows: list[dict[str, Any]] = []
+    rows: list[KernelChange] = []
     deltas: list[tuple[float, int]] = []
     for key in b.keys() | o.keys():
         rb, ro = b.get(key), o.get(key)
@@ -145,25 +256,25 @@ def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[d
             continue
         dt = Change(time_b, time_o).difference
         rows.append(
-            {
-                "name": key[1],
-                "kind": key[0],
-                "status": "removed" if ro is None else "added" if rb is None else "changed",
-                "baseline_calls": calls_b,
-                "calls": calls_o,
-                "delta_calls": calls_o - calls_b,
-                "baseline_time_us": time_b,
-                "time_us": time_o,
-                "delta_time_us": None if dt is None else round(dt, 3),
-                "launched_by": ro.launched_by if ro else rb.launched_by if rb else None,
-            }
+            KernelChange(
+                name=key[1],
+                kind=key[0],
+                status="removed" if ro is None else "added" if rb is None else "changed",
+                baseline_calls=calls_b,
+                calls=calls_o,
+                delta_calls=calls_o - calls_b,
+                baseline_time_us=time_b,
+                time_us=time_o,
+                delta_time_us=None if dt is None else round(dt, 3),
+                launched_by=ro.launched_by if ro else rb.launched_by if rb else None,
+            )
         )
         deltas.append((abs(dt or 0.0), abs(calls_o - calls_b)))
-    order = sorted(range(len(rows)), key=lambda i: (-deltas[i][0], -deltas[i][1], rows[i]["name"]))
+    order = sorted(range(len(rows)), key=lambda i: (-deltas[i][0], -deltas[i][1], rows[i].name))
     return [rows[i] for i in order]
 
 
-def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict[str, Any]]:
+def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[OpChange]:
     """Kernels launched per CPU op, where the count differs."""
     changed = [
         (op, base.get(op, 0), other.get(op, 0))
@@ -171,4 +282,4 @@ def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[dict[st
         if base.get(op, 0) != other.get(op, 0)
     ]
     changed.sort(key=lambda r: (-abs(r[2] - r[1]), r[0]))
-    return [{"op": op, "baseline_kernels": b, "kernels": o, "delta": o - b} for op, b, o in changed]
+    return [OpChange(op=op, baseline_kernels=b, kernels=o, delta=o - b) for op, b, o in changed]

@@ -102,4 +102,6 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
     latency = _latency_clause(mode)
     if latency:
         parts.append(latency)
+    if mode.time_findings is not None and mode.time_findings.clause:
+        parts.append(mode.time_findings.clause)
     return f"{name}: " + "; ".join(p for p in parts if p)

@@ -20,10 +20,15 @@ A library (extern) kernel that runs an indexing operator of profreport.capture.o
 (a FallbackKernel such as `_embedding_bag`, or a ScatterFallback `scatter_`/`scatter_reduce_`)
 is sized by the dispatcher rule instead: its call is rebuilt on meta tensors of its input
 buffers' shapes. Inductor's IndexPutFallback is not rebuilt and keeps Inductor's figure.
+
+Weights held as graph constants (AOTInductor's package, Inductor's `freezing`) are not in
+Inductor's accounting at all: each enters whole, then the same rules apply, so an export and a
+torch.compile of one model that run the same kernels model the same bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -187,16 +192,31 @@ def _sliced(deps: Any, accesses: dict[str, int]) -> list[ResizedAccess]:
     return resized
 
 
-def _add_constants(deps: Any, accesses: dict[str, int]) -> None:
+def _add_constants(deps: Any, accesses: dict[str, int]) -> set[str]:
     """Weights held as graph constants (AOTInductor's, or under Inductor's `freezing`) are neither
-    buffers nor graph inputs, so Inductor's accounting skips them: count each one read whole."""
+    buffers nor graph inputs, so Inductor's accounting skips them: add each one read whole, as
+    Inductor counts a graph input, so that the gather and slice rules below size it as they size
+    torch.compile's parameters (an embedding table counts the rows looked up). Returns the names
+    added."""
     from torch._inductor.virtualized import V
 
     constants = getattr(V.graph, "constants", None) or {}
+    added: set[str] = set()
     for dep in deps:
         tensor = constants.get(dep.name)
         if tensor is not None and dep.name not in accesses:
             accesses[dep.name] = int(tensor.numel() * tensor.element_size())
+            added.add(dep.name)
+    return added
+
+
+def _mark_constants(resized: list[ResizedAccess], constants: set[str]) -> list[ResizedAccess]:
+    """Tag the re-sized entries of graph constants: their `scheduler_bytes` is the whole
+    constant (Inductor itself counts nothing for a constant)."""
+    return [
+        dataclasses.replace(entry, constant=True) if entry.buffer in constants else entry
+        for entry in resized
+    ]
 
 
 def node_buffer_bytes(node: Any) -> NodeSizes:
@@ -205,11 +225,13 @@ def node_buffer_bytes(node: Any) -> NodeSizes:
     try:
         reads = dict(node.get_read_write_buffer_accesses(include_reads=True, include_writes=False))
         writes = dict(node.get_read_write_buffer_accesses(include_reads=False, include_writes=True))
+        constants = _add_constants(node.read_writes.reads, reads)
         indirect_reads, indirect_writes = _extern_indirect(node, reads, writes)
         indirect_reads += _sized(node.read_writes.reads, reads)
         indirect_writes += _sized(node.read_writes.writes, writes)
         sliced_reads = _sliced(node.read_writes.reads, reads)
-        _add_constants(node.read_writes.reads, reads)
+        indirect_reads = _mark_constants(indirect_reads, constants)
+        sliced_reads = _mark_constants(sliced_reads, constants)
     except Exception:  # outside a graph context Inductor cannot size buffers
         return NodeSizes(None, None)
     return NodeSizes(

@@ -11,7 +11,12 @@ columns "ID", ..., "Kernel Name", ..., "Metric Name", "Metric Unit", "Metric Val
 scaled with SI factors (byte-based units by 1000: Kbyte, Mbyte, ...; time by 1000: nsecond,
 usecond, msecond) unless `--print-units base`; values carry thousands separators ("2,816").
 The default `--cache-control all` flushes GPU caches before each replayed kernel, so the bytes of
-each kernel are its cold-cache DRAM traffic.
+each kernel are its cold-cache DRAM traffic. Reads are then complete, but writes are not: what a
+kernel writes last can still sit in L2 (write-back) when its range ends, so its measured DRAM
+writes can fall short of what it wrote by up to the L2 size (about 50 MB on an H200) per kernel;
+ncu_results.WRITES_NOTE says so wherever measured writes are shown beside modeled ones.
+`--clock-control none` leaves the GPU clocks as they are: ncu's default locks them to base clock,
+which a shared machine may refuse (and which would make durations unlike the timed run's).
 """
 
 from __future__ import annotations
@@ -106,6 +111,8 @@ def ncu_command(ncu: str, log_file: str, child: list[str]) -> list[str]:
         "all",
         "--cache-control",
         "all",
+        "--clock-control",
+        "none",
         "--log-file",
         log_file,
         *child,

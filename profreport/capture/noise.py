@@ -1,8 +1,10 @@
 """How busy the machine was while we timed: load average and other processes' CPU share.
 
-Linux only (/proc/loadavg, /proc/stat, /proc/self/stat); elsewhere every figure is None and the
-sample says "unknown". The other processes' share is (busy CPU time of the whole machine - our
-process's CPU time) / all CPU time, over the timing window.
+Linux only (/proc/loadavg, /proc/stat, /proc/<pid>/stat); elsewhere every figure is None and the
+sample says "unknown". Over the timing window, our process's share is its CPU time / all CPU
+time; our children's share is that of profreport's own child processes (compile workers, a C++
+compiler: capture/children.py), reported apart because they are ours yet should not run while we
+time; the other processes' share is the machine's busy CPU time less both, / all CPU time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from profreport.capture.children import children_cpu_ticks
 from profreport.record.model import MachineLoad
 
 PROC = Path("/proc")
@@ -21,13 +24,14 @@ PROC = Path("/proc")
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One reading: the 1-minute load average, the machine's busy and total CPU jiffies, and our
-    process's (None: not readable here)."""
+    """One reading: the 1-minute load average, the machine's busy and total CPU jiffies, our
+    process's and our child processes' (None: not readable here)."""
 
     load1: float | None = None
     busy: int | None = None
     total: int | None = None
     ours: int | None = None
+    children: int | None = None  # profreport's own descendants' CPU jiffies (capture/children.py)
 
 
 def _read(path: Path) -> str | None:
@@ -54,7 +58,7 @@ def snapshot(proc: Path = PROC) -> Snapshot:
     if own:
         after_name = own.rsplit(")", 1)[-1].split()
         ours = int(after_name[11]) + int(after_name[12])  # utime + stime (fields 14, 15)
-    return Snapshot(load1, busy, total, ours)
+    return Snapshot(load1, busy, total, ours, children_cpu_ticks(proc))
 
 
 def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
@@ -79,10 +83,17 @@ def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
         return load
     ours = after.ours - before.ours
     busy = after.busy - before.busy
+    children = 0
+    children_share = None
+    if before.children is not None and after.children is not None:
+        # a grandchild orphaned and reaped by init takes its ticks away: never below 0
+        children = max(0, after.children - before.children)
+        children_share = round(min(1.0, children / total), 4)
     return dataclasses.replace(
         load,
         ours_busy_share=round(min(1.0, ours / total), 4),
-        other_busy_share=round(max(0.0, (busy - ours) / total), 4),
+        other_busy_share=round(max(0.0, (busy - ours - children) / total), 4),
+        children_busy_share=children_share,
     )
 
 

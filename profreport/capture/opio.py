@@ -18,6 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from profreport.text import error_line
+
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -179,10 +181,47 @@ def indirect_target(
     )
 
 
+class TensorIOFailed(RuntimeError):
+    """An operation raised while one forward's tensor I/O was recorded; the message names it."""
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    return str(a.type) == str(b.type)
+
+
+def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
+    """`func`, or the overload of its operator that takes the Python numbers passed where `func`
+    says Tensor. A frozen, optimized TorchScript graph calls `aten::remainder.Tensor` with a
+    folded constant (an int); its interpreter wraps the number, but the call reaches a Python
+    dispatch mode boxed as it is, and replaying it there fails the schema. The Scalar overload
+    computes the same thing from the number."""
+    params = func._schema.arguments
+    numbers = [
+        i
+        for i, (param, value) in enumerate(zip(params, args, strict=False))
+        if isinstance(param.type, torch._C.TensorType) and isinstance(value, int | float | bool)
+    ]
+    if not numbers:
+        return func
+    packet = func._overloadpacket
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        cparams = candidate._schema.arguments
+        if len(cparams) != len(params) or any(c.is_out for c in cparams):
+            continue
+        if all(
+            isinstance(c.type, torch._C.NumberType) if i in numbers else _same_type(c, p)
+            for i, (c, p) in enumerate(zip(cparams, params, strict=True))
+        ):
+            return candidate
+    return func
+
+
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ops: list[OpIO] = []
+        self.failed: tuple[str, BaseException] | None = None  # the op that raised, and why
 
     def __torch_dispatch__(
         self,
@@ -192,7 +231,13 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        func = _overload_taking_numbers(func, args)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:  # TorchScript's interpreter drops the message: keep it here
+            if self.failed is None:
+                self.failed = (str(func), exc)
+            raise
         schema = func._schema
         mutated = []
         for arg_schema, value in zip(schema.arguments, args, strict=False):
@@ -233,9 +278,18 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
 def record_tensor_io(
     fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], sync: Callable[[], None]
 ) -> list[OpIO]:
-    """Run one forward call and return the tensor I/O of every dispatched operation, in order."""
+    """Run one forward call and return the tensor I/O of every dispatched operation, in order.
+    An operation that raises is named (TensorIOFailed), with its own message."""
     recorder = _Recorder()
-    with recorder:
-        fn(*inputs)
+    try:
+        with recorder:
+            fn(*inputs)
+    except Exception as exc:
+        if recorder.failed is None:
+            raise
+        op, error = recorder.failed
+        raise TensorIOFailed(
+            f"{op} raised {error_line(error)} (while recording tensor I/O for the bytes model)"
+        ) from exc
     sync()
     return recorder.ops

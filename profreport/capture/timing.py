@@ -5,7 +5,10 @@ least `block_s` (the idea of torch.utils.benchmark's blocked_autorange: the time
 resolution vanish against the block). Modes are interleaved round by round, each round in a
 rotated order, so slow drift of the machine (frequency, other load) hits every mode alike. The
 device is synchronized before the clock starts and before it stops. Timing stops once every mode
-has `min_blocks` samples and `min_time_s` of measured time, or at `max_time_s` overall.
+has `min_blocks` samples and `min_time_s` of measured time, or at `max_time_s` overall: the
+budget covers the warm-up and the calibration too, and a round starts only when the last one
+says it will end within the budget. The first round always runs (every mode needs a sample), so
+a model whose warm-up and one round are longer than the budget overruns it by those.
 """
 
 from __future__ import annotations
@@ -91,19 +94,25 @@ def measure_latency(
     A callable that raises stops the timing with :class:`TimingFailed` naming it. `order` gives
     each round's order (default :func:`rotated`); it must name every callable once.
     """
+    deadline = clock() + cfg.max_time_s
     results: dict[str, TimingResult] = {}
     for name, fn in fns.items():
         with _blame(name):
-            warm_until = clock() + cfg.warmup_s
+            warm_until = min(clock() + cfg.warmup_s, deadline)
+            fastest_s = None
             while clock() < warm_until:
-                fn()
-            sync()
-            results[name] = TimingResult(calls_per_block=_calibrate(fn, sync, cfg, clock))
+                call_s = _time_block(fn, sync, 1, clock)
+                fastest_s = call_s if fastest_s is None else min(fastest_s, call_s)
+            # warm-up calls all as long as a block (the fastest: one preempted call is not the
+            # model) already say a block is one call
+            heavy = fastest_s is not None and fastest_s >= cfg.block_s
+            calls = 1 if heavy else _calibrate(fn, sync, cfg, clock)
+            results[name] = TimingResult(calls_per_block=calls)
 
     names = list(fns)
-    started = clock()
     round_no = 0
     while True:
+        round_started = clock()
         for name in (order or rotated)(round_no, names):
             res = results[name]
             with _blame(name):
@@ -117,5 +126,21 @@ def measure_latency(
             len(r.samples_ms) >= cfg.min_blocks and r.measured_s >= cfg.min_time_s
             for r in results.values()
         )
-        if enough or clock() - started >= cfg.max_time_s:
+        now = clock()
+        if enough or now + (now - round_started) > deadline:  # the next round would overrun
             return results
+
+
+def expected_timing_s(call_s: float, n_modes: int, cfg: TimingConfig) -> float:
+    """About how long `measure_latency` will take for `n_modes` modes whose calls take about
+    `call_s` each (eager's, measured once): each mode's warm-up and calibration (none after a
+    warm-up call as long as a block), then the rounds the stop rule asks for; at most the
+    budget, unless the setup and one round exceed it."""
+    block_s = max(call_s, cfg.block_s)  # a block is at least one call
+    warmup_s = max(cfg.warmup_s, call_s) if cfg.warmup_s > 0 else 0.0  # whole calls
+    calibration_s = 0.0 if call_s >= cfg.block_s and cfg.warmup_s > 0 else block_s
+    setup_s = n_modes * (warmup_s + calibration_s)
+    rounds = max(cfg.min_blocks, math.ceil(cfg.min_time_s / block_s))
+    round_s = n_modes * block_s
+    wanted_s = setup_s + rounds * round_s
+    return wanted_s if wanted_s <= cfg.max_time_s else max(cfg.max_time_s, setup_s + round_s)

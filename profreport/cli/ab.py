@@ -17,7 +17,14 @@ from profreport.cli.common import (
     thresholds,
 )
 from profreport.exits import UsageError
-from profreport.runner import LOG_NAME, device_for, library_output, run_name, staging
+from profreport.runner import (
+    LOG_NAME,
+    built_off_the_terminal,
+    device_for,
+    library_output,
+    run_name,
+    staging,
+)
 
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
@@ -55,13 +62,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     device = device_for(args.device, args.dtype, args.threads)
-    models: dict[ab.Side, LoadedModel] = {}
-    sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
-    for side, spec in sides:
-        try:
-            models[side] = load_model(spec, device, DTYPES[args.dtype])
-        except ModelError as exc:
-            raise UsageError(f"{side}: {exc}") from None
+
+    def build() -> dict[ab.Side, LoadedModel]:
+        models: dict[ab.Side, LoadedModel] = {}
+        sides: tuple[tuple[ab.Side, str], ...] = (("base", args.base), ("head", args.head))
+        for side, spec in sides:
+            try:
+                models[side] = load_model(spec, device, DTYPES[args.dtype])
+            except ModelError as exc:
+                raise UsageError(f"{side}: {exc}") from None
+        return models
+
+    models, build_log = built_off_the_terminal(build, err, args.debug)
     if models["base"].name != models["head"].name:
         raise UsageError(
             f"cannot compare: different models: base {models['base'].name!r}, "
@@ -72,7 +84,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     name = run_name(f"{models['base'].name}-ab", device.type, now)
     with (
         staging(Path(args.out), name) as staged,
-        library_output(staged.path / LOG_NAME, err, args.debug) as terminal,
+        library_output(staged.path / LOG_NAME, err, args.debug, build_log) as terminal,
         progress_display(args.quiet, terminal) as progress,
     ):
         run_dirs = {side: staged.path / side for side in ab.SIDES}

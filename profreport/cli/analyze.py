@@ -5,20 +5,25 @@
     profreport analyze reports/<run>/tensorboard/        # every *.json / *.json.gz under a folder
     profreport analyze TRACE --format json|md|html [--out DIR]
     profreport analyze reports/ --keep-going             # skip unreadable files, exit 1 if any
+    profreport analyze TRACE --hta-rounding              # times rounded as HTA 0.5 rounds them
 
 This module is the command's edge: it declares its arguments, finds and reads the trace files,
-writes the output and picks the exit code (shared with every command, see cli.common). Counting lives in :mod:`profreport.analysis.kernels`, rendering in
-:mod:`profreport.render.analyze` (through the renderer registry).
+writes the output and picks the exit code (shared with every command, see cli.common). Counting
+lives in :mod:`profreport.analysis.kernels`, where the time goes in
+:mod:`profreport.analysis.time_breakdown`, rendering in :mod:`profreport.render.analyze`
+(through the renderer registry).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from profreport.analysis.kernels import count_kernels
+from profreport.analysis.time_breakdown import TraceTimeBreakdown, time_breakdown
 from profreport.analysis.trace_compare import analysis_document
+from profreport.analysis.trace_document import AnalysisDocument
 from profreport.cli.common import Command, positive_int, warn
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.files import write_atomic
@@ -66,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kernels listed per trace (default 15)",
     )
     parser.add_argument(
+        "--hta-rounding",
+        action="store_true",
+        help="time breakdown: round event times inward to whole µs as Holistic Trace Analysis "
+        "0.5 does (to reproduce its numbers; default: exact times)",
+    )
+    parser.add_argument(
         "--keep-going",
         action="store_true",
         help="skip unreadable files with a warning and analyse the rest (exit 1 if any skipped)",
@@ -105,8 +116,10 @@ def analyze_paths(
     definition: str = "auto",
     top: int = 15,
     unreadable: list[str] | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Load and count every trace named by ``inputs``; returns (document, skipped files).
+    hta_rounding: bool = False,
+) -> tuple[AnalysisDocument, list[str]]:
+    """Load, count and break down the time of every trace named by ``inputs``; returns
+    (document, skipped files).
 
     Files found inside a folder that are valid JSON but not traces (a run record, say) are
     skipped; anything else unreadable stops the analysis with :class:`TraceError`, unless
@@ -118,6 +131,7 @@ def analyze_paths(
     skipped: list[str] = []
     counted = []
     events: list[int] = []
+    times: list[TraceTimeBreakdown] = []
     for path in paths:
         try:
             trace = load_trace(path)
@@ -134,12 +148,14 @@ def analyze_paths(
                 raise
             unreadable.append(str(exc))
             continue
-        counted.append((str(path), count_kernels(trace, definition)))
+        counts = count_kernels(trace, definition)
+        counted.append((str(path), counts))
+        times.append(time_breakdown(trace, counts.definition, hta_rounding=hta_rounding))
         events.append(len(trace))
         del trace
     if not counted:
         raise InputError(f"{', '.join(inputs)}: no profiler traces found")
-    return analysis_document(counted, top=top, events=events), skipped
+    return analysis_document(counted, top=top, events=events, times=times), skipped
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -147,7 +163,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     files); with --keep-going, exit 1 when a file was skipped."""
     unreadable: list[str] | None = [] if args.keep_going else None
     try:
-        doc, skipped = analyze_paths(args.paths, args.definition, args.top, unreadable)
+        doc, skipped = analyze_paths(
+            args.paths, args.definition, args.top, unreadable, args.hta_rounding
+        )
     except (InputError, TraceError) as exc:
         _warn_unreadable(unreadable, err)
         raise UsageError(str(exc)) from exc

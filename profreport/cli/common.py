@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
-from profreport.text import terminal_text
+from profreport.text import Notice, terminal_text
 
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
 
@@ -108,8 +108,15 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
         from rich.console import Console
 
         console = Console(file=stream)
+
+        def show(msg: str) -> None:
+            if isinstance(msg, Notice):  # printed above the status line, where it stays
+                console.print(escape(terminal_text(msg)), highlight=False)
+            else:
+                status.update(escape(terminal_text(msg)))
+
         with console.status("starting") as status:
-            yield lambda msg: status.update(escape(terminal_text(msg)))
+            yield show
         return
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
 

@@ -188,6 +188,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
     for failure in generated.failures:  # each named on stderr; fatal ones set the exit code
         print(f"{'error' if failure.fatal else 'warning'}: {terminal_text(failure.line)}", file=err)
+    for name, mode in run.ok_modes.items():
+        if mode.not_timed:
+            print(f"warning: {name} not timed: {terminal_text(mode.not_timed)}", file=err)
     if generated.eager_failed:
         print(f"error: {EAGER_BROKEN}", file=err)
     return generated.exit_code

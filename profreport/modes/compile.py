@@ -6,6 +6,7 @@ options such as max-autotune) are instances with other parameters, registered un
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -102,6 +103,32 @@ class CompileMode(Mode):
         return inductor_why_not(mode, run, self.name)
 
     def reset_after_failure(self) -> None:
+        """Dynamo's caches and counters cleared, and Inductor's compile workers stopped: a
+        failed build leaves no compile job running beside the modes that follow."""
         import torch
+        from torch._dynamo.utils import counters
 
         torch._dynamo.reset()
+        counters.clear()
+        stop_compile_workers()
+
+
+def stop_compile_workers() -> None:
+    """Stop what Inductor keeps compiling or waiting in the background: its subprocess compile
+    pools (the Triton workers a CUDA build starts, kept for a minute after a compile), its
+    autotuning processes, and its compile thread pool, whose pending C++ builds are cancelled or
+    waited for. Nothing compiles once the modes are built; a later compile starts them again.
+    Does nothing when Inductor was never imported."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    if async_compile is None:
+        return
+    async_compile.shutdown_compile_workers()
+    threads = async_compile.AsyncCompile.pool
+    if threads.cache_info().currsize:
+        threads().shutdown(wait=True, cancel_futures=True)
+        threads.cache_clear()
+    autotune = sys.modules.get("torch._inductor.autotune_process")
+    tuning = None if autotune is None else autotune.get_tuning_process_pool
+    if tuning is not None and tuning.cache_info().currsize:
+        tuning().shutdown()
+        tuning.cache_clear()

@@ -7,7 +7,9 @@ each generated kernel with the eager calls it computes, as for compile. The pack
 a temporary folder that is removed once it is loaded (the loader keeps its own extracted copy).
 
 C++ kernels appear in the profiler only when the package is built with
-`cpp.enable_kernel_profile`: without it the loaded package records no event at all.
+`cpp.enable_kernel_profile`: without it the loaded package records no event at all. A model whose
+output torch.export cannot take (a transformers cache inside a ModelOutput) is exported with its
+output flattened to tensors, as trace does (`compiler.outputs` says what was dropped).
 """
 
 from __future__ import annotations
@@ -70,10 +72,17 @@ class ExportMode(CompileMode):
         from torch._inductor import metrics
 
         from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
+        from profreport.modes.outputs import with_tensor_outputs
 
+        # torch.export accepts only outputs pytree can open: a ModelOutput holding a
+        # DynamicCache is flattened to its tensors first, as trace does (the record says so).
+        eager_output = module(*inputs)
+        sync()
+        target, flattened = with_tensor_outputs(module, eager_output, "torch.export")
+        del eager_output
         start = time.perf_counter()
         try:
-            program = torch.export.export(module, tuple(inputs))
+            program = torch.export.export(target, tuple(inputs))
         except Exception as exc:  # data-dependent control flow, unsupported ops, ...
             raise ModeError(export_failure_line(exc)) from exc
         export_s = time.perf_counter() - start
@@ -101,6 +110,7 @@ class ExportMode(CompileMode):
             export_s=export_s,
             aot_build_s=build_s,
             package_bytes=package_bytes,
+            outputs=flattened,
         )
         for _ in range(WARMUP_CALLS):
             loaded(*inputs)

@@ -83,14 +83,19 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerC
     decomposition) and `from_node` (the Dynamo graph node it came from): together they name one
     eager op call. An extern (library) kernel's origins also list the producers of its inputs,
     so it keeps only its own call: the one its `origin_node` came from, else the call of its own
-    operator; an extern with neither (a multi-output unpacking, say) claims no eager call.
+    operator (`op_overload`), else the calls of its last origins (those no other origin of it
+    consumes): a library call picked by autotuning, such as cuBLASLt's bias_addmm, has no
+    operator. The unpacking of a multi-output result claims no eager call.
     """
     own: set[tuple[str, str]] | None = None
     extern_op = None
     if type(node).__name__.startswith("Extern"):
-        own_call = _eager_call(getattr(node.node, "origin_node", None))
+        kernel = node.node
+        own_call = _eager_call(getattr(kernel, "origin_node", None))
         own = {own_call} if own_call is not None else set()
-        extern_op = _op_name(getattr(node.node, "op_overload", None))
+        extern_op = _op_name(getattr(kernel, "op_overload", None))
+        if own_call is None and extern_op is None and type(kernel).__name__ != "MultiOutput":
+            own = {c for o in _last_origins(kernel) if (c := _eager_call(o)) is not None}
     found: dict[tuple[str, str], EagerCall] = {}
     for sub in node.get_nodes():
         for origin in getattr(sub.node, "origins", ()) or ():
@@ -106,6 +111,13 @@ def _eager_instances(node: Any, cache: dict[int, dict[Any, int]]) -> list[EagerC
             elif pos < seen.pos:
                 found[key] = dataclasses.replace(seen, pos=pos)
     return sorted(found.values(), key=lambda e: e.pos)
+
+
+def _last_origins(kernel: Any) -> list[Any]:
+    """The FX nodes among a kernel's origins that no other of its origins consumes: the call
+    itself, not the producers of its inputs (a transpose, an expanded bias)."""
+    origins = set(getattr(kernel, "origins", ()) or ())
+    return [o for o in origins if not origins.intersection(getattr(o, "users", {}))]
 
 
 def _describe_inductor_node(

@@ -1,5 +1,5 @@
 """A model's output as the tensors it holds: what each mode's output is compared by, and what
-torch.jit.trace is given when the model returns more than tensors."""
+torch.jit.trace and torch.export are given when the model returns more than tensors."""
 
 from __future__ import annotations
 
@@ -90,3 +90,22 @@ class TensorOutputs(nn.Module):
 
     def forward(self, *inputs: Any) -> tuple[torch.Tensor, ...]:
         return flatten_output(self.model(*inputs)).tensors
+
+
+def with_tensor_outputs(module: nn.Module, output: Any, tool: str) -> tuple[nn.Module, str | None]:
+    """The module `tool` should capture, given one eager `output` of it, and what was flattened.
+
+    A tensor or tuples of tensors are captured as they are; anything else (a ModelOutput holding
+    a DynamicCache, a dict, a dataclass) is wrapped in TensorOutputs, and the returned sentence
+    says what was flattened and dropped (the record's `compiler.outputs`)."""
+    from profreport.modes.base import ModeError
+
+    flat = flatten_output(output)
+    if flat.plain:
+        return module, None
+    if not flat.tensors:
+        raise ModeError(
+            f"{tool} needs tensor outputs, and {type(module).__name__}'s output "
+            f"({flat.container}) holds none"
+        )
+    return TensorOutputs(module).eval(), flat.describe()

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from profreport.modes.base import ModeError, PreparedMode, Sync
-from profreport.modes.outputs import TensorOutputs, flatten_output
+from profreport.modes.base import PreparedMode, Sync
+from profreport.modes.outputs import with_tensor_outputs
 from profreport.record.model import CompilerEvidence, ScriptFusionGroup
 
 # TorchScript's own warm-up: the profiling executor records shapes on the first call and runs its
@@ -173,15 +173,7 @@ def traceable(
 
     One eager call shows the output's structure. A tensor or tuples of tensors trace as they
     are (strict tracing, as before); anything else is wrapped in TensorOutputs."""
-    flat = flatten_output(call(module, inputs, sync))
-    if flat.plain:
-        return module, None
-    if not flat.tensors:
-        raise ModeError(
-            f"torch.jit.trace needs tensor outputs, and {type(module).__name__}'s output "
-            f"({flat.container}) holds none"
-        )
-    return TensorOutputs(module).eval(), flat.describe()
+    return with_tensor_outputs(module, call(module, inputs, sync), "torch.jit.trace")
 
 
 def prepared_after_warmup(

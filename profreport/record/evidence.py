@@ -238,6 +238,9 @@ class ResizedAccess(Section):
     full_bytes: int = 0
     scheduler_bytes: int = 0
     counted_bytes: int = 0
+    # a graph constant (AOTInductor's weights): Inductor counts none of it, so
+    # `scheduler_bytes` is the whole constant
+    constant: bool | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,9 @@ class MachineLoad(Section):
     load1_after: float | None = None
     other_busy_share: float | None = None  # other processes' share of all CPU time
     ours_busy_share: float | None = None
+    # profreport's own child processes' share (compile workers, compilers): counted apart from
+    # other processes and held to the same limit; absent in runs recorded before it was read
+    children_busy_share: float | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -423,3 +429,50 @@ class TimingNoise(Section):
         if self.signals is not None and self.signals.modes is not None:
             own = self.signals.modes.get(mode)
         return [*self.reasons, *(own.reasons if own is not None else ())]
+
+
+@dataclass(frozen=True)
+class StepTime(Section):
+    """Where one profiled step's wall time went (analysis/time_breakdown), in µs of profiled
+    time. The host parts are the thread that recorded the step, each instant counted once, for
+    the first of op, launch, runtime, dispatch, wrapper that holds it (python: none holds it), so
+    they sum to `wall_us`; the device parts (device traces) are the device's view of the step."""
+
+    name: str = ""
+    wall_us: float = 0.0
+    op_us: float | None = None  # inside a CPU kernel (cpu definition only)
+    launch_us: float | None = None  # inside a launch API call (device definition only)
+    runtime_us: float | None = None  # inside another runtime / driver call (syncs, copies)
+    dispatch_us: float = 0.0  # inside a dispatcher op that is not a kernel
+    wrapper_us: float = 0.0  # inside another profiled range (compiled-code wrappers, forward)
+    python_us: float = 0.0  # inside no profiled range: Python and unprofiled code
+    dispatched_ops: int = 0  # dispatcher ops (kernels and bookkeeping) started in the step
+    launches: int = 0  # launch API calls started in the step
+    device_span_us: float | None = None  # step start to the later of its end and its last work
+    device_busy_us: float | None = None  # union of the step's kernels, copies and fills
+    host_wait_us: float | None = None  # device idle until a launch the host had not yet made
+    kernel_wait_us: float | None = None  # idle gaps under 30 µs with the next launch made
+    other_idle_us: float | None = None  # the rest of the device's idle time
+
+    @property
+    def device_idle_us(self) -> float | None:
+        if self.device_span_us is None or self.device_busy_us is None:
+            return None
+        return self.device_span_us - self.device_busy_us
+
+    @property
+    def overhead_us(self) -> float:
+        """Host time outside kernels (cpu) or launches (device): dispatch, wrappers, Python,
+        and on a device trace the runtime calls too."""
+        return self.wall_us - (self.op_us or 0.0) - (self.launch_us or 0.0)
+
+
+@dataclass(frozen=True)
+class TimeBreakdown(Section):
+    """A mode's profiled steps by where their time went (evidence, from its trace): the step of
+    median wall time (upper median) and every step's wall time."""
+
+    definition: str = ""  # "cpu" or "device": which parts `step` has
+    source: str = ""
+    step: StepTime | None = None
+    step_walls_us: tuple[float, ...] = ()

@@ -116,3 +116,25 @@ class RooflineFloor(Section):
     kernels_without_bytes: int = 0
     kernels_by_bound: KernelsByBound | None = None
     note: str = ""
+
+
+@dataclass(frozen=True)
+class TimeFindings(Section):
+    """What a mode's time breakdown shows (a finding, analysis/speedup_breakdown): its bound,
+    and against eager, what the profiled step time saved is made of."""
+
+    bound: str = ""  # host-bound | launch-bound | device-bound
+    bound_evidence: str = ""
+    basis: str | None = None  # which step times the decomposition uses
+    eager_step_us: float | None = None
+    step_us: float | None = None
+    saved_us: float | None = None  # eager step - this step (negative: slower)
+    work_saved_us: float | None = None  # kernel (op) time saved
+    overhead_saved_us: float | None = None  # host overhead and device idle saved
+    eager_ops: int | None = None  # dispatched ops (cpu) or launches (device) per step
+    ops: int | None = None
+    bytes_saved: int | None = None  # modeled traffic eager - this mode
+    bandwidth_bytes_per_s: float | None = None  # measured memory bandwidth (ceilings)
+    bytes_bound_us: float | None = None  # bytes_saved / bandwidth: the most bytes can explain
+    bytes_credit_us: float | None = None  # min(work saved, bytes_bound): what bytes are credited
+    clause: str = ""  # the verdict's clause

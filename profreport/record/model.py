@@ -41,7 +41,9 @@ from profreport.record.evidence import (
     ResizedAccess,
     ScriptFusionGroup,
     Speedup,
+    StepTime,
     TensorIO,
+    TimeBreakdown,
     TimingNoise,
     TwoPeaks,
     WholeTrace,
@@ -52,6 +54,7 @@ from profreport.record.findings import (
     KernelsByBound,
     KernelTraffic,
     RooflineFloor,
+    TimeFindings,
     WhyKind,
     WhyNotFused,
 )
@@ -104,7 +107,10 @@ __all__ = [
     "Settings",
     "Speedup",
     "Status",
+    "StepTime",
     "TensorIO",
+    "TimeBreakdown",
+    "TimeFindings",
     "TimingNoise",
     "TimingSettings",
     "Tool",
@@ -213,7 +219,7 @@ class TimingSettings(Section):
     overall; `warmup_s` of untimed calls first."""
 
     min_time_s: float = 1.0  # measured time per mode, at least
-    max_time_s: float = 60.0  # all modes together, at most
+    max_time_s: float = 60.0  # all modes together, warm-up and calibration included, at most
     block_s: float = 0.02
     min_blocks: int = 15
     warmup_s: float = 0.1
@@ -324,6 +330,9 @@ class ModeResult(Section):
     kernels: KernelCounts | None = required(None, when=("status", "ok"), omit=True)
     peak_memory: PeakMemory | None = omitted()
     latency_ms: Latency | None = omitted()  # absent when the mode failed while timed
+    # where the profiled step's time went (analysis/time_breakdown); absent in records before
+    time_breakdown: TimeBreakdown | None = omitted()
+    not_timed: str | None = omitted()  # why an ok mode has no latency (its CUDA context was lost)
     speedup_vs_eager: Speedup | None = omitted()
     bytes: Bytes | None = required(None, when=("status", "ok"), omit=True)
     error_full: str | None = omitted()  # a failed mode: the whole message
@@ -331,6 +340,7 @@ class ModeResult(Section):
     fusion: FusionMap | None = finding()
     roofline: RooflineFloor | None = finding()
     why_not_fused: tuple[WhyNotFused, ...] | None = finding()
+    time_findings: TimeFindings | None = finding()
     verdict: str | None = finding()
 
     @property

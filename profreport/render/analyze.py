@@ -1,5 +1,6 @@
-"""Renderers for ``profreport analyze`` documents: each takes the JSON-ready document and returns
-the content (JSON, Markdown or a self-contained HTML page); writing it is the caller's job."""
+"""Renderers for ``profreport analyze`` documents: each takes the typed ``profreport.analysis/1``
+document (analysis/trace_document.py) and returns the content (JSON, Markdown or a
+self-contained HTML page); writing it is the caller's job."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from typing import Any
 
 import orjson
 
+from profreport.analysis.trace_document import (
+    AnalysisDocument,
+    CountChange,
+    CounterSummary,
+    KernelEntry,
+    TraceComparison,
+    TraceSummary,
+)
 from profreport.format import md_cell, md_line, md_table
 from profreport.record.section import JSONObject
+from profreport.render.analyze_time import METHOD as TIME_METHOD
+from profreport.render.analyze_time import time_compare_view, time_markdown, time_view
 
 NAME_WIDTH = 90
 TEMPLATE_NAME = "analyze.html.j2"
@@ -26,8 +37,9 @@ ROWS = (
 )
 
 
-def render_json(doc: JSONObject, top: int = 15) -> str:
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+def render_json(doc: AnalysisDocument, top: int = 15) -> str:
+    data = doc.to_json()
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
 
 
 def fmt(value: Any, style: str = "int") -> str:
@@ -75,35 +87,35 @@ def _cell(value: Any, key: str, style: str, activity: str) -> str:
     return text if value is None and key in keys else fmt(value, style)
 
 
-def counters_view(t: JSONObject) -> JSONObject | None:
+def counters_view(t: TraceSummary) -> JSONObject | None:
     """The counter section of one trace: totals, derived figures per kernel, every metric."""
-    c = t.get("counters")
-    if not c:
+    c: CounterSummary | None = t.counters
+    if c is None:
         return None
     derived_rows = [
-        ("FLOPs", c.get("flops"), "count"),
-        ("DRAM bytes read", c.get("dram_bytes_read"), "bytes"),
-        ("DRAM bytes written", c.get("dram_bytes_written"), "bytes"),
+        ("FLOPs", c.flops, "count"),
+        ("DRAM bytes read", c.dram_bytes_read, "bytes"),
+        ("DRAM bytes written", c.dram_bytes_written, "bytes"),
     ]
     return {
-        "source": c["source"],
-        "ranges": fmt(c["ranges"]),
+        "source": c.source,
+        "ranges": fmt(c.ranges),
         "totals": [(label, _counter(v, style)) for label, v, style in derived_rows],
-        "kernels": [
-            {
-                "name": short(k["name"]),
-                "full_name": k["name"],
-                "calls": fmt(k["calls"]),
-                "flops": _counter(k.get("flops"), "count"),
-                "dram_read": _counter(k.get("dram_bytes_read"), "bytes"),
-                "dram_written": _counter(k.get("dram_bytes_written"), "bytes"),
-            }
-            for k in t["top_kernels"]
-            if "counter_totals" in k
-        ],
-        "metrics": [(name, _counter(v, "count")) for name, v in c["totals"].items()],
-        "not_additive": ", ".join(c["not_additive"]),
-        "texts": [c["flops_formula"], c["dram_text"]],
+        "kernels": [_counter_kernel(k) for k in t.top_kernels if k.has("counter_totals")],
+        "metrics": [(name, _counter(v, "count")) for name, v in c.totals.items()],
+        "not_additive": ", ".join(c.not_additive),
+        "texts": [c.flops_formula, c.dram_text],
+    }
+
+
+def _counter_kernel(k: KernelEntry) -> dict[str, str]:
+    return {
+        "name": short(k.name),
+        "full_name": k.name,
+        "calls": fmt(k.calls),
+        "flops": _counter(k.flops, "count"),
+        "dram_read": _counter(k.dram_bytes_read, "bytes"),
+        "dram_written": _counter(k.dram_bytes_written, "bytes"),
     }
 
 
@@ -115,93 +127,95 @@ def _counter(value: Any, style: str) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
-def view_model(doc: JSONObject, top: int = 15) -> JSONObject:
+def view_model(doc: AnalysisDocument, top: int = 15) -> JSONObject:
     """Everything a page or a Markdown file shows, already formatted as strings."""
-    traces = []
-    for i, t in enumerate(doc["traces"]):
-        step = t["per_step"]
-        dev = t["device"]
-        activity = t.get("device_activity", "")
-        traces.append(
-            {
-                "title": t["path"] + (" (baseline)" if i == 0 and len(doc["traces"]) > 1 else ""),
-                "device": f"{dev.get('name') or 'unknown device'} ({dev.get('kind')})",
-                "definition": t["definition"],
-                "evidence": t.get("definition_evidence", ""),
-                "notes": t.get("notes", []),
-                "counters": counters_view(t),
-                "steps": step["steps"],
-                "steps_text": _steps_text(step["steps"]),
-                "empty": t.get("events") == 0,
-                "totals": [
-                    (
-                        label,
-                        _cell(t[key], key, style, activity),
-                        _cell(step.get(key), key, style, activity) if step["steps"] else "",
-                    )
-                    for key, label, style in ROWS
-                ],
-                "launch_apis": ", ".join(f"{k} × {v:,}" for k, v in t["launch_api_counts"].items())
-                or ("none (CPU work has no launch API)" if t["definition"] == "cpu" else "none"),
-                "kernels": [
-                    {
-                        "name": short(k["name"]),
-                        "full_name": k["name"],
-                        "kind": k["kind"],
-                        "calls": fmt(k["calls"]),
-                        "time_us": fmt(k["time_us"], "us"),
-                        "launched_by": short(k["launched_by"], 48),
-                    }
-                    for k in t["top_kernels"][:top]
-                ],
-                "distinct_kernels": t["distinct_kernels"],
-            }
-        )
-    comparisons = []
-    for c in doc["comparison"]:
-        comparisons.append(
-            {
-                "title": f"{c['path']} vs {c['baseline']}",
-                "steps": _steps_text(c["per_step"]["steps"]["baseline"])
-                + " in the baseline, "
-                + _steps_text(c["per_step"]["steps"]["value"])
-                + " here",
-                "note": c.get("note"),
-                "totals": [
-                    _delta_row(label, c["totals"][key], style) for key, label, style in ROWS
-                ],
-                "per_step": [
-                    _delta_row(label, c["per_step"][key], style)
-                    for key, label, style in ROWS
-                    if key in c["per_step"]
-                ],
-                "kernels": [
-                    {
-                        "name": short(k["name"]),
-                        "full_name": k["name"],
-                        "status": k["status"],
-                        "calls": f"{k['baseline_calls']:,} → {k['calls']:,}",
-                        "time_us": _arrow(k["baseline_time_us"], k["time_us"]),
-                        "delta_time_us": fmt(k["delta_time_us"], "delta"),
-                    }
-                    for k in c["kernels"][:top]
-                ],
-                "kernels_changed": len(c["kernels"]),
-                "ops": [
-                    (
-                        short(o["op"], 60),
-                        fmt(o["baseline_kernels"]),
-                        fmt(o["kernels"]),
-                        fmt(o["delta"], "delta"),
-                    )
-                    for o in c["launching_ops"][:top]
-                ],
-            }
-        )
-    return {"traces": traces, "comparisons": comparisons, "definitions": doc["definitions"]}
+    many = len(doc.traces) > 1
+    traces = [_trace_view(t, many and i == 0, top) for i, t in enumerate(doc.traces)]
+    comparisons = [_comparison_view(c, top) for c in doc.comparison]
+    return {"traces": traces, "comparisons": comparisons, "definitions": dict(doc.definitions)}
 
 
-def _arrow(before: float, after: float) -> str:
+def _trace_view(t: TraceSummary, baseline: bool, top: int) -> dict[str, Any]:
+    step = t.per_step
+    activity = t.device_activity
+    steps = step.steps
+    return {
+        "title": t.path + (" (baseline)" if baseline else ""),
+        "device": f"{t.device.get('name') or 'unknown device'} ({t.device.get('kind')})",
+        "definition": t.definition,
+        "evidence": t.definition_evidence,
+        "notes": list(t.notes),
+        "counters": counters_view(t),
+        "steps": steps,
+        "steps_text": _steps_text(steps),
+        "empty": t.events == 0,
+        "totals": [
+            (
+                label,
+                _cell(getattr(t, key), key, style, activity),
+                _cell(getattr(step, key, None), key, style, activity) if steps else "",
+            )
+            for key, label, style in ROWS
+        ],
+        "launch_apis": ", ".join(f"{k} × {v:,}" for k, v in t.launch_api_counts.items())
+        or ("none (CPU work has no launch API)" if t.definition == "cpu" else "none"),
+        "kernels": [
+            {
+                "name": short(k.name),
+                "full_name": k.name,
+                "kind": k.kind,
+                "calls": fmt(k.calls),
+                "time_us": fmt(k.time_us, "us"),
+                "launched_by": short(k.launched_by, 48),
+            }
+            for k in t.top_kernels[:top]
+        ],
+        "distinct_kernels": t.distinct_kernels,
+        "time": None if t.time_breakdown is None else time_view(t.time_breakdown),
+    }
+
+
+def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
+    per_step = c.per_step
+    return {
+        "title": f"{c.path} vs {c.baseline}",
+        "steps": _steps_text(per_step.steps.baseline)
+        + " in the baseline, "
+        + _steps_text(per_step.steps.value)
+        + " here",
+        "note": c.note,
+        "totals": [_delta_row(label, getattr(c.totals, key), style) for key, label, style in ROWS],
+        "per_step": [
+            _delta_row(label, getattr(per_step, key), style)
+            for key, label, style in ROWS
+            if key in _PER_STEP_KEYS
+        ],
+        "kernels": [
+            {
+                "name": short(k.name),
+                "full_name": k.name,
+                "status": k.status,
+                "calls": f"{k.baseline_calls:,} → {k.calls:,}",
+                "time_us": _arrow(k.baseline_time_us, k.time_us),
+                "delta_time_us": fmt(k.delta_time_us, "delta"),
+            }
+            for k in c.kernels[:top]
+        ],
+        "kernels_changed": len(c.kernels),
+        "ops": [
+            (short(o.op, 60), fmt(o.baseline_kernels), fmt(o.kernels), fmt(o.delta, "delta"))
+            for o in c.launching_ops[:top]
+        ],
+        "time": None if c.time_breakdown is None else time_compare_view(c.time_breakdown),
+    }
+
+
+_PER_STEP_KEYS = frozenset(
+    {"kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us"}
+)
+
+
+def _arrow(before: float | None, after: float | None) -> str:
     return f"{fmt(before, 'us')} → {fmt(after, 'us')}"
 
 
@@ -211,22 +225,13 @@ def _steps_text(n: int) -> str:
     return "1 ProfilerStep" if n == 1 else f"{n} ProfilerSteps"
 
 
-def _delta_row(label: str, d: JSONObject, style: str) -> tuple[str, str, str, str, str]:
-    delta_style = "us" if style == "us" else "int"
-    if d["delta"] is None or delta_style == "int":
-        delta = fmt(d["delta"], "delta")
-    else:
-        delta = f"{d['delta']:+,.2f}"
-    return (
-        label,
-        fmt(d["baseline"], style),
-        fmt(d["value"], style),
-        delta,
-        fmt(d["ratio"], "ratio"),
-    )
+def _delta_row(label: str, d: CountChange, style: str) -> tuple[str, str, str, str, str]:
+    plain = d.delta is None or style != "us"
+    delta = fmt(d.delta, "delta") if plain else f"{d.delta:+,.2f}"
+    return (label, fmt(d.baseline, style), fmt(d.value, style), delta, fmt(d.ratio, "ratio"))
 
 
-def render_markdown(doc: JSONObject, top: int = 15) -> str:
+def render_markdown(doc: AnalysisDocument, top: int = 15) -> str:
     vm = view_model(doc, top)
     out = ["# Trace analysis", ""]
     for i, t in enumerate(vm["traces"], 1):
@@ -251,6 +256,7 @@ def render_markdown(doc: JSONObject, top: int = 15) -> str:
             header = ["#", "kernel", "kind", "calls", "time (µs)", "launched by"]
             out += [*md_table(header, rows, "rllrrl"), ""]
         out += _counters_markdown(t["counters"])
+        out += time_markdown(t["time"])
     for c in vm["comparisons"]:
         out += [f"## Comparison: {md_cell(c['title'])}", ""]
         if c["note"]:
@@ -266,9 +272,11 @@ def render_markdown(doc: JSONObject, top: int = 15) -> str:
         out += md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
         out += ["", "Kernels per launching CPU op (where different):", ""]
         out += [*md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
+        out += time_markdown(c["time"])
     out += ["## Method", ""]
     for text in vm["definitions"].values():
         out += [text, ""]
+    out += [TIME_METHOD, ""]
     return "\n".join(out)
 
 
@@ -291,7 +299,9 @@ def _counters_markdown(c: JSONObject | None) -> list[str]:
     return out
 
 
-def render_html(doc: JSONObject, top: int = 15) -> str:
+def render_html(doc: AnalysisDocument, top: int = 15) -> str:
     from profreport.render.jinja import render_page
 
-    return render_page(TEMPLATE_NAME, vm=view_model(doc, top), empty_trace=EMPTY_TRACE)
+    return render_page(
+        TEMPLATE_NAME, vm=view_model(doc, top), empty_trace=EMPTY_TRACE, time_method=TIME_METHOD
+    )

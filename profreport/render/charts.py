@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -114,5 +114,25 @@ def latency_chart(
     ax.errorbar(modes, median, yerr=[lower, upper], fmt="none", ecolor="black", capsize=3)
     ax.set_title("Latency: median, whiskers p10-p90")
     ax.set_ylabel("ms per call (measured)")
+    ax.spines[["top", "right"]].set_visible(False)
+    return figure_svg(fig)
+
+
+# One colour per part of a step, in stacking order (kernels darkest at the bottom).
+_PART_COLORS = ("#1f4e79", "#e69f00", "#9467bd", "#bdbdbd")
+
+
+def time_breakdown_chart(modes: Sequence[str], parts: Mapping[str, Sequence[float]]) -> str:
+    """A stacked bar per mode: where its profiled step's time went, parts bottom up."""
+    fig, ax = plt.subplots(figsize=(4.8, 2.9))
+    bottom = [0.0] * len(modes)
+    for (label, values), color in zip(parts.items(), _PART_COLORS, strict=False):
+        ax.bar(modes, values, bottom=bottom, color=color, label=label)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    for i, total in enumerate(bottom):
+        ax.text(i, total, f"{total:.3g}", ha="center", va="bottom", fontsize=8)
+    ax.set_title("Where a profiled step's time goes")
+    ax.set_ylabel("ms per step (profiled)")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     return figure_svg(fig)

@@ -9,6 +9,7 @@ from profreport.render import charts
 from profreport.render.jinja import render_page
 from profreport.render.roofline_chart import roofline_chart
 from profreport.render.roofline_view import chart_points, roofs
+from profreport.render.time_view import chart_series
 from profreport.render.viewmodel import build_view
 
 
@@ -42,6 +43,9 @@ def build_charts(run: Run) -> dict[str, Markup]:
             [t.median if t.p10 is None else t.p10 for t in timed.values()],
             [t.median if t.p90 is None else t.p90 for t in timed.values()],
         )
+    series = chart_series(run)
+    if series is not None:
+        out["time"] = charts.time_breakdown_chart(*series)
     run_roofs = roofs(run)
     points = chart_points(run)
     if run_roofs is not None and points:

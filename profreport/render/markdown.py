@@ -13,6 +13,8 @@ errors and kernel names are user input, and TensorBoard's text plugin renders th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
@@ -56,6 +58,21 @@ def _memory(cells: dict[str, str]) -> str:
         if cells["compression"] == "-"
         else f"{cells['peak']} ({cells['compression']})"
     )
+
+
+def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where each mode's profiled step went, one line per mode (the decomposition of its
+    speedup is in its verdict)."""
+    if not rows:
+        return []
+    out = ["**Where the time goes** (profiled step of median wall time, profiler on)", ""]
+    for r in rows:
+        parts = ", ".join(f"{label} {value}" for label, value in r["parts"])
+        out.append(
+            f"- {md_cell(r['mode'])}: {r['wall']} ({parts}; {r['ops']} {r['ops_label']}); "
+            f"{md_cell(r['bound'])}"
+        )
+    return [*out, ""]
 
 
 def _or_na(section: Section, key: str, value: object) -> object:
@@ -239,6 +256,9 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     why_total, why = _why_not_fused(view)
     if why:
         blocks.append(folded(f"Why it did not fuse ({why_total} distinct reasons)", why))
+    time = _time_lines(view["time_rows"])
+    if time:
+        blocks.append(folded("Where the time goes", time))
     blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
     ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     setup = md_cell(

@@ -39,6 +39,11 @@ def noise_text(noise: TimingNoise | None) -> str:
         f"{_pct(th.max_other_busy_share if th.has('max_other_busy_share') else None)}), load "
         f"average {_known(load, 'load1_before')} before and {_known(load, 'load1_after')} after",
     ]
+    if load.children_busy_share is not None:  # runs recorded before have no such share
+        parts.append(
+            "profreport's own child processes (compile workers, compilers; not counted as "
+            f"other processes) used {_pct(load.children_busy_share)}"
+        )
     if base.rounds:
         parts.append(
             f"eager over {base.rounds} rounds: blocks spread {_pct(base.block_spread)} "

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from profreport.analysis.comparison import Comparison
+    from profreport.analysis.trace_document import AnalysisDocument
     from profreport.record.model import Run
 
 D = TypeVar("D")
@@ -34,7 +35,7 @@ class Document(Generic[D]):
 RUN: Document[Run] = Document("run")  # a run record (profreport.run/1)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
 # `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
-ANALYSIS: Document[Mapping[str, Any]] = Document("analysis")
+ANALYSIS: Document[AnalysisDocument] = Document("analysis")
 # a sweep record (profreport.sweep/1) as the document sweep.json holds
 SWEEP: Document[Mapping[str, Any]] = Document("sweep")
 # two sweeps gated point by point: a profreport.sweep.compare.SweepComparison, named and not

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
+from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
@@ -31,6 +32,7 @@ from profreport.render.roofline_view import (
     peak_cells,
     peak_method,
 )
+from profreport.render.time_view import time_rows
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.views import (
     BytesRowView,
@@ -103,7 +105,9 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "total": fmt_bytes(b.read + b.written),
             "bytes_source": b.source,
             "bytes_partial": bool(b.not_modeled),
-            "median": fmt_ms(None if lat is None else lat.median),
+            "median": "not timed"
+            if mode.not_timed
+            else fmt_ms(None if lat is None else lat.median),
             "iqr": fmt_ms(None if lat is None else lat.iqr),
             "p10_p90": f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
             "n": "n/a" if lat is None or lat.n is None else lat.n,
@@ -224,6 +228,7 @@ def _measured_view(mode: ModeResult) -> MeasuredView:
         "source": str(m.source) if m.has("source") else "measured (Nsight Compute)",
         "read": fmt_bytes(m.read),
         "written": fmt_bytes(m.written),
+        "writes_note": WRITES_NOTE,
         "kernels": [
             {
                 "name": k.name,
@@ -238,9 +243,10 @@ def _measured_view(mode: ModeResult) -> MeasuredView:
 
 def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     """Why the modeled compile bytes can sit below Inductor's: buffers reached through an index
-    tensor count the elements touched (runs recorded before this have no such entries)."""
+    tensor count the elements touched (runs recorded before this have no such entries); a graph
+    constant (AOTInductor's weights), which Inductor does not count, enters whole first."""
     notes = []
-    for resized, what in (
+    for resized_all, what in (
         (
             [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)],
             "through an index tensor",
@@ -250,15 +256,22 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
             "of a slice of a buffer inside a fused kernel",
         ),
     ):
-        if not resized:
-            continue
-        counted = sum(r.counted_bytes for r in resized)
-        scheduler = sum(r.scheduler_bytes for r in resized)
-        notes.append(
-            f"; {len(resized)} buffer access(es) {what} modeled as the elements touched "
-            f"({fmt_bytes(counted)}) where Inductor's per-kernel sizing gives "
-            f"{fmt_bytes(scheduler)}"
-        )
+        for constant in (False, True):
+            resized = [r for r in resized_all if bool(r.constant) is constant]
+            if not resized:
+                continue
+            counted = sum(r.counted_bytes for r in resized)
+            scheduler = sum(r.scheduler_bytes for r in resized)
+            subject = "graph constant access(es)" if constant else "buffer access(es)"
+            against = (
+                f"where Inductor's per-kernel sizing gives {fmt_bytes(scheduler)}"
+                if not constant
+                else f"instead of whole ({fmt_bytes(scheduler)})"
+            )
+            notes.append(
+                f"; {len(resized)} {subject} {what} modeled as the elements touched "
+                f"({fmt_bytes(counted)}) {against}"
+            )
     return "".join(notes)
 
 
@@ -418,6 +431,7 @@ def build_view(run: Run) -> PageView:
         "has_roofline": any(
             m.roofline is not None and m.roofline.to_json() for m in modes.values()
         ),
+        "time_rows": time_rows(run),
         "definition_name": "" if definition is None or definition.name is None else definition.name,
         "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
         "method": _method(run),

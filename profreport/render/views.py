@@ -4,7 +4,7 @@ a key the view-model does not build is a type error, not an empty cell."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from profreport.record.section import JSONObject
 from profreport.render.folding import FoldedOps
@@ -111,6 +111,7 @@ class MeasuredView(TypedDict, total=False):
     source: str
     read: str
     written: str
+    writes_note: str
     kernels: list[MeasuredKernelView]
 
 
@@ -196,6 +197,7 @@ class PageView(TypedDict):
     details: list[DetailView]
     env_rows: list[tuple[str, object]]
     has_roofline: bool
+    time_rows: list[dict[str, Any]]  # render/time_view.py
     definition_name: str
     bookkeeping_ops: str
     method: dict[str, str]

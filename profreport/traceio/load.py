@@ -5,8 +5,8 @@ A trace is read once and kept as a handful of numpy columns plus interned string
 need survive (phase, category, name, time, thread, correlation / External id, flow id, bytes).
 
 Events that no analysis reads are dropped while loading: metadata (``ph == "M"``), Python stack
-samples (``python_function``), ``fwdbwd`` flows and CUDA sync records. Everything else is kept,
-including unknown categories.
+samples (``python_function``) and ``fwdbwd`` flows. Everything else is kept, including unknown
+categories and CUDA sync records.
 
 Large files are parsed in chunks by this process and helper processes together (see
 :mod:`profreport.traceio.chunks`); the result is the same, row for row, as one pass would give.

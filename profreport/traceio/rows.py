@@ -1,8 +1,9 @@
 """Trace event dicts to typed row columns, keeping only the fields the analyses read.
 
 :class:`RowBuilder` turns batches of event dicts into ``array`` columns and drops events no
-analysis reads: metadata (``ph == "M"``), Python stack samples (``python_function``), ``fwdbwd``
-flows and CUDA sync records. numpy-free, so a helper process (traceio.chunks) starts fast.
+analysis reads: metadata (``ph == "M"``), Python stack samples (``python_function``) and
+``fwdbwd`` flows. CUDA sync records (``cuda_sync``) are kept: the time breakdown counts a stream's
+sync records as HTA does. numpy-free, so a helper process (traceio.chunks) starts fast.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ TableDelta = tuple[list[str], list[Lane], list[tuple[int, int, int, int]]]
 
 # Categories whose events no analysis reads; dropping them while loading saves most of the
 # memory on traces recorded with ``with_stack=True``.
-_DROPPED_CATS = frozenset({"python_function", "fwdbwd", "cuda_sync"})
+_DROPPED_CATS = frozenset({"python_function", "fwdbwd"})
 # Categories whose whole ``args`` are kept (rare events, read by the kernel-record extraction).
 _ARGS_KEPT_CATS = frozenset({"cuda_profiler_range"})
 _PHASE_CODES = {p: ord(p[0]) for p in ("X", "B", "E", "i", "I", "C", "s", "t", "f", "b", "e", "n")}

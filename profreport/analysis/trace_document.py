@@ -1,0 +1,253 @@
+"""The ``profreport.analysis/1`` document of ``profreport analyze`` as frozen dataclasses.
+
+`AnalysisDocument.to_json()` writes the document `analyze --format json` prints; `from_json`
+reads one back (to re-render it), keeping its keys and their order. Its renderers read these
+classes by attribute. Keys a writer leaves out (a comparison's `note`, a trace's `counters`) are
+absent, not null: `present` builds a section with only the keys it was given a value for.
+
+Counter evidence (Inductor kernel records, CUPTI counter ranges, the per-kernel counter metrics)
+stays JSON (`Mapping`): it is passed through as Kineto and the counter analysis write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from profreport.analysis.time_breakdown import TraceTimeBreakdown
+from profreport.record.model import JSON, Section
+
+SCHEMA = "profreport.analysis/1"
+_S = TypeVar("_S", bound=Section)
+
+
+def present(cls: type[_S], **values: Any) -> _S:
+    """``cls(**values)`` whose document holds its declared keys in order, less those of its
+    ``_absent_if_none`` keys whose value is None (keys a writer leaves out, never null)."""
+    section = cls(**values)
+    absent = [k for k in getattr(cls, "_absent_if_none", ()) if values.get(k) is None]
+    return section.without(*absent) if absent else section
+
+
+@dataclass(frozen=True)
+class StepCount(Section):
+    """One ProfilerStep's counts (analysis.kernels.StepCounts as written)."""
+
+    name: str = ""
+    kernels: int = 0
+    launches: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    graph_launches: int = 0
+    kernel_time_us: float | None = None
+
+
+@dataclass(frozen=True)
+class PerStepCounts(Section):
+    """Typical per-step numbers (analysis.kernels.per_step); None: not recorded."""
+
+    kernels: int | None = None
+    launches: int | None = None
+    memcpy: int | None = None
+    memset: int | None = None
+    graph_launches: int | None = None
+    kernel_time_us: float | None = None
+    steps: int = 0
+
+
+@dataclass(frozen=True)
+class KernelEntry(Section):
+    """One kernel of a trace's top kernels (trace_compare.kernel_entry as written)."""
+
+    name: str = ""
+    kind: str = ""
+    calls: int = 0
+    time_us: float | None = None
+    launched_by: str | None = None
+    launched_by_top: str | None = None
+    bytes: int | None = None
+    counters: JSON | None = None
+    counter_totals: JSON | None = None
+    flops: float | None = None
+    dram_bytes_read: float | None = None
+    dram_bytes_written: float | None = None
+    _absent_if_none = (
+        "bytes",
+        "counters",
+        "counter_totals",
+        "flops",
+        "dram_bytes_read",
+        "dram_bytes_written",
+    )
+
+
+@dataclass(frozen=True)
+class CounterSummary(Section):
+    """Trace-wide CUPTI counter totals (analysis.counters.summarize as written)."""
+
+    source: str = ""
+    ranges: int = 0
+    totals: JSON = field(default_factory=dict)
+    not_additive: tuple[str, ...] = ()
+    flops: float | None = None
+    dram_bytes_read: float | None = None
+    dram_bytes_written: float | None = None
+    flops_formula: str = ""
+    dram_text: str = ""
+
+
+@dataclass(frozen=True)
+class TraceSummary(Section):
+    """One trace: its counts, its top kernels, and where its time goes."""
+
+    path: str = ""
+    device: JSON = field(default_factory=dict)
+    definition: str = ""
+    definition_evidence: str = ""
+    device_activity: str = ""
+    kernels: int | None = None
+    memcpy: int | None = None
+    memset: int | None = None
+    launches: int | None = None
+    graph_launches: int | None = None
+    memcpy_bytes: int | None = None
+    memset_bytes: int | None = None
+    kernel_time_us: float | None = None
+    unlinked_kernels: int | None = None
+    notes: tuple[str, ...] = ()
+    steps: tuple[StepCount, ...] = ()
+    per_step: PerStepCounts = field(default_factory=PerStepCounts)
+    launch_api_counts: Mapping[str, int] = field(default_factory=dict)
+    kernels_by_op: Mapping[str, int] = field(default_factory=dict)
+    distinct_kernels: int = 0
+    top_kernels: tuple[KernelEntry, ...] = ()
+    inductor_kernels: tuple[JSON, ...] | None = None
+    counter_ranges: tuple[JSON, ...] | None = None
+    counters: CounterSummary | None = None
+    events: int | None = None
+    time_breakdown: TraceTimeBreakdown | None = None
+    _absent_if_none = (
+        "inductor_kernels",
+        "counter_ranges",
+        "counters",
+        "events",
+        "time_breakdown",
+    )
+
+
+@dataclass(frozen=True)
+class CountChange(Section):
+    """One number of a trace against the baseline's (analysis.change.Change as written)."""
+
+    baseline: float | None = None
+    value: float | None = None
+    delta: float | None = None
+    ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class StepsPair(Section):
+    baseline: int = 0
+    value: int = 0
+
+
+# The whole-trace counts a comparison states, and the per-step ones (in document order).
+TOTAL_FIELDS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "graph_launches",
+    "memcpy_bytes",
+    "memset_bytes",
+    "kernel_time_us",
+    "unlinked_kernels",
+)
+PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
+
+
+@dataclass(frozen=True)
+class TotalChanges(Section):
+    kernels: CountChange = field(default_factory=CountChange)
+    memcpy: CountChange = field(default_factory=CountChange)
+    memset: CountChange = field(default_factory=CountChange)
+    launches: CountChange = field(default_factory=CountChange)
+    graph_launches: CountChange = field(default_factory=CountChange)
+    memcpy_bytes: CountChange = field(default_factory=CountChange)
+    memset_bytes: CountChange = field(default_factory=CountChange)
+    kernel_time_us: CountChange = field(default_factory=CountChange)
+    unlinked_kernels: CountChange = field(default_factory=CountChange)
+
+
+@dataclass(frozen=True)
+class PerStepChanges(Section):
+    kernels: CountChange = field(default_factory=CountChange)
+    launches: CountChange = field(default_factory=CountChange)
+    memcpy: CountChange = field(default_factory=CountChange)
+    memset: CountChange = field(default_factory=CountChange)
+    graph_launches: CountChange = field(default_factory=CountChange)
+    kernel_time_us: CountChange = field(default_factory=CountChange)
+    steps: StepsPair = field(default_factory=StepsPair)
+
+
+@dataclass(frozen=True)
+class KernelChange(Section):
+    """A kernel whose calls or time changed (or that only one side has)."""
+
+    name: str = ""
+    kind: str = ""
+    status: str = ""  # removed | added | changed
+    baseline_calls: int = 0
+    calls: int = 0
+    delta_calls: int = 0
+    baseline_time_us: float | None = None
+    time_us: float | None = None
+    delta_time_us: float | None = None
+    launched_by: str | None = None
+
+
+@dataclass(frozen=True)
+class OpChange(Section):
+    """Kernels launched by one CPU op, where the count differs."""
+
+    op: str = ""
+    baseline_kernels: int = 0
+    kernels: int = 0
+    delta: int = 0
+
+
+@dataclass(frozen=True)
+class TimeChanges(Section):
+    """Where the time goes, against the baseline: each part of the median step, the whole
+    trace's device idle share, and the bound of each side."""
+
+    baseline_bound: str | None = None
+    bound: str | None = None
+    idle_pct: CountChange | None = None
+    step: Mapping[str, CountChange] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TraceComparison(Section):
+    """One trace against the baseline (the first trace)."""
+
+    baseline: str = ""
+    path: str = ""
+    note: str | None = None
+    totals: TotalChanges = field(default_factory=TotalChanges)
+    per_step: PerStepChanges = field(default_factory=PerStepChanges)
+    kernels: tuple[KernelChange, ...] = ()
+    launching_ops: tuple[OpChange, ...] = ()
+    time_breakdown: TimeChanges | None = None
+    _absent_if_none = ("note", "time_breakdown")
+
+
+@dataclass(frozen=True)
+class AnalysisDocument(Section):
+    """The whole ``analyze`` result: a summary per trace, later traces against the first."""
+
+    schema: str = SCHEMA
+    traces: tuple[TraceSummary, ...] = ()
+    comparison: tuple[TraceComparison, ...] = ()
+    definitions: Mapping[str, str] = field(default_factory=dict)

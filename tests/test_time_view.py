@@ -1,0 +1,85 @@
+"""The report's "Where the time goes" piece (render/time_view.py): view-model values, the chart
+and the summary lines."""
+
+from __future__ import annotations
+
+from profreport.record.model import Run
+from profreport.render import charts
+from profreport.render.markdown import _time_lines
+from profreport.render.time_view import chart_series, time_rows
+
+
+def _mode(wall: float, op: float, ops: int, timed_ms: float, clause: str = "") -> dict:
+    return {
+        "status": "ok",
+        "latency_ms": {"median": timed_ms},
+        "time_breakdown": {
+            "definition": "cpu",
+            "source": "profiler",
+            "step": {
+                "name": "ProfilerStep#3",
+                "wall_us": wall,
+                "op_us": op,
+                "dispatch_us": 100.0,
+                "wrapper_us": 50.0,
+                "python_us": wall - op - 150.0,
+                "dispatched_ops": ops,
+            },
+            "step_walls_us": [wall],
+        },
+        "time_findings": {
+            "bound": "host-bound",
+            "bound_evidence": "CPU kernels 50%",
+            "clause": clause,
+        },
+    }
+
+
+RUN = Run.from_json(
+    {
+        "schema": "profreport.run/1",
+        "modes": {
+            "eager": _mode(2000.0, 1000.0, 108, 1.6),
+            "compile": _mode(1200.0, 900.0, 30, 0.9, "profiled step 2 ms → 1.2 ms"),
+            "script": {"status": "failed", "error": "boom"},
+        },
+    }
+)
+
+
+def test_rows_per_mode_that_ran_with_its_parts_in_ms():
+    eager, compiled = time_rows(RUN)
+    assert (eager["mode"], eager["wall"], eager["timed"]) == ("eager", "2 ms", "1.6 ms")
+    assert eager["parts"] == [
+        ("CPU kernels", "1 ms"),
+        ("dispatch", "0.1 ms"),
+        ("wrappers", "0.05 ms"),
+        ("Python", "0.85 ms"),
+    ]
+    assert (eager["ops"], eager["ops_label"], eager["bound"]) == (
+        108,
+        "dispatched ops",
+        "host-bound",
+    )
+    assert compiled["clause"] == "profiled step 2 ms → 1.2 ms"
+
+
+def test_chart_series_stack_every_part_per_mode_and_render_as_checked_svg():
+    series = chart_series(RUN)
+    assert series is not None
+    modes, parts = series
+    assert modes == ["eager", "compile"]
+    assert parts["CPU kernels"] == [1.0, 0.9]
+    assert [sum(v) for v in zip(*parts.values(), strict=True)] == [2.0, 1.2]
+    svg = charts.time_breakdown_chart(modes, parts)
+    assert svg.startswith("<svg") and "Python" in svg
+
+
+def test_summary_lines():
+    lines = _time_lines(time_rows(RUN))
+    assert lines[0].startswith("**Where the time goes**")
+    assert lines[2] == (
+        "- eager: 2 ms (CPU kernels 1 ms, dispatch 0.1 ms, wrappers 0.05 ms, Python 0.85 ms; "
+        "108 dispatched ops); host-bound"
+    )
+    assert _time_lines([]) == []
