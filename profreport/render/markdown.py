@@ -172,10 +172,13 @@ def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
                 continue
             count = f" ×{w['count']}" if w["count"] > 1 else ""
             ops = short_text(w["ops"]["short"], NAME_CHARS)
-            item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}{count} ({md_cell(ops)}): "
+            ops_part = f" ({md_cell(ops)})" if w["ops"]["more"] or ops != "-" else ""
+            item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}{count}{ops_part}: "
             item += md_cell(short_text(w["reason"], 300))
             if w["where"]:
                 item += f" at {md_code(short_text(w['where'], NAME_CHARS))}"
+            if w["source_text"]:
+                item += f" {md_code(short_text(w['source_text'], 200))}"
             item += f" ({md_cell(w['source'])})"
             if w["hint"]:
                 test = (
