@@ -154,5 +154,6 @@ def run_ab(
         base_label=labels["base"],
         head_label=labels["head"],
         paired_load=load,
+        allow_different_models=True,  # `ab` compares whatever two models it is given
     )
     return AbResult(runs["base"], runs["head"], comparison)

@@ -181,7 +181,7 @@ def _inductor_nodes(mode: str, module: torch.nn.Module, *inputs: torch.Tensor) -
 
     with torch.no_grad():
         prepared = prepare_mode(mode, module.eval(), inputs, lambda: None)
-    return list(prepared.compiler["inductor_nodes"])
+    return list(prepared.compiler.inductor_nodes or ())
 
 
 @pytest.mark.slow  # one torch.compile and one AOTInductor build

@@ -134,7 +134,9 @@ def tensorboard_markdown(text: str) -> Page:
 
 
 MARKDOWN_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
-MARKDOWN_TAGS |= {"code", "strong", "sub", "details", "summary"}  # the last two: ours, folding
+MARKDOWN_TAGS |= {"code", "strong", "sub"}
+# ours, folding: the comparison's kernel diff (h4, rows folded) and summary.md's detail blocks
+MARKDOWN_TAGS |= {"h4", "details", "summary"}
 REPORT_TAGS = {
     *("html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "b", "ul"),
     *("li", "table", "tr", "th", "td", "span", "div", "figure", "code", "details", "summary"),
@@ -318,7 +320,8 @@ def test_compare_md_and_html_with_hostile_names_and_labels(hostile_run, tmp_path
     assert_inert(
         page,
         {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "br"}
-        | {"code", "table", "tr", "th", "td", "b", "span", "ul", "li"},
+        | {"code", "table", "tr", "th", "td", "b", "span", "ul", "li"}
+        | {"h3", "section", "details", "summary"},  # the kernel diff's partial
     )
     assert [mode, "ok"] in [cells[:2] for cells in page.cells]
     assert str(base_path) in page.text and ERROR in page.text

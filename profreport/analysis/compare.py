@@ -8,6 +8,7 @@ do not overlap, so noise never fails a gate.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from profreport.analysis.comparison import (
     SCHEMA,
     CompareError,
     Comparison,
+    DifferentModels,
     GateOutcome,
     MetricChange,
     ModeComparison,
@@ -23,6 +25,7 @@ from profreport.analysis.comparison import (
     RunIdentity,
     Thresholds,
 )
+from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.latency import bootstrap_median_ci
 from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
@@ -42,6 +45,7 @@ __all__ = [
     "SCHEMA",
     "CompareError",
     "Comparison",
+    "DifferentModels",
     "GateOutcome",
     "MetricChange",
     "ModeComparison",
@@ -85,9 +89,39 @@ _SETUP: tuple[tuple[str, Callable[[Run], Section], str], ...] = (
 )
 
 
-def _setup_warnings(base: Run, head: Run) -> list[str]:
+def _inputs_text(run: Run) -> str:
+    inputs = run.model.inputs
+    if not inputs:
+        return "not recorded"
+    return ", ".join(f"{tuple(i.shape)} {i.dtype}" for i in inputs)
+
+
+def model_differences(base: Run, head: Run) -> list[str]:
+    """What differs between the two runs' models: name, spec, parameter count, inputs (a spec
+    or parameter count one record does not hold is no difference: an older record, or a model
+    passed as an object)."""
+    b, h = base.model, head.model
+    out = []
+    for what, b_value, h_value in (
+        ("name", b.name, h.name),
+        ("spec", b.spec, h.spec),
+        ("parameters", b.parameters, h.parameters),
+    ):
+        if b_value is not None and h_value is not None and b_value != h_value:
+            if isinstance(b_value, int) and isinstance(h_value, int):
+                out.append(f"{what}: base {b_value:,}, head {h_value:,} ({h_value - b_value:+,})")
+            else:
+                out.append(f"{what}: base {b_value!r}, head {h_value!r}")
+    if _as_stored(b, "inputs") != _as_stored(h, "inputs"):
+        out.append(f"inputs: base {_inputs_text(base)}, head {_inputs_text(head)}")
+    return out
+
+
+def _setup_warnings(base: Run, head: Run, models_differ: bool) -> list[str]:
     out = []
     for what, section, name in _SETUP:
+        if models_differ and what == "inputs":
+            continue  # two models: stated with the model differences
         a, b = _as_stored(section(base), name), _as_stored(section(head), name)
         if a != b:
             out.append(f"{what} differ: base {a!r}, head {b!r}")
@@ -271,6 +305,22 @@ def _mode_metrics(
     ]
 
 
+def _new_kernels(mode: str, kernels: ModeKernelDiff, pattern: str | None) -> list[Regression]:
+    """A regression for each kernel that appeared in head and matches `pattern` (re.search)."""
+    if pattern is None:
+        return []
+    return [
+        Regression(
+            mode,
+            "new_kernel",
+            f"{mode}: new kernel {row.name} ({row.calls_per_step_change:+g} per step) matches "
+            f"the new-kernel pattern {pattern!r}",
+        )
+        for row in kernels.of_status("appeared")
+        if re.search(pattern, row.name)
+    ]
+
+
 def compare_runs(
     base: Run,
     head: Run,
@@ -279,14 +329,19 @@ def compare_runs(
     head_label: str = "head",
     resamples: int = 2000,
     paired_load: MachineLoad | None = None,
+    allow_different_models: bool = False,
 ) -> Comparison:
-    """Compare two validated runs; raise CompareError if they are not the same setup.
+    """Compare two validated runs (derived: fusion maps and kernel bytes in place); raise
+    CompareError if they cannot be compared: different device types, or different models
+    (DifferentModels) unless `allow_different_models`.
 
     `paired_load` (from `ab`, which timed base and head in the same rounds) switches the latency
     gate to per-round head/base ratios; the machine load it carries feeds the noise guard.
     """
-    if base.model.name != head.model.name:
-        raise CompareError(f"different models: base {base.model.name!r}, head {head.model.name!r}")
+    if base.model.name != head.model.name and not allow_different_models:
+        raise DifferentModels(
+            f"different models: base {base.model.name!r}, head {head.model.name!r}"
+        )
     if base.device.type != head.device.type:
         raise CompareError(
             f"different device types: base {base.device.type!r}, head {head.device.type!r}"
@@ -297,8 +352,11 @@ def compare_runs(
     for name in [m for m in base.modes if m in head.modes]:
         b, h = base.mode(name), head.mode(name)
         metrics: list[MetricChange] = []
+        kernels = None
         if b.ok and h.ok:
             metrics = _mode_metrics(name, base, head, thresholds, resamples, paired_load)
+            kernels = mode_kernel_diff(name, b, h)
+            regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [
                 Regression(name, m.metric, _regression_message(name, m))
                 for m in metrics
@@ -308,10 +366,12 @@ def compare_runs(
             # A mode that worked and now does not is worse than any number: gate on it too.
             error = h.error or h.status
             regressions.append(Regression(name, "status", f"{name}: was ok, now {error}"))
-        modes.append(ModeComparison(name, b.status, h.status, metrics))
+        modes.append(ModeComparison(name, b.status, h.status, metrics, kernels))
 
+    differences = model_differences(base, head)
+    names = (base.model.name, head.model.name)
     return Comparison(
-        model=base.model.name,
+        model=names[0] if names[0] == names[1] else f"{names[0]} vs {names[1]}",
         device_type=base.device.type,
         base=_identity(base, base_label),
         head=_identity(head, head_label),
@@ -319,6 +379,7 @@ def compare_runs(
         modes=modes,
         only_in_base=[m for m in base.modes if m not in head.modes],
         only_in_head=[m for m in head.modes if m not in base.modes],
-        warnings=_setup_warnings(base, head),
+        warnings=_setup_warnings(base, head, names[0] != names[1]),
         regressions=regressions,
+        model_differences=differences,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
+from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.record.section import JSONObject
 
 SCHEMA = "profreport.compare/1"
@@ -19,12 +20,18 @@ class CompareError(ValueError):
     """The two records cannot be compared (different model or device type); one line."""
 
 
+class DifferentModels(CompareError):
+    """The two records are of different models, and the caller did not ask to compare them."""
+
+
 @dataclass(frozen=True)
 class Thresholds:
     max_kernel_increase: int | None = None  # kernels per step, absolute
     max_bytes_increase_pct: float | None = None  # modeled read + written bytes per step
     max_latency_regression_pct: float | None = None  # latency median
     max_peak_memory_increase_pct: float | None = None  # peak memory of one call
+    # a regular expression: a kernel that appears in head and matches it (re.search) regresses
+    new_kernel_pattern: str | None = None
 
     @property
     def any_set(self) -> bool:
@@ -35,6 +42,7 @@ class Thresholds:
                 self.max_bytes_increase_pct,
                 self.max_latency_regression_pct,
                 self.max_peak_memory_increase_pct,
+                self.new_kernel_pattern,
             )
         )
 
@@ -64,6 +72,7 @@ class ModeComparison:
     base_status: str
     head_status: str
     metrics: list[MetricChange] = field(default_factory=list)
+    kernel_diff: ModeKernelDiff | None = None  # both sides ran: kernel by kernel
 
     def metric(self, name: str) -> MetricChange | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -116,6 +125,8 @@ class Comparison(GateOutcome):
     only_in_head: list[str]
     warnings: list[str]
     regressions: list[Regression]
+    # what differs between the two models (name, spec, parameters, inputs): one line each
+    model_differences: list[str] = field(default_factory=list)
 
     @property
     def inconclusive(self) -> list[str]:

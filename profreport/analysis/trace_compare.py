@@ -14,6 +14,7 @@ from typing import Any
 
 from profreport.analysis.change import Change
 from profreport.analysis.counters import derived
+from profreport.analysis.kernel_diff import KernelSide, pair_kernels
 from profreport.analysis.kernels import (
     CPU_DEFINITION_TEXT,
     DEVICE_DEFINITION_TEXT,
@@ -242,31 +243,54 @@ def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeCha
     )
 
 
+def _pairing_side(row: KernelRow) -> KernelSide:
+    """What the kernel diff's strategies pair a trace's row by: its name and kind (a trace has
+    no fusion map). The numbers reported are the row's own whole-trace totals."""
+    return KernelSide(row.name, row.kind, calls_per_step=0.0, time_us_per_step=None)
+
+
 def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[KernelChange]:
-    """Kernels whose call count or time changed (including ones only one side has)."""
-    b = {(r.kind, r.name): r for r in base}
-    o = {(r.kind, r.name): r for r in other}
+    """Kernels whose call count or time changed (including ones only one side has), paired by
+    the kernel diff's strategies (analysis/kernel_diff: the name, else an Inductor-generated
+    name without its counter); `matched_by` says which, `baseline_name` what base called it."""
+    rows_of: dict[int, KernelRow] = {}
+    sides: dict[str, list[KernelSide]] = {"base": [], "other": []}
+    for which, table in (("base", base), ("other", other)):
+        for row in table:
+            side = _pairing_side(row)
+            rows_of[id(side)] = row
+            sides[which].append(side)
+    pairs, only_base, only_other = pair_kernels(sides["base"], sides["other"])
+    found: list[tuple[KernelRow | None, KernelRow | None, str | None]] = [
+        (rows_of[id(b)], rows_of[id(o)], how) for b, o, how in pairs
+    ]
+    found += [(rows_of[id(b)], None, None) for b in only_base]
+    found += [(None, rows_of[id(o)], None) for o in only_other]
     rows: list[KernelChange] = []
     deltas: list[tuple[float, int]] = []
-    for key in b.keys() | o.keys():
-        rb, ro = b.get(key), o.get(key)
+    for rb, ro, how in found:
+        shown = ro if ro is not None else rb
+        if shown is None:
+            continue
         calls_b, calls_o = (rb.calls if rb else 0), (ro.calls if ro else 0)
         time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
-        if calls_b == calls_o and rb is not None and ro is not None and time_b == time_o:
+        if rb is not None and ro is not None and calls_b == calls_o and time_b == time_o:
             continue
         dt = Change(time_b, time_o).difference
         rows.append(
             KernelChange(
-                name=key[1],
-                kind=key[0],
+                name=shown.name,
+                kind=shown.kind,
                 status="removed" if ro is None else "added" if rb is None else "changed",
+                matched_by=how,
+                baseline_name=rb.name if rb is not None else None,
                 baseline_calls=calls_b,
                 calls=calls_o,
                 delta_calls=calls_o - calls_b,
                 baseline_time_us=time_b,
                 time_us=time_o,
                 delta_time_us=None if dt is None else round(dt, 3),
-                launched_by=ro.launched_by if ro else rb.launched_by if rb else None,
+                launched_by=shown.launched_by,
             )
         )
         deltas.append((abs(dt or 0.0), abs(calls_o - calls_b)))

@@ -198,6 +198,10 @@ class KernelChange(Section):
     name: str = ""
     kind: str = ""
     status: str = ""  # removed | added | changed
+    # how base's row was paired with this one (analysis/kernel_diff: name | generated name),
+    # and base's name for it; None: only one side has the kernel
+    matched_by: str | None = None
+    baseline_name: str | None = None
     baseline_calls: int = 0
     calls: int = 0
     delta_calls: int = 0

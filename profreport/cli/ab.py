@@ -31,7 +31,7 @@ COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.ht
 
 def add_arguments(ab: argparse.ArgumentParser) -> None:
     ab.add_argument("base", help="base model spec (as generate --model accepts)")
-    ab.add_argument("head", help="head model spec (as generate --model accepts)")
+    ab.add_argument("head", help="head model spec: the same model or any other")
     ab.add_argument("--modes", default="eager,compile", help="comma-separated modes")
     ab.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda[:N]")
     ab.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
@@ -74,14 +74,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return models
 
     models, build_log = built_off_the_terminal(build, err, args.debug)
-    if models["base"].name != models["head"].name:
-        raise UsageError(
-            f"cannot compare: different models: base {models['base'].name!r}, "
-            f"head {models['head'].name!r}"
-        )
     gates = thresholds(args)
     now = datetime.now(timezone.utc)
-    name = run_name(f"{models['base'].name}-ab", device.type, now)
+    names = dict.fromkeys(models[side].name for side in ab.SIDES)  # one name when they agree
+    name = run_name(f"{'-vs-'.join(names)}-ab", device.type, now)
     with (
         staging(Path(args.out), name) as staged,
         library_output(staged.path / LOG_NAME, err, args.debug, build_log) as terminal,

@@ -4,6 +4,7 @@ and UsageError are profreport.exits')."""
 from __future__ import annotations
 
 import argparse
+import re
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,6 +48,15 @@ non_negative_int = number(int, 0, strict=False)
 non_negative_float = number(float, 0, strict=False)
 
 
+def regular_expression(text: str) -> str:
+    """An argument that must compile as a Python regular expression."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r} ({exc})") from None
+    return text
+
+
 def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> None:
     """The regression gates `compare` and `ab` share (read back with `thresholds`)."""
     parser.add_argument(
@@ -77,6 +87,14 @@ def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> No
         metavar="PCT",
         help="gate: peak memory of one call may grow by at most PCT percent in any mode",
     )
+    parser.add_argument(
+        "--fail-on-new-kernel",
+        type=regular_expression,
+        default=None,
+        metavar="PATTERN",
+        help="gate: no kernel that appears in head may match PATTERN (a Python regular "
+        "expression, searched in the kernel's name), in any mode",
+    )
 
 
 def thresholds(args: argparse.Namespace) -> Any:
@@ -88,6 +106,7 @@ def thresholds(args: argparse.Namespace) -> Any:
         max_bytes_increase_pct=args.max_bytes_increase,
         max_latency_regression_pct=args.max_latency_regression,
         max_peak_memory_increase_pct=args.max_peak_memory_increase,
+        new_kernel_pattern=args.fail_on_new_kernel,
     )
 
 

@@ -20,6 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("head", help="run.json or run folder of the change")
     parser.add_argument("--format", default="md", choices=list(formats(COMPARISON)))
     parser.add_argument("--out", default=None, help="file to write (default: standard output)")
+    parser.add_argument(
+        "--allow-different-models",
+        action="store_true",
+        help="compare runs of two different models (the header states what differs)",
+    )
     add_gate_arguments(
         parser, "gate: latency median may grow by at most PCT percent (beyond noise)"
     )
@@ -27,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
-    from profreport.analysis.compare import CompareError, compare_runs
+    from profreport.analysis.compare import CompareError, DifferentModels, compare_runs
     from profreport.analysis.derive import derived_run
     from profreport.modes import mode_analyses
     from profreport.render import compare as compare_render
@@ -48,8 +53,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     gates = thresholds(args)
     try:
         comparison = compare_runs(
-            runs[0], runs[1], gates, base_label=args.base, head_label=args.head
+            runs[0],
+            runs[1],
+            gates,
+            base_label=args.base,
+            head_label=args.head,
+            allow_different_models=args.allow_different_models,
         )
+    except DifferentModels as exc:
+        raise UsageError(
+            f"cannot compare: {exc} (--allow-different-models compares them anyway)"
+        ) from None
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None
     return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)

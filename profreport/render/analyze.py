@@ -12,6 +12,7 @@ from profreport.analysis.trace_document import (
     AnalysisDocument,
     CountChange,
     CounterSummary,
+    KernelChange,
     KernelEntry,
     TraceComparison,
     TraceSummary,
@@ -195,6 +196,7 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
                 "name": short(k.name),
                 "full_name": k.name,
                 "status": k.status,
+                "matched_by": _matched(k),
                 "calls": f"{k.baseline_calls:,} → {k.calls:,}",
                 "time_us": _arrow(k.baseline_time_us, k.time_us),
                 "delta_time_us": fmt(k.delta_time_us, "delta"),
@@ -213,6 +215,17 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
 _PER_STEP_KEYS = frozenset(
     {"kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us"}
 )
+
+
+def _matched(k: KernelChange) -> str:
+    """How the row's base and head were paired (analysis/kernel_diff), naming base's kernel when
+    it had another name; "—" for a kernel only one side has. A document written before the
+    field existed paired changed rows by name."""
+    how = k.matched_by if k.matched_by is not None else "name" if k.status == "changed" else None
+    if how is None:
+        return "—"
+    base = k.baseline_name
+    return f"{how} (base: {short(base)})" if base and base != k.name else how
 
 
 def _arrow(before: float | None, after: float | None) -> str:
@@ -266,10 +279,11 @@ def render_markdown(doc: AnalysisDocument, top: int = 15) -> str:
         out += md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
         out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
         changed = [
-            (k["name"], k["status"], k["calls"], k["time_us"], k["delta_time_us"])
+            (k["name"], k["status"], k["matched_by"], k["calls"], k["time_us"], k["delta_time_us"])
             for k in c["kernels"]
         ]
-        out += md_table(["kernel", "status", "calls", "time (µs)", "Δ time"], changed, "llrrr")
+        header = ["kernel", "status", "matched by", "calls", "time (µs)", "Δ time"]
+        out += md_table(header, changed, "lllrrr")
         out += ["", "Kernels per launching CPU op (where different):", ""]
         out += [*md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
         out += time_markdown(c["time"])

@@ -18,6 +18,7 @@ from profreport.format import (
 )
 from profreport.record import dumps
 from profreport.render.jinja import render_page
+from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, kernel_diff_views
 from profreport.render.views import CompareRowView, CompareView, SideView
 
 _LABELS = {
@@ -27,6 +28,7 @@ _LABELS = {
     "latency_median_ms": "latency median",
     "peak_memory_bytes": "peak memory",
     "status": "status",
+    "new_kernel": "new kernel",
 }
 
 
@@ -134,6 +136,8 @@ def _thresholds_text(cmp: Comparison) -> str:
         parts.append(
             f"latency median +{t.max_latency_regression_pct:g}% with non-overlapping 95% intervals"
         )
+    if t.new_kernel_pattern is not None:
+        parts.append(f"no new kernel matching {t.new_kernel_pattern!r}")
     return "; ".join(parts) if parts else "none"
 
 
@@ -158,6 +162,8 @@ def build_compare_view(cmp: Comparison) -> CompareView:
         outcome = "report only: no thresholds set"
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
+        "model_differences": list(cmp.model_differences),
+        "kernel_diffs": kernel_diff_views([mc.kernel_diff for mc in cmp.modes]),
         "base": _side(cmp.base),
         "head": _side(cmp.head),
         "outcome": outcome,
@@ -189,6 +195,10 @@ def render_markdown(cmp: Comparison) -> str:
         f"torch {md_cell(head['torch'])})",
         "",
     ]
+    if v["model_differences"]:
+        lines += ["What differs between the models:", ""]
+        lines += [f"- {md_cell(d)}" for d in v["model_differences"]]
+        lines.append("")
     header = ["mode", "status", "kernels / step"]
     if v["show_launches"]:
         header.append("launch calls / step")
@@ -226,7 +236,8 @@ def render_markdown(cmp: Comparison) -> str:
         f"<sub>kernels: profiler; bytes: modeled; peak memory: one call (CUDA allocator peak, or "
         f"the profiler's memory events on CPU); {v['latency_source']}</sub>"
     )
-    return "\n".join(lines) + "\n"
+    lines += ["", *kernel_diff_markdown(v["kernel_diffs"])]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def render_json(cmp: Comparison) -> str:
@@ -234,7 +245,7 @@ def render_json(cmp: Comparison) -> str:
 
 
 def render_html(cmp: Comparison) -> str:
-    return render_page("compare.html.j2", **build_compare_view(cmp))
+    return render_page("compare.html.j2", **build_compare_view(cmp), kernel_diff_source=SOURCE_LINE)
 
 
 def render(cmp: Comparison, fmt: str) -> str:

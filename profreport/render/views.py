@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 from profreport.record.section import JSONObject
 from profreport.render.folding import FoldedOps
 from profreport.render.headline import Headline
+from profreport.render.kernel_diff import KernelDiffModeView
 from profreport.render.why_view import WhyRowView
 
 
@@ -228,6 +229,8 @@ class CompareRowView(TypedDict):
 
 class CompareView(TypedDict):
     title: str
+    model_differences: list[str]
+    kernel_diffs: list[KernelDiffModeView]
     base: SideView
     head: SideView
     outcome: str

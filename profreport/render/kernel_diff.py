@@ -1,0 +1,204 @@
+"""The kernel diff of a comparison, laid out: per mode a view-model of formatted rows (the top
+rows, the rest to fold), its Markdown lines, and the HTML partial's context
+(templates/_kernel_diff.html.j2). The rows come from analysis/kernel_diff.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TypedDict
+
+from profreport.analysis.kernel_diff import (
+    MODELED,
+    TIME_SOURCE,
+    KernelChange,
+    KernelSide,
+    ModeKernelDiff,
+)
+from profreport.format import fmt_bytes, md_cell, md_table
+
+TOP_ROWS = 10  # rows shown before the rest folds under <details>
+
+
+class KernelDiffRowView(TypedDict):
+    kernel: str
+    status: str
+    matched_by: str
+    eager_ops: str
+    calls: str
+    time: str
+    bytes: str
+
+
+class KernelDiffModeView(TypedDict):
+    mode: str
+    summary: str
+    fusion_changes: list[str]
+    note: str
+    bytes_header: str
+    show_eager_ops: bool  # some row has eager ops (a mode with a fusion map)
+    top: list[KernelDiffRowView]
+    rest: list[KernelDiffRowView]
+    rest_label: str
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+
+
+def _signed(x: float) -> str:
+    return f"+{_num(x)}" if x >= 0 else f"−{_num(-x)}"
+
+
+def _us(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x / 1000:.2f} ms" if abs(x) >= 1000 else f"{x:.1f} µs"
+
+
+def _signed_us(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"+{_us(x)}" if x >= 0 else f"−{_us(-x)}"
+
+
+def _signed_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    return f"+{fmt_bytes(n)}" if n >= 0 else f"−{fmt_bytes(-n)}"
+
+
+def _side_bytes(side: KernelSide | None, source: str | None) -> str:
+    if side is None:
+        return "—"
+    value = side.measured_bytes if source != MODELED else side.modeled_bytes
+    text = fmt_bytes(value)
+    if source == MODELED and side.bytes_shared_by and side.bytes_shared_by > 1:
+        text += f" (op's, shared by {side.bytes_shared_by})"
+    return text
+
+
+def _cells(base: str, head: str, change: str, r: KernelChange) -> str:
+    if r.base is None:
+        return f"{head} (new)"
+    if r.head is None:
+        return f"{base} (gone)"
+    return f"{base} → {head} ({change})"
+
+
+def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
+    b, h = r.base, r.head
+    calls = _cells(
+        _num(b.calls_per_step) if b else "",
+        _num(h.calls_per_step) if h else "",
+        _signed(r.calls_per_step_change),
+        r,
+    )
+    time = _cells(
+        _us(b.time_us_per_step) if b else "",
+        _us(h.time_us_per_step) if h else "",
+        _signed_us(r.time_us_per_step_change),
+        r,
+    )
+    size = _cells(
+        _side_bytes(b, r.bytes_source),
+        _side_bytes(h, r.bytes_source),
+        _signed_bytes(r.bytes_change),
+        r,
+    )
+    if mixed_sources and r.bytes_source:
+        size += f", {r.bytes_source}"
+    ops = (h.eager_ops if h and h.eager_ops else b.eager_ops if b else ()) or ()
+    kernel = r.name
+    if b is not None and h is not None and b.name != h.name:
+        kernel = f"{h.name} (base: {b.name})"
+    return {
+        "kernel": kernel,
+        "status": r.status,
+        "matched_by": r.matched_by or "—",
+        "eager_ops": " + ".join(ops),
+        "calls": calls,
+        "time": time,
+        "bytes": size,
+    }
+
+
+def _summary(diff: ModeKernelDiff) -> str:
+    counts = Counter(r.status for r in diff.rows)
+    how = Counter(r.matched_by for r in diff.rows if r.matched_by is not None)
+    parts = [f"{counts[s]} {s}" for s in ("appeared", "disappeared", "changed") if counts[s]]
+    work = ", ".join(parts) if parts else "no kernel appeared, disappeared or changed its work"
+    paired = ", ".join(f"{n} by {by}" for by, n in how.most_common())
+    text = f"{work}; {diff.paired} paired ({paired})" if diff.paired else f"{work}; none paired"
+    if counts["time only"]:
+        text += f"; {counts['time only']} with the same calls and bytes (profiler time only)"
+    return text
+
+
+def mode_view(diff: ModeKernelDiff, top: int = TOP_ROWS) -> KernelDiffModeView:
+    """One mode's kernel diff as formatted strings: structural changes first, `top` rows shown."""
+    sources = {r.bytes_source for r in diff.rows if r.bytes_source is not None}
+    mixed = len(sources) > 1
+    rows = [_row(r, mixed) for r in diff.rows]
+    rest = rows[top:]
+    return {
+        "mode": diff.mode,
+        "summary": _summary(diff),
+        "fusion_changes": [c.summary for c in diff.fusion_changes],
+        "note": diff.note,
+        "bytes_header": "bytes / step" + (f" ({next(iter(sources))})" if len(sources) == 1 else ""),
+        "show_eager_ops": any(r["eager_ops"] for r in rows),
+        "top": rows[:top],
+        "rest": rest,
+        "rest_label": f"{len(rest)} more kernel{'s' if len(rest) != 1 else ''}",
+    }
+
+
+def kernel_diff_views(
+    diffs: Sequence[ModeKernelDiff | None], top: int = TOP_ROWS
+) -> list[KernelDiffModeView]:
+    """The view of each mode that has a kernel diff (both sides ran), in the given order."""
+    return [mode_view(d, top) for d in diffs if d is not None]
+
+
+SOURCE_LINE = (
+    f"calls and time per profiled step: {TIME_SOURCE}; bytes per step: modeled (compulsory "
+    "traffic from tensor sizes, analysis/kernel_bytes), or measured by Nsight Compute where "
+    "both sides were; matched by: how base's and head's rows were paired (name, the eager ops "
+    "a generated kernel computes from the fusion map, or the generated name without "
+    "Inductor's counter)"
+)
+
+
+def _md_rows(rows: list[KernelDiffRowView], eager_ops: bool) -> list[list[str]]:
+    return [
+        [r["kernel"], r["status"], r["matched_by"]]
+        + ([r["eager_ops"]] if eager_ops else [])
+        + [r["calls"], r["time"], r["bytes"]]
+        for r in rows
+    ]
+
+
+def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####") -> list[str]:
+    """The kernel-diff section of a Markdown comparison (empty when no mode has one)."""
+    if not views:
+        return []
+    lines = [f"{heading} Kernel by kernel", ""]
+    for v in views:
+        lines += [f"**{md_cell(v['mode'])}**: {md_cell(v['summary'])}", ""]
+        lines += [f"- {md_cell(c)}" for c in v["fusion_changes"]]
+        if v["note"]:
+            lines.append(f"- {md_cell(v['note'])}")
+        if v["fusion_changes"] or v["note"]:
+            lines.append("")
+        ops = v["show_eager_ops"]
+        header = ["kernel", "status", "matched by", *(["eager ops"] if ops else [])]
+        header += ["calls / step", "time / step (profiler)", v["bytes_header"]]
+        align = "lll" + ("l" if ops else "") + "rrr"
+        if v["top"]:
+            lines += [*md_table(header, _md_rows(v["top"], ops), align), ""]
+        if v["rest"]:
+            lines += [f"<details><summary>{md_cell(v['rest_label'])}</summary>", ""]
+            lines += [*md_table(header, _md_rows(v["rest"], ops), align), "", "</details>", ""]
+    lines.append(f"<sub>{md_cell(SOURCE_LINE)}</sub>")
+    return [*lines, ""]
