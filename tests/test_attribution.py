@@ -283,12 +283,13 @@ def test_module_tree_view_and_report_render():
     assert block["cells"][0] == {"mode": "eager", "calls": "9", "bytes": "840 B", "time": "69.0 µs"}
     page = html.render(_run())
     assert 'id="module-tree"' in page and "0–2 (×3" in page
-    assert "mixers.1: gelu + mul at m.py:13" in page
+    # the three blocks' identical groups are one fusion-map row that names each block
+    assert "mixers.0, mixers.1, mixers.2: gelu + mul at m.py:13" in page
 
 
 def test_summary_lists_the_modules_that_saved_most_inside_details():
     text = markdown.render(_run())
-    start = text.index("<details><summary>Modules whose fused groups saved the most bytes")
+    start = text.index("<summary>Modules whose fused groups saved the most bytes")
     block = text[start : text.index("</details>", start)]
     assert "| mixers.2 | compile | 32 B | 1 | m.py:13 |" in block
 
@@ -341,3 +342,17 @@ def test_kernel_csv_has_the_rows_places_one_cell_each():
     lines = kernel_csv(Run(modes={"eager": placed}), "eager").splitlines()
     assert lines[0].endswith(",modules,source_lines")
     assert lines[2].endswith(",mixers.0 mixers.1 mixers.2,m.py:13")
+
+
+def test_source_lines_stop_where_profreport_calls_the_model():
+    """A built-in model's ops are at its lines in profreport/models.py; the frames that called
+    profreport (this test, pytest) are never the model's."""
+    import torch
+
+    from profreport.capture.opio import record_tensor_io
+    from profreport.models import load_model
+
+    model = load_model("gated-residual", torch.device("cpu"), torch.float32, 1, False)
+    ops = record_tensor_io(model.module, model.example_inputs, lambda: None, root=model.module)
+    lines = {line for op in ops for line in op.lines}
+    assert lines and all(line.startswith("models.py:") for line in lines), lines

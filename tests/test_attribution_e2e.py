@@ -42,7 +42,8 @@ def test_mixer_blocks_eager_table_compile_groups_and_report(mixer_run):
     assert "mixers.2.down" in traced["modules"] and "source_lines" not in traced
     page = (mixer_run / "report.html").read_text()
     assert 'id="module-tree"' in page and "0–2 (×3, identical blocks" in page
-    assert f"mixers.1: gelu + sigmoid + mul at {gate}" in page
+    # the three blocks' fused groups are one fusion-map row (×3) naming each block
+    assert f"mixers.0, mixers.1, mixers.2: gelu + sigmoid + mul at {gate}" in page
     summary = (mixer_run / "summary.md").read_text()
     assert "| mixers.1 | compile |" in summary and gate in summary
 

@@ -60,6 +60,15 @@ def test_generate_publishes_every_output_and_prints_the_table(recorded_pipeline,
     assert "gated-residual on cpu" in out and f"record: {run / 'run.json'}" in out
     assert out.count("\n  compile: ") == 1  # the verdict lines, one per mode
     assert err == ""
+    # the headline's row: kernels eager -> mode and the bytes change, as in the report
+    (row,) = [line for line in out.splitlines() if line.startswith("│ compile ")]
+    assert "7 → 1" in row and "-82%" in row
+    # verdicts wrap at words inside the table's width: every word of the sentence is whole
+    verdict = load(run)["modes"]["compile"]["verdict"]
+    start = out.index("\n  compile: ") + 3
+    wrapped = out[start : out.index("\nreport: ")].splitlines()
+    assert all(len(line) <= 120 for line in wrapped)
+    assert " ".join(line.strip() for line in wrapped).split() == verdict.split()
 
 
 @pytest.mark.parametrize(

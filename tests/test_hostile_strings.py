@@ -121,7 +121,7 @@ def assert_inert(page: Page, allowed_tags: set[str]) -> None:
     # the only links: the all-modes timeline beside the report, by our own constant name, and
     # the report's own in-page anchors (verdict -> why not fused)
     hrefs = [attrs.get("href") or "" for tag, attrs in page.elements if tag == "a"]
-    assert all(h == TIMELINE_NAME or h.startswith("#why-") for h in hrefs), hrefs
+    assert all(h == TIMELINE_NAME or h.startswith(("#why-", "#mode-")) for h in hrefs), hrefs
 
 
 def gfm(text: str) -> Page:
@@ -135,7 +135,8 @@ def tensorboard_markdown(text: str) -> Page:
 
 MARKDOWN_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
 MARKDOWN_TAGS |= {"code", "strong", "sub"}
-MARKDOWN_TAGS |= {"h4", "details", "summary"}  # the comparison's kernel diff, rows folded
+# ours, folding: the comparison's kernel diff (h4, rows folded) and summary.md's detail blocks
+MARKDOWN_TAGS |= {"h4", "details", "summary"}
 REPORT_TAGS = {
     *("html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "b", "ul"),
     *("li", "table", "tr", "th", "td", "span", "div", "figure", "code", "details", "summary"),
@@ -187,9 +188,9 @@ def test_report_html_shows_every_hostile_string_as_text(hostile_run):
     assert "&lt;img src=x onerror=alert(1)&gt;" in raw
     for text in (f"{FILE_STEM}:build", DOC, ERROR, RANGE, CLASS):
         assert text in page.text
-    # The failed mode's error sits in its summary cell, whole.
-    (row,) = [cells for cells in page.cells if cells[:2] == ["script", "failed"]]
-    assert row[2] == f"RuntimeError: {ERROR}"
+    # The failed mode's error sits in its headline cell (and the full table's), whole.
+    rows = [cells for cells in page.cells if cells[:2] == ["script", "failed"]]
+    assert [row[2] for row in rows] == [f"RuntimeError: {ERROR}"] * 2
 
 
 def test_summary_md_escapes_cells_and_lines(hostile_run):
@@ -199,13 +200,15 @@ def test_summary_md_escapes_cells_and_lines(hostile_run):
     name = md_code(f"{FILE_STEM}:build")
     assert md.count(name) == 1
     assert "<img" not in md.replace(name, "") and "<script" not in md.replace(name, "")
-    (line,) = [line for line in md.splitlines() if line.startswith("| script | failed |")]
+    # the headline row holds the error; the folded table of all numbers leaves it to the headline
+    line, numbers = [line for line in md.splitlines() if line.startswith("| script | failed |")]
+    assert "RuntimeError" not in numbers
     assert "\\|\\`y\\`" in line and "&lt;/td&gt;&lt;script&gt;" in line
     # The range and the class name are not in the summary at all (only in the trace graph).
     assert md_cell(RANGE) not in md and "alert(4)" not in md
     for page in (gfm(md), tensorboard_markdown(md)):
         assert_inert(page, MARKDOWN_TAGS)
-        (row,) = [cells for cells in page.cells if cells[:2] == ["script", "failed"]]
+        row = next(cells for cells in page.cells if cells[:2] == ["script", "failed"])
         assert row[2] == f"RuntimeError: {ERROR}"
         assert f"{FILE_STEM}:build" in page.text and DOC in page.text
 
@@ -231,8 +234,12 @@ def test_tensorboard_text_is_the_escaped_summary(hostile_run):
 
 def test_kernel_csvs_hold_no_hostile_names_and_neutralise_formulas(hostile_run):
     for mode in ("eager", "trace"):
-        text = (hostile_run / f"kernels_{mode}.csv").read_text()
-        assert "alert" not in text and text.startswith("name,kind,")
+        rows = list(csv.DictReader(io.StringIO((hostile_run / f"kernels_{mode}.csv").read_text())))
+        assert rows and list(rows[0])[:2] == ["name", "kind"]
+        # the model's file name is the user's source line (inert text in a cell), nowhere else
+        for row in rows:
+            assert all("alert" not in v for k, v in row.items() if k != "source_lines")
+            assert not row["source_lines"] or row["source_lines"].startswith(f"{FILE_STEM}.py:")
     record = load(hostile_run)
     table = record["modes"]["eager"]["kernels"]["table"]
     names = ['=HYPERLINK("http://evil","x")', "+1+1", "-2", "@SUM(A1)", "\tx", "aten::mm"]

@@ -8,6 +8,7 @@ project's CPU machine of the models in tests/data/kernel_diff/models (see each f
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -425,15 +426,21 @@ def test_ab_of_two_different_files_names_the_kernels_that_changed(tmp_path):
     assert "- parameters: base 16,576, head 16,704 (+128)" in md
     section = md[md.index("#### Kernel by kernel") :]
     eager, compiled = section.split("**compile**")
-    assert "| aten::relu | disappeared | — | 1 (gone) |" in eager  # no eager-ops column
-    assert "| aten::gelu | appeared | — | 1 (new) |" in eager
-    assert "| aten::native_layer_norm | appeared | — | 1 (new) |" in eager
+    # eager: no eager-ops column; where the kernel ran when the runs recorded it
+    row = r"\| {} \| {} \| — \|(?: [^|]* \|)? 1 \({}\) \|"
+    assert re.search(row.format("aten::relu", "disappeared", "gone"), eager)
+    assert re.search(row.format("aten::gelu", "appeared", "new"), eager)
+    assert re.search(row.format("aten::native_layer_norm", "appeared", "new"), eager)
     assert "32.00 KiB (new) |" in eager and "32.00 KiB (gone) |" in eager
     # compile: Inductor's kernels, with the eager ops each computes and the fusion changes
-    assert "| relu | 1 (gone) |" in compiled and "| gelu | 1 (new) |" in compiled
-    assert "| native_layer_norm | 1 (new) |" in compiled
+    assert re.search(r"\| (?:[^|]*: )?relu \| 1 \(gone\) \|", compiled)
+    assert re.search(r"\| (?:[^|]*: )?gelu \| 1 \(new\) \|", compiled)
+    assert re.search(r"\| (?:[^|]*: )?native_layer_norm \| 1 \(new\) \|", compiled)
     assert "head's native_layer_norm is a new kernel (" in compiled
-    assert "kernel (graph_0_cpp_fused_relu_0) is gone in head (−1 per step" in compiled
+    # Inductor numbers graphs per process: graph_0_ when this test runs first
+    assert re.search(
+        r"kernel \(graph_\d+_cpp_fused_relu_\d+\) is gone in head \(−1 per step", compiled
+    )
 
 
 def test_analyze_markdown_says_how_renamed_kernels_were_paired():

@@ -171,11 +171,8 @@ def test_a_tight_interval_with_scattered_rounds_is_not_beyond_noise():
     assert quiet.inconclusive and "paired ratios spread" in quiet.inconclusive
 
 
-def test_verdict_keeps_a_direction_beyond_the_band_and_names_the_noise():
+def test_verdict_keeps_a_direction_beyond_the_band_and_says_so():
     sp = {"median": 3.0, "ci95": [2.5, 3.5], "noise": "other processes used 50%"}
     assert _latency_clause(
         ModeResult.from_json({"speedup_vs_eager": {**sp, "inconclusive": None}})
-    ) == (
-        "3.00x faster than eager (95% CI 2.50-3.50, beyond the noise band although other "
-        "processes used 50%)"
-    )
+    ) == ("3.00x faster than eager (95% CI 2.50-3.50, beyond the noise band)")

@@ -13,16 +13,17 @@ from profreport.record.model import Bytes, KernelCounts, ModeResult, Run
 
 
 def _latency_clause(mode: ModeResult) -> str:
+    """The latency change in a few words: the numbers are in the headline, the noise guard's
+    measurements in its own section; the clause names the first reason a change is not called."""
     sp = mode.speedup_vs_eager
     if sp is None:
         return ""
     lo, hi = sp.ci95
     if sp.inconclusive:
-        return (
-            f"latency inconclusive: {sp.inconclusive} (paired speedup {sp.median:.2f}, "
-            f"95% CI {lo:.2f}-{hi:.2f})"
-        )
-    noisy = f", beyond the noise band although {sp.noise}" if sp.noise else ""
+        reasons = sp.inconclusive.split("; ")
+        more = f" and {len(reasons) - 1} more noise signal(s)" if len(reasons) > 1 else ""
+        return f"latency inconclusive: {reasons[0]}{more} (see the noise guard)"
+    noisy = ", beyond the noise band" if sp.noise else ""
     if lo > 1.0:
         return f"{sp.median:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f}{noisy})"
     if hi < 1.0:

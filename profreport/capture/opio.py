@@ -299,7 +299,10 @@ def record_tensor_io(
     if script_root is not None:
         return _with_script_modules(fn, inputs, sync, script_root)
     modules = None if root is None else ModuleStack(root)
-    recorder = _Recorder(modules, None if root is None else CallSites())
+    # the walk stops where _run_recording calls the model: the frames above are profreport's
+    # caller's (a test, a notebook), never the model's
+    sites = None if root is None else CallSites(boundary=_run_recording.__code__)
+    recorder = _Recorder(modules, sites)
     with modules.tracking() if modules is not None else nullcontext():
         _run_recording(recorder, fn, inputs)
     sync()

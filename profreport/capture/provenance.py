@@ -33,6 +33,8 @@ _OWN_ROOTS = tuple(
     for p in (torch.__file__, str(Path(__file__).resolve().parent.parent / "__init__.py"))
 )
 _PROFREPORT_ROOT = _OWN_ROOTS[1]
+# The built-in models are model code, though profreport ships them: their lines are the model's.
+_BUILTIN_MODELS = _PROFREPORT_ROOT + "models.py"
 _STACK_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _INDEX = re.compile(r"\[(?:'([^']*)'|(\d+))\]")
 _DYNAMO_ROOTS = ("L['self']", "L['fn']", "L['args'][0]", "L['mod']", "self")
@@ -53,6 +55,8 @@ def short_file(path: str) -> str:
 
 
 def _is_own(path: str) -> bool:
+    if path == _BUILTIN_MODELS:
+        return False
     return path.startswith(_OWN_ROOTS) or path.startswith("<")
 
 
@@ -141,11 +145,14 @@ class ModuleStack:
 
 class CallSites:
     """The user lines of the Python stack that dispatched an op: frames walked from the innermost
-    up to the first profreport frame above the user's code (the call into the model), torch's
-    frames skipped; each code object is classified once."""
+    up to the first profreport frame above the user's code, or to `boundary` (the code that
+    called the model), whichever comes first, torch's frames skipped; each code object is
+    classified once. Frames above the call into the model (a test, a notebook, the CLI) are
+    never the model's."""
 
-    def __init__(self) -> None:
+    def __init__(self, boundary: CodeType | None = None) -> None:
         self._kind: dict[CodeType, str] = {}  # "torch" | "profreport" | "user"
+        self._boundary = boundary
 
     def _kind_of(self, code: CodeType) -> str:
         kind = self._kind.get(code)
@@ -160,7 +167,7 @@ class CallSites:
     def here(self) -> tuple[str, ...]:
         frames: list[tuple[str, int]] = []
         frame: FrameType | None = sys._getframe(1)
-        while frame is not None:
+        while frame is not None and frame.f_code is not self._boundary:
             kind = self._kind_of(frame.f_code)
             if kind == "user":
                 frames.append((frame.f_code.co_filename, frame.f_lineno))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -83,40 +84,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+TERMINAL_COLUMNS = 120
+
+
 def _summary_table(run: Run, out: TextIO) -> None:
+    """The report's headline as a terminal table: the same rows, words wrapped, never cut."""
     from rich.console import Console
     from rich.table import Table
 
-    from profreport.format import fmt_bytes, fmt_ms
-    from profreport.render.noise_view import speedup_cell
+    from profreport.render.headline import HeadlineCell, headline
 
     def cell(text: object) -> str:  # a model or error text must not act as Rich markup
         return escape(terminal_text(str(text)))
 
+    def answer(c: HeadlineCell | None, detail: bool = True) -> str:
+        if c is None:
+            return ""
+        style = {"good": "green", "bad": "red", "neutral": "", "muted": "dim"}[c["tone"]]
+        text = f"[{style}]{cell(c['text'])}[/]" if style else cell(c["text"])
+        return f"{text}\n[dim]{cell(c['detail'])}[/]" if detail and c["detail"] else text
+
+    view = headline(run)
     table = Table(title=cell(f"{run.model.name} on {run.device.type}"))
-    for col in (
-        "mode",
-        "status",
-        "kernels/step",
-        "modeled bytes/step",
-        "latency median",
-        "speedup (95% CI)",
-    ):
-        table.add_column(col)
-    for name, m in run.modes.items():
-        if not m.ok or m.kernels is None or m.bytes is None:
-            table.add_row(cell(name), m.status, cell((m.error or "")[:60]), "", "", "")
+    columns = ["mode", "status", f"{view['kernel_label']}/step\neager → mode (profiler)"]
+    columns += ["launches/step\neager → mode (profiler)"] if view["show_launches"] else []
+    columns += ["bytes vs eager", "speedup vs eager", "output vs eager"]
+    for col in columns:
+        table.add_column(col, overflow="fold")  # a word longer than its column folds, not "…"
+    for r in view["rows"]:
+        if r["kernels"] is None:
+            blanks = [""] * (len(columns) - 3)
+            table.add_row(cell(r["mode"]), answer(r["status"]), cell(r["error"]), *blanks)
             continue
-        sp = m.speedup_vs_eager
-        table.add_row(
-            name,
-            "ok",
-            str(m.kernels.per_step),
-            fmt_bytes(m.bytes.read + m.bytes.written),
-            fmt_ms(m.latency_ms.median if m.latency_ms is not None else None),
-            speedup_cell(sp),
+        # counts: the column header says what and from where
+        cells = [cell(r["mode"]), answer(r["status"]), answer(r["kernels"], detail=False)]
+        cells += [answer(r["launches"], detail=False)] if view["show_launches"] else []
+        cells += [answer(r["bytes"]), answer(r["speedup"]), answer(r["output"])]
+        table.add_row(*cells)
+    Console(file=out, width=TERMINAL_COLUMNS).print(table)
+
+
+def _verdict_lines(run: Run) -> list[str]:
+    """Each mode's verdict, wrapped at word boundaries to the table's width."""
+    lines = []
+    for name, mode in run.modes.items():
+        verdict = terminal_text(str(mode.verdict) if mode.has("verdict") else name)
+        lines += textwrap.wrap(
+            verdict,
+            width=TERMINAL_COLUMNS,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
         )
-    Console(file=out, width=120).print(table)
+    return lines
 
 
 def request_of(args: argparse.Namespace) -> GenerateRequest:
@@ -151,8 +172,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     run, run_dir = generated.run, generated.run_dir
     _summary_table(run, out)
-    for name, mode in run.modes.items():
-        print(f"  {terminal_text(str(mode.verdict) if mode.has('verdict') else name)}", file=out)
+    for line in _verdict_lines(run):
+        print(line, file=out)
     if args.measure_bytes:
         reasons = {
             m.bytes.measured.reason or ""

@@ -1,19 +1,43 @@
 """Markdown renderer: a GitHub-flavoured summary short enough for a pull-request comment.
 
+What a reviewer reads first stays visible and short (the headline table, one line per mode);
+everything else (all numbers, why-not-fused, the noise guard, ceilings, top kernels, the method)
+is folded inside `<details>` blocks. The visible part stays under `VISIBLE_CHARS` and the whole
+comment under `TOTAL_CHARS` (GitHub refuses a comment past 65,536 characters): long lists are cut
+with a count, and folded blocks that would not fit are left to report.html, saying so.
+
 Every string from the record goes through `md_cell` / `md_line` / `md_code`: model and file names,
 errors and kernel names are user input, and TensorBoard's text plugin renders this same Markdown.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
+from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
 from profreport.render.views import ModeSummaryView, OutputView, PageView
+
+VISIBLE_CHARS = 5_000  # outside <details>: what a reviewer sees without a click
+TOTAL_CHARS = 60_000  # the whole comment, under GitHub's 65,536
+VERDICTS_CHARS = 2_400  # the visible verdict lines share this (each cut at a word)
+WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
+TOP_KERNELS = 5  # per mode, in the folded kernel tables
+NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
+
+
+_FOLDED = re.compile(r"<details>.*?</details>", re.DOTALL)
+
+
+def outside_details(summary_md: str) -> str:
+    """What a reader sees of a summary before opening anything (its `<details>` blocks removed;
+    this renderer never nests them, and escapes `<` in every string from the record)."""
+    return _FOLDED.sub("", summary_md)
 
 
 def _kernels(row: ModeSummaryView) -> str:
@@ -37,24 +61,6 @@ def _memory(cells: dict[str, str]) -> str:
     )
 
 
-def _why_not_fused(view: PageView) -> list[str]:
-    """Why it did not fuse, per mode: each reason with its evidence source and any hint."""
-    lines = []
-    for d in view["details"]:
-        for w in d.get("why") or []:
-            item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}: {md_cell(w['reason'])}"
-            if w["where"]:
-                item += f" at {md_code(w['where'])}"
-            if w["source_text"]:
-                item += f" {md_code(w['source_text'])}"
-            item += f" ({md_cell(w['source'])})"
-            if w["hint"]:
-                test = f" (test with {md_code(w['hint_test'])})" if w["hint_test"] else ""
-                item += f"; would change it: {md_cell(w['hint'])}{test}"
-            lines.append(item)
-    return ["**Why it did not fuse**", "", *lines, ""] if lines else []
-
-
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Where each mode's profiled step went, one line per mode (the decomposition of its
     speedup is in its verdict)."""
@@ -75,39 +81,69 @@ def _or_na(section: Section, key: str, value: object) -> object:
     return value if section.has(key) else "n/a"
 
 
-def render(run: Run) -> str:
-    """The pull-request summary of a run (with findings: analysis.derive.derived_run)."""
-    view = build_view(run)
-    model, env = view["model"], run.env
+def folded(summary: str, body: list[str]) -> list[str]:
+    """A `<details>` block; the blank lines let GitHub render the Markdown inside it."""
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def _answer(cell: HeadlineCell | None, detail: bool = True) -> str:
+    if cell is None:
+        return ""
+    return f"{cell['text']} ({cell['detail']})" if detail and cell["detail"] else cell["text"]
+
+
+def _speedup(cell: HeadlineCell | None) -> str:
+    if cell is None:
+        return ""
+    # the CI without its ", measured": the column header says where it comes from
+    detail = cell["detail"].removesuffix(", measured")
+    return f"{cell['text']} ({detail})" if detail else cell["text"]
+
+
+def _bytes(cell: HeadlineCell | None) -> str:
+    # "-38% modeled": the detail's first part, its source; the totals are in the folded table
+    if cell is None:
+        return ""
+    return f"{cell['text']} {cell['detail'].split(',')[0]}".strip()
+
+
+def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
+    out: list[list[object]] = []
+    for r in rows:
+        if r["kernels"] is None:
+            out.append([r["mode"], r["status"]["text"], r["error"], "", "", ""])
+            continue
+        kernels = _answer(r["kernels"], detail=False)
+        if cuda and r["launches"] is not None:
+            kernels += f" (launches {r['launches']['text']})"
+        out.append(
+            [
+                r["mode"],
+                r["status"]["text"],
+                kernels,
+                _bytes(r["bytes"]),
+                _speedup(r["speedup"]),
+                _answer(r["output"], detail=False),
+            ]
+        )
+    return out
+
+
+def _numbers_table(view: PageView) -> list[str]:
+    """Every number per mode (the report's full table), folded."""
     cuda = view["is_cuda"]
-    lines = [
-        f"### {md_line(view['title'])}",
-        "",
-        f"{md_code(model['name'])}: {md_cell(model['description'])}",
-        "",
-        md_cell(
-            f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
-            f"torch {_or_na(env, 'torch', env.torch)}, "
-            f"{_or_na(env, 'threads', env.threads)} threads; "
-            f"recorded {view['created_utc']} UTC"
-        ),
-        "",
-    ]
-    if view["failure_notice"]:
-        lines += [f"**{md_cell(view['failure_notice'])}**", ""]
-    header = ["mode", "status", "kernels/step (vs eager)"]
+    header = ["mode", "kernels/step (vs eager)"]
     header += ["launches/step"] if cuda else []
     header += ["read", "written", "latency median", "IQR", "speedup vs eager (95% CI)"]
     header += ["latency floor (x of it)"] if view["has_roofline"] else []
-    header += ["peak memory (compression)", "output vs eager"]
+    header += ["peak memory (compression)", "compile / build", "output vs eager"]
     rows: list[list[object]] = []
     for row in view["summary"]:
         if row["status"] != "ok":
-            blanks = [""] * (len(header) - 3)
-            rows.append([row["mode"], row["status"], row.get("error", ""), *blanks])
+            rows.append([row["mode"], row["status"], *[""] * (len(header) - 2)])
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
-        cells: list[object] = [row["mode"], row["status"], _kernels(row)]
+        cells: list[object] = [row["mode"], _kernels(row)]
         cells += [row["launches"]] if cuda else []
         cells += [
             row["read"] + partial,
@@ -120,36 +156,165 @@ def render(run: Run) -> str:
         ]
         if view["has_roofline"]:
             cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
-        cells += [_memory(row["memory"]), _output(row["output"])]
+        cells += [_memory(row["memory"]), row["compile_s"], _output(row["output"])]
         rows.append(cells)
-    lines += md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l")
-    lines += ["", *[f"- {md_line(row['verdict'])}" for row in view["summary"]], ""]
+    return md_table(header, rows, "l" + "r" * (len(header) - 2) + "l")
+
+
+def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
+    """Why it did not fuse, per mode: each distinct reason with its count, evidence source and
+    any hint; at most WHY_ITEMS, then how many more the report lists."""
+    lines: list[str] = []
+    total = 0
+    for d in view["details"]:
+        for w in d.get("why") or []:
+            total += 1
+            if len(lines) >= WHY_ITEMS:
+                continue
+            count = f" ×{w['count']}" if w["count"] > 1 else ""
+            ops = short_text(w["ops"]["short"], NAME_CHARS)
+            ops_part = f" ({md_cell(ops)})" if w["ops"]["more"] or ops != "-" else ""
+            item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}{count}{ops_part}: "
+            item += md_cell(short_text(w["reason"], 300))
+            if w["where"]:
+                item += f" at {md_code(short_text(w['where'], NAME_CHARS))}"
+            if w["source_text"]:
+                item += f" {md_code(short_text(w['source_text'], 200))}"
+            item += f" ({md_cell(w['source'])})"
+            if w["hint"]:
+                test = (
+                    f" (test with {md_code(short_text(w['hint_test'], NAME_CHARS))})"
+                    if w["hint_test"]
+                    else ""
+                )
+                item += f"; would change it: {md_cell(short_text(w['hint'], 200))}{test}"
+            lines.append(item)
+    if total > len(lines):
+        lines.append(f"- … {total - len(lines)} more in report.html")
+    return total, lines
+
+
+def _top_kernels(view: PageView) -> list[str]:
+    lines: list[str] = []
+    for d in view["details"]:
+        if d["status"] != "ok":
+            continue
+        kernels = d["kernels"][:TOP_KERNELS]
+        lines += [f"**{md_cell(d['mode'])}**: top {len(kernels)} of {d['kernel_count']}", ""]
+        lines += md_table(
+            ["kernel", "calls/step", "time/step (profiler)", "read / written (modeled)"],
+            [
+                [
+                    short_text(k["name"], NAME_CHARS),
+                    k["calls_per_step"],
+                    k["time_per_step"],
+                    k["bytes"],
+                ]
+                for k in kernels
+            ],
+            "lrrr",
+        )
+        lines.append("")
+    return lines
+
+
+def _visible(view: PageView) -> list[str]:
+    model, cuda = view["model"], view["is_cuda"]
+    rows = view["headline"]["rows"]
+    lines = [
+        f"### {md_line(short_text(view['title'], 200))}",
+        "",
+        f"{md_code(short_text(model['name'], NAME_CHARS))}: "
+        f"{md_cell(short_text(model['description'], 300))}",
+        "",
+    ]
+    if view["failure_notice"]:
+        lines += [f"**{md_cell(short_text(view['failure_notice'], 300))}**", ""]
+    kernel_label = view["headline"]["kernel_label"]
+    header = [
+        "mode",
+        "status",
+        f"{kernel_label}/step (eager → mode)",
+        "bytes vs eager",
+        "speedup vs eager (95% CI, measured)",
+        "output vs eager",
+    ]
+    lines += md_table(header, _headline_rows(rows, cuda), "llllll")
+    lines.append("")
+    per_verdict = max(80, VERDICTS_CHARS // max(1, len(view["summary"])))
+    lines += [f"- {md_line(short_text(row['verdict'], per_verdict))}" for row in view["summary"]]
     lines += [
-        f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"
+        f"- **{md_cell(row['mode'])}**: {md_line(short_text(row['floor']['inconsistent'], 200))}"
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]
-    lines += _time_lines(view["time_rows"])
+    lines.append("")
+    return lines
+
+
+def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
+    """The folded blocks, most useful first: the last ones are left out when the comment would
+    pass TOTAL_CHARS."""
+    env, model = run.env, view["model"]
+    blocks = [folded("All numbers per mode", _numbers_table(view))]
+    why_total, why = _why_not_fused(view)
+    if why:
+        blocks.append(folded(f"Why it did not fuse ({why_total} distinct reasons)", why))
+    savings = savings_markdown(run)
+    if savings:
+        blocks.append(folded("Modules whose fused groups saved the most bytes", savings))
+    time = _time_lines(view["time_rows"])
+    if time:
+        blocks.append(folded("Where the time goes", time))
+    blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
     ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
-    if ceilings:
-        lines += [md_line("Ceilings: " + "; ".join(ceilings)), ""]
-    lines += _why_not_fused(view)
-    lines += savings_markdown(run)
-    lines += [f"Noise guard: {md_line(view['method']['noise'])}", ""]
+    setup = md_cell(
+        f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
+        f"torch {_or_na(env, 'torch', env.torch)}, "
+        f"{_or_na(env, 'threads', env.threads)} threads; "
+        f"recorded {view['created_utc']} UTC"
+    )
+    blocks.append(
+        folded(
+            "Setup and ceilings",
+            [setup, "", *([md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else [])],
+        )
+    )
+    blocks.append(folded(f"Top {TOP_KERNELS} kernels per mode", _top_kernels(view)))
     flattened = [
-        f"- {md_cell(d['mode'])}: outputs {md_cell(d['compiler']['outputs'])}"
+        f"- {md_cell(d['mode'])}: outputs {md_cell(short_text(d['compiler']['outputs'], 300))}"
         for d in view["details"]
         if d["status"] == "ok" and d["compiler"].get("outputs")
     ]
-    lines += [*flattened, ""] if flattened else []
-    lines.append(
-        f"<sub>kernels: profiler, {md_cell(view['definition_name'])} definition, per step; "
+    method = [
+        f"kernels: profiler, {md_cell(view['definition_name'])} definition, per step; "
         "bytes: modeled (compulsory traffic from tensor sizes; partial = some kernels not "
-        "modeled); latency: measured outside the profiler, speedup = median of paired per-round "
-        "ratios with an order-statistic 95% interval; "
+        "modeled), measured where Nsight Compute ran; latency: measured outside the profiler, "
+        "speedup = median of paired per-round ratios with an order-statistic 95% interval, "
+        "inconclusive when the noise guard tripped and the change is within its band; "
         "output vs eager: measured on the example inputs, max abs err and norm-wise rel err "
         "against torch.testing's tolerances for the dtype; latency floor: each kernel at its "
         "measured ceiling (modeled bytes / bandwidth or FLOPs / matmul rate); peak memory: one "
-        "call, compression = eager peak / mode peak.</sub>"
-    )
-    return "\n".join(lines) + "\n"
+        "call, compression = eager peak / mode peak.",
+    ]
+    blocks.append(folded("Method", [*flattened, "", *method] if flattened else method))
+    return blocks
+
+
+def render(run: Run) -> str:
+    """The pull-request summary of a run (with findings: analysis.derive.derived_run)."""
+    view = build_view(run)
+    lines = _visible(view)
+    size = sum(len(line) + 1 for line in lines)
+    blocks = _folded_blocks(view, run)
+    left_out = []
+    for block in blocks:
+        block_size = sum(len(line) + 1 for line in block)
+        if size + block_size > TOTAL_CHARS - 200:  # room for the line that says so
+            left_out.append(block[1].removeprefix("<summary>").removesuffix("</summary>"))
+            continue
+        lines += block
+        size += block_size
+    if left_out:
+        lines += [f"Left out to fit a comment: {'; '.join(left_out)} (see report.html).", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -3,10 +3,10 @@ why-not-fused entry ran: plain strings the HTML template and the Markdown render
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from profreport.analysis.attribution import ROOT_LABEL, group_title
+from profreport.analysis.attribution import ROOT_LABEL, group_module, group_title
 from profreport.analysis.module_tree import (
     TIME_METHOD,
     ModuleNode,
@@ -117,17 +117,43 @@ def group_place_text(group: FusionGroup) -> str:
     return group_title(group) + (f" at {', '.join(lines[:2])}" if lines else "")
 
 
-def why_place(entry: WhyNotFused) -> str:
-    return place_text(entry.modules, entry.source_lines)
+def _merged(places: Iterable[Sequence[str] | None]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for place in places:
+        seen.update(dict.fromkeys(place or ()))
+    return tuple(seen)
+
+
+def why_place(entries: Sequence[WhyNotFused]) -> str:
+    """Where the entries of one report row (alike in every layer) were: all their modules."""
+    return place_text(_merged(e.modules for e in entries), _merged(e.source_lines for e in entries))
+
+
+def groups_place_text(groups: Sequence[FusionGroup]) -> str:
+    """Where the groups of one fusion-map row (the same ops in every layer) ran: "mixers.1:
+    gelu + mul at m.py:13" for one, "mixers.0, mixers.1, mixers.2: gelu + mul at m.py:13" for
+    several ("" when the mode recorded no module)."""
+    if len(groups) == 1:
+        return group_place_text(groups[0])
+    modules = [group_module(g) for g in groups]
+    if any(m is None for m in modules):
+        return place_text(
+            _merged(g.modules for g in groups), _merged(g.source_lines for g in groups)
+        )
+    names = list(dict.fromkeys(m or ROOT_LABEL for m in modules if m is not None))
+    shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    ops = " + ".join(groups[0].eager_ops) or "(no eager op)"
+    lines = _merged(g.source_lines for g in groups)
+    return f"{shown}: {ops}" + (f" at {', '.join(lines[:2])}" if lines else "")
 
 
 def savings_markdown(run: Run) -> list[str]:
-    """summary.md's lines for the five modules that saved the most modeled bytes (folded in a
-    <details> block); none when no fused group recorded its module."""
+    """summary.md's table of the five modules that saved the most modeled bytes (the summary
+    folds it); none when no fused group recorded its module."""
     rows = top_savings(run)
     if not rows:
         return []
-    table = md_table(
+    return md_table(
         ["module", "mode", "saved (modeled)", "fused groups", "source"],
         [
             [
@@ -141,11 +167,3 @@ def savings_markdown(run: Run) -> list[str]:
         ],
         "llrrl",
     )
-    return [
-        "<details><summary>Modules whose fused groups saved the most bytes</summary>",
-        "",
-        *table,
-        "",
-        "</details>",
-        "",
-    ]

@@ -40,3 +40,18 @@ def mode_color(name: str) -> str:
         return known
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
     return OTHER_COLORS[int.from_bytes(digest[:4], "big") % len(OTHER_COLORS)]
+
+
+# The headline's tones: better than eager, worse (or failed, or output differs), no change, and
+# nothing to say (baseline, not checked, inconclusive). Text colours with at least 4.5:1 contrast
+# on white (WCAG AA), each paired with a light background for the cell.
+TONE_COLORS = {
+    "good": "#116329",
+    "good_bg": "#e6f4ea",
+    "bad": "#b00020",
+    "bad_bg": "#fdecee",
+    "neutral": "#1d1d1f",
+    "neutral_bg": "#ffffff",
+    "muted": "#595959",
+    "muted_bg": "#f4f4f6",
+}

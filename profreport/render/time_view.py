@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from profreport.record.model import Run, StepTime
+from profreport.render.methods import method_templates
 
 # The parts of a step the chart stacks, bottom up, by definition: (field, label).
 CPU_PARTS = (
@@ -23,21 +24,8 @@ DEVICE_PARTS = (
     ("kernel_wait_us", "idle: kernel wait"),
     ("other_idle_us", "idle: other"),
 )
-METHOD = (
-    "From each mode's profiler trace (the profiler on, so steps are longer than the timed "
-    "latency), the ProfilerStep of median wall time. CPU: the thread that ran the step, each "
-    "instant counted once: inside a CPU kernel (the kernel table's definition), else inside a "
-    "dispatcher op (bookkeeping and forwarding ops: dispatch), else inside another profiled "
-    "range (compiled-code wrappers: Torch-Compiled Region, Dynamo's cache lookup, "
-    "CompiledFxGraph, AOTInductor shims, TorchScript forward), else Python and unprofiled code; "
-    "the parts sum to the step. GPU: the device's view of the step: busy = the union of its "
-    "kernels, copies and fills; idle split as Holistic Trace Analysis splits it (waiting for a "
-    "launch the host had not yet made, short gaps under 30 µs between queued kernels, other). "
-    "Bound: device-bound when kernels take >= 80% of the step, launch-bound when launching "
-    "(dispatch on CPU) dominates the rest, else host-bound. The speedup decomposition: step time "
-    "saved = kernel time saved + host overhead and idle saved; the modeled bytes saved are "
-    "credited with at most bytes saved / measured memory bandwidth of the kernel time saved."
-)
+# the method paragraph: render/methods.md, the one source of the method text
+METHOD = method_templates()["time"]
 
 
 def _ms(us: float | None) -> str:

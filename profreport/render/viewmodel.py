@@ -13,16 +13,19 @@ from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
+    FusionGroup,
     InductorNode,
     ModelInfo,
     ModeResult,
-    ProfileSchedule,
     Run,
     Settings,
-    TimingSettings,
 )
-from profreport.render.module_view import group_place_text, place_text
+from profreport.render.folding import fold_ops, without_serials
+from profreport.render.headline import headline
+from profreport.render.methods import method_paragraphs, method_values
+from profreport.render.module_view import groups_place_text, place_text
 from profreport.render.noise_view import noise_text, speedup_cell
+from profreport.render.palette import TONE_COLORS
 from profreport.render.roofline_view import (
     ceiling_rows,
     floor_cells,
@@ -30,7 +33,6 @@ from profreport.render.roofline_view import (
     peak_cells,
     peak_method,
 )
-from profreport.render.time_view import METHOD as TIME_METHOD
 from profreport.render.time_view import time_rows
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.views import (
@@ -49,66 +51,6 @@ from profreport.render.why_view import why_rows
 from profreport.text import one_line, without_tensor_reprs
 
 TOP_KERNELS = 15
-
-METHOD = {
-    "kernels": (
-        "Each mode runs under torch.profiler with a schedule of {wait} wait, {warmup} warm-up and "
-        "{active} active steps (one forward call per step, shapes and FLOPs recorded). Counts are "
-        "per profiled step (median over the active steps). {definition}"
-    ),
-    "bytes": (
-        "Modeled, not measured: the compulsory traffic each kernel must move, a lower bound on what "
-        "the memory system does. read = bytes of every distinct input tensor, written = bytes of "
-        "every output and every input mutated in place, numel x element size; views, reshapes and "
-        "allocations move nothing. eager, script, trace and optimize: from the tensors of every "
-        "dispatched operation in one forward (TorchDispatchMode). compile: from Inductor's "
-        "scheduler, the buffers crossing each generated or library kernel's boundary "
-        "(intermediates kept inside a fused kernel count zero). Kernels that run outside the "
-        "dispatcher and outside Inductor's accounting are listed as not modeled, never counted as zero."
-    ),
-    "latency": (
-        "Measured outside the profiler, after warm-up: each mode runs in blocks of back-to-back "
-        "calls sized to last at least {block_ms:.0f} ms, the device synchronized before the clock "
-        "starts and stops; modes are interleaved round by round in rotating order so machine drift "
-        "hits all alike; timing stops when every mode has at least {min_blocks} blocks and "
-        "{min_time_s:g} s of measured time. Median, IQR and p10/p90 are over blocks (per-call time "
-        "of each block). Speedup = the median over rounds of eager's block / the mode's block "
-        "in the same round (paired, so drift that hits both cancels), with a distribution-free "
-        "95% interval from order statistics of those ratios (records written before this used "
-        "eager median / mode median with a {resamples}-resample bootstrap)."
-    ),
-    "output": (
-        "Measured: after a mode is built and warmed up, one more call on the example inputs (no "
-        "gradients, outside the profiler) is compared with eager's output on the same inputs. "
-        "Both outputs are flattened the same way (torch.utils._pytree order, tensors only) and "
-        "compared pairwise in float64: abs err = max |mode - eager|, rel err = abs err / max "
-        "|eager| (norm-wise, so elements near zero do not inflate it). A pair is within "
-        "tolerance when abs err <= atol + rtol x max |eager|; tolerances per dtype from "
-        "torch.testing (float32 rtol 1e-4, atol 1e-5; float16 1e-3, 1e-3; bfloat16 1.6e-2, "
-        "1e-5; float64 1e-5, 1e-8; integers and bool exact). A different number of tensors, "
-        "shape or dtype is flagged as a difference."
-    ),
-    "roofline": (
-        "Ceilings measured on this machine before the modes ran (see Environment): copy "
-        "bandwidth through main memory and inside the cache (read + written bytes per second of "
-        "Tensor.copy_), and the rate of a square matmul in the run's dtype; each the best of "
-        "several samples. Per kernel: achieved bandwidth = modeled bytes / profiler time, achieved "
-        "FLOP/s = flop-counter FLOPs / profiler time (FLOPs unknown where torch's flop counter has "
-        "no formula, never 0), and its bound = the larger of bytes / bandwidth and FLOPs / matmul "
-        "rate, where the bandwidth is the in-cache ceiling when one call's traffic fits the "
-        "last-level cache, else the memory ceiling; % of ceiling = that bound / the kernel's time. "
-        "Kernels that share one operation's bytes are taken together. Floor = the sum of the "
-        "bounds over every kernel with modeled bytes: since modeled bytes are a lower bound and "
-        "the ceilings are measured, a measured median below it means the bytes model or a ceiling "
-        "is wrong, and the mode is flagged inconsistent."
-    ),
-    "compile_s": (
-        "compile: wall time of the first call (Dynamo capture, Inductor code generation and C++/"
-        "Triton build; Inductor's FX graph cache disabled). script / trace / optimize: "
-        "scripting, tracing or freezing plus the {jit_calls} warm-up calls after which the "
-        "profiling executor runs its optimized graph."
-    ),
-}
 
 
 def _num(x: float | None, fmt: str = "{:.3g}") -> str:
@@ -241,23 +183,42 @@ def _bytes_rows(mode: ModeResult) -> list[BytesRowView]:
     ]
 
 
+def _sum(values: Sequence[int | None]) -> int | None:
+    """The total of byte counts, None when any is unknown (an unknown is never counted as 0)."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
 def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
+    """The fusion map, each repeated group (the same ops into the same kernels, in every layer)
+    once with its count and its bytes summed over the repeats."""
+    groups = mode.fusion.groups if mode.fusion is not None else ()
+    by_shape: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[FusionGroup]] = {}
+    for g in groups:
+        by_shape.setdefault((g.eager_ops, _kernel_shape(g.kernels), g.note), []).append(g)
     rows: list[FusionRowView] = []
-    for g in mode.fusion.groups if mode.fusion is not None else ():
-        saved = g.saved_bytes
+    for same in by_shape.values():
+        g = same[0]
+        saved = _sum([s.saved_bytes for s in same])
         rows.append(
             {
-                "eager_ops": " + ".join(g.eager_ops) or "-",
-                "kernels": ", ".join(g.kernels) or "(none)",
-                "eager_bytes": fmt_bytes(g.eager_bytes),
-                "kernel_bytes": fmt_bytes(g.kernel_bytes),
+                "eager_ops": fold_ops(g.eager_ops),
+                "kernels": fold_ops(g.kernels, ", ") if g.kernels else fold_ops(["(none)"]),
+                "count": len(same),
+                "eager_bytes": fmt_bytes(_sum([s.eager_bytes for s in same])),
+                "kernel_bytes": fmt_bytes(_sum([s.kernel_bytes for s in same])),
                 "saved": "n/a" if saved is None else ("-" if saved == 0 else fmt_bytes(saved)),
                 "saved_sign": "" if not saved else ("saved" if saved > 0 else "cost"),
                 "note": g.note,
-                "place": group_place_text(g),
+                "place": groups_place_text(same),
             }
         )
     return rows
+
+
+def _kernel_shape(kernels: Sequence[str]) -> tuple[str, ...]:
+    """A generated kernel's name less its trailing serial number (cpp_fused_add_3 and
+    cpp_fused_add_7 are the same kernel in two layers); library kernels keep their names."""
+    return tuple(without_serials(k) if is_inductor_kernel(k) else k for k in kernels)
 
 
 def _measured_view(mode: ModeResult) -> MeasuredView:
@@ -328,7 +289,9 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
     # a section, as the template's `is defined` shows it
     if c.has("graph"):
         view["graph"] = c.graph
-        view["fusion_groups"] = [" + ".join(g.ops) + f"  [{g.kind}]" for g in c.fusion_groups or ()]
+        view["fusion_groups"] = [
+            {"ops": fold_ops(g.ops), "kind": g.kind} for g in c.fusion_groups or ()
+        ]
         view["fused_library_ops"] = sorted(set(c.fused_library_ops or ()))
         before = c.op_counts_before
         after = c.op_counts or {}
@@ -345,7 +308,7 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
             {
                 "name": n.name,
                 "kind": n.kind,
-                "origins": " + ".join(n.origins) or "-",
+                "origins": fold_ops(n.origins),
                 "read": fmt_bytes(n.read),
                 "written": fmt_bytes(n.written),
             }
@@ -419,31 +382,13 @@ def _model_view(model: ModelInfo) -> ModelView:
 
 
 def _method(run: Run) -> dict[str, str]:
-    settings = run.settings or Settings()
-    sched = settings.profile_schedule or ProfileSchedule()
-    timing = settings.timing or TimingSettings()
+    """The method section: the paragraphs of render/methods.md filled from the run's settings,
+    and the two that depend on what the run measured."""
     definition = "" if run.kernel_definition is None else run.kernel_definition.text
+    values = method_values(run.settings or Settings(), definition or "")
     return {
-        "kernels": METHOD["kernels"].format(
-            definition="" if definition is None else definition,
-            wait=sched.wait,
-            warmup=sched.warmup,
-            active=sched.active,
-        ),
-        "bytes": METHOD["bytes"],
-        "latency": METHOD["latency"].format(
-            block_ms=(0.02 if timing.block_s is None else timing.block_s) * 1000,
-            min_blocks=15 if timing.min_blocks is None else timing.min_blocks,
-            min_time_s=1.0 if timing.min_time_s is None else timing.min_time_s,
-            resamples=(
-                2000 if settings.bootstrap_resamples is None else settings.bootstrap_resamples
-            ),
-        ),
+        **method_paragraphs(values),
         "noise": noise_text(run.timing_noise),
-        "compile_s": METHOD["compile_s"].format(jit_calls=3),
-        "output": METHOD["output"],
-        "roofline": METHOD["roofline"],
-        "time": TIME_METHOD,
         "peak_memory": peak_method(run),
     }
 
@@ -467,6 +412,8 @@ def build_view(run: Run) -> PageView:
         # string from the record (a record could hold any URL).
         "timeline": TIMELINE_NAME if run.timeline == TIMELINE_NAME else None,
         "is_cuda": device.type == "cuda",
+        "headline": headline(run),
+        "tones": TONE_COLORS,
         "summary": [_mode_summary(n, m, eager) for n, m in modes.items()],
         "details": [_detail(n, m) for n, m in modes.items()],
         "env_rows": [

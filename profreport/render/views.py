@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from profreport.record.section import JSONObject
+from profreport.render.folding import FoldedOps
+from profreport.render.headline import Headline
 from profreport.render.kernel_diff import KernelDiffModeView
+from profreport.render.why_view import WhyRowView
 
 
 class OutputView(TypedDict):
@@ -87,8 +90,9 @@ class BytesRowView(TypedDict):
 
 
 class FusionRowView(TypedDict):
-    eager_ops: str
-    kernels: str
+    eager_ops: FoldedOps
+    kernels: FoldedOps
+    count: int  # identical groups (one per layer) this row stands for; bytes are their sum
     eager_bytes: str
     kernel_bytes: str
     saved: str
@@ -117,7 +121,7 @@ class MeasuredView(TypedDict, total=False):
 class InductorNodeView(TypedDict):
     name: str
     kind: str
-    origins: str
+    origins: FoldedOps
     read: str
     written: str
 
@@ -128,6 +132,11 @@ class OpChangeView(TypedDict):
     after: int
 
 
+class FusionGroupView(TypedDict):
+    ops: FoldedOps
+    kind: str
+
+
 class CompilerView(TypedDict, total=False):
     """What the mode's compiler reported: a key is there when the record has that evidence."""
 
@@ -135,7 +144,7 @@ class CompilerView(TypedDict, total=False):
     op_changes: list[OpChangeView]
     outputs: str
     graph: str | None
-    fusion_groups: list[str]
+    fusion_groups: list[FusionGroupView]
     fused_library_ops: list[str]
     inductor_nodes: list[InductorNodeView]
     inductor_kernels: list[str]
@@ -148,7 +157,7 @@ class DetailView(TypedDict, total=False):
     mode: str
     status: str
     verdict: str
-    why: list[dict[str, str]]
+    why: list[WhyRowView]
     kernels: list[KernelRowView]
     kernel_count: int
     bytes: list[BytesRowView]
@@ -185,6 +194,8 @@ class PageView(TypedDict):
     device: JSONObject  # as the record has it: the template shows its fields by name
     timeline: str | None
     is_cuda: bool
+    headline: Headline
+    tones: dict[str, str]  # CSS colour of each headline tone (render/palette.py)
     summary: list[ModeSummaryView]
     details: list[DetailView]
     env_rows: list[tuple[str, object]]

@@ -3,7 +3,10 @@ template and the Markdown renderer lay out."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from profreport.record.model import ModeResult
+from profreport.render.folding import FoldedOps, fold_ops, grouped, without_serials
 from profreport.render.module_view import why_place
 
 _KIND_LABELS: dict[str, str] = {
@@ -20,13 +23,30 @@ _KIND_LABELS: dict[str, str] = {
 }
 
 
-def why_rows(mode: ModeResult) -> list[dict[str, str]]:
-    """One row per why-not-fused entry of a mode (with findings), in finding order."""
+class WhyRowView(TypedDict):
+    kind: str
+    ops: FoldedOps
+    count: int  # how many identical entries this row stands for (a layer repeated N times)
+    reason: str
+    where: str
+    source_text: str
+    source: str
+    evidence: str
+    hint: str
+    hint_test: str
+    place: str  # the modules and source lines of the entries ("" when not recorded)
+
+
+def why_rows(mode: ModeResult) -> list[WhyRowView]:
+    """One row per distinct why-not-fused entry of a mode (with findings), in finding order;
+    entries alike but for a generated kernel's serial number (the same split in every layer)
+    are one row, the first's, with their count."""
     return [
         {
             "kind": _KIND_LABELS.get(e.kind, e.kind),
             # a split names two ops that stayed apart: an arrow, never a "+" of fused ops
-            "ops": (" -> " if e.kind == "split" else " + ").join(e.ops),
+            "ops": fold_ops(e.ops, " -> " if e.kind == "split" else " + "),
+            "count": len(same),
             "reason": e.reason,
             "where": e.where,
             "source_text": e.source_text,
@@ -34,7 +54,19 @@ def why_rows(mode: ModeResult) -> list[dict[str, str]]:
             "evidence": e.evidence,
             "hint": e.hint,
             "hint_test": e.hint_test,
-            "place": why_place(e),
+            "place": why_place(same),
         }
-        for e in mode.why_not_fused or ()
+        for same in grouped(
+            mode.why_not_fused or (),
+            key=lambda e: (
+                e.kind,
+                e.ops,
+                without_serials(e.reason),
+                e.source,
+                without_serials(e.evidence),
+                e.where,
+                e.hint,
+            ),
+        )
+        for e in same[:1]
     ]

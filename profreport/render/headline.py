@@ -1,0 +1,182 @@
+"""The headline of a run: one row per mode with the five answers a reviewer reads first (status,
+kernels eager -> mode, bytes change, speedup, output check), each already worded and given a tone
+(good / bad / neutral / muted) that the page colours from render/palette.py.
+
+The same rows head report.html, summary.md and `generate`'s terminal table, so the three agree."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+from profreport.format import fmt_bytes
+from profreport.record.model import ModeResult, Run
+from profreport.render.palette import mode_color
+from profreport.text import one_line
+
+Tone = Literal["good", "bad", "neutral", "muted"]
+
+# A failed mode's error in the headline: its first words, the whole line in the mode's section.
+ERROR_CHARS = 160
+
+
+class HeadlineCell(TypedDict):
+    text: str  # the answer: "47 → 20", "-38%", "1.24x", "inconclusive", "ok"
+    detail: str  # what it rests on: "modeled", "95% CI 1.04-1.31", "max abs err 2.4e-06"
+    tone: Tone
+
+
+class HeadlineRow(TypedDict):
+    mode: str
+    color: str  # the mode's chart colour
+    status: HeadlineCell
+    kernels: HeadlineCell | None  # None: the mode did not run
+    launches: HeadlineCell | None  # None: not CUDA, or the mode did not run
+    bytes: HeadlineCell | None
+    speedup: HeadlineCell | None
+    output: HeadlineCell | None
+    error: str  # a mode that did not run: why, cut at a word
+
+
+class Headline(TypedDict):
+    rows: list[HeadlineRow]
+    show_launches: bool
+    kernel_label: str  # "CPU kernels" | "device kernels"
+
+
+def _cell(text: str, detail: str = "", tone: Tone = "neutral") -> HeadlineCell:
+    return {"text": text, "detail": detail, "tone": tone}
+
+
+def _fewer_is_better(eager: int, mode: int) -> Tone:
+    return "good" if mode < eager else "bad" if mode > eager else "neutral"
+
+
+def _count_cell(eager: int | None, mode: int, unit: str) -> HeadlineCell:
+    if eager is None:  # eager itself, or no eager to compare with
+        return _cell(str(mode), f"{unit} per step, profiler")
+    return _cell(f"{eager} → {mode}", f"{unit} per step, profiler", _fewer_is_better(eager, mode))
+
+
+def short_text(text: str, limit: int) -> str:
+    """`text` on one line, cut at the last word boundary before `limit` characters (an ellipsis
+    says it was cut); a reader never sees half a word."""
+    line = one_line(text)
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+def _measured_total(mode: ModeResult) -> int | None:
+    m = mode.ok_bytes.measured
+    if m is None or not m.available or m.read is None or m.written is None:
+        return None
+    return m.read + m.written
+
+
+def _bytes_cell(mode: ModeResult, eager: ModeResult | None) -> HeadlineCell:
+    """The traffic change against eager, measured (Nsight Compute) where both modes have it,
+    else modeled; eager (or a run without eager) shows its own total. The detail starts with
+    the source, which the Markdown cell keeps."""
+    traffic = mode.ok_bytes
+    if eager is None:
+        measured = _measured_total(mode)
+        if measured is not None:
+            return _cell(fmt_bytes(measured), "measured, per step")
+        return _cell(fmt_bytes(traffic.read + traffic.written), "modeled, per step")
+    mode_measured, eager_measured = _measured_total(mode), _measured_total(eager)
+    if mode_measured is not None and eager_measured:
+        mode_total, eager_total, source = mode_measured, eager_measured, "measured"
+    else:
+        if traffic.not_modeled or eager.ok_bytes.not_modeled:
+            return _cell("n/a", "partial model: not comparable", "muted")
+        mode_total = traffic.read + traffic.written
+        eager_total = eager.ok_bytes.read + eager.ok_bytes.written
+        source = "modeled"
+    if not eager_total:
+        return _cell("n/a", f"{source}: eager moved no bytes", "muted")
+    change = round((mode_total - eager_total) / eager_total * 100)
+    detail = f"{source}, {fmt_bytes(eager_total)} → {fmt_bytes(mode_total)}"
+    if change == 0:
+        return _cell("±0%", detail)
+    return _cell(f"{change:+d}%", detail, "good" if change < 0 else "bad")
+
+
+def _speedup_cell(mode: ModeResult) -> HeadlineCell:
+    sp = mode.speedup_vs_eager
+    if sp is None or not sp.has("median"):
+        return _cell("n/a", "not timed", "muted")
+    lo, hi = sp.ci95
+    ci = f"95% CI {lo:.2f}-{hi:.2f}, measured"
+    if sp.inconclusive:
+        return _cell("inconclusive", f"{sp.median:.2f}x, {ci}", "muted")
+    if lo > 1.0:
+        return _cell(f"{sp.median:.2f}x", ci, "good")
+    if hi < 1.0:
+        return _cell(f"{sp.median:.2f}x", ci, "bad")
+    return _cell(f"{sp.median:.2f}x", f"no change: {ci}")
+
+
+def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
+    if name == "eager":
+        return _cell("reference", "", "muted")
+    check = mode.output_check
+    if check is None or not check.to_json():
+        return _cell("not checked", "", "muted")
+    if check.within_tolerance is None:
+        return _cell("not compared", check.note or "", "muted")
+    err = "" if check.max_abs_err is None else f"max abs err {check.max_abs_err:.2g}"
+    if check.within_tolerance:
+        return _cell("ok", err, "good")
+    return _cell("DIFFERS", "; ".join(p for p in (err, check.note or "") if p), "bad")
+
+
+def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
+    if not mode.ok:
+        return {
+            "mode": name,
+            "color": mode_color(name),
+            "status": _cell(mode.status, "", "bad" if mode.status == "failed" else "muted"),
+            "kernels": None,
+            "launches": None,
+            "bytes": None,
+            "speedup": None,
+            "output": None,
+            "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
+        }
+    baseline = eager if name != "eager" and eager is not None and eager.ok else None
+    kernels = mode.ok_kernels
+    eager_kernels = None if baseline is None else baseline.ok_kernels
+    return {
+        "mode": name,
+        "color": mode_color(name),
+        "status": _cell("ok", "", "good"),
+        "kernels": _count_cell(
+            None if eager_kernels is None else eager_kernels.per_step, kernels.per_step, "kernels"
+        ),
+        "launches": (
+            _count_cell(
+                None if eager_kernels is None else eager_kernels.launches,
+                kernels.launches,
+                "launches",
+            )
+            if cuda
+            else None
+        ),
+        "bytes": _bytes_cell(mode, baseline),
+        "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
+        "output": _output_cell(name, mode),
+        "error": "",
+    }
+
+
+def headline(run: Run) -> Headline:
+    """The headline rows of a run with findings, in the run's mode order."""
+    cuda = run.device.type == "cuda"
+    eager = run.modes.get("eager")
+    return {
+        "rows": [_row(name, mode, eager, cuda) for name, mode in run.modes.items()],
+        "show_launches": cuda,
+        "kernel_label": "device kernels" if cuda else "CPU kernels",
+    }

@@ -1,0 +1,118 @@
+"""The headline view-model (render/headline.py) on a recorded run's values, then its edges."""
+
+import copy
+
+import pytest
+
+from profreport.record import Run, load
+from profreport.render.headline import ERROR_CHARS, headline, short_text
+
+
+@pytest.fixture
+def record(recorded_gated_run):
+    return load(recorded_gated_run / "run.json")
+
+
+def _rows(record) -> dict:
+    return {r["mode"]: r for r in headline(Run.from_json(record))["rows"]}
+
+
+def test_recorded_run_kernels_bytes_and_tones(record):
+    rows = _rows(record)
+    assert list(rows) == ["eager", "script", "trace", "optimize", "compile"]
+    eager, compile_, script = rows["eager"], rows["compile"], rows["script"]
+    # eager is the reference: its own counts, no arrow, no speedup
+    assert eager["kernels"]["text"] == "7" and eager["speedup"]["text"] == "baseline"
+    assert eager["bytes"] == {"text": "17.00 MiB", "detail": "modeled, per step", "tone": "neutral"}
+    assert eager["output"]["text"] == "reference"
+    # compile: 7 eager kernels ran as 1; 17 MiB modeled -> 3 MiB is -82%
+    assert compile_["kernels"] == {
+        "text": "7 → 1",
+        "detail": "kernels per step, profiler",
+        "tone": "good",
+    }
+    assert compile_["bytes"] == {
+        "text": "-82%",
+        "detail": "modeled, 17.00 MiB → 3.00 MiB",
+        "tone": "good",
+    }
+    assert script["kernels"]["text"] == "7 → 7" and script["kernels"]["tone"] == "neutral"
+    assert script["bytes"]["text"] == "±0%" and script["bytes"]["tone"] == "neutral"
+    assert compile_["output"]["text"] == "ok" and compile_["output"]["tone"] == "good"
+    assert compile_["launches"] is None  # CPU: no launch column
+    assert compile_["color"] == "#d62728"
+
+
+def _speedup(record, median, lo, hi, inconclusive=None):
+    rec = copy.deepcopy(record)
+    rec["modes"]["compile"]["speedup_vs_eager"] = {
+        "median": median,
+        "ci95": [lo, hi],
+        "noise": inconclusive,
+        "inconclusive": inconclusive,
+    }
+    return _rows(rec)["compile"]["speedup"]
+
+
+def test_speedup_is_called_only_outside_its_interval_and_the_noise_band(record):
+    assert _speedup(record, 1.3, 1.2, 1.4) == {
+        "text": "1.30x",
+        "detail": "95% CI 1.20-1.40, measured",
+        "tone": "good",
+    }
+    assert _speedup(record, 0.5, 0.4, 0.6)["tone"] == "bad"
+    same = _speedup(record, 1.01, 0.9, 1.1)
+    assert (same["text"], same["tone"]) == ("1.01x", "neutral")
+    assert same["detail"].startswith("no change")
+    noisy = _speedup(record, 1.3, 1.2, 1.4, inconclusive="other processes used 40%")
+    assert noisy == {
+        "text": "inconclusive",
+        "detail": "1.30x, 95% CI 1.20-1.40, measured",
+        "tone": "muted",
+    }
+
+
+def test_output_difference_failed_mode_and_partial_bytes(record):
+    rec = copy.deepcopy(record)
+    rec["modes"]["trace"]["output_check"]["within_tolerance"] = False
+    rec["modes"]["trace"]["output_check"]["max_abs_err"] = 0.5
+    rec["modes"]["optimize"]["bytes"]["not_modeled"] = ["mkldnn_convolution"]
+    error = "RuntimeError: " + "word " * 100
+    rec["modes"]["script"] = {"status": "failed", "error": error, "compile_s": None}
+    rows = _rows(rec)
+    assert rows["trace"]["output"] == {
+        "text": "DIFFERS",
+        "detail": "max abs err 0.5",
+        "tone": "bad",
+    }
+    assert rows["optimize"]["bytes"]["text"] == "n/a"
+    assert rows["optimize"]["bytes"]["detail"].startswith("partial model")
+    script = rows["script"]
+    assert script["status"] == {"text": "failed", "detail": "", "tone": "bad"}
+    assert script["kernels"] is None and script["speedup"] is None
+    # cut at a word, with an ellipsis, never mid-word
+    assert script["error"].endswith("word…") and len(script["error"]) <= ERROR_CHARS
+
+
+def test_cuda_shows_launches_and_measured_bytes_win_over_modeled(record):
+    rec = copy.deepcopy(record)
+    rec["device"]["type"] = "cuda"
+    for name, launches, total in (("eager", 9, 1000), ("compile", 2, 250)):
+        mode = rec["modes"][name]
+        mode["kernels"]["launches"] = launches
+        mode["bytes"]["measured"] = {"available": True, "read": total // 2, "written": total // 2}
+    result = headline(Run.from_json(rec))
+    assert result["show_launches"] and result["kernel_label"] == "device kernels"
+    rows = {r["mode"]: r for r in result["rows"]}
+    assert rows["compile"]["launches"]["text"] == "9 → 2"
+    assert rows["compile"]["bytes"]["text"] == "-75%"
+    assert rows["compile"]["bytes"]["detail"].startswith("measured")
+    # trace has no measurement: modeled, and says so
+    assert rows["trace"]["bytes"]["detail"].startswith("modeled")
+
+
+def test_short_text_cuts_at_a_word():
+    assert short_text("short", 10) == "short"
+    assert short_text("alpha beta gamma delta", 14) == "alpha beta…"
+    assert short_text("x" * 50, 10) == "x" * 9 + "…"  # one long word: cut, and marked
+    assert short_text("first line\nsecond", 20) == "first line"  # one line: the first

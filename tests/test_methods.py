@@ -1,0 +1,36 @@
+"""The method text has one source (profreport/render/methods.md): the report's paragraphs and
+docs/metrics.md both come from it, so they cannot drift."""
+
+from pathlib import Path
+
+from profreport.record import load_run
+from profreport.render.methods import docs_page, method_templates
+from profreport.render.viewmodel import build_view
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_docs_metrics_page_is_generated_from_the_source():
+    committed = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    assert committed == docs_page(), "docs/metrics.md is stale: run scripts/method-docs"
+
+
+def test_report_paragraphs_are_the_source_blocks_filled_from_the_run(recorded_gated_run):
+    method = build_view(load_run(recorded_gated_run / "run.json"))["method"]
+    templates = method_templates()
+    assert set(templates) == {
+        "kernels",
+        "bytes",
+        "latency",
+        "output",
+        "roofline",
+        "compile_s",
+        "time",
+    }
+    # a block without fields is shown word for word, in the report and in the docs
+    assert method["bytes"] == templates["bytes"]
+    assert templates["bytes"] in docs_page()
+    # fields come from the run: the recorded run profiled 3 active steps
+    assert "{active}" in templates["kernels"] and "{" not in method["kernels"]
+    assert "1 wait, 1 warm-up and 3 active steps" in method["kernels"]
+    assert "1 wait, 1 warm-up and 3 active steps" in docs_page()
