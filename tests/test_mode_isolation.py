@@ -105,6 +105,9 @@ def test_failed_modes_leave_no_child_busy_while_the_others_are_timed(failing_mod
     }
     assert busy == {}
     assert seen["at_start"] == {}  # the workers were stopped before timing began
+    # No child was busy while timing (above). The share can still be a tick or a few: a stopped
+    # worker's exit is reaped inside the window (seen at 1.2% on a quiet CI machine); it stays
+    # far below the guard's 10% limit, where the failed runs of the issue were at 27-49%.
     load = record["timing_noise"]["load"]
-    assert load["children_busy_share"] is not None and load["children_busy_share"] <= 0.01
+    assert load["children_busy_share"] is not None and load["children_busy_share"] <= 0.05
     assert _configs() == before
