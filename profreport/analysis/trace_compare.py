@@ -42,7 +42,6 @@ from profreport.analysis.trace_document import (
     TotalChanges,
     TraceComparison,
     TraceSummary,
-    present,
 )
 
 DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
@@ -91,9 +90,10 @@ def trace_summary(
 ) -> TraceSummary:
     """One trace's counts with its ``top`` kernels by time (and where its time goes)."""
     unknown = UNRECORDED_FIELDS if counts.device_activity == "not recorded" else frozenset()
-    totals = {name: None if name in unknown else getattr(counts, name) for name in TOTAL_FIELDS}
-    return present(
-        TraceSummary,
+    totals: dict[str, Any] = {
+        name: None if name in unknown else getattr(counts, name) for name in TOTAL_FIELDS
+    }
+    return TraceSummary(
         path=path,
         device=counts.device,
         definition=counts.definition,
@@ -117,9 +117,10 @@ def trace_summary(
 
 def _top_kernel(row: KernelRow) -> KernelEntry:
     """One of a trace's top kernels: the analysis document's shape of :func:`kernel_entry`."""
-    derived_counters = derived(row.counter_totals) if row.counter_totals is not None else {}
-    return present(
-        KernelEntry,
+    derived_counters: dict[str, Any] = (
+        derived(row.counter_totals) if row.counter_totals is not None else {}
+    )
+    return KernelEntry(
         name=row.name,
         kind=row.kind,
         calls=row.calls,
@@ -178,8 +179,7 @@ def compare_counts(
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
     base_step, other_step = per_step(base), per_step(other)
-    return present(
-        TraceComparison,
+    return TraceComparison(
         baseline=base_path,
         path=path,
         note=note,

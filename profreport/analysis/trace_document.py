@@ -3,7 +3,7 @@
 `AnalysisDocument.to_json()` writes the document `analyze --format json` prints; `from_json`
 reads one back (to re-render it), keeping its keys and their order. Its renderers read these
 classes by attribute. Keys a writer leaves out (a comparison's `note`, a trace's `counters`) are
-absent, not null: `present` builds a section with only the keys it was given a value for.
+absent, not null: they are `omitted()` fields, written only when set.
 
 Counter evidence (Inductor kernel records, CUPTI counter ranges, the per-kernel counter metrics)
 stays JSON (`Mapping`): it is passed through as Kineto and the counter analysis write it.
@@ -13,21 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, Section
+from profreport.record.section import omitted
 
 SCHEMA = "profreport.analysis/1"
-_S = TypeVar("_S", bound=Section)
-
-
-def present(cls: type[_S], **values: Any) -> _S:
-    """``cls(**values)`` whose document holds its declared keys in order, less those of its
-    ``_absent_if_none`` keys whose value is None (keys a writer leaves out, never null)."""
-    section = cls(**values)
-    absent = [k for k in getattr(cls, "_absent_if_none", ()) if values.get(k) is None]
-    return section.without(*absent) if absent else section
 
 
 @dataclass(frozen=True)
@@ -66,20 +57,12 @@ class KernelEntry(Section):
     time_us: float | None = None
     launched_by: str | None = None
     launched_by_top: str | None = None
-    bytes: int | None = None
-    counters: JSON | None = None
-    counter_totals: JSON | None = None
-    flops: float | None = None
-    dram_bytes_read: float | None = None
-    dram_bytes_written: float | None = None
-    _absent_if_none = (
-        "bytes",
-        "counters",
-        "counter_totals",
-        "flops",
-        "dram_bytes_read",
-        "dram_bytes_written",
-    )
+    bytes: int | None = omitted()
+    counters: JSON | None = omitted()
+    counter_totals: JSON | None = omitted()
+    flops: float | None = omitted()
+    dram_bytes_read: float | None = omitted()
+    dram_bytes_written: float | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -122,18 +105,11 @@ class TraceSummary(Section):
     kernels_by_op: Mapping[str, int] = field(default_factory=dict)
     distinct_kernels: int = 0
     top_kernels: tuple[KernelEntry, ...] = ()
-    inductor_kernels: tuple[JSON, ...] | None = None
-    counter_ranges: tuple[JSON, ...] | None = None
-    counters: CounterSummary | None = None
-    events: int | None = None
-    time_breakdown: TraceTimeBreakdown | None = None
-    _absent_if_none = (
-        "inductor_kernels",
-        "counter_ranges",
-        "counters",
-        "events",
-        "time_breakdown",
-    )
+    inductor_kernels: tuple[JSON, ...] | None = omitted()
+    counter_ranges: tuple[JSON, ...] | None = omitted()
+    counters: CounterSummary | None = omitted()
+    events: int | None = omitted()
+    time_breakdown: TraceTimeBreakdown | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -238,13 +214,12 @@ class TraceComparison(Section):
 
     baseline: str = ""
     path: str = ""
-    note: str | None = None
+    note: str | None = omitted()
     totals: TotalChanges = field(default_factory=TotalChanges)
     per_step: PerStepChanges = field(default_factory=PerStepChanges)
     kernels: tuple[KernelChange, ...] = ()
     launching_ops: tuple[OpChange, ...] = ()
-    time_breakdown: TimeChanges | None = None
-    _absent_if_none = ("note", "time_breakdown")
+    time_breakdown: TimeChanges | None = omitted()
 
 
 @dataclass(frozen=True)
