@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
+from gpu_check.spec import CONV, DECODER, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
 from gpu_check.steps import plan
 
 from profreport.cli.analyze import analyze_paths
@@ -240,7 +240,27 @@ def _simple() -> dict[str, Any]:
         SIMPLE,
         {
             "eager": mode("eager", 79, 3 * size, size, kernels=recorded_kernels(ALEXNET_TRACE)),
+            "script": mode("script", 79, 3 * size, size),
+            "trace": mode("trace", 79, 3 * size, size),
             "optimize": mode("optimize", 2, 2 * size, size, table=fused, compiler=compiler),
+            "compile": mode("compile", 3, 2 * size, size),
+            "export": mode("export", 3, 2 * size, size, compiler={"package_bytes": 90_000}),
+        },
+    )
+
+
+def _decoder() -> dict[str, Any]:
+    size = 32 * 256 * 4
+    failed = {"status": "failed", "error": "torch.jit.script cannot compile Qwen2Model"}
+    return record(
+        DECODER,
+        {
+            "eager": mode("eager", 88, 40 * size, 30 * size),
+            "script": failed,
+            "trace": mode("trace", 91, 40 * size, 30 * size),
+            "optimize": mode("optimize", 91, 40 * size, 30 * size),
+            "compile": mode("compile", 29, 20 * size, 12 * size),
+            "export": mode("export", 29, 20 * size, 12 * size, compiler={"package_bytes": 9e6}),
         },
     )
 
@@ -248,6 +268,8 @@ def _simple() -> dict[str, Any]:
 def _analysis(label: str, rec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     traces = []
     for name, m in rec["modes"].items():
+        if m["status"] != "ok":
+            continue
         k = m["kernels"]
         if name == "compile" and label == GATED:
             entry = recorded_analysis(TRITON_TRACE)
@@ -285,6 +307,7 @@ def good_evidence() -> Evidence:
         MLP: _mlp(),
         OPT_IN: _opt_in(),
         SIMPLE: _simple(),
+        DECODER: _decoder(),
     }
     run_dirs = {label: Path(f"/gpu-check/runs/{label}/run") for label in records}
     steps = {s.name: StepOutcome(s.name, "ok", seconds=20.0) for s in plan(wheels=None)}

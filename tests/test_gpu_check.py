@@ -15,7 +15,7 @@ import pytest
 from gpu_check import checks
 from gpu_check.checks import Result, format_table, run_checks, table_rows
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, GATED, MLP, OPT_IN, SIMPLE
+from gpu_check.spec import CONV, DECODER, GATED, MLP, OPT_IN, SIMPLE
 from gpu_check.steps import plan
 
 from tests.gpu_evidence import L2, T, copied, good_evidence
@@ -183,6 +183,7 @@ MUTATIONS: dict[str, tuple[str, Callable[[Evidence], None]]] = {
         _set(lambda e: _mode(e, OPT_IN, "compile-cudagraphs")["kernels"], "graph_launches", 0),
     ),
     "no package": (f"{OPT_IN}.export", _set(lambda e: _mode(e, OPT_IN, "export")["compiler"], "package_bytes", None)),
+    "a mode that must run failed": (f"{DECODER}.modes", _fail_mode(DECODER, "compile")),
     "max-autotune failed": (f"{OPT_IN}.max_autotune", _fail_mode(OPT_IN, "compile-max-autotune")),
     "GEMM unclaimed under max-autotune": (
         f"{OPT_IN}.max_autotune",
@@ -222,7 +223,7 @@ def test_each_check_fails_when_what_it_guards_goes_wrong(good, case):
 def _kind(name: str) -> str:
     """A check line's kind: its name without the run label and the mode ("*.ncu_bytes")."""
     name = re.sub(r"\[.*\]$", "", name)
-    return re.sub(f"^({'|'.join([GATED, OPT_IN, MLP, CONV, SIMPLE])})\\.", "*.", name)
+    return re.sub(f"^({'|'.join([GATED, OPT_IN, MLP, CONV, SIMPLE, DECODER])})\\.", "*.", name)
 
 
 def test_every_check_has_a_case_that_fails_it(good):
@@ -279,8 +280,8 @@ def test_no_evidence_at_all_fails_every_check():
 
 def test_table_has_kernels_launches_bytes_and_latency_per_mode(good):
     rows = table_rows(good)
-    assert len(rows) == 21  # 5 + 5 + 5 + 4 + 2 modes
-    eager = rows[0]
+    assert len(rows) == 31  # 5 + 5 + 5 + 4 + 6 + 6 modes
+    eager = next(r for r in rows if r["run"] == GATED)
     assert (eager["run"], eager["mode"], eager["kernels"], eager["launches"]) == (
         GATED,
         "eager",
@@ -295,7 +296,7 @@ def test_table_has_kernels_launches_bytes_and_latency_per_mode(good):
         "run", "mode", "status", "kernels", "launches", "graphs", "modeled", "MiB", "measured",
         "MiB", "meas/model", "median", "ms",
     ]  # fmt: skip
-    assert lines[1].split() == [
+    assert next(line for line in lines if line.startswith(GATED)).split() == [
         GATED,
         "eager",
         "ok",

@@ -426,4 +426,4 @@ def test_cap_scale_stretches_every_step_limit():
     base = {s.name: s.cap_s for s in steps.plan()}
     scaled = {s.name: s.cap_s for s in steps.plan(cap_scale=2.5)}
     assert scaled == {name: cap * 2.5 for name, cap in base.items()}
-    assert base[f"generate {GATED}"] == 240
+    assert base[f"generate {GATED}"] == 200
