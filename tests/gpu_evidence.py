@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, DECODER, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
+from gpu_check.spec import CONV, DECODER, EXPORT, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
 from gpu_check.steps import plan
 
 from profreport.cli.analyze import analyze_paths
@@ -244,6 +244,16 @@ def _simple() -> dict[str, Any]:
             "trace": mode("trace", 79, 3 * size, size),
             "optimize": mode("optimize", 2, 2 * size, size, table=fused, compiler=compiler),
             "compile": mode("compile", 3, 2 * size, size),
+        },
+    )
+
+
+def _export() -> dict[str, Any]:
+    size = 64 * 64 * 56 * 56 * 4
+    return record(
+        EXPORT,
+        {
+            "eager": mode("eager", 5, 3 * size, size),
             "export": mode("export", 3, 2 * size, size, compiler={"package_bytes": 90_000}),
         },
     )
@@ -260,7 +270,6 @@ def _decoder() -> dict[str, Any]:
             "trace": mode("trace", 91, 40 * size, 30 * size),
             "optimize": mode("optimize", 91, 40 * size, 30 * size),
             "compile": mode("compile", 29, 20 * size, 12 * size),
-            "export": mode("export", 29, 20 * size, 12 * size, compiler={"package_bytes": 9e6}),
         },
     )
 
@@ -308,6 +317,7 @@ def good_evidence() -> Evidence:
         OPT_IN: _opt_in(),
         SIMPLE: _simple(),
         DECODER: _decoder(),
+        EXPORT: _export(),
     }
     run_dirs = {label: Path(f"/gpu-check/runs/{label}/run") for label in records}
     steps = {s.name: StepOutcome(s.name, "ok", seconds=20.0) for s in plan(wheels=None)}

@@ -5,6 +5,7 @@ and verdicts from what a record observed, so an old run.json renders with today'
 --device cpu` (all five modes) written by the release before the record's findings were derived."""
 
 import copy
+import dataclasses
 import gzip
 import io
 import json
@@ -99,3 +100,29 @@ def test_render_of_the_before_record_shows_todays_analysis(before, tmp_path):
     assert "yesterday's verdict" not in summary
     assert r"Inductor fused \[relu + max_pool2d_with_indices\]" in summary  # Markdown-escaped
     assert "yesterday's verdict" not in (tmp_path / "old" / "report.html").read_text()
+
+
+def test_optimize_states_ops_paired_with_nothing_without_claiming_a_pattern():
+    """A group of several eager ops and no optimized call (unmatched, or never in the graph) is
+    said to be unmatched, with the map's note; an NNC group is named as TorchScript's fuser."""
+    from profreport.analysis import fusion_optimize as fo
+    from profreport.analysis.fusion import fusion_group, without_kernel
+    from profreport.analysis.why_not_fused import optimize_why_not
+    from profreport.record import load_run
+    from profreport.record.model import TensorIO
+
+    run = load_run(Path(__file__).parent / "data" / "runs" / "gated-residual-cpu" / "run.json")
+    calls = [TensorIO(op=op, read=8, written=8) for op in ("aten::mul", "aten::add")]
+    groups = (
+        without_kernel(calls, fo.UNMATCHED),
+        fusion_group(["sigmoid", "mul"], ["prim::TensorExprGroup"], 32, 16),
+    )
+    mode = run.modes["optimize"]
+    mode = dataclasses.replace(mode, fusion=dataclasses.replace(mode.fusion, groups=groups))
+    why = optimize_why_not(mode, run)
+    assert [(e.kind, e.ops) for e in why] == [
+        ("unmatched", ("mul", "add")),
+        ("applied", ("sigmoid", "mul")),
+    ]
+    assert why[0].reason == f"mul + add: {fo.UNMATCHED}"
+    assert "prim::TensorExprGroup kernel (TorchScript's fuser)" in why[1].reason

@@ -444,3 +444,28 @@ def test_optimize_pairs_mkldnn_global_pooling_with_eager_mean():
         ["mkldnn_adaptive_avg_pool2d"],
         "replaced",
     )
+
+
+def test_optimize_gives_nnc_fusion_groups_their_eager_calls():
+    """On CUDA, optimize's graph holds NNC fusion groups that dispatch no op: their eager calls
+    are fused into the group's kernel, never left over as unmatched (a map with eager ops and no
+    kernel made optimize's why-not-fused raise on real models)."""
+    from profreport.analysis import fusion_optimize as fo
+
+    eager = [
+        _call("aten::mm", 30, 10),
+        _call("aten::sigmoid", 10, 10),
+        _call("aten::mul", 20, 10),
+        _call("aten::add", 20, 10),
+    ]
+    mode = [_call("aten::mm", 30, 10)]
+    group = ScriptFusionGroup(
+        "prim::TensorExprGroup", ("aten::sigmoid", "aten::mul", "aten::add"), 30, 10
+    )
+    before = {"aten::mm": 1, "aten::sigmoid": 1, "aten::mul": 1, "aten::add": 1}
+    fm = fo.optimize_fusion(eager, mode, BOOKKEEPING_OPS, before, "scripted", None, (group,))
+    nnc = [g for g in fm.groups if g.kernels == ("prim::TensorExprGroup",)]
+    assert [g.eager_ops for g in nnc] == [("sigmoid", "mul", "add")]
+    assert nnc[0].saved_bytes == 80 - 40
+    assert not [g for g in fm.groups if g.note == fo.UNMATCHED]
+    assert fm.fused_groups == 1

@@ -15,7 +15,7 @@ import pytest
 from gpu_check import checks
 from gpu_check.checks import Result, format_table, run_checks, table_rows
 from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, DECODER, GATED, MLP, OPT_IN, SIMPLE
+from gpu_check.spec import CONV, DECODER, EXPORT, GATED, MLP, OPT_IN, SIMPLE
 from gpu_check.steps import plan
 
 from tests.gpu_evidence import L2, T, copied, good_evidence
@@ -223,7 +223,9 @@ def test_each_check_fails_when_what_it_guards_goes_wrong(good, case):
 def _kind(name: str) -> str:
     """A check line's kind: its name without the run label and the mode ("*.ncu_bytes")."""
     name = re.sub(r"\[.*\]$", "", name)
-    return re.sub(f"^({'|'.join([GATED, OPT_IN, MLP, CONV, SIMPLE, DECODER])})\\.", "*.", name)
+    return re.sub(
+        f"^({'|'.join([GATED, OPT_IN, MLP, CONV, SIMPLE, DECODER, EXPORT])})\\.", "*.", name
+    )
 
 
 def test_every_check_has_a_case_that_fails_it(good):
@@ -280,7 +282,7 @@ def test_no_evidence_at_all_fails_every_check():
 
 def test_table_has_kernels_launches_bytes_and_latency_per_mode(good):
     rows = table_rows(good)
-    assert len(rows) == 31  # 5 + 5 + 5 + 4 + 6 + 6 modes
+    assert len(rows) == 31  # 5 + 5 + 5 + 4 + 5 + 5 + 2 modes
     eager = next(r for r in rows if r["run"] == GATED)
     assert (eager["run"], eager["mode"], eager["kernels"], eager["launches"]) == (
         GATED,

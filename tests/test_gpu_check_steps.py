@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -427,3 +428,14 @@ def test_cap_scale_stretches_every_step_limit():
     scaled = {s.name: s.cap_s for s in steps.plan(cap_scale=2.5)}
     assert scaled == {name: cap * 2.5 for name, cap in base.items()}
     assert base[f"generate {GATED}"] == 200
+
+
+def test_a_step_killed_by_a_signal_leaves_its_python_stack_in_the_log(tmp_path):
+    # export ended generate with SIGSEGV on the H200 and its log held only the command line
+    ws = _workspace(tmp_path)
+    crash = Step("crash", 30, lambda _ws: _python("import ctypes; ctypes.string_at(0)"))
+    outcome = steps.run_step(crash, ws, 30, time.monotonic)
+    assert outcome.status == "failed" and outcome.returncode == -signal.SIGSEGV
+    log = (ws.work / outcome.log).read_text()
+    assert "Fatal Python error: Segmentation fault" in log
+    assert 'File "<string>", line 1' in log

@@ -6,6 +6,9 @@ eager and in the optimized graph, paired in order by op family (a fused library 
 cudnn_convolution_relu also takes the eager relu). What is left over on either side is named by
 what explains it, from the graph before freezing (`op_counts_before`) where the record has it:
 
+- eager calls of the ops a fusion group of the optimized graph holds (NNC's
+  `prim::TensorExprGroup` on CUDA): fused into that group's one kernel; the group launches no
+  dispatched op, so its calls cannot pair by family and are taken by the group's op list;
 - an eager BatchNorm (or dropout) with no call left after freezing: folded away by freezing (into
   the convolution's weights); any other eager call whose op the graph held, with no optimized call
   to pair with: unmatched, and said so (TorchScript's own passes may have removed it, or eager and
@@ -35,7 +38,13 @@ from profreport.analysis.fusion import (
     traffic,
     without_kernel,
 )
-from profreport.record.model import FusionGroup, FusionMap, ModeResult, TensorIO
+from profreport.record.model import (
+    FusionGroup,
+    FusionMap,
+    ModeResult,
+    ScriptFusionGroup,
+    TensorIO,
+)
 
 FOLDED = "folded away by freezing (no kernel left)"
 UNMATCHED = "no optimized call of this op left to pair with"
@@ -93,13 +102,15 @@ def optimize_fusion(
     graph_before: Mapping[str, int] | None = None,
     graph_kind: str = "scripted",
     graph_after: Mapping[str, int] | None = None,
+    script_groups: Sequence[ScriptFusionGroup] = (),
 ) -> FusionMap:
     """What freeze + optimize_for_inference did, call by call (see the module docstring).
 
     `graph_before`: op counts of the graph before freezing (None in records without them: the
     leftovers are then read as folded and added, as releases before this one did); `graph_kind`:
     "traced" or "scripted", how that graph was made; `graph_after`: the optimized graph's op
-    counts (which linear nodes became matmul)."""
+    counts (which linear nodes became matmul); `script_groups`: the optimized graph's fusion
+    groups (NNC), which take the eager calls of their ops before the leftovers are named."""
     pending: dict[str, list[TensorIO]] = defaultdict(list)
     for c in eager_sequence:
         if c.op not in bookkeeping:
@@ -155,12 +166,33 @@ def optimize_fusion(
                 note="" if len(eager_calls) > 1 else "replaced",
             )
         )
+    groups += _script_groups(script_groups, pending)
     left = [c for calls_left in pending.values() for c in calls_left]
     groups += _leftover_eager(left, graph_before, graph_kind)
     groups += _leftover_mode(added, graph_before, graph_kind)
     return summarize_groups(
         groups, "dispatched operations, eager vs optimized graph, paired by op family"
     )
+
+
+def _script_groups(
+    script_groups: Sequence[ScriptFusionGroup], pending: Mapping[str, list[TensorIO]]
+) -> list[FusionGroup]:
+    """The optimized graph's fusion groups, each with the pending eager calls of its ops (in
+    eager order, one per op node); a group none of whose ops eager left pending still shows."""
+    groups = []
+    for g in script_groups:
+        taken = [pending[f].pop(0) for f in map(_graph_family, g.ops) if pending.get(f)]
+        boundary = None if g.read is None or g.written is None else g.read + g.written
+        groups.append(
+            fusion_group(
+                [short_op(op) for op in g.ops],
+                [g.kind],
+                sum_known(traffic(c) for c in taken),
+                boundary,
+            )
+        )
+    return groups
 
 
 def dispatch_differences(

@@ -435,14 +435,31 @@ def optimize_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
                     g.note,
                 )
             )
-        elif len(g.eager_ops) > 1:
+        elif len(g.eager_ops) > 1 and g.kernels:
+            by = (
+                f"one {g.kernels[0]} kernel (TorchScript's fuser)"
+                if g.kernels[0].startswith("prim::")
+                else f"library call {g.kernels[0]}"
+            )
             found.append(
                 _entry(
                     "applied",
                     list(g.eager_ops),
-                    f"{' + '.join(g.eager_ops)} fused into library call {g.kernels[0]}",
+                    f"{' + '.join(g.eager_ops)} fused into {by}",
                     src,
                     f"optimized op {g.kernels[0]}",
+                )
+            )
+        elif g.eager_ops and not g.kernels:
+            # eager calls paired with nothing optimized (unmatched, or never in the graph): the
+            # map says what it can tell, and claims no pattern
+            found.append(
+                _entry(
+                    "unmatched",
+                    list(g.eager_ops),
+                    f"{' + '.join(g.eager_ops)}: {g.note}",
+                    src,
+                    g.note,
                 )
             )
         elif g.note.startswith("added"):

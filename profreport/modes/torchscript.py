@@ -118,6 +118,7 @@ class OptimizeMode(Mode):
             compiler.op_counts_before if compiler is not None else None,
             graph_kind(mode),
             compiler.op_counts if compiler is not None else None,
+            (compiler.fusion_groups if compiler is not None else None) or (),
         )
 
     def fusion_evidence(self, mode: ModeResult, run: Run) -> str:

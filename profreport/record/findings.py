@@ -75,6 +75,7 @@ WhyKind = Literal[
     "fuser_limit",
     "applied",
     "not_applied",
+    "unmatched",
 ]
 
 

@@ -20,6 +20,7 @@ _KIND_LABELS: dict[str, str] = {
     "not_fused": "not fused",
     "applied": "pattern applied",
     "not_applied": "pattern not applied",
+    "unmatched": "no counterpart",
 }
 
 

@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
     args = parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.wheels is not None:  # the steps run in the work folder: a relative path breaks
+        args.wheels = args.wheels.resolve()
     site = work / "site" if args.wheels is not None else None
     ws = Workspace(work.resolve(), step_env(dict(os.environ), work.resolve(), site), site)
     chosen = tuple(s for s in RUNS if s.label in args.runs.split(","))

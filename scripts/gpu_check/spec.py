@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MODES = ("eager", "script", "trace", "optimize", "compile")
-ALL_MODES = (*DEFAULT_MODES, "export")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,20 +42,23 @@ MLP = "mlp-block"
 OPT_IN = "mlp-block-opt-in"
 SIMPLE = "simple"
 DECODER = "decoder-lm"
+EXPORT = "export"
 
 # In order of importance: when the budget runs short, the later ones are cut.
 RUNS = (
-    # The README's first command, every mode, DRAM bytes measured by ncu beside the modeled ones.
-    RunSpec(SIMPLE, "simple", modes=ALL_MODES, measure_bytes=True, cap_s=110),
+    # The README's first command, DRAM bytes measured by ncu beside the modeled ones.
+    RunSpec(SIMPLE, "simple", measure_bytes=True, cap_s=90),
     # A real decoder LM as a user builds it (2-layer Qwen2 from its config, default outputs with
     # a KV cache); script fails on transformers models with its one line.
     RunSpec(
         DECODER,
         "bench/real_models_corpus.py:qwen2",
-        modes=ALL_MODES,
         may_fail=("script",),
-        cap_s=170,
+        cap_s=90,
     ),
+    # export apart: on torch 2.11 + CUDA 13 it ended the whole generate process with SIGSEGV
+    # (simple, Qwen2 and mlp-block alike), which took every other mode's evidence with it.
+    RunSpec(EXPORT, "simple", modes=("eager", "export"), cap_s=45),
     # Batch 256: each of its two inputs is 256 MiB, several times an H200's 60 MB L2, so DRAM
     # traffic is what the modeled bytes count.
     RunSpec(GATED, "gated-residual", batch_size=256, measure_bytes=True, cap_s=200),
@@ -75,4 +77,4 @@ RUNS = (
 RUN_SPECS = {spec.label: spec for spec in RUNS}
 
 # Timing kept short: the checks need a median, not a tight one.
-GENERATE_TIMING = ["--min-time", "0.2", "--max-time", "8", "--active-steps", "3"]
+GENERATE_TIMING = ["--min-time", "0.2", "--max-time", "4", "--active-steps", "3"]

@@ -58,7 +58,8 @@ class Step:
 def step_env(base: dict[str, str], work: Path, site: Path | None) -> dict[str, str]:
     """The environment of every step: the carried wheels' site first on PYTHONPATH (so the
     installed profreport is imported, never a source tree), this package importable, caches
-    (ceilings, Inductor) shared by the steps inside the work folder, output unbuffered."""
+    (ceilings, Inductor) shared by the steps inside the work folder, output unbuffered, and
+    Python's fault handler on."""
     env = dict(base)
     paths = [str(site)] if site is not None else []
     paths.append(str(SCRIPTS))
@@ -70,6 +71,8 @@ def step_env(base: dict[str, str], work: Path, site: Path | None) -> dict[str, s
     env["PROFREPORT_CACHE_DIR"] = str(work / "cache" / "profreport")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "cache" / "inductor")
     env["PYTHONUNBUFFERED"] = "1"
+    # a step that dies of a signal (SIGSEGV in a native library) leaves its Python stack in its log
+    env["PYTHONFAULTHANDLER"] = "1"
     return env
 
 
