@@ -115,9 +115,10 @@ def _collect_preflight(ws: Workspace) -> None:
 def _generate(spec: RunSpec, device: str) -> Command:
     def command(ws: Workspace) -> list[str]:
         out = ws.work / "runs" / spec.label
+        # --debug: an internal error's traceback in the step's log
         return ws.profreport(
             "generate", *spec.generate_args(), "--device", device, *GENERATE_TIMING,
-            "--quiet", "--out", str(out),
+            "--quiet", "--debug", "--out", str(out),
         )  # fmt: skip
 
     return command
