@@ -244,9 +244,9 @@ def nnc_on_cpu():
         torch._C._jit_set_te_must_use_llvm_cpu(True)
 
 
-@pytest.mark.slow
-def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
-    f = tmp_path / "pointwise.py"
+def _pointwise_chain(folder):
+    """A model file whose forward is one pointwise chain NNC fuses into one group."""
+    f = folder / "pointwise.py"
     f.write_text(
         textwrap.dedent(
             """
@@ -260,6 +260,12 @@ def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
             """
         )
     )
+    return f
+
+
+@pytest.mark.slow
+def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
+    f = _pointwise_chain(tmp_path)
     rec = load(generate_run(tmp_path / "out", "--model", f"{f}:build", "--modes", "eager,script"))
     script = rec["modes"]["script"]
     t = 4 * 16 * F32
@@ -279,6 +285,25 @@ def test_script_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
     (g,) = script["fusion"]["groups"]
     assert (g["eager_bytes"], g["kernel_bytes"], g["saved_bytes"]) == (17 * t, 3 * t, 14 * t)
     assert "TorchScript fused 1 group(s)" in script["verdict"]
+
+
+@pytest.mark.slow
+def test_optimize_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
+    """What CUDA does to optimize (NNC fuses its pointwise chain), forced on CPU: the fused
+    group's bytes are modeled (the H200 run modeled 0 bytes for optimize's one kernel) and the
+    fusion map gives the group its eager ops."""
+    f = _pointwise_chain(tmp_path)
+    out = tmp_path / "out"
+    rec = load(generate_run(out, "--model", f"{f}:build", "--modes", "eager,optimize"))
+    optimize = rec["modes"]["optimize"]
+    t = 4 * 16 * F32
+    (group,) = optimize["compiler"]["fusion_groups"]
+    assert (group["read"], group["written"]) == (2 * t, t)
+    assert (optimize["bytes"]["read"], optimize["bytes"]["written"]) == (2 * t, t)
+    (g,) = [g for g in optimize["fusion"]["groups"] if g["kernels"] == [group["kind"]]]
+    assert sorted(g["eager_ops"]) == sorted(op.split("::")[1] for op in group["ops"])
+    assert (g["eager_bytes"], g["kernel_bytes"]) == (17 * t, 3 * t)
+    assert not [e for e in optimize["why_not_fused"] if e["kind"] == "unmatched"]
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
-from profreport.record.model import Ceilings, ModeResult
+from profreport.record.model import Ceilings, Latency, ModeResult
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -149,6 +149,18 @@ def test_a_median_below_the_floor_is_flagged_inconsistent():
     assert "faster than its ceiling" in rows[0]["roofline_note"]
     assert rows[0]["ceiling_pct"] > 100
     assert mode_floor(None, 1e-3, 1, 1, {}).consistent is None  # not timed: no verdict
+
+
+def test_a_median_just_under_the_floor_is_within_what_a_kernel_beats_the_ceilings_by():
+    # the H200 run: Triton's fused kernel at 0.99x of a floor from the copy_ ceiling
+    floor_s = 0.1932e-3
+    assert (
+        mode_floor(Latency(median=0.1913, p10=0.19, p90=0.2), floor_s, 1, 1, {}).consistent is True
+    )
+    assert (
+        mode_floor(Latency(median=0.1932 * 0.94, p10=0.18, p90=0.19), floor_s, 1, 1, {}).consistent
+        is False
+    )
 
 
 def test_a_compilers_library_call_borrows_eagers_flops_only_on_an_exact_match():

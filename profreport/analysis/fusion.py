@@ -325,16 +325,17 @@ def script_fusion(
     """Fusion map of a TorchScript mode from the fusion groups in its optimized graph (each
     group's kernel bytes: the tensors crossing its boundary)."""
     calls = _EagerCalls(eager_sequence)
-    groups = []
-    for g in fusion_groups:
-        eager_calls = [calls.take(op) for op in g.ops]
-        boundary = None if g.read is None or g.written is None else g.read + g.written
-        groups.append(
-            fusion_group(
-                [short_op(op) for op in g.ops],
-                [g.kind],
-                sum_known(traffic(c) for c in eager_calls),
-                boundary,
-            )
-        )
+    groups = [script_group(g, [calls.take(op) for op in g.ops]) for g in fusion_groups]
     return summarize_groups(groups, "TorchScript optimized graph (fusion groups)")
+
+
+def script_group(g: ScriptFusionGroup, eager_calls: Sequence[TensorIO | None]) -> FusionGroup:
+    """A TorchScript fusion group (one kernel) with the eager calls of its ops: their bytes
+    against the tensors crossing the group's boundary."""
+    boundary = None if g.read is None or g.written is None else g.read + g.written
+    return fusion_group(
+        [short_op(op) for op in g.ops],
+        [g.kind],
+        sum_known(traffic(c) for c in eager_calls),
+        boundary,
+    )

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from profreport.analysis.fusion import (
     fusion_group,
+    script_group,
     short_op,
     sum_known,
     summarize_groups,
@@ -180,19 +181,10 @@ def _script_groups(
 ) -> list[FusionGroup]:
     """The optimized graph's fusion groups, each with the pending eager calls of its ops (in
     eager order, one per op node); a group none of whose ops eager left pending still shows."""
-    groups = []
-    for g in script_groups:
-        taken = [pending[f].pop(0) for f in map(_graph_family, g.ops) if pending.get(f)]
-        boundary = None if g.read is None or g.written is None else g.read + g.written
-        groups.append(
-            fusion_group(
-                [short_op(op) for op in g.ops],
-                [g.kind],
-                sum_known(traffic(c) for c in taken),
-                boundary,
-            )
-        )
-    return groups
+    return [
+        script_group(g, [pending[f].pop(0) for f in map(_graph_family, g.ops) if pending.get(f)])
+        for g in script_groups
+    ]
 
 
 def dispatch_differences(

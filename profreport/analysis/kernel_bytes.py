@@ -8,13 +8,16 @@ conv2d -> convolution, linear -> addmm, ...). When several kernels run under one
 cuDNN convolution launching two kernels), each row carries the operation's bytes and says how many
 kernels share them. Inductor's generated kernels take the bytes of the scheduler nodes that code
 generation put into them, matched by the kernel's exact name (see the fusion map's `per_kernel`).
+TorchScript's NNC kernels take the bytes of their fusion group (the tensors crossing its boundary,
+from the graph's types): NNC names a group's kernel `fused_` + its aten ops joined by `_`, cut and
+ended with a hash when long, so a kernel matches the group whose name it is or begins.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from profreport.record.model import KernelRow, ModeResult
+from profreport.record.model import KernelRow, KernelTraffic, ModeResult, ScriptFusionGroup
 
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
 _DISPATCH_NAME = {
@@ -39,6 +42,38 @@ def _candidates(row: KernelRow) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def nnc_kernel_name(group: ScriptFusionGroup) -> str:
+    """The name NNC gives a fusion group's kernel before any cut: fused_sigmoid_tanh_mul."""
+    return "_".join(["fused", *(op.split("::")[1] for op in group.ops if op.startswith("aten::"))])
+
+
+def _nnc_traffic(mode: ModeResult) -> dict[str, KernelTraffic]:
+    """The modeled bytes of each NNC kernel name (groups of one name summed)."""
+    groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
+    found: dict[str, KernelTraffic] = {}
+    for g in groups:
+        if g.read is None or g.written is None:
+            continue
+        name = nnc_kernel_name(g)
+        was = found.get(name, KernelTraffic(read=0, written=0))
+        found[name] = KernelTraffic(
+            read=(was.read or 0) + g.read, written=(was.written or 0) + g.written
+        )
+    return found
+
+
+def _nnc_match(name: str, traffic: dict[str, KernelTraffic]) -> KernelTraffic | None:
+    """A kernel's NNC group: its exact name, or a cut name (a hash after the last `_`) that
+    begins exactly one group's name."""
+    if name in traffic:
+        return traffic[name]
+    if not name.startswith("fused_") or "_" not in name[6:]:
+        return None
+    stem = name.rsplit("_", 1)[0]
+    begun = [t for n, t in traffic.items() if n.startswith(stem) and len(n) > len(name)]
+    return begun[0] if len(begun) == 1 else None
+
+
 def kernel_bytes(mode: ModeResult) -> tuple[KernelRow, ...]:
     """The kernel rows of `mode` (in table order) with their modeled bytes: `bytes_read`,
     `bytes_written`, `bytes_op` and `bytes_shared_by`, and the operation's FLOPs (`flops`,
@@ -52,6 +87,7 @@ def kernel_bytes(mode: ModeResult) -> tuple[KernelRow, ...]:
     ops.update({r.op.removeprefix("extern "): r for r in mode.bytes.table})
     # Inductor's generated kernels, by their exact name (a kernel called twice sums both calls).
     by_kernel = (mode.fusion.per_kernel if mode.fusion is not None else None) or {}
+    nnc = _nnc_traffic(mode)
     matches: dict[str, str | None] = {}
     for row in mode.kernels.table:
         matches[row.name] = next((c for c in _candidates(row) if c in ops), None)
@@ -82,6 +118,15 @@ def kernel_bytes(mode: ModeResult) -> tuple[KernelRow, ...]:
                     bytes_read=traffic.read,
                     bytes_written=traffic.written,
                     bytes_op="Inductor scheduler node(s)",
+                    bytes_shared_by=1,
+                )
+            )
+        elif (group := _nnc_match(row.name, nnc)) is not None:
+            found.append(
+                row.adding(
+                    bytes_read=group.read,
+                    bytes_written=group.written,
+                    bytes_op="TorchScript fusion group (graph types)",
                     bytes_shared_by=1,
                 )
             )

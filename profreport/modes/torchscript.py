@@ -100,9 +100,11 @@ class OptimizeMode(Mode):
             before = tg.describe_graph(base.inlined_graph).op_counts
             frozen = torch.jit.freeze(base.eval())
             optimized = torch.jit.optimize_for_inference(frozen)
-            tg.jit_graph_after_warmup(optimized, inputs, sync)
+            # The graph the profiling executor ran: on CUDA it holds the NNC fusion groups the
+            # frozen graph does not (their kernels and bytes); else the frozen graph itself.
+            executed = tg.jit_graph_after_warmup(optimized, inputs, sync)
         compiler = dataclasses.replace(
-            tg.describe_graph(optimized.graph),
+            tg.describe_graph(executed if executed is not None else optimized.graph),
             op_counts_before=before,
             notes=tuple(notes),
             outputs=flattened or None,
