@@ -109,6 +109,60 @@ def is_inductor_kernel(name: str) -> bool:
     return INDUCTOR_KERNEL_RE.match(name) is not None
 
 
+# AOTInductor's C++ wrapper runs each library (extern) op through a C shim and, built with
+# `cpp.enable_kernel_profile`, records the call under the shim's name:
+# aoti_torch_<device>_<op>[_<overload>][_v<N>] (torchgen's unambiguous name of the op's overload).
+# The shim calls the op's kernel directly, so nothing of the op is recorded beneath it.
+# A few shims carry no device (ir.py); every other aoti_torch_* name (aoti_torch_empty_strided,
+# aoti_torch_proxy_executor_call_function, ...) is a runtime helper, standing for no op.
+AOTI_SHIM_RE = re.compile(
+    r"^aoti_torch_(?:(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)|(?P<bare>copy_|index_put_out|_mm_plus_mm_out))"
+    r"(?:_v\d+)?$"
+)
+# The overload names AOTInductor's shims carry (torchgen/aoti/fallback_ops.py, mkldnn_ir.py).
+_SHIM_OVERLOADS = sorted(
+    """
+    out Tensor Scalar Tensor_Scalar Tensor_Tensor Scalar_Tensor bin_ct default dim dtype
+    dtype_out float generator int low low_dtype low_out quantized self source_Tensor src_out
+    stable two_out value_out tensor binary binary_tensor
+    """.split(),
+    key=len,
+    reverse=True,
+)
+# Shims of ops outside aten (Inductor's mkldnn_ir), by the op name the shim carries.
+_SHIM_NAMESPACES = {
+    "_linear_pointwise": "mkldnn::_linear_pointwise",
+    "_qconv_pointwise": "onednn::qconv_pointwise",
+    "_qconv2d_pointwise": "onednn::qconv2d_pointwise",
+    "_qlinear_pointwise": "onednn::qlinear_pointwise",
+    "_weight_int4pack_mm_cpu": "quantized::int4mm_packed_weight_cpu",
+    "_c10d_functional_all_reduce": "_c10d_functional::all_reduce",
+    "_c10d_functional_all_reduce_": "_c10d_functional::all_reduce_",
+    "_c10d_functional_wait_tensor": "_c10d_functional::wait_tensor",
+}
+
+
+def aoti_shim_op(name: str) -> str | None:
+    """The operator an AOTInductor shim call stands for (aoti_torch_cpu_mm_out -> aten::mm,
+    aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu -> aten::_scaled_dot_product_
+    flash_attention_for_cpu, aoti_torch_cpu_mkldnn__convolution_pointwise -> mkldnn::_convolution_
+    pointwise); None for any other name. The overload suffix is removed where it is one a shim
+    carries (an op whose own name ends in one, such as unique_dim, loses it too)."""
+    found = AOTI_SHIM_RE.match(name)
+    if found is None:
+        return None
+    op = found["op"] or found["bare"]
+    for overload in _SHIM_OVERLOADS:
+        if op.endswith("_" + overload) and len(op) > len(overload) + 1:
+            op = op[: -len(overload) - 1]
+            break
+    if op in _SHIM_NAMESPACES:
+        return _SHIM_NAMESPACES[op]
+    if op.startswith("mkldnn_"):
+        return "mkldnn::" + op.removeprefix("mkldnn_")
+    return "aten::" + op
+
+
 # TorchScript's NNC fuser names its CPU kernels "fused_" + the fused node kinds.
 NNC_CPU_KERNEL_RE = re.compile(r"^fused_\w+$")
 NOT_DISPATCHER_NAMESPACES = frozenset({"autograd", "torch", "c10", "profiler"})
