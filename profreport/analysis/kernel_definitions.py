@@ -79,11 +79,15 @@ CPU_DEFINITION_TEXT = (
     "reshape, as_strided, t, ...) and other than operators that only forward to another "
     "(conv2d -> convolution, linear -> addmm, layer_norm -> native_layer_norm, matmul, "
     "scaled_dot_product_attention, ...), an Inductor-generated C++ kernel (cpp_fused_*) or a "
-    "TorchScript NNC fused CPU kernel (fused_*), and that runs inside no other such operator. "
+    "TorchScript NNC fused CPU kernel (fused_*), or an AOTInductor shim call that runs an "
+    "operator's kernel directly (export's aoti_torch_cpu_mm_out, recorded with no operator "
+    "beneath it: counted as that operator, aten::mm, with the shim as what launched it), and that "
+    "runs inside no other such operator. "
     "What runs inside it is its work (addmm copying its bias, index_select under embedding, "
     "clamp_min under relu, sum and div_ under mean, the clone a layer norm makes of its input), "
     "so the kernel table and the bytes table name the same operator. "
-    "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
+    "Containers (forward, compiled regions, autograd nodes, ProfilerStep) and AOTInductor "
+    "runtime helpers that stand for no operator are never kernels. "
     "CPU work has no launch API, so there are no launch calls under this definition."
 )
 
@@ -120,15 +124,12 @@ AOTI_SHIM_RE = re.compile(
     r"(?:_v\d+)?$"
 )
 # The overload names AOTInductor's shims carry (torchgen/aoti/fallback_ops.py, mkldnn_ir.py).
-_SHIM_OVERLOADS = sorted(
-    """
-    out Tensor Scalar Tensor_Scalar Tensor_Tensor Scalar_Tensor bin_ct default dim dtype
-    dtype_out float generator int low low_dtype low_out quantized self source_Tensor src_out
-    stable two_out value_out tensor binary binary_tensor
-    """.split(),
-    key=len,
-    reverse=True,
-)
+_SHIM_OVERLOAD_NAMES = """
+out Tensor Scalar Tensor_Scalar Tensor_Tensor Scalar_Tensor bin_ct default dim dtype dtype_out float
+generator int low low_dtype low_out quantized self source_Tensor src_out stable two_out value_out
+tensor binary binary_tensor
+"""
+_SHIM_OVERLOADS = sorted(_SHIM_OVERLOAD_NAMES.split(), key=len, reverse=True)  # longest first
 # Shims of ops outside aten (Inductor's mkldnn_ir), by the op name the shim carries.
 _SHIM_NAMESPACES = {
     "_linear_pointwise": "mkldnn::_linear_pointwise",

@@ -18,7 +18,11 @@ Two definitions of a "kernel" exist, and every count says which one it used:
   ``graph_<N>_cpp_fused_*``), or a TorchScript NNC (TensorExpr) fused CPU kernel (``fused_*``,
   e.g. ``fused_sigmoid_tanh_mul``: recorded as a ``cpu_op`` with no namespace under the
   TorchScript ``forward``, holding at most bookkeeping ops such as the ``aten::empty_strided``
-  of its output), that is not one of :data:`FORWARDING_OPS` (operators that only forward to
+  of its output), or an AOTInductor shim call that runs an operator's kernel directly
+  (``aoti_torch_cpu_mm_out``, ``aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu``:
+  export's C++ wrapper calls the ATen kernel with no dispatch, so no op of it is recorded beneath;
+  the row is named by that operator, ``aten::mm``, and launched by the shim), that is not one of
+  :data:`FORWARDING_OPS` (operators that only forward to
   others: ``conv2d`` -> ``convolution``, ``linear`` -> ``addmm``, ``layer_norm``, ``matmul``,
   ``scaled_dot_product_attention``, TorchScript ``prim::If`` ...), and that has no ancestor
   which also qualifies (nesting by time on the same pid/tid). The kernel is thus the operator
