@@ -473,20 +473,28 @@ def shim_kernel_op(name: str) -> str | None:
     return op
 
 
-def _named_by_op(strings: list[str], name_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+def _named_by_op(trace: Trace, name_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Kernel names with each AOTInductor shim call named by the operator it runs (so export's
     GEMMs pair with compile's by name): the labels (the trace's strings, then the operator names
     no event carries) and ``name_ids`` as indices into them."""
+    strings = trace.strings
+    ops = {
+        name_id: op
+        for name_id in np.unique(name_ids).tolist()
+        if (op := shim_kernel_op(strings[name_id])) is not None
+    }
+    if not ops:
+        return strings, name_ids
     labels = list(strings)
-    index = {s: i for i, s in enumerate(labels)}
+    added: dict[str, int] = {}
     renamed = name_ids.copy()
-    for name_id in np.unique(name_ids).tolist():
-        op = shim_kernel_op(strings[name_id])
-        if op is not None:
-            if op not in index:
-                index[op] = len(labels)
+    for name_id, op in ops.items():
+        target = trace.string_id(op)
+        if target < 0:
+            target = added.setdefault(op, len(labels))
+            if target == len(labels):
                 labels.append(op)
-            renamed[name_ids == name_id] = index[op]
+        renamed[name_ids == name_id] = target
     return labels, renamed
 
 
@@ -499,15 +507,15 @@ def _cpu_kernels(
     parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
     inductor_cpp = {r["name"] for r in inductor_kernels if r.get("backend") == "cpp"}
 
-    def generated_kernel(name: str) -> bool:  # Inductor C++ or NNC fused CPU kernels
+    def kernel_outside_dispatch(name: str) -> bool:  # Inductor C++, NNC fused, AOTI shim calls
         if name in inductor_cpp:
             return True
-        return bool(INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name))
+        if INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name):
+            return True
+        return shim_kernel_op(name) is not None
 
-    compute = (
-        dispatcher_mask(trace, include_bookkeeping=False)
-        | trace.string_table_mask(generated_kernel)
-        | trace.string_table_mask(lambda s: shim_kernel_op(s) is not None)
+    compute = dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
+        kernel_outside_dispatch
     )
     forwarding = trace.string_table_mask(lambda s: s in FORWARDING_OPS)
     called_local = (compute & ~forwarding)[trace.name[cpu_rows]]
@@ -520,13 +528,12 @@ def _cpu_kernels(
 def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
     """CPU definition: the outermost compute operators, the ones the model called (see the
     module docstring)."""
-    strings = trace.strings
     kernel_local, parent = _cpu_kernels(trace, cpu_rows, common.inductor_kernels)
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
     k_rows = cpu_rows[kernel_local]
     recorded = trace.name[k_rows].astype(np.int64)
-    labels, k_names = _named_by_op(strings, recorded)
+    labels, k_names = _named_by_op(trace, recorded)
     shim = k_names != recorded
     dur = trace.dur_ns[k_rows]
     k_step = steps.assign(trace.ts_ns[k_rows])
