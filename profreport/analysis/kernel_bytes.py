@@ -4,7 +4,8 @@ The bytes model works per operation (what the dispatcher, the TorchScript graph 
 scheduler sees); the kernel table lists what the profiler recorded. A kernel row takes the bytes of
 the operation it ran under: its own name, else the op that launched it, else the outermost op
 around it (with the composite names the dispatcher never sees mapped to the op it does see:
-conv2d -> convolution, linear -> addmm, ...). When several kernels run under one operation (a
+conv2d -> convolution, linear -> addmm, ...; an AOTInductor shim call, aoti_torch_cuda_mm_out, to
+the op it stands for, aten::mm). When several kernels run under one operation (a
 cuDNN convolution launching two kernels), each row carries the operation's bytes and says how many
 kernels share them. Inductor's generated kernels take the bytes of the scheduler nodes that code
 generation put into them, matched by the kernel's exact name (see the fusion map's `per_kernel`).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from profreport.analysis.kernel_definitions import aoti_shim_op
 from profreport.record.model import KernelRow, KernelTraffic, ModeResult, ScriptFusionGroup
 
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
@@ -38,7 +40,9 @@ def _candidates(row: KernelRow) -> list[str]:
     names = []
     for name in (row.name, row.launched_by, row.launched_by_top):
         if name:
-            names += [name, _DISPATCH_NAME.get(name, name)]
+            # an AOTInductor shim call stands for its op: the library kernels a CUDA export
+            # launches from aoti_torch_cuda_mm_out take the bytes of aten::mm
+            names += [name, _DISPATCH_NAME.get(name, name), aoti_shim_op(name) or name]
     return list(dict.fromkeys(names))
 
 

@@ -79,11 +79,15 @@ CPU_DEFINITION_TEXT = (
     "reshape, as_strided, t, ...) and other than operators that only forward to another "
     "(conv2d -> convolution, linear -> addmm, layer_norm -> native_layer_norm, matmul, "
     "scaled_dot_product_attention, ...), an Inductor-generated C++ kernel (cpp_fused_*) or a "
-    "TorchScript NNC fused CPU kernel (fused_*), and that runs inside no other such operator. "
+    "TorchScript NNC fused CPU kernel (fused_*), or an AOTInductor shim call that runs an "
+    "operator's kernel directly (export's aoti_torch_cpu_mm_out, recorded with no operator "
+    "beneath it: counted as that operator, aten::mm, with the shim as what launched it), and that "
+    "runs inside no other such operator. "
     "What runs inside it is its work (addmm copying its bias, index_select under embedding, "
     "clamp_min under relu, sum and div_ under mean, the clone a layer norm makes of its input), "
     "so the kernel table and the bytes table name the same operator. "
-    "Containers (forward, compiled regions, autograd nodes, ProfilerStep) are never kernels. "
+    "Containers (forward, compiled regions, autograd nodes, ProfilerStep) and AOTInductor "
+    "runtime helpers that stand for no operator are never kernels. "
     "CPU work has no launch API, so there are no launch calls under this definition."
 )
 
@@ -107,6 +111,57 @@ INDUCTOR_KERNEL_RE = re.compile(r"^(?:(?:graph_\d+_)?cpp_fused_\w*|triton_\w+)$"
 def is_inductor_kernel(name: str) -> bool:
     """Whether a kernel of the profiler's table is one Inductor generated."""
     return INDUCTOR_KERNEL_RE.match(name) is not None
+
+
+# AOTInductor's C++ wrapper runs each library (extern) op through a C shim and, built with
+# `cpp.enable_kernel_profile`, records the call under the shim's name:
+# aoti_torch_<device>_<op>[_<overload>][_v<N>] (torchgen's unambiguous name of the op's overload).
+# The shim calls the op's kernel directly, so nothing of the op is recorded beneath it.
+# A few shims carry no device (ir.py); every other aoti_torch_* name (aoti_torch_empty_strided,
+# aoti_torch_proxy_executor_call_function, ...) is a runtime helper, standing for no op.
+AOTI_SHIM_RE = re.compile(
+    r"^aoti_torch_(?:(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)|(?P<bare>copy_|index_put_out|_mm_plus_mm_out))"
+    r"(?:_v\d+)?$"
+)
+# The overload names AOTInductor's shims carry (torchgen/aoti/fallback_ops.py, mkldnn_ir.py).
+_SHIM_OVERLOAD_NAMES = """
+out Tensor Scalar Tensor_Scalar Tensor_Tensor Scalar_Tensor bin_ct default dim dtype dtype_out float
+generator int low low_dtype low_out quantized self source_Tensor src_out stable two_out value_out
+tensor binary binary_tensor
+"""
+_SHIM_OVERLOADS = sorted(_SHIM_OVERLOAD_NAMES.split(), key=len, reverse=True)  # longest first
+# Shims of ops outside aten (Inductor's mkldnn_ir), by the op name the shim carries.
+_SHIM_NAMESPACES = {
+    "_linear_pointwise": "mkldnn::_linear_pointwise",
+    "_qconv_pointwise": "onednn::qconv_pointwise",
+    "_qconv2d_pointwise": "onednn::qconv2d_pointwise",
+    "_qlinear_pointwise": "onednn::qlinear_pointwise",
+    "_weight_int4pack_mm_cpu": "quantized::int4mm_packed_weight_cpu",
+    "_c10d_functional_all_reduce": "_c10d_functional::all_reduce",
+    "_c10d_functional_all_reduce_": "_c10d_functional::all_reduce_",
+    "_c10d_functional_wait_tensor": "_c10d_functional::wait_tensor",
+}
+
+
+def aoti_shim_op(name: str) -> str | None:
+    """The operator an AOTInductor shim call stands for (aoti_torch_cpu_mm_out -> aten::mm,
+    aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu -> aten::_scaled_dot_product_
+    flash_attention_for_cpu, aoti_torch_cpu_mkldnn__convolution_pointwise -> mkldnn::_convolution_
+    pointwise); None for any other name. The overload suffix is removed where it is one a shim
+    carries (an op whose own name ends in one, such as unique_dim, loses it too)."""
+    found = AOTI_SHIM_RE.match(name)
+    if found is None:
+        return None
+    op = found["op"] or found["bare"]
+    for overload in _SHIM_OVERLOADS:
+        if op.endswith("_" + overload) and len(op) > len(overload) + 1:
+            op = op[: -len(overload) - 1]
+            break
+    if op in _SHIM_NAMESPACES:
+        return _SHIM_NAMESPACES[op]
+    if op.startswith("mkldnn_"):
+        return "mkldnn::" + op.removeprefix("mkldnn_")
+    return "aten::" + op
 
 
 # TorchScript's NNC fuser names its CPU kernels "fused_" + the fused node kinds.

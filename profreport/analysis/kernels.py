@@ -18,7 +18,11 @@ Two definitions of a "kernel" exist, and every count says which one it used:
   ``graph_<N>_cpp_fused_*``), or a TorchScript NNC (TensorExpr) fused CPU kernel (``fused_*``,
   e.g. ``fused_sigmoid_tanh_mul``: recorded as a ``cpu_op`` with no namespace under the
   TorchScript ``forward``, holding at most bookkeeping ops such as the ``aten::empty_strided``
-  of its output), that is not one of :data:`FORWARDING_OPS` (operators that only forward to
+  of its output), or an AOTInductor shim call that runs an operator's kernel directly
+  (``aoti_torch_cpu_mm_out``, ``aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu``:
+  export's C++ wrapper calls the ATen kernel with no dispatch, so no op of it is recorded beneath;
+  the row is named by that operator, ``aten::mm``, and launched by the shim), that is not one of
+  :data:`FORWARDING_OPS` (operators that only forward to
   others: ``conv2d`` -> ``convolution``, ``linear`` -> ``addmm``, ``layer_norm``, ``matmul``,
   ``scaled_dot_product_attention``, TorchScript ``prim::If`` ...), and that has no ancestor
   which also qualifies (nesting by time on the same pid/tid). The kernel is thus the operator
@@ -74,6 +78,7 @@ from profreport.analysis.kernel_definitions import (
     LAUNCH_API_RE,
     NNC_CPU_KERNEL_RE,
     NOT_DISPATCHER_NAMESPACES,
+    aoti_shim_op,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
 from profreport.record.model import KernelRow
@@ -458,6 +463,41 @@ def cpu_kernel_rows(trace: Trace) -> np.ndarray:
     return rows
 
 
+def shim_kernel_op(name: str) -> str | None:
+    """The operator an AOTInductor shim call runs, when that operator is a CPU kernel (neither
+    bookkeeping nor forwarding): the shim called its kernel directly, so no op of it is recorded
+    beneath the call, and what is (the bias copy of addmm) is its work. None for any other name."""
+    op = aoti_shim_op(name)
+    if op is None or op in BOOKKEEPING_OPS or op in FORWARDING_OPS:
+        return None
+    return op
+
+
+def _named_by_op(trace: Trace, name_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Kernel names with each AOTInductor shim call named by the operator it runs (so export's
+    GEMMs pair with compile's by name): the labels (the trace's strings, then the operator names
+    no event carries) and ``name_ids`` as indices into them."""
+    strings = trace.strings
+    ops = {
+        name_id: op
+        for name_id in np.unique(name_ids).tolist()
+        if (op := shim_kernel_op(strings[name_id])) is not None
+    }
+    if not ops:
+        return strings, name_ids
+    labels = list(strings)
+    added: dict[str, int] = {}
+    renamed = name_ids.copy()
+    for name_id, op in ops.items():
+        target = trace.string_id(op)
+        if target < 0:
+            target = added.setdefault(op, len(labels))
+            if target == len(labels):
+                labels.append(op)
+        renamed[name_ids == name_id] = target
+    return labels, renamed
+
+
 def _cpu_kernels(
     trace: Trace, cpu_rows: np.ndarray, inductor_kernels: list[JSONObject]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -467,13 +507,15 @@ def _cpu_kernels(
     parent = innermost_container(trace.lane[cpu_rows], start, end, np.ones(cpu_rows.size, bool))
     inductor_cpp = {r["name"] for r in inductor_kernels if r.get("backend") == "cpp"}
 
-    def generated_kernel(name: str) -> bool:  # Inductor C++ or NNC fused CPU kernels
+    def kernel_outside_dispatch(name: str) -> bool:  # Inductor C++, NNC fused, AOTI shim calls
         if name in inductor_cpp:
             return True
-        return bool(INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name))
+        if INDUCTOR_CPP_KERNEL_RE.match(name) or NNC_CPU_KERNEL_RE.match(name):
+            return True
+        return shim_kernel_op(name) is not None
 
     compute = dispatcher_mask(trace, include_bookkeeping=False) | trace.string_table_mask(
-        generated_kernel
+        kernel_outside_dispatch
     )
     forwarding = trace.string_table_mask(lambda s: s in FORWARDING_OPS)
     called_local = (compute & ~forwarding)[trace.name[cpu_rows]]
@@ -486,12 +528,13 @@ def _cpu_kernels(
 def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
     """CPU definition: the outermost compute operators, the ones the model called (see the
     module docstring)."""
-    strings = trace.strings
     kernel_local, parent = _cpu_kernels(trace, cpu_rows, common.inductor_kernels)
     aten = trace.string_table_mask(lambda s: s.startswith("aten::"))[trace.name[cpu_rows]]
     top_local = outermost_ancestor(parent, kernel_local, aten)
     k_rows = cpu_rows[kernel_local]
-    k_names = trace.name[k_rows].astype(np.int64)
+    recorded = trace.name[k_rows].astype(np.int64)
+    labels, k_names = _named_by_op(trace, recorded)
+    shim = k_names != recorded
     dur = trace.dur_ns[k_rows]
     k_step = steps.assign(trace.ts_ns[k_rows])
     n_steps = len(steps.names)
@@ -502,20 +545,22 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared
         StepCounts(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
         for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
     ]
-    # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level).
+    # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level),
+    # and for an AOTInductor shim call the shim, the name the trace records.
     top_name = np.where(top_local >= 0, trace.name[cpu_rows[np.maximum(top_local, 0)]], -1)
-    none_label = len(strings)
+    launched_by = np.where(shim, recorded, top_name)
+    none_label = len(labels)
     uniq, inv = np.unique(k_names, return_inverse=True)
     calls = np.bincount(inv, minlength=uniq.size)
     time_ns = np.bincount(inv, weights=dur, minlength=uniq.size)
-    launcher = most_common(inv, np.where(top_name >= 0, top_name, none_label), uniq.size)
+    launcher = most_common(inv, np.where(launched_by >= 0, launched_by, none_label), uniq.size)
     table = [
         KernelRow(
-            name=strings[name_id],
+            name=labels[name_id],
             kind="cpu",
             calls=int(calls[g]),
             time_us=float(time_ns[g]) / 1000.0,
-            launched_by=strings[launcher[g]] if 0 <= launcher[g] < none_label else None,
+            launched_by=labels[launcher[g]] if 0 <= launcher[g] < none_label else None,
             bytes=None,
         )
         for g, name_id in enumerate(uniq.tolist())
@@ -535,6 +580,6 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared
         unlinked_kernels=0,
         steps=step_counts,
         table=table,
-        kernels_by_op=_label_counts(np.where(top_name >= 0, top_name, k_names), strings),
+        kernels_by_op=_label_counts(np.where(top_name >= 0, top_name, k_names), labels),
         **vars(common),
     )

@@ -28,7 +28,7 @@ class KernelRow(Section):
     calls_per_step: float | None = required(None, null=True, omit=True)
     time_us: float | None = None
     time_us_per_step: float | None = required(None, null=True, omit=True)
-    launched_by: str | None = None  # the dispatcher op that launched it
+    launched_by: str | None = None  # the dispatcher op (or AOTInductor shim call) that launched it
     launched_by_top: str | None = None  # the outermost dispatcher op around that one
     source: str | None = omitted()  # "profiler", or where a row with no profiler record is from
     bytes: int | None = omitted()  # bytes a memcpy/memset moved, as the trace records them
