@@ -240,3 +240,14 @@ def test_a_compile_run_without_graph_launches_says_so():
     assert cuda_graph_evidence(ModeResult.from_json(entry)) == (
         "no CUDA graph launch recorded (5 kernel(s), 5 launch(es)/step)"
     )
+
+
+def test_export_records_cpp_kernels_on_cpu_only():
+    """The C++ wrapper's kernel profiling is what makes CPU kernels visible; on CUDA the profiler
+    records kernels itself, and the setting's GPU path is kept off (suspected of the H200
+    SIGSEGV)."""
+    from profreport.modes.export import aoti_capture_config
+
+    assert aoti_capture_config("cpu")["cpp.enable_kernel_profile"] is True
+    assert aoti_capture_config("cuda")["cpp.enable_kernel_profile"] is False
+    assert aoti_capture_config("cuda")["fx_graph_cache"] is False

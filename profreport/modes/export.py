@@ -27,9 +27,20 @@ from profreport.modes.compile import CompileMode
 from profreport.record.model import CompilerEvidence, ModeResult, Run
 from profreport.text import MAX_LINE_CHARS, one_line
 
-# Settings the package is built with: kernels recorded by the profiler, and no FX-graph cache hit
-# that would skip code generation (and with it the scheduler's metrics record).
-AOTI_CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+# Settings the package is built with: no FX-graph cache hit that would skip code generation (and
+# with it the scheduler's metrics record).
+AOTI_CAPTURE_CONFIG: dict[str, Any] = {"fx_graph_cache": False}
+
+
+def aoti_capture_config(device_type: str) -> dict[str, Any]:
+    """The package's build settings on `device_type`. On CPU the C++ wrapper must record its
+    kernels for the profiler (`cpp.enable_kernel_profile`); on CUDA the profiler records the
+    kernels themselves (CUPTI), and that setting switches the GPU wrapper onto a separate path
+    that wraps every Triton launch in a record function, so it stays off there. (On an H200 with
+    torch 2.11, generate with export died of SIGSEGV with it on; that it is the cause is not
+    confirmed on a GPU yet.)"""
+    return {**AOTI_CAPTURE_CONFIG, "cpp.enable_kernel_profile": device_type == "cpu"}
+
 
 # export's own pointer to the user's code: "The following call raised this error:" then a frame.
 _USER_FRAME = re.compile(
@@ -89,7 +100,8 @@ class ExportMode(CompileMode):
 
         metrics.reset()
         handler = InductorNodeCapture()
-        config = {**AOTI_CAPTURE_CONFIG, **self.inductor_options}
+        device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+        config = {**aoti_capture_config(device), **self.inductor_options}
         with tempfile.TemporaryDirectory(prefix="profreport-aoti-") as folder:
             with capturing_nodes(handler):
                 package = torch._inductor.aoti_compile_and_package(
