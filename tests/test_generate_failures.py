@@ -17,6 +17,7 @@ import torch
 from profreport import cli, env, files, pipeline
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.modes import PreparedMode
+from profreport.record import load
 from profreport.record.model import ModeResult
 from tests.conftest import FAST, run_dir_in
 
@@ -172,7 +173,11 @@ def test_debug_shows_the_traceback_behind_the_line(tmp_path, capsys):
     assert err.splitlines()[-1].startswith("error: cannot import module")
 
 
-def test_internal_error_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+def test_internal_error_is_one_line_and_keeps_the_evidence_so_far(tmp_path, capsys, monkeypatch):
+    """A bug after a mode finished (here in the timing) costs the timing, not the run: the
+    folder is published with the evidence saved as each mode finished, the one line says where,
+    and `profreport render` makes its report."""
+
     def crash(*_args, **_kwargs):
         raise ZeroDivisionError("a bug\nin profreport")
 
@@ -183,10 +188,21 @@ def test_internal_error_is_one_line_and_leaves_no_folder(tmp_path, capsys, monke
     )
     err = capsys.readouterr().err
     assert rc == cli.EXIT_INTERNAL
+    (run,) = out.iterdir()
+    assert not run.name.startswith(".")  # published, not left as a hidden staging folder
+    record = run / "run.json"
     assert err == (
-        "error: internal error: ZeroDivisionError: a bug; rerun with --debug for the traceback\n"
+        "error: internal error: ZeroDivisionError: a bug (a profreport bug); the run's evidence "
+        f"was saved in {record}: `profreport render {record}` derives the findings again once "
+        "the bug is fixed; rerun with --debug for the traceback\n"
     )
-    assert list(out.iterdir()) == []  # the staging folder, traces and all, is gone
+    eager = load(record)["modes"]["eager"]
+    assert eager["status"] == "ok" and eager["kernels"]["per_step"] > 0
+    assert eager["bytes"]["read"] > 0 and "latency_ms" not in eager
+    assert eager["not_timed"] == pipeline.NOT_TIMED_YET
+    assert "verdict" not in eager  # evidence only: nothing derived before it was saved
+    assert cli.main(["render", str(record)]) == cli.EXIT_OK
+    assert "not timed" in (run / "summary.md").read_text()
 
     rc = cli.main(
         _generate(
