@@ -32,7 +32,7 @@ from profreport.exits import (
     status_of,
 )
 from profreport.files import StagedFolder, not_a_file
-from profreport.text import error_line, first_line
+from profreport.text import Notice, error_line, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -47,6 +47,8 @@ ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
 LOG_NAME = "run.log"
 RESULT_SCHEMA = "profreport.generate-result/1"
 EAGER_BROKEN = "the model does not run in eager mode; the report says so"
+# what the staged run.json is, should the process die before the run folder is published
+KEPT_IF_IT_DIES = "kept if the process dies; `profreport render` reads it"
 # With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
 # a slug this long stays far below the 255-byte limit on a file name.
 SLUG_MAX = 96
@@ -339,6 +341,7 @@ def generate(
         progress_display(terminal) as progress,
     ):
         folder = staged.path
+        progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
         try:
             evidence = api.collect_evidence(
                 model,
