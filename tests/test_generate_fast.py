@@ -213,3 +213,20 @@ def test_render_of_a_record_whose_finding_raises_exits_3(recorded_gated_run, mon
         "script: FINDING FAILED - deriving why_not_fused raised KeyError"
         in (recorded_gated_run / "summary.md").read_text()
     )
+
+
+def test_compare_refuses_a_run_whose_finding_raises(recorded_gated_run, monkeypatch, tmp_path):
+    """A comparison would read a finding that failed as one that changed: exit 3, one line."""
+    monkeypatch.setattr(mode_for("compile"), "fusion_map", lambda mode, eager: 1 / 0)
+    stderr = io.StringIO()
+    out = tmp_path / "comparison.md"
+    argv = ["compare", str(recorded_gated_run), str(recorded_gated_run), "--out", str(out)]
+    assert cli.main(argv, out=io.StringIO(), err=stderr) == 3
+    record = recorded_gated_run / "run.json"
+    assert stderr.getvalue() == (
+        "error: internal error: deriving findings failed (compile: fusion raised "
+        "ZeroDivisionError: division by zero) (a profreport bug); the run's evidence was saved "
+        f"in {record}: `profreport render {record}` derives the findings again once the bug is "
+        "fixed; rerun with --debug for the traceback\n"
+    )
+    assert not out.exists()

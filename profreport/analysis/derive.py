@@ -8,6 +8,11 @@ verdicts; `derive(run, analyses)` gives the same findings on their own. Render, 
 today's analysis; the copy of the findings that run.json keeps is for other tools, and is never
 read back as truth.
 
+A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
+mode's `failed_finding` (which finding, what it raised, the traceback), the mode's later findings
+are not derived, and `failed_findings` / `failure_summary` give the caller what to report (the CLI
+exits 3). Nothing here turns a bug into a missing or stale finding.
+
 Speedups (`speedup_vs_eager`) are still the ones computed from the timing samples at capture time:
 the bootstrap is the latency statistics' to own (analysis/latency.py).
 """
@@ -18,6 +23,7 @@ import dataclasses
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -27,6 +33,7 @@ from profreport.analysis.mode_analysis import ModeAnalyses, ModeAnalysis, analys
 from profreport.analysis.roofline import Roofs, kernel_roofline
 from profreport.analysis.speedup_breakdown import time_findings
 from profreport.analysis.verdict import failed_finding_verdict, verdict_for
+from profreport.exits import EvidenceSaved
 from profreport.record.model import (
     Ceilings,
     FailedFinding,
@@ -237,6 +244,16 @@ def failure_summary(run: Run) -> str | None:
     if not failed:
         return None
     return "; ".join(f"{name}: {f.finding} raised {f.error}" for name, f in failed.items())
+
+
+def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: Path) -> Run:
+    """`derived_run` for a comparison, where a finding that is missing would read as a change:
+    EvidenceSaved (exit 3, naming the record at `path`) when a finding failed to derive."""
+    run = derived_run(record, analyses)
+    failed = failure_summary(run)
+    if failed is not None:
+        raise EvidenceSaved(path, f"deriving findings failed ({failed})")
+    return run
 
 
 def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
