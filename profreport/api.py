@@ -6,7 +6,8 @@
     result.kernels("compile")          # pandas DataFrame
     result.save("reports/my-run")      # run.json, report.html, summary.md, CSVs, traces
 
-The CLI's `generate` is built on `profile_loaded` and `RunResult.save`.
+The CLI's `generate` is built on `collect_evidence`, `save_evidence` (the evidence on disk before
+any finding is derived: `pipeline.derive_findings`) and `RunResult.save`.
 """
 
 from __future__ import annotations
@@ -255,11 +256,17 @@ def collect_evidence(
     `pipeline.derive_findings`); traces land under `run_dir/tensorboard/<mode>/`, and
     `checkpoint` is handed the evidence so far as the run goes (pipeline.RunSetup)."""
     setup = RunSetup(
-        model, device, dtype_name, run_dir, options or run_options(), progress or _quiet
+        model,
+        device,
+        dtype_name,
+        run_dir,
+        options or run_options(),
+        progress or _quiet,
+        checkpoint=checkpoint,
     )
     if now is not None:
         setup = dataclasses.replace(setup, now=now)
-    return collect_run(dataclasses.replace(setup, checkpoint=checkpoint))
+    return collect_run(setup)
 
 
 def profile_loaded(
