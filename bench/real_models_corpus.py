@@ -53,6 +53,14 @@ def mistral() -> Built:
     return t.MistralModel(t.MistralConfig(**_DECODER_WIDTHS)), _tokens()
 
 
+def mixtral() -> Built:
+    """A mixture of experts: each token routed to 2 of 4 experts (a data-dependent gather)."""
+    t = _transformers()
+    torch.manual_seed(0)
+    cfg = t.MixtralConfig(**_DECODER_WIDTHS, num_local_experts=4, num_experts_per_tok=2)
+    return t.MixtralModel(cfg), _tokens()
+
+
 def qwen2() -> Built:
     t = _transformers()
     torch.manual_seed(0)
@@ -133,6 +141,24 @@ def wav2vec2() -> Built:
     return t.Wav2Vec2Model(cfg), (torch.randn(1, 8000),)
 
 
+def whisper_encoder() -> Built:
+    """Whisper's audio encoder alone: two convolutions over 80 log-mel bins, then 2 layers; its
+    input is as long as its position table allows (2 x max_source_positions frames)."""
+    t = _transformers()
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    torch.manual_seed(0)
+    cfg = t.WhisperConfig(
+        d_model=128,
+        encoder_layers=2,
+        encoder_attention_heads=4,
+        encoder_ffn_dim=256,
+        num_mel_bins=80,
+        max_source_positions=100,
+    )
+    return WhisperEncoder(cfg), (torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions),)
+
+
 def swin() -> Built:
     """Its second stage is as small as its window: Swin then computes the window as a tensor
     while tracing (what once made optimize fail)."""
@@ -146,6 +172,7 @@ CORPUS: dict[str, Callable[[], Built]] = {
     f.__name__: f
     for f in (
         mistral,
+        mixtral,
         qwen2,
         phi3,
         gpt_neox,
@@ -154,6 +181,7 @@ CORPUS: dict[str, Callable[[], Built]] = {
         mobilenet_v2,
         convnext,
         wav2vec2,
+        whisper_encoder,
         swin,
     )
 }

@@ -24,7 +24,14 @@ from profreport.analysis.compare import Comparison, Thresholds, compare_runs
 from profreport.capture.noise import watch
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
-from profreport.pipeline import Progress, RunCollector, RunOptions, RunSetup, TimingStage
+from profreport.pipeline import (
+    Progress,
+    RunCollector,
+    RunOptions,
+    RunSetup,
+    TimingStage,
+    derive_findings,
+)
 from profreport.record.model import MachineLoad, Run
 
 Side = Literal["base", "head"]
@@ -145,7 +152,7 @@ def run_ab(
             collectors, {s: models[s].example_inputs for s in SIDES}, device, options, progress
         )
     # each side finishes as an ordinary run: the typed record with today's findings
-    runs = {side: collectors[side].finish() for side in SIDES}
+    runs = {side: derive_findings(collectors[side].finish()) for side in SIDES}
     labels = labels or {side: side for side in SIDES}
     comparison = compare_runs(
         runs["base"],

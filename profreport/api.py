@@ -6,7 +6,8 @@
     result.kernels("compile")          # pandas DataFrame
     result.save("reports/my-run")      # run.json, report.html, summary.md, CSVs, traces
 
-The CLI's `generate` is built on `profile_loaded` and `RunResult.save`.
+The CLI's `generate` is built on `collect_evidence`, `save_evidence` (the evidence on disk before
+any finding is derived: `pipeline.derive_findings`) and `RunResult.save`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import nn
 from profreport.env import DTYPES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
-from profreport.pipeline import RunOptions, RunSetup, collect_run
+from profreport.pipeline import RunOptions, RunSetup, collect_run, derive_findings
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
 from profreport.text import error_line
@@ -241,6 +242,33 @@ class RunResult:
         self.run_dir, self.owns_run_dir = target, False
 
 
+def collect_evidence(
+    model: LoadedModel,
+    device: torch.device,
+    dtype_name: str,
+    run_dir: Path,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    now: Callable[[], datetime] | None = None,
+    checkpoint: Callable[[Run], None] | None = None,
+) -> Run:
+    """Profile an already built model and return the run record's evidence (no findings yet:
+    `pipeline.derive_findings`); traces land under `run_dir/tensorboard/<mode>/`, and
+    `checkpoint` is handed the evidence so far as the run goes (pipeline.RunSetup)."""
+    setup = RunSetup(
+        model,
+        device,
+        dtype_name,
+        run_dir,
+        options or run_options(),
+        progress or _quiet,
+        checkpoint=checkpoint,
+    )
+    if now is not None:
+        setup = dataclasses.replace(setup, now=now)
+    return collect_run(setup)
+
+
 def profile_loaded(
     model: LoadedModel,
     device: torch.device,
@@ -251,12 +279,31 @@ def profile_loaded(
     now: Callable[[], datetime] | None = None,
 ) -> RunResult:
     """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
-    setup = RunSetup(
-        model, device, dtype_name, run_dir, options or run_options(), progress or _quiet
-    )
-    if now is not None:
-        setup = dataclasses.replace(setup, now=now)
-    return RunResult(collect_run(setup), run_dir)
+    evidence = collect_evidence(model, device, dtype_name, run_dir, options, progress, now)
+    return RunResult(derive_findings(evidence), run_dir)
+
+
+def save_record(run: Run, folder: Path) -> Path:
+    """Write `run` as `folder`/run.json (atomically); return its path."""
+    from profreport.files import write_atomic
+    from profreport.record import dumps
+
+    path = folder / "run.json"
+    write_atomic(path, dumps(run.to_json()))
+    return path
+
+
+def save_evidence(evidence: Run, folder: Path) -> Path:
+    """Write a run's evidence before anything is derived from it: run.json and each mode's
+    kernel table (kernels_<mode>.csv, its finding columns empty until the findings are saved).
+    A finding that raises then costs one `profreport render`, never the run. Returns run.json's
+    path."""
+    from profreport.files import write_atomic
+    from profreport.render.tables import kernel_csv
+
+    for name in evidence.ok_modes:
+        write_atomic(folder / f"kernels_{name}.csv", kernel_csv(evidence, name))
+    return save_record(evidence, folder)
 
 
 def _quiet(_msg: str) -> None:

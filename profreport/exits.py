@@ -6,12 +6,13 @@ from each point, the exception that means bad input, and the one error line of a
 | 0 | done |
 | 1 | done, but found a problem: a gate, the model itself failed, a sweep point failed, `analyze --keep-going` skipped a file |
 | 2 | bad input: one line, nothing written |
-| 3 | internal error (a bug): one line, `--debug` for the traceback |
+| 3 | internal error (a bug): one line, `--debug` for the traceback; a run whose evidence was saved says where |
 | 130 | interrupted (Ctrl-C or SIGTERM; 128 + SIGINT, as shells report it) |
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from profreport.text import error_line
@@ -31,6 +32,33 @@ class UsageError(Exception):
     """Bad input: reported as one line ("error: ..."), exit code 2."""
 
 
+def evidence_saved(record: Path) -> str:
+    """What an internal error after a run's evidence was written says of it: where it is, and
+    how to get the findings once the bug is fixed."""
+    return (
+        f"the run's evidence was saved in {record}: `profreport render {record}` derives the "
+        "findings again once the bug is fixed"
+    )
+
+
+def findings_failed(failures: str, record: Path) -> str:
+    """The one line of a run whose findings failed to derive (`failures`: which, and what each
+    raised; analysis.derive.failure_summary): an internal error, its evidence kept."""
+    return (
+        f"internal error: deriving findings failed ({failures}): a profreport bug, shown in the "
+        f"report where each finding would be; {evidence_saved(record)}"
+    )
+
+
+class EvidenceSaved(Exception):
+    """A bug ended a run after its evidence was written to `record` (run.json): exit code 3,
+    one line that names the bug and where the evidence is. Raised from the bug's exception."""
+
+    def __init__(self, record: Path, error: str) -> None:
+        super().__init__(f"{error} (a profreport bug); {evidence_saved(record)}")
+        self.record = record
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit code of a command that ended with `exc`: bad input, an interrupt, or a bug."""
     if isinstance(exc, UsageError):
@@ -47,6 +75,8 @@ def error_of(exc: BaseException) -> str:
         return str(exc)
     if code == EXIT_INTERRUPTED:
         return INTERRUPTED_LINE
+    if isinstance(exc, EvidenceSaved):
+        return f"internal error: {exc}"
     return f"internal error: {error_line(exc)}"
 
 

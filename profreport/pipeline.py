@@ -1,9 +1,12 @@
 """The generate pipeline: model -> modes -> capture -> the run record (a typed `Run`).
 
 `collect_run` runs every requested mode (one failing does not stop the others), profiles it,
-logs its tensor I/O, times all modes together, and returns the run record with today's findings.
-Every stage writes typed record sections (profreport.record.model); the only files it writes are
-the Kineto traces under `<run_dir>/tensorboard/<mode>/`, which belong beside the record.
+logs its tensor I/O, times all modes together, and returns the run record's evidence;
+`derive_findings` then adds today's findings (analysis/derive), so that a caller can save the
+evidence before anything is derived from it. Every stage writes typed record sections
+(profreport.record.model); the only files it writes are the Kineto traces under
+`<run_dir>/tensorboard/<mode>/`, which belong beside the record (the evidence so far goes to the
+setup's `checkpoint`, for the caller to keep).
 `RunCollector` is the same run in two stages with the timing between them (`prepare`, then
 `finish`), so that `profreport ab` can time two runs together.
 
@@ -18,7 +21,7 @@ import dataclasses
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -62,6 +65,7 @@ from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
     AbSide,
+    Bytes,
     Ceilings,
     Device,
     InputSpec,
@@ -207,28 +211,32 @@ def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], N
     return source.capture(prepared, model.example_inputs, sync)
 
 
-def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> None:
-    """prim::mkldnn_convolution computes the same convolution on the same shapes as eager's
-    aten::convolution (a folded BatchNorm only adds a C_out-element bias): take its bytes from
-    the matching eager call, in order."""
+def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> BytesWork:
+    """`work` with its prim::mkldnn_convolution calls sized: they compute the same convolution
+    on the same shapes as eager's aten::convolution (a folded BatchNorm only adds a C_out-element
+    bias), so each takes the bytes of the matching eager call, in order."""
     if eager is None:
-        return
+        return work
     eager_convs = iter([c for c in eager.calls if c.op == "aten::convolution"])
-    still = []
+    calls, still = list(work.calls), []
     for name in work.not_modeled:
         match = next(eager_convs, None) if name == "prim::mkldnn_convolution" else None
         if match is None:
             still.append(name)
             continue
-        work.calls.append(
+        calls.append(
             TensorIO(name, match.read, match.written, match.flops, "derived from eager convolution")
         )
+    method = work.method
     if len(still) < len(work.not_modeled):
-        work.method += "; prim::mkldnn_convolution sized from the matching eager convolution"
-    work.not_modeled = still
+        method += "; prim::mkldnn_convolution sized from the matching eager convolution"
+    return replace(work, calls=calls, method=method, not_modeled=still)
 
 
 NOT_REQUESTED = "not requested (run with --measure-bytes on a CUDA machine with Nsight Compute)"
+# what the evidence saved while the run goes on says of what comes later (capture order)
+NOT_TIMED_YET = "the run ended before the timing (the evidence saved as each mode finished)"
+UNMEASURED = "the run ended before the bytes were measured (the evidence saved so far)"
 
 
 def _measured_bytes(
@@ -416,7 +424,9 @@ def _quiet(_msg: str) -> None:
 @dataclass(frozen=True)
 class RunSetup:
     """What one run profiles, how, and where its traces go; `now` and `clock` are the run's
-    timestamp and phase clock (tests replace them)."""
+    timestamp and phase clock (tests replace them). `checkpoint` is handed the evidence so far
+    after each mode and after the timing (`generate` writes it to the staged run.json, so a
+    process that dies, by a segfault say, leaves the evidence of the modes that finished)."""
 
     model: LoadedModel
     device: torch.device
@@ -426,6 +436,7 @@ class RunSetup:
     progress: Progress = _quiet
     now: Callable[[], datetime] = _utc_now
     clock: Callable[[], float] = time.perf_counter
+    checkpoint: Callable[[Run], None] | None = None
 
 
 @dataclass
@@ -472,8 +483,8 @@ class TimingStage:
 class RunCollector:
     """One run being collected, in two stages with the latency timing between them (so that
     `profreport ab` can time two runs together): `prepare()` builds, profiles and warms every
-    mode and returns the TimingStage; `finish()` then measures bytes, derives the findings and
-    returns the run record. The record is written here and never read back."""
+    mode and returns the TimingStage; `finish()` then measures bytes and returns the run
+    record's evidence. The record is written here and never read back."""
 
     def __init__(self, setup: RunSetup) -> None:
         self.setup = setup
@@ -540,6 +551,7 @@ class RunCollector:
                     interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
+                self._save_so_far(modes, NOT_TIMED_YET)
         _nothing_running_before_timing()
         self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
         return self.stage
@@ -595,13 +607,42 @@ class RunCollector:
             side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
         )
 
+    def _modeled_bytes(self, name: str) -> Bytes:
+        """The mode's modeled bytes (analysis/bytes_model) from the work its bytes source
+        captured."""
+        work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
+        return estimate(work.calls, work.method, work.not_modeled, work.attribution)
+
+    def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
+        """Hand the evidence so far to the setup's checkpoint: the modes done, each that ran
+        with its modeled bytes (measured bytes come last) and, before the timing, `not_timed`."""
+        checkpoint, run = self.setup.checkpoint, self._run
+        if checkpoint is None or run is None:
+            return
+        why = UNMEASURED if self.setup.options.measure_bytes else NOT_REQUESTED
+        so_far = {}
+        for name, mode in modes.items():
+            if mode.ok and name in self._bytes_work:
+                unmeasured = replace(self._modeled_bytes(name), measured=unavailable_bytes(why))
+                mode = mode.adding(bytes=unmeasured)
+                if not_timed is not None:
+                    mode = mode.adding(not_timed=not_timed)
+            so_far[name] = mode
+        run = replace(run, modes=so_far).adding(ceilings=self._ceilings, phases_s=self._phases_s())
+        checkpoint(run)
+
+    def _phases_s(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.phases.seconds.items()}
+
     def finish(self) -> Run:
         """After timing: ceilings measured again if the machine was busy, each mode's modeled
-        (and measured) bytes, today's findings; the run record."""
+        (and measured) bytes; the run record's evidence (its findings are derived from it:
+        `derive_findings`)."""
         stage, run, ceilings = self.stage, self._run, self._ceilings
         if stage is None or run is None or ceilings is None or self._finished:
             raise RuntimeError("finish() comes once, after prepare() and the timing")
         self._finished = True
+        self._save_so_far(stage.modes, None)
         setup, phases, progress = self.setup, self.phases, self.setup.progress
         device, dtype, options = setup.device, setup.dtype, setup.options
         # a loaded machine measures ceilings too low: again, unless the device can run nothing
@@ -610,12 +651,11 @@ class RunCollector:
                 progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
                 ceilings = measured_again(device, DTYPES[dtype], ceilings)
         modes = dict(stage.modes)
-        for name, work in self._bytes_work.items():
+        for name in self._bytes_work:
             if name not in stage.prepared_modes:  # it failed while being timed
                 continue
             with phases.phase("bytes"):
-                _derive_unrecorded(work, self._bytes_work.get("eager"))
-                est = estimate(work.calls, work.method, work.not_modeled, work.attribution)
+                est = self._modeled_bytes(name)
             if options.measure_bytes:
                 progress(f"{name}: measuring DRAM bytes with Nsight Compute")
             measured = _measured_bytes(name, setup.model, device, dtype, options)
@@ -625,10 +665,7 @@ class RunCollector:
             run = run.adding(timing_noise=stage.timing_noise)
         if self._ab is not None:
             run = run.adding(ab=self._ab)
-        with phases.phase("fusion_map"):
-            # run.json keeps a copy of today's findings for other tools; readers derive their own.
-            run = derived_run(run, mode_analyses())
-        return run.adding(phases_s={k: round(v, 3) for k, v in phases.seconds.items()})
+        return run.adding(phases_s=self._phases_s())
 
 
 class _ModeFailed(Exception):
@@ -640,10 +677,20 @@ class _ModeFailed(Exception):
 
 
 def collect_run(setup: RunSetup) -> Run:
-    """Run all requested modes of the setup's model and return the run record (traces land in
-    its run_dir)."""
+    """Run all requested modes of the setup's model and return the run record's evidence
+    (traces land in its run_dir; the findings: `derive_findings`)."""
     collector = RunCollector(setup)
     stage = collector.prepare()
     with collector.phases.phase("timing"), torch.no_grad():
         _time_modes(stage, setup.model.example_inputs, setup.device, setup.options, setup.progress)
     return collector.finish()
+
+
+def derive_findings(evidence: Run, clock: Callable[[], float] = time.perf_counter) -> Run:
+    """The run record with today's findings derived from its evidence (analysis/derive; a
+    finding that raised is recorded as its mode's `failed_finding`), and the seconds that took
+    added to `phases_s` as `fusion_map`."""
+    start = clock()
+    run = derived_run(evidence, mode_analyses())
+    phases = {**(run.phases_s or {}), "fusion_map": round(clock() - start, 3)}
+    return run.adding(phases_s=phases)

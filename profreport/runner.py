@@ -14,21 +14,25 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from profreport import interrupts
 from profreport.exits import (
     EXIT_GATE,
+    EXIT_INTERNAL,
     EXIT_OK,
+    EvidenceSaved,
     Status,
     UsageError,
     error_of,
     exit_code_of,
+    findings_failed,
     status_of,
 )
 from profreport.files import StagedFolder, not_a_file
-from profreport.text import first_line
+from profreport.text import Notice, error_line, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -43,6 +47,8 @@ ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
 LOG_NAME = "run.log"
 RESULT_SCHEMA = "profreport.generate-result/1"
 EAGER_BROKEN = "the model does not run in eager mode; the report says so"
+# what the staged run.json is, should the process die before the run folder is published
+KEPT_IF_IT_DIES = "kept if the process dies; `profreport render` reads it"
 # With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
 # a slug this long stays far below the 255-byte limit on a file name.
 SLUG_MAX = 96
@@ -118,16 +124,27 @@ class Generated:
     run: Run
     exit_code: int
     failures: tuple[ModeFailure, ...]
+    # findings that raised while being derived (a bug: exit 3), which and what each raised
+    findings_failed: str | None = None
 
     @property
     def eager_failed(self) -> bool:
         return any(f.mode == "eager" for f in self.failures)
 
     @property
+    def findings_error(self) -> str | None:
+        """The one line of findings that failed to derive (None when none did)."""
+        if self.findings_failed is None:
+            return None
+        return findings_failed(self.findings_failed, self.run_dir / "run.json")
+
+    @property
     def error(self) -> str | None:
         """Why the exit code is not 0, in one line (None when it is)."""
         if self.exit_code == EXIT_OK:
             return None
+        if self.findings_error is not None:
+            return self.findings_error
         lines = [f.line for f in self.failures if f.fatal] or [f.line for f in self.failures]
         return "; ".join([*lines, EAGER_BROKEN] if self.eager_failed else lines)
 
@@ -153,9 +170,11 @@ class GenerateResult:
 
     @classmethod
     def ended_by(cls, exc: BaseException) -> GenerateResult:
-        """The result of a run that raised `exc` (bad input, an interrupt, a bug)."""
+        """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
+        the run's evidence was saved names its folder)."""
         code = exit_code_of(exc)
-        return cls(code, status_of(code), None, error_of(exc))
+        run_dir = exc.record.parent if isinstance(exc, EvidenceSaved) else None
+        return cls(code, status_of(code), run_dir, error_of(exc))
 
     def to_json(self) -> dict[str, Any]:
         record = self.record
@@ -280,8 +299,10 @@ def generate(
     nothing half-written. `err` is the terminal stream library output is kept off (see
     `library_output`); `now` names the run folder and stamps the record."""
     from profreport import api
+    from profreport.analysis.derive import failure_summary
     from profreport.env import DTYPES
     from profreport.models import LoadedModel, ModelError, load_model
+    from profreport.pipeline import derive_findings
 
     started = interrupts.mark()
     try:
@@ -319,21 +340,55 @@ def generate(
         library_output(staged.path / LOG_NAME, err, debug, build_log) as terminal,
         progress_display(terminal) as progress,
     ):
-        result = api.profile_loaded(
-            model, device, request.dtype, staged.path, options, progress, now=lambda: stamp
-        )
+        folder = staged.path
+        progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
         try:
-            result.save(staged.path)
+            evidence = api.collect_evidence(
+                model,
+                device,
+                request.dtype,
+                folder,
+                options,
+                progress,
+                now=lambda: stamp,
+                checkpoint=partial(_checkpoint, folder=folder, out=request.out),
+            )
+            _saved(lambda: api.save_evidence(evidence, folder), request.out)
+            run = derive_findings(evidence)  # a finding that raises is recorded in its mode
+            _saved(lambda: api.RunResult(run, folder).save(folder), request.out)
             if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
                 raise KeyboardInterrupt
-            run_dir = result.run_dir = staged.publish()
-        except OSError as exc:  # a full disk, a folder made read-only meanwhile: not a bug
-            raise UsageError(
-                f"cannot write the run under {request.out}: {exc.strerror or exc}"
-            ) from exc
-    run = result.run  # the findings the reports read
+            run_dir = _saved(staged.publish, request.out)
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: what was saved of the run is kept, and said where
+            interrupts.reraise_if_interrupted(exc, started)
+            if not (folder / "run.json").is_file():
+                raise
+            record = _saved(staged.publish, request.out) / "run.json"
+            raise EvidenceSaved(record, error_line(exc)) from exc
     code, failures = mode_failures(run, request.strict)
-    return Generated(run_dir, run, code, failures)
+    failed = failure_summary(run)
+    return Generated(run_dir, run, EXIT_INTERNAL if failed else code, failures, failed)
+
+
+def _checkpoint(evidence: Run, folder: Path, out: Path) -> None:
+    """The evidence so far as the staged run.json: what a process that dies leaves behind in
+    its `.<name>.partial-*` folder (`profreport render` reads it)."""
+    from profreport import api
+
+    _saved(lambda: api.save_record(evidence, folder), out)
+
+
+Saved = TypeVar("Saved")
+
+
+def _saved(write: Callable[[], Saved], out: Path) -> Saved:
+    """`write()`; a full disk or a folder made read-only meanwhile is no bug but bad input."""
+    try:
+        return write()
+    except OSError as exc:
+        raise UsageError(f"cannot write the run under {out}: {exc.strerror or exc}") from exc
 
 
 def run_point(request: GenerateRequest, err: TextIO) -> GenerateResult:

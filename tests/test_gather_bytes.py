@@ -6,8 +6,6 @@ Every expected figure is derived by hand in the comments from the shapes used.
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from profreport.analysis.bytes_model import model_from_inductor_nodes, model_from_tensor_io
 from profreport.analysis.kernels import BOOKKEEPING_OPS
@@ -15,6 +13,7 @@ from profreport.capture.opio import record_tensor_io
 from profreport.modes import prepare_mode
 from profreport.record import ModeResult
 from profreport.render.viewmodel import _compiler_view
+from tests.independent_bytes import GatherAwareReads
 
 F32, I64 = 4, 8
 
@@ -239,39 +238,6 @@ def test_compiled_scatter_add_library_call_touches_the_scattered_elements():
     assert node.indirect_writes[0].scheduler_bytes == 1_000 * 16 * F32
 
 
-class _GatherAwareReads(TorchDispatchMode):
-    """Independent reference for the eager figure: each dispatched op that is not bookkeeping
-    and does not return a view reads its distinct input tensors, except that a lookup reads
-    only the rows it returns (capped at the table) of the table it looks up in."""
-
-    # the looked-up tensor is the first argument of each
-    LOOKUPS = frozenset({"aten::embedding", "aten::index", "aten::index_select", "aten::gather"})
-
-    def __init__(self):
-        super().__init__()
-        self.read = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = str(func._schema.name)
-        returns_view = any(
-            r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns
-        )
-        if name in BOOKKEEPING_OPS or returns_view:
-            return out
-        tensors = {}
-        for t in tree_leaves((args, kwargs)):
-            if isinstance(t, torch.Tensor):
-                key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-                tensors[key] = t.numel() * t.element_size()
-        if name in self.LOOKUPS:
-            table = args[0]
-            key = (table.data_ptr(), tuple(table.shape), tuple(table.stride()), table.dtype)
-            tensors[key] = min(tensors[key], out.numel() * out.element_size())
-        self.read += sum(tensors.values())
-        return out
-
-
 @pytest.mark.slow
 def test_gpt2_eager_matches_reference_and_compile_moves_less():
     transformers = pytest.importorskip("transformers")
@@ -281,7 +247,7 @@ def test_gpt2_eager_matches_reference_and_compile_moves_less():
     ids = torch.randint(0, cfg.vocab_size, (1, 128))
     with torch.no_grad():
         eager = model_from_tensor_io(record_tensor_io(model, (ids,), lambda: None), BOOKKEEPING_OPS)
-        reference = _GatherAwareReads()
+        reference = GatherAwareReads()
         with reference:
             model(ids)
     assert eager.read == reference.read
@@ -335,7 +301,7 @@ def test_zoo_eager_bytes_match_the_reference_and_compile_moves_less(spec):
         eager = model_from_tensor_io(
             record_tensor_io(model.module, inputs, lambda: None), BOOKKEEPING_OPS
         )
-        reference = _GatherAwareReads()
+        reference = GatherAwareReads()
         with reference:
             model.module(*inputs)
     assert eager.read == reference.read

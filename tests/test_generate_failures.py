@@ -17,6 +17,7 @@ import torch
 from profreport import cli, env, files, pipeline
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.modes import PreparedMode
+from profreport.record import load
 from profreport.record.model import ModeResult
 from tests.conftest import FAST, run_dir_in
 
@@ -172,7 +173,11 @@ def test_debug_shows_the_traceback_behind_the_line(tmp_path, capsys):
     assert err.splitlines()[-1].startswith("error: cannot import module")
 
 
-def test_internal_error_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+def test_internal_error_is_one_line_and_keeps_the_evidence_so_far(tmp_path, capsys, monkeypatch):
+    """A bug after a mode finished (here in the timing) costs the timing, not the run: the
+    folder is published with the evidence saved as each mode finished, the one line says where,
+    and `profreport render` makes its report."""
+
     def crash(*_args, **_kwargs):
         raise ZeroDivisionError("a bug\nin profreport")
 
@@ -183,10 +188,21 @@ def test_internal_error_is_one_line_and_leaves_no_folder(tmp_path, capsys, monke
     )
     err = capsys.readouterr().err
     assert rc == cli.EXIT_INTERNAL
+    (run,) = out.iterdir()
+    assert not run.name.startswith(".")  # published, not left as a hidden staging folder
+    record = run / "run.json"
     assert err == (
-        "error: internal error: ZeroDivisionError: a bug; rerun with --debug for the traceback\n"
+        "error: internal error: ZeroDivisionError: a bug (a profreport bug); the run's evidence "
+        f"was saved in {record}: `profreport render {record}` derives the findings again once "
+        "the bug is fixed; rerun with --debug for the traceback\n"
     )
-    assert list(out.iterdir()) == []  # the staging folder, traces and all, is gone
+    eager = load(record)["modes"]["eager"]
+    assert eager["status"] == "ok" and eager["kernels"]["per_step"] > 0
+    assert eager["bytes"]["read"] > 0 and "latency_ms" not in eager
+    assert eager["not_timed"] == pipeline.NOT_TIMED_YET
+    assert "verdict" not in eager  # evidence only: nothing derived before it was saved
+    assert cli.main(["render", str(record)]) == cli.EXIT_OK
+    assert "not timed" in (run / "summary.md").read_text()
 
     rc = cli.main(
         _generate(
@@ -413,3 +429,57 @@ def test_a_disk_that_fills_up_is_one_line_and_leaves_nothing(tmp_path, capsys, m
     _one_line_exit_2(rc, err)
     assert f"cannot write the run under {out}: No space left on device" in err
     assert list(out.iterdir()) == []
+
+
+# `profreport` with one more mode, whose build segfaults the process (as export did on an H200)
+SEGFAULTING = """
+import ctypes
+import sys
+
+from profreport import cli, modes
+from profreport.modes import Mode
+
+
+class Segfault(Mode):
+    name = "segfault"
+
+    def build(self, module, inputs, sync):
+        ctypes.string_at(0)  # reads address 0: SIGSEGV, no Python exception to catch
+
+
+modes.register(Segfault(), summary="segfaults while it builds (test only)")
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_segfault_keeps_the_evidence_of_the_modes_that_finished(models, tmp_path):
+    """A process killed by a signal runs no clean-up: the staging folder stays, and its run.json
+    holds every mode that finished (saved as each did), which `profreport render` reads."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", SEGFAULTING, "generate", "--model", f"{models}/m.py:tiny"]
+    cmd += ["--modes", "eager,trace,segfault", "--out", str(out), "--device", "cpu"]
+    proc = subprocess.run(
+        [*cmd, "--min-time", "0.05"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    (staged,) = out.iterdir()
+    assert staged.name.startswith(".m-tiny-cpu-") and ".partial-" in staged.name
+    record = staged / "run.json"
+    assert f"profreport: evidence so far: {record} (kept if the process dies" in proc.stderr
+    saved = json.loads(record.read_text())
+    assert list(saved["modes"]) == ["eager", "trace"]  # segfault never finished
+    for mode in saved["modes"].values():
+        assert mode["status"] == "ok" and mode["kernels"]["per_step"] > 0
+        assert mode["bytes"]["read"] > 0 and mode["not_timed"] == pipeline.NOT_TIMED_YET
+        assert (staged / mode["trace"]).is_file()
+    rendered = subprocess.run(
+        [sys.executable, "-m", "profreport", "render", str(record)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    summary = (staged / "summary.md").read_text()
+    assert "- trace: " in summary and "not timed" in summary

@@ -1,5 +1,5 @@
 """`profreport generate` and a sweep point end to end through the edge, without profiling: the
-pipeline (api.profile_loaded) hands back the checked-in gated-residual run, so the fast tier
+pipeline (api.collect_evidence) hands back the checked-in gated-residual run, so the fast tier
 still stages and publishes a run folder with every output, prints the table and the paths, and
 sets the exit code from the modes that failed. The real runs are in the slow tier
 (test_generate_e2e.py, test_generate_failures.py, test_sweep_e2e.py)."""
@@ -12,6 +12,8 @@ import shutil
 import pytest
 
 from profreport import api, cli
+from profreport.analysis.derive import evidence_of
+from profreport.modes import mode_for
 from profreport.record import load
 from profreport.runner import GenerateRequest, run_point
 from tests.conftest import FAST, RECORDED_GATED_RUN, run_dir_in
@@ -30,12 +32,14 @@ def recorded_pipeline(monkeypatch):
     record = load(RECORDED_GATED_RUN)
     calls = []
 
-    def profile_loaded(model, device, dtype_name, run_dir, options, progress, now=None):
+    def collect_evidence(model, device, dtype_name, run_dir, options, progress, **kwargs):
         calls.append((model.name, device.type, dtype_name, options.modes))
         shutil.copytree(RECORDED_GATED_RUN / "tensorboard", run_dir / "tensorboard")
-        return api.RunResult.of_record(copy.deepcopy(record), run_dir)
+        evidence = evidence_of(copy.deepcopy(record))  # no findings: derived after saving
+        kwargs["checkpoint"](evidence)  # as the pipeline does after each mode
+        return evidence
 
-    monkeypatch.setattr(api, "profile_loaded", profile_loaded)
+    monkeypatch.setattr(api, "collect_evidence", collect_evidence)
     return record, calls
 
 
@@ -123,3 +127,106 @@ def test_a_disk_that_fills_up_while_saving_is_one_line(recorded_pipeline, tmp_pa
     assert code == 2
     assert err == f"error: cannot write the run under {tmp_path / 'out'}: No space left on device\n"
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_finding_that_raises_keeps_the_evidence_and_exits_3(
+    recorded_pipeline, tmp_path, monkeypatch
+):
+    """Issue 34: a bug in deriving one finding (compile's fusion map here) costs a `profreport
+    render` after the fix, never the run. The evidence is on disk before anything is derived,
+    the failure is shown where the finding would be, and the run exits 3 with one line."""
+    record, _calls = recorded_pipeline
+    out = tmp_path / "out"
+    on_disk = {}
+
+    def raising(mode, eager):
+        (staged,) = out.glob(".gated-residual-cpu-*.partial-*")
+        on_disk["run"] = load(staged)  # what the run folder held when deriving began
+        on_disk["csv"] = sorted(p.name for p in staged.glob("kernels_*.csv"))
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(mode_for("compile"), "fusion_map", raising)
+    code, stdout, err = _generate(out)
+    assert code == 3
+    run = run_dir_in(out)
+    record_path = run / "run.json"
+    assert err.splitlines() == [
+        "error: internal error: deriving findings failed (compile: fusion raised IndexError: "
+        "tuple index out of range): a profreport bug, shown in the report where each finding "
+        f"would be; the run's evidence was saved in {record_path}: `profreport render "
+        f"{record_path}` derives the findings again once the bug is fixed"
+    ]
+    # every mode's evidence was saved before deriving, with no finding in it
+    saved = on_disk["run"]["modes"]
+    assert (
+        list(saved) == list(record["modes"]) == ["eager", "script", "trace", "optimize", "compile"]
+    )
+    evidence = evidence_of(record).to_json()["modes"]
+    for name, mode in saved.items():
+        assert mode == evidence[name]  # kernels, bytes, latency, ...: all of it, and no finding
+        assert "verdict" not in mode and "fusion" not in mode and mode["latency_ms"]
+    assert on_disk["csv"] == [f"kernels_{name}.csv" for name in sorted(saved)]
+    # the published record: the failed finding in its mode, the others derived
+    modes = load(record_path)["modes"]
+    failed = modes["compile"]["failed_finding"]
+    assert (failed["finding"], failed["error"]) == (
+        "fusion",
+        "IndexError: tuple index out of range",
+    )
+    assert "in raising" in failed["traceback"]
+    assert modes["compile"]["kernels"] == evidence["compile"]["kernels"]
+    assert "fusion" not in modes["compile"] and "why_not_fused" not in modes["compile"]
+    assert modes["trace"]["verdict"].startswith("trace: ") and "fusion" in modes["trace"]
+    sentence = (
+        "compile: FINDING FAILED - deriving fusion raised IndexError: tuple index out of range"
+    )
+    assert modes["compile"]["verdict"].startswith(sentence)
+    for report in ("report.html", "summary.md"):
+        text = (run / report).read_text()
+        assert sentence in text and "Deriving findings failed (compile: fusion)" in text
+    assert "traceback of the finding that failed" in (run / "report.html").read_text()
+    assert sentence in stdout  # the verdict lines under the terminal table
+
+    monkeypatch.undo()  # the bug fixed: the same record renders with every finding
+    assert cli.main(["render", str(record_path)], out=io.StringIO()) == 0
+    modes = load(record_path)["modes"]  # render writes the reports, never the record
+    assert "failed_finding" in modes["compile"]
+    summary = (run / "summary.md").read_text()
+    assert "FINDING FAILED" not in summary and "- compile: 7 eager kernels ran as" in summary
+
+
+def test_render_of_a_record_whose_finding_raises_exits_3(recorded_gated_run, monkeypatch):
+    def raising(mode, run):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(mode_for("script"), "why_not_fused", raising)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert cli.main(["render", str(recorded_gated_run)], out=stdout, err=stderr) == 3
+    record = recorded_gated_run / "run.json"
+    assert stderr.getvalue().splitlines() == [
+        "error: internal error: deriving findings failed (script: why_not_fused raised KeyError: "
+        "'a bug'): a profreport bug, shown in the report where each finding would be; the run's "
+        f"evidence was saved in {record}: `profreport render {record}` derives the findings "
+        "again once the bug is fixed"
+    ]
+    assert (
+        "script: FINDING FAILED - deriving why_not_fused raised KeyError"
+        in (recorded_gated_run / "summary.md").read_text()
+    )
+
+
+def test_compare_refuses_a_run_whose_finding_raises(recorded_gated_run, monkeypatch, tmp_path):
+    """A comparison would read a finding that failed as one that changed: exit 3, one line."""
+    monkeypatch.setattr(mode_for("compile"), "fusion_map", lambda mode, eager: 1 / 0)
+    stderr = io.StringIO()
+    out = tmp_path / "comparison.md"
+    argv = ["compare", str(recorded_gated_run), str(recorded_gated_run), "--out", str(out)]
+    assert cli.main(argv, out=io.StringIO(), err=stderr) == 3
+    record = recorded_gated_run / "run.json"
+    assert stderr.getvalue() == (
+        "error: internal error: deriving findings failed (compile: fusion raised "
+        "ZeroDivisionError: division by zero) (a profreport bug); the run's evidence was saved "
+        f"in {record}: `profreport render {record}` derives the findings again once the bug is "
+        "fixed; rerun with --debug for the traceback\n"
+    )
+    assert not out.exists()

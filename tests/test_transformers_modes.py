@@ -131,11 +131,3 @@ def test_strict_trace_errors_of_real_models_are_one_clean_line():
         "RuntimeError: Tracer cannot infer type of BaseModelOutputWithPastAndCrossAttentions("
         "last_hidden_state=tensor(...), cache=DynamicCache("
     )
-
-
-@pytest.mark.slow
-def test_gpt2_compile_output_matches_eager():
-    record = _profile(_gpt2, modes=("eager", "compile"))
-    entry = record["modes"]["compile"]
-    assert entry["status"] == "ok", entry.get("error")
-    _assert_checked_and_equal(entry, 1)

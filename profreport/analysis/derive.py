@@ -8,6 +8,11 @@ verdicts; `derive(run, analyses)` gives the same findings on their own. Render, 
 today's analysis; the copy of the findings that run.json keeps is for other tools, and is never
 read back as truth.
 
+A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
+mode's `failed_finding` (which finding, what it raised, the traceback), the mode's later findings
+are not derived, and `failed_findings` / `failure_summary` give the caller what to report (the CLI
+exits 3). Nothing here turns a bug into a missing or stale finding.
+
 Speedups (`speedup_vs_eager`) are still the ones computed from the timing samples at capture time:
 the bootstrap is the latency statistics' to own (analysis/latency.py).
 """
@@ -15,19 +20,23 @@ the bootstrap is the latency statistics' to own (analysis/latency.py).
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
-from profreport.analysis.mode_analysis import ModeAnalyses, analysis_of
+from profreport.analysis.mode_analysis import ModeAnalyses, ModeAnalysis, analysis_of
 from profreport.analysis.roofline import Roofs, kernel_roofline
 from profreport.analysis.speedup_breakdown import time_findings
-from profreport.analysis.verdict import verdict_for
+from profreport.analysis.verdict import failed_finding_verdict, verdict_for
+from profreport.exits import EvidenceSaved
 from profreport.record.model import (
     Ceilings,
+    FailedFinding,
     FusionMap,
     KernelCounts,
     KernelRow,
@@ -37,6 +46,7 @@ from profreport.record.model import (
     WhyNotFused,
 )
 from profreport.record.section import JSONObject
+from profreport.text import error_line
 
 # Mode and kernel row fields that hold findings, not evidence (declared with `finding()`):
 # dropped before deriving, so nothing stale (an older release's fusion map or verdict) can leak
@@ -58,6 +68,7 @@ class ModeFindings:
     kernel_rows: tuple[KernelRow, ...] = ()
     why_not_fused: tuple[WhyNotFused, ...] | None = None
     roofline: RooflineFloor | None = None
+    failed: FailedFinding | None = None  # the finding whose derivation raised (a bug)
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,13 @@ def _stripped(mode: ModeResult) -> ModeResult:
     )
 
 
+def evidence_of(record: Run | Mapping[str, Any]) -> Run:
+    """The run as collection writes it, before anything is derived: every stored finding
+    dropped (a run.json written with findings, read back as evidence)."""
+    run = record if isinstance(record, Run) else Run.from_json(record)
+    return dataclasses.replace(run, modes={n: _stripped(m) for n, m in run.modes.items()})
+
+
 def missing_evidence(mode: ModeResult | None) -> str | None:
     """What a mode that ran lacks for its findings to be derived (a record written by another
     tool): its kernel table or its modeled bytes; None when it has both, or did not run."""
@@ -99,6 +117,29 @@ def missing_evidence(mode: ModeResult | None) -> str | None:
     return None
 
 
+Step = Callable[[ModeResult], ModeResult]
+
+
+def _derived(mode: ModeResult, finding: str, step: Step) -> ModeResult:
+    """`step(mode)`: one finding of a mode. Once one of its findings has failed, the mode's
+    later ones are not derived (each may read the one before, and a finding read off a missing
+    one would be a wrong one). A step that raises is a profreport bug: recorded as the mode's
+    `failed_finding` (its exception and traceback), which the reports show where the finding
+    would be and every command that derives reports as an internal error (`failed_findings`);
+    the evidence is untouched."""
+    if mode.failed_finding is not None:
+        return mode
+    try:
+        return step(mode)
+    except Exception as exc:  # a bug, recorded and reported loudly: never a missing finding
+        failed = FailedFinding(
+            finding=finding,
+            error=error_line(exc),
+            traceback="".join(traceback.format_exception(exc)),
+        )
+        return mode.adding(failed_finding=failed)
+
+
 def _measured(
     name: str,
     mode: ModeResult,
@@ -109,17 +150,31 @@ def _measured(
 ) -> ModeResult:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
     roofline and floor, and where its step time went (when the record has its breakdown)."""
-    fusion = (
-        analysis_of(analyses, name).fusion_map(mode, eager) if name != "eager" and eager else None
+    analysis = analysis_of(analyses, name)
+
+    def fusion(m: ModeResult) -> ModeResult:
+        return m.adding(fusion=analysis.fusion_map(m, eager) if name != "eager" and eager else None)
+
+    def time(m: ModeResult) -> ModeResult:
+        timing = time_findings(name, m, eager, ceilings)
+        return m if timing is None else m.adding(time_findings=timing)
+
+    def roofline(m: ModeResult) -> ModeResult:
+        found = kernel_roofline(m, roofs, None if name == "eager" else eager)
+        if found is None:
+            return m
+        return _with_table(m, lambda _: found.rows).adding(roofline=found.floor)
+
+    steps: tuple[tuple[str, Step], ...] = (
+        ("fusion", fusion),
+        ("kernel_bytes", lambda m: _with_table(m, lambda _: kernel_bytes(m))),
+        ("kernel_places", lambda m: _with_table(m, lambda _: kernel_places(m))),
+        ("time_findings", time),
+        ("roofline", roofline),
     )
-    mode = mode.adding(fusion=fusion)
-    mode = _with_table(mode, lambda _: kernel_bytes(mode))
-    mode = _with_table(mode, lambda _: kernel_places(mode))
-    timing = time_findings(name, mode, eager, ceilings)
-    roofline = kernel_roofline(mode, roofs, None if name == "eager" else eager)
-    if roofline is not None:
-        mode = _with_table(mode, lambda _: roofline.rows).adding(roofline=roofline.floor)
-    return mode if timing is None else mode.adding(time_findings=timing)
+    for finding, step in steps:
+        mode = _derived(mode, finding, step)
+    return mode
 
 
 def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
@@ -127,8 +182,9 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
     renderers and comparisons read. A mode that ran without the evidence its findings come from
     (its own kernels and bytes, and eager's: a record written by another tool) keeps them as
-    stored: nothing is derived for it, nothing invented. `analyses`: each mode's analysis by
-    name (`profreport.modes.mode_analyses()`)."""
+    stored: nothing is derived for it, nothing invented. A finding that raises is recorded as
+    the mode's `failed_finding` (see `_derived`; `failed_findings` lists them for the caller to
+    report). `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
     stored = run.modes
     eager = stored.get("eager")
@@ -154,12 +210,50 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
         if name in kept:
             continue
         analysis = analysis_of(analyses, name)
-        if mode.ok and name != "eager":
-            why = analysis.why_not_fused(mode, run)
-            if why is not None:
-                mode = mode.adding(why_not_fused=tuple(why))
-        modes[name] = mode.adding(verdict=verdict_for(name, run, analysis))
+
+        def why(m: ModeResult, name: str = name, analysis: ModeAnalysis = analysis) -> ModeResult:
+            found = analysis.why_not_fused(m, run) if m.ok and name != "eager" else None
+            return m if found is None else m.adding(why_not_fused=tuple(found))
+
+        def verdict(
+            m: ModeResult, name: str = name, analysis: ModeAnalysis = analysis
+        ) -> ModeResult:
+            return m.adding(verdict=verdict_for(name, run, analysis))
+
+        mode = _derived(_derived(mode, "why_not_fused", why), "verdict", verdict)
+        if mode.failed_finding is not None:  # the sentence says which finding failed, and why
+            mode = mode.adding(verdict=failed_finding_verdict(name, mode.failed_finding))
+        modes[name] = mode
     return dataclasses.replace(run, modes=modes)
+
+
+def failed_findings(run: Run) -> dict[str, FailedFinding]:
+    """The modes of a derived run whose findings failed to derive (a profreport bug each), with
+    the finding that raised: what a command reports as an internal error."""
+    return {
+        name: mode.failed_finding
+        for name, mode in run.modes.items()
+        if mode.failed_finding is not None
+    }
+
+
+def failure_summary(run: Run) -> str | None:
+    """Which findings of a derived run failed and what each raised, on one line (None: none
+    did): `optimize: why_not_fused raised IndexError: ...; trace: ...`."""
+    failed = failed_findings(run)
+    if not failed:
+        return None
+    return "; ".join(f"{name}: {f.finding} raised {f.error}" for name, f in failed.items())
+
+
+def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: Path) -> Run:
+    """`derived_run` for a comparison, where a finding that is missing would read as a change:
+    EvidenceSaved (exit 3, naming the record at `path`) when a finding failed to derive."""
+    run = derived_run(record, analyses)
+    failed = failure_summary(run)
+    if failed is not None:
+        raise EvidenceSaved(path, f"deriving findings failed ({failed})")
+    return run
 
 
 def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
@@ -173,6 +267,7 @@ def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
             kernel_rows=mode.kernels.table if mode.ok and mode.kernels is not None else (),
             why_not_fused=mode.why_not_fused,
             roofline=mode.roofline,
+            failed=mode.failed_finding,
         )
     return Findings(MappingProxyType(found))
 

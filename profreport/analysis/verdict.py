@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
 from profreport.format import fmt_bytes
-from profreport.record.model import Bytes, KernelCounts, ModeResult, Run
+from profreport.record.model import Bytes, FailedFinding, KernelCounts, ModeResult, Run
 
 
 def _latency_clause(mode: ModeResult) -> str:
@@ -61,6 +61,16 @@ def output_clause(mode: ModeResult) -> str:
 def _evidence(mode: ModeResult) -> tuple[KernelCounts, Bytes]:
     """A mode that ran: its kernels and bytes (derive checks they are there)."""
     return mode.ok_kernels, mode.ok_bytes
+
+
+def failed_finding_verdict(name: str, failed: FailedFinding) -> str:
+    """The sentence in a verdict's place when deriving one of the mode's findings raised: which
+    finding, what it raised, and that it is profreport's bug (the evidence stands)."""
+    return (
+        f"{name}: FINDING FAILED - deriving {failed.finding} raised {failed.error}; a profreport "
+        "bug, not the model's: the evidence is kept, and `profreport render` derives the "
+        "findings again once it is fixed"
+    )
 
 
 def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> str:

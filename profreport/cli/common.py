@@ -9,10 +9,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.text import Notice, terminal_text
+
+if TYPE_CHECKING:
+    from profreport.record.model import Run
 
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
 
@@ -151,6 +154,18 @@ def gate_exit(comparison: Any, err: TextIO) -> int:
 
 def warn(message: str, err: TextIO) -> None:
     print(f"warning: {terminal_text(message)}", file=err)
+
+
+def findings_error(run: Run, line: str | None, debug: bool, err: TextIO) -> None:
+    """The one line of a run whose findings failed to derive (`line`, None: none did); with
+    --debug, each failed finding's traceback first (run.json keeps them too)."""
+    if line is None:
+        return
+    if debug:
+        for mode in run.modes.values():
+            if mode.failed_finding is not None and mode.failed_finding.traceback:
+                print(mode.failed_finding.traceback, file=err, end="")
+    print(f"error: {terminal_text(line)}", file=err)
 
 
 def print_traceback(exc: BaseException, err: TextIO) -> None:

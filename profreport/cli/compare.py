@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
     from profreport.analysis.compare import CompareError, DifferentModels, compare_runs
-    from profreport.analysis.derive import derived_run
+    from profreport.analysis.derive import compared_run
     from profreport.modes import mode_analyses
     from profreport.render import compare as compare_render
 
@@ -47,9 +47,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     runs = []
     for source in (args.base, args.head):
         try:
-            runs.append(derived_run(run_record.load(Path(source)), mode_analyses()))
+            record = run_record.load(Path(source))
         except run_record.RecordError as exc:
             raise UsageError(str(exc)) from None
+        path = Path(source) if Path(source).is_file() else Path(source) / "run.json"
+        runs.append(compared_run(record, mode_analyses(), path))
     gates = thresholds(args)
     try:
         comparison = compare_runs(

@@ -12,6 +12,7 @@ from typing import TextIO
 from profreport.cli.common import (
     Command,
     escape,
+    findings_error,
     positive_float,
     positive_int,
     progress_display,
@@ -193,6 +194,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"warning: {name} not timed: {terminal_text(mode.not_timed)}", file=err)
     if generated.eager_failed:
         print(f"error: {EAGER_BROKEN}", file=err)
+    findings_error(run, generated.findings_error, args.debug, err)
     return generated.exit_code
 
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from profreport.cli.common import Command
-from profreport.exits import EXIT_OK, UsageError
+from profreport.cli.common import Command, findings_error
+from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError, findings_failed
 from profreport.files import not_a_file, write_atomic
 from profreport.record.model import Run
 from profreport.render.registry import report_renderers
@@ -28,9 +28,9 @@ def write_reports(derived: Run, folder: Path) -> list[Path]:
     return written
 
 
-def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
-    from profreport.analysis.derive import derived_run
+    from profreport.analysis.derive import derived_run, failure_summary
     from profreport.modes import mode_analyses
 
     try:
@@ -50,7 +50,11 @@ def run(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
             raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
     for path in write_reports(derived, folder):
         print(path, file=out)
-    return EXIT_OK
+    failed = failure_summary(derived)  # shown in the reports; a bug, so exit 3 too
+    record = src if src.is_file() else src / "run.json"
+    line = None if failed is None else findings_failed(failed, record)
+    findings_error(derived, line, args.debug, err)
+    return EXIT_OK if line is None else EXIT_INTERNAL
 
 
 COMMAND = Command(

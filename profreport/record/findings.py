@@ -144,3 +144,14 @@ class TimeFindings(Section):
     bytes_bound_us: float | None = None  # bytes_saved / bandwidth: the most bytes can explain
     bytes_credit_us: float | None = None  # min(work saved, bytes_bound): what bytes are credited
     clause: str = ""  # the verdict's clause
+
+
+@dataclass(frozen=True)
+class FailedFinding(Section):
+    """A finding of a mode whose derivation raised: a profreport bug, never a fact about the
+    model. The mode's evidence stands; its findings from this one on were not derived (each may
+    read the one before); `profreport render` derives them again once the bug is fixed."""
+
+    finding: str = required("")  # which one: fusion, kernel_bytes, ..., why_not_fused, verdict
+    error: str = required("")  # the exception, `Type: message` on one line
+    traceback: str | None = omitted()  # where it raised, for the bug report

@@ -49,6 +49,7 @@ from profreport.record.evidence import (
     WholeTrace,
 )
 from profreport.record.findings import (
+    FailedFinding,
     FusionGroup,
     FusionMap,
     KernelsByBound,
@@ -73,6 +74,7 @@ __all__ = [
     "Device",
     "EagerCall",
     "Environment",
+    "FailedFinding",
     "Fusers",
     "FusionGroup",
     "FusionMap",
@@ -342,6 +344,7 @@ class ModeResult(Section):
     why_not_fused: tuple[WhyNotFused, ...] | None = finding()
     time_findings: TimeFindings | None = finding()
     verdict: str | None = finding()
+    failed_finding: FailedFinding | None = finding()  # deriving a finding above raised (a bug)
 
     @property
     def ok(self) -> bool:

@@ -86,6 +86,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
         "mode": name,
         "status": mode.status,
         "verdict": _verdict(mode),
+        "finding_failed": mode.failed_finding is not None,
         "why_count": len(mode.why_not_fused or ()),
     }
     if not mode.ok:
@@ -326,8 +327,28 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
 
 
 def failure_notice(modes: Mapping[str, ModeResult]) -> str | None:
-    """One sentence at the top of a report when modes failed: a broken model must not read as a
-    report with a few blank cells."""
+    """One sentence at the top of a report when findings failed to derive or modes failed: a
+    bug must not read as a finding, nor a broken model as a report with a few blank cells."""
+    notices = [n for n in (_findings_failed(modes), _modes_failed(modes)) if n]
+    return " ".join(notices) or None
+
+
+def _findings_failed(modes: Mapping[str, ModeResult]) -> str | None:
+    failed = [
+        f"{name}: {mode.failed_finding.finding}"
+        for name, mode in modes.items()
+        if mode.failed_finding is not None
+    ]
+    if not failed:
+        return None
+    return (
+        f"Deriving findings failed ({', '.join(failed)}): a profreport bug, not the model's. The "
+        "evidence stands; each verdict says what raised, and `profreport render` derives the "
+        "findings again once the bug is fixed."
+    )
+
+
+def _modes_failed(modes: Mapping[str, ModeResult]) -> str | None:
     failed = [name for name, mode in modes.items() if mode.status == "failed"]
     if not failed:
         return None
@@ -349,6 +370,7 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
         "status": mode.status,
         "verdict": _verdict(mode),
         "why": why_rows(mode),
+        "failed_traceback": None if mode.failed_finding is None else mode.failed_finding.traceback,
     }
     if mode.ok:
         d["kernels"] = _kernel_rows(mode)

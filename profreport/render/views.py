@@ -42,6 +42,7 @@ class ModeSummaryView(TypedDict, total=False):
     mode: str
     status: str
     verdict: str
+    finding_failed: bool  # the verdict says which finding failed to derive (a bug)
     why_count: int
     error: str
     kernels: int
@@ -171,6 +172,8 @@ class DetailView(TypedDict, total=False):
     output: OutputView
     error: str
     traceback: str | None
+    # a finding whose derivation raised (a bug): its traceback; the verdict names it
+    failed_traceback: str | None
 
 
 class ModelView(TypedDict):

@@ -145,7 +145,7 @@ def either_is_sweep(*paths: str) -> bool:
 
 def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
     from profreport import record as run_record
-    from profreport.analysis.derive import derived_run
+    from profreport.analysis.derive import compared_run
     from profreport.modes import mode_analyses
 
     root = sweep_path.parent
@@ -153,9 +153,10 @@ def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
     for p in sweep.points:
         if p.run:
             try:
-                runs[p.id] = derived_run(run_record.load(root / p.run), mode_analyses())
+                record = run_record.load(root / p.run)
             except run_record.RecordError:
                 continue  # the point is then compared as having no run record
+            runs[p.id] = compared_run(record, mode_analyses(), root / p.run)
     return runs
 
 
