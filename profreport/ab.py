@@ -21,6 +21,7 @@ import torch
 
 from profreport import interrupts
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
+from profreport.analysis.paired import wants_more_rounds
 from profreport.capture.noise import watch
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
@@ -53,6 +54,14 @@ def ab_order(round_no: int, names: list[str]) -> list[str]:
         for side in sides
         if key(side, mode) in present
     ]
+
+
+def compared_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """The series the comparison and each side's record judge against each other: base and head
+    of every mode, and each side's modes against its eager."""
+    pairs = [(key("base", k.split("/", 1)[1]), k) for k in names if k.startswith("head/")]
+    pairs += [(key(k.split("/", 1)[0], "eager"), k) for k in names if not k.endswith("/eager")]
+    return pairs
 
 
 def time_together(
@@ -92,7 +101,12 @@ def time_together(
         try:
             with watch() as watched:
                 timings = measure_latency(
-                    fns, sync, options.timing, on_round=on_round, order=ab_order
+                    fns,
+                    sync,
+                    options.timing,
+                    on_round=on_round,
+                    order=ab_order,
+                    wants_more=partial(wants_more_rounds, pairs=compared_pairs(list(fns))),
                 )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
@@ -135,7 +149,8 @@ def run_ab(
         if now is not None:
             setup = dataclasses.replace(setup, now=now)
         collectors[side] = RunCollector(setup)
-        collectors[side].prepare()
+        # one clear of the compilers' caches for both sides: head's builds keep base's code
+        collectors[side].prepare(fresh_compilers=side == "base")
     with (
         collectors["base"].phases.phase("timing"),
         collectors["head"].phases.phase("timing"),

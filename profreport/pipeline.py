@@ -34,7 +34,7 @@ from profreport.analysis.bytes_model import estimate
 from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import paired_speedups
+from profreport.analysis.paired import paired_speedups, wants_more_rounds
 from profreport.analysis.time_breakdown import time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
@@ -57,7 +57,7 @@ from profreport.modes import (
     mode_for,
     prepare_mode,
 )
-from profreport.modes.compile import stop_compile_workers
+from profreport.modes.compile import reset_compiler_caches, stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
@@ -376,9 +376,17 @@ def _time_modes(
             if round_no % 10 == 1:
                 progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
 
+        # every mode is judged against eager: more rounds while a ratio lacks only rounds
+        pairs = [("eager", name) for name in fns if name != "eager"]
         try:
             with watch() as watched:
-                timings = measure_latency(fns, stage.sync, budget, on_round=on_round)
+                timings = measure_latency(
+                    fns,
+                    stage.sync,
+                    budget,
+                    on_round=on_round,
+                    wants_more=partial(wants_more_rounds, pairs=pairs),
+                )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             stage.mark_failed(failure.mode, failure.error, device)
@@ -461,6 +469,7 @@ class TimingStage:
                 calls_per_block=res.calls_per_block,
                 threads=torch.get_num_threads(),
                 samples=tuple(res.samples_ms),
+                warmup_samples=tuple(res.warmup_ms) or None,
             )
             self.modes[name] = self.modes[name].adding(latency_ms=stats)
         samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
@@ -486,11 +495,15 @@ class RunCollector:
         self._ab: AbSide | None = None
         self._finished = False
 
-    def prepare(self) -> TimingStage:
+    def prepare(self, fresh_compilers: bool = True) -> TimingStage:
         """Every requested mode built (one failing does not stop the others), profiled, its
-        kernels counted, its peak memory and bytes captured; what timing needs next."""
+        kernels counted, its peak memory and bytes captured; what timing needs next.
+        `fresh_compilers`: clear the compilers' caches first (False: another run prepared in
+        this process is timed with this one, and its compiled code must stay)."""
         if self.stage is not None:
             raise RuntimeError("a run is prepared once")
+        if fresh_compilers:
+            reset_compiler_caches()
         setup = self.setup
         model, device, dtype, options = setup.model, setup.device, setup.dtype, setup.options
         progress, sync, phases = setup.progress, self.sync, self.phases

@@ -186,6 +186,9 @@ class Latency(Section):
     calls_per_block: int | None = omitted()
     threads: int | None = omitted()
     samples: tuple[float, ...] | None = omitted()  # per-call latency of each block
+    # per-call latency of the blocks of the first rounds, timed while some series' call time
+    # was still settling (capture/timing.steady_start): kept apart, not in the statistics
+    warmup_samples: tuple[float, ...] | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -381,6 +384,9 @@ class NoiseThresholds(Section):
     max_block_spread: float = 0.0
     round_move: float = 0.0
     max_moved_rounds: float = 0.0
+    # rounds whose paired ratio moved (absent in runs recorded before they were judged)
+    ratio_move: float | None = omitted()
+    max_moved_ratios: float | None = omitted()
     min_peak_share: float = 0.0
     peak_gap_factor: float = 0.0
     min_peak_gap: float = 0.0
@@ -425,7 +431,9 @@ class NoiseSignals(Section):
 @dataclass(frozen=True)
 class TimingNoise(Section):
     """The timing noise guard of a run: the machine's load, the limits, the signals, and whether
-    it tripped (then a direction is stated only beyond the noise band)."""
+    it tripped (then a direction is stated only beyond the noise band); `context`: the
+    baseline's own level changes, which the paired ratios cancel (reported, not judged; runs
+    recorded before had them among `reasons`)."""
 
     method: str = ""
     load: MachineLoad | None = None
@@ -433,6 +441,7 @@ class TimingNoise(Section):
     signals: NoiseSignals | None = None
     reasons: tuple[str, ...] = ()
     tripped: bool = False
+    context: tuple[str, ...] | None = omitted()
 
     def mode_reasons(self, mode: str) -> list[str]:
         """The run's reasons and `mode`'s own."""
