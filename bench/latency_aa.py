@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "bench" / "ab_models"
 BASE = f"{MODELS / 'base' / 'block.py'}:build"
+BUSY = 0.10  # other processes' CPU share above which the noise guard calls a machine busy
 HEADS = {
     "aa": f"{MODELS / 'same' / 'block.py'}:build",
     "ab": f"{MODELS / 'double' / 'block.py'}:build",
@@ -151,7 +152,8 @@ def table(paths: list[str]) -> None:
     print(f"code: {sorted({r['code'] for r in rows})}")
     print(
         f"{'tool':<6} {'pair':<5} {'mode':<8} {'runs':>4} {'called':>7} {'inconcl.':>8} "
-        f"{'median ratio':>12} {'med |r-1|':>9} {'max |r-1|':>9}  calls/block base/head"
+        f"{'median ratio':>12} {'med |r-1|':>9} {'max |r-1|':>9} {'others':>6} {'busy':>4}  "
+        "calls/block base/head"
     )
     for (tool, pair, mode), rs in sorted(groups.items()):
         dev = [abs(r["median"] - 1) for r in rs]
@@ -160,14 +162,18 @@ def table(paths: list[str]) -> None:
         med = statistics.median(r["median"] for r in rs)
         calls = ", ".join(f"{a}/{b}" for a, b in (r["calls_per_block"] for r in rs[:6]))
         more = ", ..." if len(rs) > 6 else ""
+        shares = [r["other_busy"] for r in rs if r["other_busy"] is not None]
+        others = f"{statistics.median(shares):.0%}" if shares else "?"
+        busy = sum(s > BUSY for s in shares)
         print(
             f"{tool:<6} {pair:<5} {mode:<8} {len(rs):>4} {called:>3}/{len(rs):<3} "
-            f"{inconclusive:>8} {med:>12.3f} {statistics.median(dev):>9.3f} {max(dev):>9.3f}  "
-            f"{calls}{more}"
+            f"{inconclusive:>8} {med:>12.3f} {statistics.median(dev):>9.3f} {max(dev):>9.3f} "
+            f"{others:>6} {busy:>4}  {calls}{more}"
         )
     print(
         "pair aa: base and a byte-identical head (a call is wrong); ab: a head doing twice the "
-        "work (a call is right). called = conclusive and the 95% interval excludes 1."
+        "work (a call is right). called = conclusive and the 95% interval excludes 1. others: "
+        f"median share of the CPU other processes used while timing; busy: runs above {BUSY:.0%}."
     )
 
 

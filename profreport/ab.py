@@ -25,7 +25,14 @@ from profreport.analysis.paired import wants_more_rounds
 from profreport.capture.noise import watch
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
-from profreport.pipeline import Progress, RunCollector, RunOptions, RunSetup, TimingStage
+from profreport.pipeline import (
+    Progress,
+    ReferenceRun,
+    RunCollector,
+    RunOptions,
+    RunSetup,
+    TimingStage,
+)
 from profreport.record.model import MachineLoad, Run
 
 Side = Literal["base", "head"]
@@ -79,6 +86,8 @@ def time_together(
         side: c.stage for side, c in collectors.items() if c.stage is not None
     }
     sync = collectors["base"].sync
+    # one machine reference for both sides: they were timed in the same rounds
+    reference = ReferenceRun(device, options.bootstrap_resamples)
     while True:
         lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
         if lost is not None:  # one process, one CUDA context: neither side can be timed
@@ -99,7 +108,7 @@ def time_together(
                 progress(f"timing base and head, {n} series interleaved: round {round_no}, {done}")
 
         try:
-            with watch() as watched:
+            with watch() as watched, reference.timed() as timed:
                 timings = measure_latency(
                     fns,
                     sync,
@@ -107,15 +116,19 @@ def time_together(
                     on_round=on_round,
                     order=ab_order,
                     wants_more=partial(wants_more_rounds, pairs=compared_pairs(list(fns))),
+                    reference=timed,
                 )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
-            side, mode = failure.mode.split("/", 1)
-            stages[side].mark_failed(mode, failure.error, device)
+            if not reference.failed(failure):
+                side, mode = failure.mode.split("/", 1)
+                stages[side].mark_failed(mode, failure.error, device)
             continue
+        machine = reference.record()
         for side in SIDES:
             own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
             stages[side].store_latency(own, watched.load)
+            stages[side].machine_reference = machine
             collectors[side].mark_ab(side)
         return watched.load
 

@@ -79,6 +79,27 @@ class TimingResult:
     warmup_steady: bool = True  # False: the warm-up's share of the budget ran out first
 
 
+@dataclass
+class Reference:
+    """Fixed workloads timed in the rounds beside the callables (capture/reference.py builds
+    them: the run's machine reference): warmed up with them, then one call per block at the end
+    of a round whenever their time so far is within `share` of the rounds' time, so they see
+    the machine as the callables did at a small cost."""
+
+    parts: dict[str, Callable[[], Any]]
+    share: float
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)
+    spent_s: float = 0.0  # time of its own blocks
+    rounds_s: float = 0.0  # time of the rounds it was part of (its blocks included)
+
+    def blame(self, part: str) -> str:
+        """The name a TimingFailed carries when `part` raises."""
+        return f"{REFERENCE} {part}"
+
+
+REFERENCE = "machine reference"  # how a failing part is named (never a callable's name)
+REFERENCE_WARMUP_CALLS = 2  # first-touch page faults, library initialisation
+
 Clock = Callable[[], float]
 
 
@@ -111,13 +132,21 @@ def warm_up(
     until: float,
     clock: Clock,
     order: Callable[[int, list[str]], list[str]],
+    reference: Reference | None = None,
 ) -> dict[str, tuple[float, bool]]:
     """Probe every callable once per round, in `order`, until each one's call time is steady
     (and `cfg.warmup_s` has passed) or the clock reaches `until`; the first round always runs.
+    The reference's parts are called REFERENCE_WARMUP_CALLS times first.
     Each probe is sized to last about `cfg.block_s` from the median of the callable's last
     STEADY_PROBES probes, so a single slow call never sizes one. Returns, per callable, its
     steady call time (that median, seconds) and whether it was steady."""
     started = clock()
+    if reference is not None:
+        for part, fn in reference.parts.items():
+            with _blame(reference.blame(part)):
+                for _ in range(REFERENCE_WARMUP_CALLS):
+                    fn()
+        sync()
     names = list(fns)
     per_call: dict[str, list[float]] = {name: [] for name in names}
     calls = dict.fromkeys(names, 1)
@@ -173,6 +202,20 @@ def rotated(round_no: int, names: list[str]) -> list[str]:
     return names[shift:] + names[:shift]
 
 
+def _time_reference(
+    reference: Reference, sync: Callable[[], None], clock: Clock, round_s: float
+) -> None:
+    """One block of each part, when the reference's time so far is within its share of the
+    rounds' time (this round's included)."""
+    if reference.spent_s > reference.share * (reference.rounds_s + round_s):
+        return
+    for part, fn in reference.parts.items():
+        with _blame(reference.blame(part)):
+            elapsed = _time_block(fn, sync, 1, clock)
+        reference.samples_ms.setdefault(part, []).append(elapsed * 1000.0)
+        reference.spent_s += elapsed
+
+
 def warmup_rounds(rounds: Mapping[str, Sequence[float]]) -> int:
     """Leading rounds that were warm-up for the whole round: the latest steady start of any
     series (rounds stay paired, so every series drops as many)."""
@@ -187,17 +230,20 @@ def measure_latency(
     on_round: Callable[[int, dict[str, TimingResult]], None] | None = None,
     order: Callable[[int, list[str]], list[str]] | None = None,
     wants_more: Callable[[dict[str, list[float]]], bool] | None = None,
+    reference: Reference | None = None,
 ) -> dict[str, TimingResult]:
     """Time every callable in `fns` (built, and called once at least) in interleaved rounds.
 
     A callable that raises stops the timing with :class:`TimingFailed` naming it. `order` gives
     each round's order (default :func:`rotated`); it must name every callable once.
     `wants_more` (each series' steady samples -> bool) keeps the rounds going past the stop
-    rule while it says a result still lacks rounds, within the budget.
+    rule while it says a result still lacks rounds, within the budget. `reference` is timed in
+    the same rounds (its samples land in it); a part that raises stops the timing with a
+    TimingFailed named by `reference.blame(part)`.
     """
     deadline = clock() + cfg.max_time_s
     until = min(clock() + max(cfg.warmup_s, WARMUP_SHARE * cfg.max_time_s), deadline)
-    warmed = warm_up(fns, sync, cfg, until, clock, order or rotated)
+    warmed = warm_up(fns, sync, cfg, until, clock, order or rotated, reference)
     calls = block_calls({name: w[0] for name, w in warmed.items()}, cfg.block_s)
     rounds: dict[str, list[float]] = {name: [] for name in fns}
     # during the rounds each result's samples_ms is its list in `rounds` (on_round reads them)
@@ -214,6 +260,9 @@ def measure_latency(
             with _blame(name):
                 elapsed = _time_block(fns[name], sync, res.calls_per_block, clock)
             rounds[name].append(elapsed * 1000.0 / res.calls_per_block)
+        if reference is not None:
+            _time_reference(reference, sync, clock, clock() - round_started)
+            reference.rounds_s += clock() - round_started
         round_no += 1
         if on_round is not None:
             on_round(round_no, results)

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from profreport.record.section import JSON, ByteCount, Section, finding, omitted, required
+from profreport.record.section import (
+    JSON,
+    ByteCount,
+    Section,
+    finding,
+    omitted,
+    required,
+    required_factory,
+)
 
 # ---------------------------------------------------------------- kernels
 
@@ -449,6 +457,35 @@ class TimingNoise(Section):
         if self.signals is not None and self.signals.modes is not None:
             own = self.signals.modes.get(mode)
         return [*self.reasons, *(own.reasons if own is not None else ())]
+
+
+# ---------------------------------------------------------------- machine reference
+
+
+@dataclass(frozen=True)
+class ReferencePart(Section):
+    """One part of the machine reference: the fixed work it does, and the median per-call time
+    over its blocks with the 95% percentile-bootstrap interval of that median."""
+
+    work: str = ""
+    median_ms: float = required(0.0)
+    ci95_ms: tuple[float, float] = required((0.0, 0.0))
+    n: int = 0  # timed blocks (one call each)
+    samples_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MachineReference(Section):
+    """A short fixed workload (a matmul, a large copy: capture/reference.py) timed inside the
+    latency rounds beside the modes: the machine's state while this run was timed, which
+    `compare` reads a run's latencies against. `spent_s` of `timing_s`: what it cost."""
+
+    method: str = ""
+    parts: Mapping[str, ReferencePart] = required_factory(dict)
+    share: float | None = None  # the share of the rounds' time it may take
+    spent_s: float | None = None  # seconds its blocks took
+    timing_s: float | None = None  # seconds of the timing it was part of
+    error: str | None = omitted()  # why it has no parts (it raised while being timed)
 
 
 @dataclass(frozen=True)
