@@ -236,7 +236,8 @@ def _latency(
         within = "beyond" if beyond else "within"
         note = f"{numbers}: {within} what the reference moved (head/base {moved})"
         regression = limit_pct is not None and relative_pct > limit_pct and beyond > 0
-        why = [f"the machine changed ({machine.summary})"] if machine.changed and not beyond else []
+        changed = f"the machine changed (head vs base: {machine.parts_text})"
+        why = [changed] if machine.changed and not beyond else []
         if noise and not ratio_low > machine.high * NOISE_BAND:  # noisy timing: only a huge change
             why += noise
         if why:

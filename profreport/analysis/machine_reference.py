@@ -84,6 +84,11 @@ class MachineChange:
     high: float
     summary: str  # one line
 
+    @property
+    def parts_text(self) -> str:
+        """Each part's speed in head against base: `matmul reference 1.19x, copy ...`."""
+        return ", ".join(f"{p.part} reference {p.speed:.2f}x" for p in self.parts)
+
     def beyond(self, ratio_low: float, ratio_high: float) -> int:
         """+1 when a latency's head/base range lies wholly above what the machine moved, -1
         wholly below, 0 when they overlap (the machine may explain it)."""
