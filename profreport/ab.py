@@ -21,11 +21,13 @@ import torch
 
 from profreport import interrupts
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
+from profreport.analysis.paired import wants_more_rounds
 from profreport.capture.noise import watch
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
 from profreport.pipeline import (
     Progress,
+    ReferenceRun,
     RunCollector,
     RunOptions,
     RunSetup,
@@ -62,6 +64,14 @@ def ab_order(round_no: int, names: list[str]) -> list[str]:
     ]
 
 
+def compared_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """The series the comparison and each side's record judge against each other: base and head
+    of every mode, and each side's modes against its eager."""
+    pairs = [(key("base", k.split("/", 1)[1]), k) for k in names if k.startswith("head/")]
+    pairs += [(key(k.split("/", 1)[0], "eager"), k) for k in names if not k.endswith("/eager")]
+    return pairs
+
+
 def time_together(
     collectors: dict[Side, RunCollector],
     inputs: dict[str, tuple[torch.Tensor, ...]],
@@ -77,6 +87,8 @@ def time_together(
         side: c.stage for side, c in collectors.items() if c.stage is not None
     }
     sync = collectors["base"].sync
+    # one machine reference for both sides: they were timed in the same rounds
+    reference = ReferenceRun(device, options.bootstrap_resamples)
     while True:
         lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
         if lost is not None:  # one process, one CUDA context: neither side can be timed
@@ -97,18 +109,27 @@ def time_together(
                 progress(f"timing base and head, {n} series interleaved: round {round_no}, {done}")
 
         try:
-            with watch() as watched:
+            with watch() as watched, reference.timed() as timed:
                 timings = measure_latency(
-                    fns, sync, options.timing, on_round=on_round, order=ab_order
+                    fns,
+                    sync,
+                    options.timing,
+                    on_round=on_round,
+                    order=ab_order,
+                    wants_more=partial(wants_more_rounds, pairs=compared_pairs(list(fns))),
+                    reference=timed,
                 )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
-            side, mode = failure.mode.split("/", 1)
-            stages[side].mark_failed(mode, failure.error, device)
+            if not reference.failed(failure):
+                side, mode = failure.mode.split("/", 1)
+                stages[side].mark_failed(mode, failure.error, device)
             continue
+        machine = reference.record()
         for side in SIDES:
             own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
             stages[side].store_latency(own, watched.load)
+            stages[side].machine_reference = machine
             collectors[side].mark_ab(side)
         return watched.load
 
@@ -142,7 +163,8 @@ def run_ab(
         if now is not None:
             setup = dataclasses.replace(setup, now=now)
         collectors[side] = RunCollector(setup)
-        collectors[side].prepare()
+        # one clear of the compilers' caches for both sides: head's builds keep base's code
+        collectors[side].prepare(fresh_compilers=side == "base")
     with (
         collectors["base"].phases.phase("timing"),
         collectors["head"].phases.phase("timing"),

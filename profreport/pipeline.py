@@ -36,8 +36,9 @@ from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import estimate
 from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
+from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import paired_speedups
+from profreport.analysis.paired import paired_speedups, wants_more_rounds
 from profreport.analysis.time_breakdown import time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
@@ -47,7 +48,15 @@ from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
 from profreport.capture.profiling import profile_mode
-from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
+from profreport.capture.reference import METHOD as REFERENCE_METHOD
+from profreport.capture.reference import REFERENCE_SHARE, reference_workload
+from profreport.capture.timing import (
+    REFERENCE,
+    Reference,
+    TimingFailed,
+    TimingResult,
+    measure_latency,
+)
 from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.models import LoadedModel
 from profreport.modes import (
@@ -60,7 +69,7 @@ from profreport.modes import (
     mode_for,
     prepare_mode,
 )
-from profreport.modes.compile import stop_compile_workers
+from profreport.modes.compile import reset_compiler_caches, stop_compile_workers
 from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
@@ -73,6 +82,7 @@ from profreport.record.model import (
     KernelDefinition,
     KernelRow,
     MachineLoad,
+    MachineReference,
     MeasuredBytes,
     ModelInfo,
     ModeResult,
@@ -368,6 +378,7 @@ def _time_modes(
     `--max-time` budget."""
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
+    reference = ReferenceRun(device, options.bootstrap_resamples)
     while stage.prepared_modes:
         if stage.context_lost is not None:
             stage.not_timed(stage.context_lost)
@@ -384,15 +395,77 @@ def _time_modes(
             if round_no % 10 == 1:
                 progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
 
+        # every mode is judged against eager: more rounds while a ratio lacks only rounds
+        pairs = [("eager", name) for name in fns if name != "eager"]
         try:
-            with watch() as watched:
-                timings = measure_latency(fns, stage.sync, budget, on_round=on_round)
+            with watch() as watched, reference.timed() as timed:
+                timings = measure_latency(
+                    fns,
+                    stage.sync,
+                    budget,
+                    on_round=on_round,
+                    wants_more=partial(wants_more_rounds, pairs=pairs),
+                    reference=timed,
+                )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
-            stage.mark_failed(failure.mode, failure.error, device)
+            if not reference.failed(failure):
+                stage.mark_failed(failure.mode, failure.error, device)
             continue
         stage.store_latency(timings, watched.load)
+        stage.machine_reference = reference.record()
         return
+
+
+class ReferenceRun:
+    """The machine reference of one timing (capture/reference.py): its workload built once, timed
+    with the modes (each try of the timing afresh), dropped for good if it raises (the modes are
+    timed again without it), and its record."""
+
+    def __init__(self, device: torch.device, resamples: int) -> None:
+        self.resamples = resamples
+        self.error: str | None = None
+        self.current: Reference | None = None
+        self.timing_s = 0.0
+        self.work: dict[str, str] = {}
+        self._parts: dict[str, Callable[[], Any]] = {}
+        try:
+            built, self.work = reference_workload(device)
+            self._parts = built.parts
+        except (Exception, SystemExit) as exc:  # out of memory on a full device, say
+            self.error = f"not built: {error_line(exc)}"
+
+    @contextmanager
+    def timed(self) -> Iterator[Reference | None]:
+        """A fresh Reference for one try of the timing (None once dropped); how long it took."""
+        self.current = None if self.error else Reference(dict(self._parts), REFERENCE_SHARE)
+        started = time.perf_counter()
+        try:
+            yield self.current
+        finally:
+            self.timing_s = time.perf_counter() - started
+
+    def failed(self, failure: TimingFailed) -> bool:
+        """True when it was the reference that raised: dropped, and the timing goes on."""
+        if not failure.mode.startswith(REFERENCE):
+            return False
+        self.error = f"{failure.mode} raised: {error_line(failure.error)}"
+        self._parts = {}
+        return True
+
+    def record(self) -> MachineReference:
+        """The run's `machine_reference`: the parts' summaries, or why there are none."""
+        if self.current is None:
+            return MachineReference(method=REFERENCE_METHOD, parts={}).adding(error=self.error)
+        return summarize_reference(
+            self.current.samples_ms,
+            self.work,
+            method=REFERENCE_METHOD,
+            share=self.current.share,
+            spent_s=self.current.spent_s,
+            timing_s=self.timing_s,
+            resamples=self.resamples,
+        )
 
 
 def _announce_duration(
@@ -448,6 +521,7 @@ class TimingStage:
     prepared_modes: dict[str, PreparedMode]
     sync: Callable[[], None]
     timing_noise: TimingNoise | None = None  # once timed
+    machine_reference: MachineReference | None = None  # once timed
     # why the device can run nothing more (a fatal CUDA error poisoned the context), else None
     context_lost: str | None = None
 
@@ -472,6 +546,7 @@ class TimingStage:
                 calls_per_block=res.calls_per_block,
                 threads=torch.get_num_threads(),
                 samples=tuple(res.samples_ms),
+                warmup_samples=tuple(res.warmup_ms) or None,
             )
             self.modes[name] = self.modes[name].adding(latency_ms=stats)
         samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
@@ -497,11 +572,15 @@ class RunCollector:
         self._ab: AbSide | None = None
         self._finished = False
 
-    def prepare(self) -> TimingStage:
+    def prepare(self, fresh_compilers: bool = True) -> TimingStage:
         """Every requested mode built (one failing does not stop the others), profiled, its
-        kernels counted, its peak memory and bytes captured; what timing needs next."""
+        kernels counted, its peak memory and bytes captured; what timing needs next.
+        `fresh_compilers`: clear the compilers' caches first (False: another run prepared in
+        this process is timed with this one, and its compiled code must stay)."""
         if self.stage is not None:
             raise RuntimeError("a run is prepared once")
+        if fresh_compilers:
+            reset_compiler_caches()
         setup = self.setup
         model, device, dtype, options = setup.model, setup.device, setup.dtype, setup.options
         progress, sync, phases = setup.progress, self.sync, self.phases
@@ -663,6 +742,8 @@ class RunCollector:
         run = dataclasses.replace(run, modes=modes).adding(ceilings=ceilings)
         if stage.timing_noise is not None:
             run = run.adding(timing_noise=stage.timing_noise)
+        if stage.machine_reference is not None:
+            run = run.adding(machine_reference=stage.machine_reference)
         if self._ab is not None:
             run = run.adding(ab=self._ab)
         return run.adding(phases_s=self._phases_s())

@@ -41,7 +41,8 @@ def test_measure_latency_follows_the_ab_order():
     names = ["base/eager", "head/eager", "base/compile", "head/compile"]
     fns = {n: clock.work(n, 0.002) for n in names}
     measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock, order=ab_order)
-    rounds = [clock.order[4 + i * 4 : 8 + i * 4] for i in range(3)]  # after 4 calibrations
+    assert clock.order[:8] == [*names, *ab_order(1, names)]  # the warm-up's rounds too
+    rounds = [clock.order[24 + i * 4 : 28 + i * 4] for i in range(3)]  # after 6 rounds
     assert rounds == [
         names,
         ["head/compile", "base/compile", "head/eager", "base/eager"],
@@ -81,21 +82,37 @@ def test_paired_gate_in_compare_exact_ratios():
     assert not loose.regressed
 
 
-def test_paired_gate_inconclusive_when_the_baseline_moved():
-    # A 3x drift: the ratio is still exact, but the guard says the machine was not ours, and
-    # +25% is inside the noise band: neither pass nor fail. Twice the work is beyond it: fail.
+def test_a_moving_baseline_is_context_and_two_peaked_ratios_are_inconclusive():
+    """A 3x drift that hits base and head alike: the ratio is exact, so +25% is a regression
+    (the drift is context). Ratios with two peaks (head hit in half the rounds, not base):
+    +25% neither passes nor fails; twice the work is beyond the noise band and fails."""
     level = [1.0, 1.5, 3.0, 2.0, 1.2, 2.5, 1.0, 3.0, 1.7, 2.2]
     base = _record({"eager": level})
     head = _record({"eager": [1.25 * x for x in level]})
     cmp = compare_runs(base, head, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
     lat = cmp.modes[0].metric("latency_median_ms")
-    assert not cmp.regressed
-    assert lat.inconclusive == (
-        "baseline blocks spread 62% (IQR/median, limit 25%); "
-        "baseline moved >20% from its median in 60% of rounds (limit 10%)"
+    assert [r.metric for r in cmp.regressions] == ["latency_median_ms"]
+    assert lat.inconclusive is None
+    assert lat.paired["context"] == [
+        "baseline blocks spread 62% (IQR/median)",
+        "baseline moved >20% from its median in 60% of rounds",
+    ]
+    flat = [1.0] * 10
+    hit = _record({"eager": [1.25 * x if i % 2 else 1.0 for i, x in enumerate(flat)]})
+    cmp = compare_runs(
+        _record({"eager": flat}), hit, Thresholds(max_latency_regression_pct=10), paired_load=QUIET
     )
-    double = _record({"eager": [2 * x for x in level]})
-    cmp = compare_runs(base, double, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
+    lat = cmp.modes[0].metric("latency_median_ms")
+    assert not cmp.regressed
+    assert lat.inconclusive.startswith("paired ratios spread 22%")
+    assert "paired ratios have two peaks (1 and 1.25)" in lat.inconclusive
+    double = _record({"eager": [2 * x if i % 2 else 1.6 for i, x in enumerate(flat)]})
+    cmp = compare_runs(
+        _record({"eager": flat}),
+        double,
+        Thresholds(max_latency_regression_pct=10),
+        paired_load=QUIET,
+    )
     assert [r.metric for r in cmp.regressions] == ["latency_median_ms"]
 
 

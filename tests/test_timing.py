@@ -1,6 +1,20 @@
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
-from profreport.capture.timing import TimingConfig, expected_timing_s, measure_latency
+from profreport.capture.timing import (
+    TimingConfig,
+    block_calls,
+    expected_timing_s,
+    measure_latency,
+    rotated,
+    steady_start,
+    warm_up,
+)
+
+H200_SIMPLE = Path(__file__).parent / "data" / "runs" / "h200" / "simple" / "run.json.gz"
 
 
 class FakeClock:
@@ -20,22 +34,94 @@ class FakeClock:
 
         return fn
 
+    def varying(self, name, seconds_of_call):
+        """A workload whose n-th call (from 0) takes seconds_of_call(n)."""
+        calls = [0]
 
-def test_blocks_are_sized_and_samples_are_per_call():
+        def fn():
+            self.t += seconds_of_call(calls[0])
+            calls[0] += 1
+            self.order.append(name)
+
+        return fn
+
+
+def test_blocks_last_the_same_and_samples_are_per_call():
     clock = FakeClock()
     cfg = TimingConfig(min_time_s=0.5, max_time_s=100, block_s=0.02, min_blocks=5, warmup_s=0.0)
     fns = {"eager": clock.work("eager", 0.004), "compile": clock.work("compile", 0.001)}
     res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
-    # A block lasts at least block_s, overshooting by at most the 20% calibration margin.
-    assert 0.02 <= res["eager"].calls_per_block * 0.004 <= 0.02 * 1.25
-    assert 0.02 <= res["compile"].calls_per_block * 0.001 <= 0.02 * 1.25
+    # every block lasts block_s: 5 calls of 4 ms, 20 calls of 1 ms
+    assert res["eager"].calls_per_block == 5 and res["compile"].calls_per_block == 20
     assert all(abs(s - 4.0) < 1e-9 for s in res["eager"].samples_ms)
     assert all(abs(s - 1.0) < 1e-9 for s in res["compile"].samples_ms)
     # stop rule: >= min_blocks and >= min_time_s measured per mode
     for r in res.values():
         assert len(r.samples_ms) >= 5
         assert r.measured_s >= 0.5
+        assert r.warmup_ms == [] and r.warmup_steady
     assert len(res["eager"].samples_ms) == len(res["compile"].samples_ms)
+
+
+def test_one_slow_first_call_never_sizes_a_block():
+    """Issue 39: base's compile recompiled on its first timed call (220 ms, then 0.45 ms calls):
+    the warm-up window held that one call, which alone made base's block one call, against
+    13-17 for the identical head. Now both get the same block."""
+    clock = FakeClock()
+    cfg = TimingConfig(min_time_s=0.1, max_time_s=100, block_s=0.02, min_blocks=15, warmup_s=0.1)
+    fns = {
+        "base": clock.varying("base", lambda n: 0.22 if n == 0 else 0.00045),
+        "head": clock.work("head", 0.00045),
+    }
+    res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
+    assert res["base"].calls_per_block == res["head"].calls_per_block == 44  # 20 ms / 0.45 ms
+    assert res["base"].steady_call_s == pytest.approx(0.00045)
+    assert res["base"].samples_ms == pytest.approx(res["head"].samples_ms)
+
+
+def test_block_calls_make_every_block_as_long_as_the_longest():
+    assert block_calls({"eager": 0.001, "compile": 0.003}, 0.02) == {"eager": 20, "compile": 7}
+    # a call longer than block_s sets the duration for everyone
+    assert block_calls({"eager": 0.05, "compile": 0.001}, 0.02) == {"eager": 1, "compile": 50}
+
+
+def test_warm_up_waits_for_a_steady_call_time():
+    """A call time that falls from 2 ms to 1 ms over the first 200 calls (a cache filling, a
+    clock ramping up): the warm-up goes on until the probes agree, and settles on 1 ms."""
+    cfg = TimingConfig(block_s=0.02, warmup_s=0.0)
+    clock = FakeClock()
+    fns = {"m": clock.varying("m", lambda n: 0.001 + 0.001 * max(0.0, 1 - n / 200))}
+    warmed = warm_up(fns, lambda: None, cfg, until=100.0, clock=clock, order=rotated)
+    call_s, steady = warmed["m"]
+    assert steady and call_s == pytest.approx(0.001, rel=0.05)
+    assert len(clock.order) > 200
+    # a deadline first: the call time it had then, and not steady
+    clock = FakeClock()
+    fns = {"m": clock.varying("m", lambda n: 0.001 + 0.001 * max(0.0, 1 - n / 200))}
+    call_s, steady = warm_up(fns, lambda: None, cfg, until=0.05, clock=clock, order=rotated)["m"]
+    assert not steady and call_s > 0.0015
+
+
+def test_warm_up_probes_every_callable_in_the_same_rounds():
+    """Identical code warmed one after the other under a neighbour's load got 42 and 18 calls
+    per block. Warmed in the same rounds, a load that comes and goes hits both alike."""
+    clock = FakeClock()
+    busy = {"on": False}
+
+    def slowed(name):
+        def fn():
+            clock.t += 0.0005 * (2.3 if busy["on"] else 1.0)
+            clock.order.append(name)
+            busy["on"] = 0.1 < clock.t < 0.3  # a neighbour busy from 0.1 s to 0.3 s
+
+        return fn
+
+    cfg = TimingConfig(min_time_s=0.1, max_time_s=100, block_s=0.02, min_blocks=15, warmup_s=0.1)
+    res = measure_latency(
+        {"base": slowed("base"), "head": slowed("head")}, lambda: None, cfg, clock
+    )
+    assert res["base"].calls_per_block == res["head"].calls_per_block
+    assert clock.order[:3] == ["base", "head", "head"]  # probes in rotating rounds
 
 
 def test_rounds_are_interleaved_in_rotating_order():
@@ -43,9 +129,62 @@ def test_rounds_are_interleaved_in_rotating_order():
     cfg = TimingConfig(min_time_s=0.0, max_time_s=100, block_s=0.001, min_blocks=4, warmup_s=0.0)
     fns = {n: clock.work(n, 0.002) for n in ("a", "b", "c")}
     measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
-    # one call per block; skip the 3 calibration calls
-    rounds = [clock.order[3 + i * 3 : 6 + i * 3] for i in range(4)]
+    # one call per block; skip the warm-up: 6 rounds of one-call probes
+    assert clock.order[:6] == ["a", "b", "c", "b", "c", "a"]
+    rounds = [clock.order[18 + i * 3 : 21 + i * 3] for i in range(4)]
     assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+
+def test_h200_compile_rounds_before_its_level_settled_are_warm_up():
+    """The H200 run of `simple`: compile's blocks were 0.19-0.20 ms for five rounds, then
+    0.12-0.14 ms (eager steady throughout): those five rounds are warm-up."""
+    run = json.loads(gzip.decompress(H200_SIMPLE.read_bytes()))
+    compile_ms = run["modes"]["compile"]["latency_ms"]["samples"]
+    assert steady_start(compile_ms) == 5
+    assert steady_start(run["modes"]["eager"]["latency_ms"]["samples"]) == 0
+    # a first round inside the later rounds' noise is no warm-up
+    assert steady_start([1.04, 1.0, 0.97, 1.03, 1.01, 0.99, 1.02, 0.98, 1.0]) == 0
+
+
+def test_rounds_still_settling_are_dropped_and_timing_goes_on():
+    """The H200 shape: a mode twice as slow for its first five rounds (past its warm-up). Those
+    rounds are kept apart, for every series (rounds stay paired), and the rounds go on until
+    min_blocks steady ones."""
+    clock = FakeClock()
+    cfg = TimingConfig(min_time_s=0.0, max_time_s=100, block_s=0.01, min_blocks=15, warmup_s=0.0)
+    fns = {
+        "eager": clock.work("eager", 0.01),
+        "compile": clock.varying("compile", lambda n: 0.01 if n < 11 else 0.005),
+    }
+    res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
+    # warm-up: 6 one-call probes each (calls 0-5 of compile); rounds of one call each: compile's
+    # calls 6-10 are its first five rounds, at 10 ms
+    compile, eager = res["compile"], res["eager"]
+    assert compile.warmup_ms == pytest.approx([10.0] * 5)
+    assert compile.samples_ms == pytest.approx([5.0] * 15)
+    assert eager.warmup_ms == pytest.approx([10.0] * 5)
+    assert eager.samples_ms == pytest.approx([10.0] * 15)
+    assert compile.measured_s == pytest.approx(15 * 0.005)
+
+
+def test_wants_more_keeps_the_rounds_going():
+    clock = FakeClock()
+    cfg = TimingConfig(min_time_s=0.0, max_time_s=100, block_s=0.001, min_blocks=4, warmup_s=0.0)
+    fns = {n: clock.work(n, 0.002) for n in ("a", "b")}
+    seen = []
+
+    def wants_more(samples):
+        seen.append(len(samples["a"]))
+        return len(samples["a"]) < 9
+
+    res = measure_latency(fns, lambda: None, cfg=cfg, clock=clock, wants_more=wants_more)
+    assert len(res["a"].samples_ms) == 9 and seen == [4, 5, 6, 7, 8, 9]
+    # the budget still ends it
+    clock = FakeClock()
+    fns = {n: clock.work(n, 0.002) for n in ("a", "b")}
+    cfg = TimingConfig(min_time_s=0.0, max_time_s=0.1, block_s=0.001, min_blocks=4, warmup_s=0.0)
+    res = measure_latency(fns, lambda: None, cfg=cfg, clock=clock, wants_more=lambda s: True)
+    assert 0.1 - 0.004 <= clock.t <= 0.1 + 1e-9 and len(res["a"].samples_ms) >= 18
 
 
 def test_budget_stops_timing():
@@ -54,15 +193,16 @@ def test_budget_stops_timing():
     res = measure_latency(
         {"slow": clock.work("slow", 0.1)}, sync=lambda: None, cfg=cfg, clock=clock
     )
-    # one calibration call, then rounds of one 0.1 s block while the next one fits in 1.0 s
+    # warm-up: a tenth of the budget (one 0.1 s round), then rounds of one 0.1 s block while
+    # the next one fits in 1.0 s
     assert clock.t <= 1.0 + 1e-9
     assert len(res["slow"].samples_ms) == 9 and abs(res["slow"].measured_s - 0.9) < 1e-9
 
 
-def test_the_budget_covers_warm_up_and_calibration_of_a_heavy_model():
-    """Three modes of a model whose one call takes 1 s, 10 s of budget: one warm-up call each
-    (as long as a block: no calibration call), then 3 s rounds while the next one fits: two.
-    Before, warm-up and calibration (6 s) were outside the budget, then 4 rounds: 18 s."""
+def test_the_budget_covers_the_warm_up_of_a_heavy_model():
+    """Three modes of a model whose one call takes 1 s, 10 s of budget: the warm-up has a
+    tenth of the budget (1 s): one round of one call each. Then 3 s rounds while the next one
+    fits: two."""
     clock = FakeClock()
     cfg = TimingConfig(min_time_s=100, max_time_s=10.0, block_s=0.02, min_blocks=15, warmup_s=0.1)
     fns = {n: clock.work(n, 1.0) for n in ("eager", "trace", "compile")}
@@ -71,6 +211,7 @@ def test_the_budget_covers_warm_up_and_calibration_of_a_heavy_model():
     assert clock.order[:3] == ["eager", "trace", "compile"]  # warm-up, nothing else
     assert [len(r.samples_ms) for r in res.values()] == [2, 2, 2]
     assert [r.calls_per_block for r in res.values()] == [1, 1, 1]
+    assert not any(r.warmup_steady for r in res.values())  # one call says nothing steady
 
 
 def test_a_budget_shorter_than_one_round_still_times_each_mode_once():
@@ -78,24 +219,23 @@ def test_a_budget_shorter_than_one_round_still_times_each_mode_once():
     cfg = TimingConfig(min_time_s=100, max_time_s=1.0, block_s=0.02, min_blocks=15, warmup_s=0.5)
     fns = {n: clock.work(n, 1.0) for n in ("eager", "compile")}
     res = measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
-    # eager's warm-up call (the budget had not run out) sizes its block; compile gets no
-    # warm-up (it had) and one calibration call; then the one round that always runs: the
-    # overrun the documentation states
+    # the warm-up's first round, then the timing's first: both always run (the overrun the
+    # documentation states)
     assert clock.order == ["eager", "compile", "eager", "compile"]
     assert [len(r.samples_ms) for r in res.values()] == [1, 1]
 
 
 def test_expected_timing_follows_the_stop_rule_and_the_budget():
     cfg = TimingConfig(min_time_s=1.0, max_time_s=60.0, block_s=0.02, min_blocks=15, warmup_s=0.1)
-    # light: 5 ms calls, blocks of 20 ms; 1 s of blocks needs 50 rounds of 3 modes
+    # light: 5 ms calls, blocks of 20 ms; a warm-up of 6 rounds of 3 probes of 20 ms (more
+    # than 0.1 s); 1 s of blocks needs 50 rounds of 3 modes
     light = expected_timing_s(0.005, 3, cfg)
-    assert light == pytest.approx(3 * (0.1 + 0.02) + 50 * 3 * 0.02)
-    # heavy: 2 s calls want 3 x (2 + 2) s of setup and 15 rounds of 6 s: the 60 s budget rules
+    assert light == pytest.approx(6 * 3 * 0.02 + 50 * 3 * 0.02)
+    # heavy: 2 s calls want 6 s of warm-up (a tenth of the budget: one round of 6 s) and 15
+    # rounds of 6 s: the 60 s budget rules
     assert expected_timing_s(2.0, 3, cfg) == 60.0
-    # heavier than the budget allows: a warm-up call each (it sizes the block: no calibration)
-    # and the one round that always runs
+    # heavier than the budget allows: a warm-up call each and the one round that always runs
     assert expected_timing_s(10.0, 3, cfg) == 3 * 10 + 3 * 10
-    # without a timed warm-up, a calibration call each
     no_warmup = TimingConfig(min_time_s=1.0, max_time_s=60.0, warmup_s=0.0)
     assert expected_timing_s(10.0, 3, no_warmup) == 3 * 10 + 3 * 10
 
@@ -107,3 +247,10 @@ def test_expected_timing_matches_a_measured_run_on_the_fake_clock():
     measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
     # the run ends within the budget, one round (3 s) short of it at most
     assert cfg.max_time_s - 3.0 <= clock.t <= expected_timing_s(1.0, 3, cfg) == cfg.max_time_s
+    # a light model: the estimate within 10% of the fake clock's run
+    for call_s in (0.0005, 0.004):
+        cfg = TimingConfig(min_time_s=1.0, max_time_s=60.0, block_s=0.02, warmup_s=0.1)
+        clock = FakeClock()
+        fns = {n: clock.work(n, call_s) for n in ("eager", "compile")}
+        measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
+        assert clock.t == pytest.approx(expected_timing_s(call_s, 2, cfg), rel=0.1)

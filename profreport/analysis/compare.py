@@ -1,9 +1,13 @@
 """Compare two run records of the same model: what changed per mode, and what crossed a threshold.
 
-A pure function over two typed runs (the result's types: analysis/comparison.py). Kernels and launches come from the profiler, bytes from the
-model, latency from the timed samples: each median gets its own 95% bootstrap interval, and a
-latency change counts as a regression only when it exceeds the threshold *and* the two intervals
-do not overlap, so noise never fails a gate.
+A pure function over two typed runs (the result's types: analysis/comparison.py). Kernels and
+launches come from the profiler, bytes from the model, latency from the timed samples: each
+median gets its own 95% bootstrap interval. Two runs made at different times can meet the
+machine in different states, so when both carry a machine reference (analysis/machine_reference)
+a latency change is called only beyond what the reference moved, both intervals counted, and
+gated on its change relative to the reference; runs recorded before it compare their
+intervals alone. A change counts as a regression only beyond the threshold *and* the noise, so
+noise never fails a gate. `ab` (base and head in the same rounds) gates on paired ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from profreport.analysis.comparison import (
 )
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.latency import bootstrap_median_ci
+from profreport.analysis.machine_reference import MachineChange, machine_change
 from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
 from profreport.record.model import (
@@ -202,6 +207,7 @@ def _latency(
     resamples: int,
     noise: list[str],
     load: MachineLoad | None,
+    machine: MachineChange | None,
 ) -> MetricChange:
     bs = tuple(base.samples or ()) if base is not None else ()
     hs = tuple(head.samples or ()) if head is not None else ()
@@ -213,6 +219,7 @@ def _latency(
     pct = change.pct
     inconclusive: str | None = None
     paired: JSONObject | None = None
+    relative_pct: float | None = None
     if load is not None:  # base and head timed in the same rounds (`ab`)
         gate = paired_gate(bs, hs, limit_pct, load)
         lo, hi = gate.ratio.ci95
@@ -220,6 +227,22 @@ def _latency(
         regression, inconclusive, paired = gate.regression, gate.inconclusive, gate.to_dict()
         if inconclusive:
             note = f"latency inconclusive: {inconclusive}; {note}"
+    elif machine is not None:  # two runs, each with its machine reference
+        ratio_low, ratio_high = h_ci[0] / b_ci[1], h_ci[1] / b_ci[0]
+        relative_pct = (machine.relative(head.median / base.median) - 1) * 100
+        beyond = machine.beyond(ratio_low, ratio_high)
+        moved = f"{machine.low:.3f}-{machine.high:.3f}x"
+        numbers = f"{fmt_pct(pct)} raw, {fmt_pct(relative_pct)} relative to the machine reference"
+        within = "beyond" if beyond else "within"
+        note = f"{numbers}: {within} what the reference moved (head/base {moved})"
+        regression = limit_pct is not None and relative_pct > limit_pct and beyond > 0
+        changed = f"the machine changed (head vs base: {machine.parts_text})"
+        why = [changed] if machine.changed and not beyond else []
+        if noise and not ratio_low > machine.high * NOISE_BAND:  # noisy timing: only a huge change
+            why += noise
+        if why:
+            inconclusive, regression = "; ".join(why), False
+            note = f"latency inconclusive: {inconclusive}; {numbers}"
     else:
         overlap = b_ci[0] <= h_ci[1] and h_ci[0] <= b_ci[1]
         note = "intervals overlap: within noise" if overlap else "intervals do not overlap"
@@ -241,6 +264,7 @@ def _latency(
         note=note,
         inconclusive=inconclusive,
         paired=paired,
+        relative_change_pct=relative_pct,
     )
 
 
@@ -260,6 +284,12 @@ def _regression_message(mode: str, m: MetricChange) -> str:
         text = (
             f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct}), limit {m.limit}, "
             f"paired head/base {m.paired['ratio']['median']:.3f}, 95% CI from {lo:.3f}"
+        )
+    elif m.relative_change_pct is not None:
+        text = (
+            f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct} raw, "
+            f"{fmt_pct(m.relative_change_pct)} relative to the machine reference), limit "
+            f"{m.limit}, beyond what the reference moved"
         )
     else:
         text = (
@@ -283,6 +313,7 @@ def _mode_metrics(
     thresholds: Thresholds,
     resamples: int,
     load: MachineLoad | None,
+    machine: MachineChange | None,
 ) -> list[MetricChange]:
     b, h = base.mode(name), head.mode(name)
     b_kernels, b_bytes = _measured(b, name)
@@ -301,6 +332,7 @@ def _mode_metrics(
             resamples,
             noise,
             load,
+            machine,
         ),
     ]
 
@@ -337,6 +369,8 @@ def compare_runs(
 
     `paired_load` (from `ab`, which timed base and head in the same rounds) switches the latency
     gate to per-round head/base ratios; the machine load it carries feeds the noise guard.
+    Otherwise the runs' machine references (when both have one) say what the machine alone did
+    to a latency.
     """
     if base.model.name != head.model.name and not allow_different_models:
         raise DifferentModels(
@@ -347,6 +381,7 @@ def compare_runs(
             f"different device types: base {base.device.type!r}, head {head.device.type!r}"
         )
 
+    machine, machine_note = (None, "") if paired_load is not None else machine_change(base, head)
     modes: list[ModeComparison] = []
     regressions: list[Regression] = []
     for name in [m for m in base.modes if m in head.modes]:
@@ -354,7 +389,7 @@ def compare_runs(
         metrics: list[MetricChange] = []
         kernels = None
         if b.ok and h.ok:
-            metrics = _mode_metrics(name, base, head, thresholds, resamples, paired_load)
+            metrics = _mode_metrics(name, base, head, thresholds, resamples, paired_load, machine)
             kernels = mode_kernel_diff(name, b, h)
             regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [
@@ -382,4 +417,6 @@ def compare_runs(
         warnings=_setup_warnings(base, head, names[0] != names[1]),
         regressions=regressions,
         model_differences=differences,
+        machine=machine,
+        machine_note=machine.summary if machine is not None else machine_note,
     )

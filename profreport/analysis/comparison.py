@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
 from profreport.analysis.kernel_diff import ModeKernelDiff
+from profreport.analysis.machine_reference import MachineChange
 from profreport.record.section import JSONObject
 
 SCHEMA = "profreport.compare/1"
@@ -64,6 +65,8 @@ class MetricChange:
     # Set when the noise guard tripped: the gate neither passed nor failed this metric.
     inconclusive: str | None = None
     paired: JSONObject | None = None  # `ab`: head/base per-round ratio and its interval
+    # two runs with machine references: the change with the machine's own move taken out
+    relative_change_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,10 @@ class Comparison(GateOutcome):
     regressions: list[Regression]
     # what differs between the two models (name, spec, parameters, inputs): one line each
     model_differences: list[str] = field(default_factory=list)
+    # the two runs' machine references compared (analysis/machine_reference), None without
+    # them or in `ab`; machine_note: its one line, or why latency could not be checked
+    machine: MachineChange | None = None
+    machine_note: str = ""
 
     @property
     def inconclusive(self) -> list[str]:

@@ -1,11 +1,20 @@
 """compile: torch.compile. Its bytes come from Inductor's scheduler nodes (the dispatcher cannot
-see Inductor's kernels), its fusion map pairs each generated kernel with the eager calls it
-computes, and after a failure Dynamo's caches are reset. Variants (another backend, Inductor
-options such as max-autotune) are instances with other parameters, registered under their own name.
+see Inductor's kernels), and its fusion map pairs each generated kernel with the eager calls it
+computes. Variants (another backend, Inductor options such as max-autotune) are instances with
+other parameters, registered under their own name.
+
+Every build compiles afresh without clearing Dynamo's caches: its torch.compile gets a name of
+its own, and Dynamo reuses a cached graph only for a backend that compares equal (same options
+and name). Clearing the caches (`torch._dynamo.reset()`, as each build did before) dropped the
+compiled code of every compile mode built earlier in the process, base's included when `ab`
+built head: that mode then recompiled on its first timed call, without the build's Inductor
+settings, and that one 220 ms call sized its timing blocks (issue 39). A run clears them once,
+before it builds anything (reset_compiler_caches).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +37,7 @@ from profreport.record.model import (
 # Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
 # appear in the profiler, and no FX-graph cache hit skips code generation and its metrics.
 _CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+_BUILDS = itertools.count(1)  # each build's torch.compile name: profreport:<mode>#<n>
 
 
 class CompileMode(Mode):
@@ -54,13 +64,13 @@ class CompileMode(Mode):
         from profreport.modes.compile_logs import capturing_compiler_logs
         from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
 
-        torch._dynamo.reset()
-        counters.clear()  # reset() keeps them: a second compile mode would count both
+        counters.clear()  # a second compile mode would count both
         metrics.reset()
         handler = InductorNodeCapture()
         config = {**_CAPTURE_CONFIG, **self.inductor_options}
+        name = f"profreport:{self.name}#{next(_BUILDS)}"  # never equal to another build's
         with inductor_config.patch(config):
-            compiled: Callable[..., Any] = torch.compile(module, **self.compile_kwargs)
+            compiled: Callable[..., Any] = torch.compile(module, name=name, **self.compile_kwargs)
             start = time.perf_counter()
             with capturing_nodes(handler), capturing_compiler_logs() as logs:
                 compiled(*inputs)
@@ -103,14 +113,25 @@ class CompileMode(Mode):
         return inductor_why_not(mode, run, self.name)
 
     def reset_after_failure(self) -> None:
-        """Dynamo's caches and counters cleared, and Inductor's compile workers stopped: a
-        failed build leaves no compile job running beside the modes that follow."""
-        import torch
+        """Dynamo's counters cleared and Inductor's compile workers stopped: a failed build
+        leaves no compile job running beside the modes that follow. Its caches stay: they hold
+        the other compile modes' code (a failed build added nothing to them under its name)."""
         from torch._dynamo.utils import counters
 
-        torch._dynamo.reset()
         counters.clear()
         stop_compile_workers()
+
+
+def reset_compiler_caches() -> None:
+    """Dynamo's caches and counters cleared, once before a run builds its modes (both sides'
+    builds, in `ab`): earlier runs' compiled code is dropped, and Dynamo's recompile limit (8
+    entries per function) counts one run's builds only. Does nothing when Dynamo was never
+    imported."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return
+    dynamo.reset()
+    dynamo.utils.counters.clear()
 
 
 def stop_compile_workers() -> None:

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from profreport.record.section import JSON, ByteCount, Section, finding, omitted, required
+from profreport.record.section import (
+    JSON,
+    ByteCount,
+    Section,
+    finding,
+    omitted,
+    required,
+    required_factory,
+)
 
 # ---------------------------------------------------------------- kernels
 
@@ -186,6 +194,9 @@ class Latency(Section):
     calls_per_block: int | None = omitted()
     threads: int | None = omitted()
     samples: tuple[float, ...] | None = omitted()  # per-call latency of each block
+    # per-call latency of the blocks of the first rounds, timed while some series' call time
+    # was still settling (capture/timing.steady_start): kept apart, not in the statistics
+    warmup_samples: tuple[float, ...] | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -381,6 +392,9 @@ class NoiseThresholds(Section):
     max_block_spread: float = 0.0
     round_move: float = 0.0
     max_moved_rounds: float = 0.0
+    # rounds whose paired ratio moved (absent in runs recorded before they were judged)
+    ratio_move: float | None = omitted()
+    max_moved_ratios: float | None = omitted()
     min_peak_share: float = 0.0
     peak_gap_factor: float = 0.0
     min_peak_gap: float = 0.0
@@ -425,7 +439,9 @@ class NoiseSignals(Section):
 @dataclass(frozen=True)
 class TimingNoise(Section):
     """The timing noise guard of a run: the machine's load, the limits, the signals, and whether
-    it tripped (then a direction is stated only beyond the noise band)."""
+    it tripped (then a direction is stated only beyond the noise band); `context`: the
+    baseline's own level changes, which the paired ratios cancel (reported, not judged; runs
+    recorded before had them among `reasons`)."""
 
     method: str = ""
     load: MachineLoad | None = None
@@ -433,6 +449,7 @@ class TimingNoise(Section):
     signals: NoiseSignals | None = None
     reasons: tuple[str, ...] = ()
     tripped: bool = False
+    context: tuple[str, ...] | None = omitted()
 
     def mode_reasons(self, mode: str) -> list[str]:
         """The run's reasons and `mode`'s own."""
@@ -440,6 +457,35 @@ class TimingNoise(Section):
         if self.signals is not None and self.signals.modes is not None:
             own = self.signals.modes.get(mode)
         return [*self.reasons, *(own.reasons if own is not None else ())]
+
+
+# ---------------------------------------------------------------- machine reference
+
+
+@dataclass(frozen=True)
+class ReferencePart(Section):
+    """One part of the machine reference: the fixed work it does, and the median per-call time
+    over its blocks with the 95% percentile-bootstrap interval of that median."""
+
+    work: str = ""
+    median_ms: float = required(0.0)
+    ci95_ms: tuple[float, float] = required((0.0, 0.0))
+    n: int = 0  # timed blocks (one call each)
+    samples_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MachineReference(Section):
+    """A short fixed workload (a matmul, a large copy: capture/reference.py) timed inside the
+    latency rounds beside the modes: the machine's state while this run was timed, which
+    `compare` reads a run's latencies against. `spent_s` of `timing_s`: what it cost."""
+
+    method: str = ""
+    parts: Mapping[str, ReferencePart] = required_factory(dict)
+    share: float | None = None  # the share of the rounds' time it may take
+    spent_s: float | None = None  # seconds its blocks took
+    timing_s: float | None = None  # seconds of the timing it was part of
+    error: str | None = omitted()  # why it has no parts (it raised while being timed)
 
 
 @dataclass(frozen=True)

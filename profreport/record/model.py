@@ -29,6 +29,7 @@ from profreport.record.evidence import (
     KernelRow,
     Latency,
     MachineLoad,
+    MachineReference,
     MeasuredBytes,
     MeasuredKernel,
     ModeNoise,
@@ -38,6 +39,7 @@ from profreport.record.evidence import (
     OutputCheck,
     PairedRatios,
     PeakMemory,
+    ReferencePart,
     ResizedAccess,
     ScriptFusionGroup,
     Speedup,
@@ -89,6 +91,7 @@ __all__ = [
     "KernelsByBound",
     "Latency",
     "MachineLoad",
+    "MachineReference",
     "MeasuredBytes",
     "MeasuredKernel",
     "ModeNoise",
@@ -101,6 +104,7 @@ __all__ = [
     "PairedRatios",
     "PeakMemory",
     "ProfileSchedule",
+    "ReferencePart",
     "ResizedAccess",
     "RooflineFloor",
     "Run",
@@ -380,6 +384,8 @@ class Run(Section):
     modes: Mapping[str, ModeResult] = required_factory(dict)  # in the order they ran
     ceilings: Ceilings | None = omitted()  # the machine's measured ceilings
     timing_noise: TimingNoise | None = omitted()  # the noise guard's inputs and decision
+    # a fixed workload timed in the rounds: the machine's state for comparisons across runs
+    machine_reference: MachineReference | None = omitted()
     ab: AbSide | None = omitted()  # a run written by `profreport ab`
     timeline: str | None = omitted()  # all modes' profiled steps in one trace
     phases_s: Mapping[str, float] | None = omitted()  # wall seconds per phase, over modes

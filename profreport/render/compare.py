@@ -63,6 +63,8 @@ def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
 def _latency_change(m: MetricChange | None) -> str:
     if m is None or m.change_pct is None:
         return "n/a"
+    if m.relative_change_pct is not None:  # the note says the raw and the relative change
+        return m.note
     return f"{fmt_pct(m.change_pct)}, {m.note}" if m.note else fmt_pct(m.change_pct)
 
 
@@ -108,7 +110,8 @@ def _paired(cmp: Comparison) -> bool:
 
 LATENCY_SOURCE = {
     False: "latency: measured, median with a 95% bootstrap interval — a slowdown counts only "
-    "when the intervals do not overlap",
+    "when the intervals do not overlap, and, when both runs timed a machine reference, only "
+    "beyond what the reference moved (both intervals counted), gated on the change relative to it",
     True: "latency: measured in one process, base and head blocks interleaved; the gate reads "
     "the median of per-round head/base ratios with a distribution-free 95% interval",
 }
@@ -131,6 +134,11 @@ def _thresholds_text(cmp: Comparison) -> str:
         parts.append(
             f"latency: paired head/base ratio +{t.max_latency_regression_pct:g}% with its 95% "
             "interval above 1"
+        )
+    elif t.max_latency_regression_pct is not None and cmp.machine is not None:
+        parts.append(
+            f"latency median +{t.max_latency_regression_pct:g}% relative to the machine "
+            "reference, beyond what the reference moved"
         )
     elif t.max_latency_regression_pct is not None:
         parts.append(
@@ -163,7 +171,12 @@ def build_compare_view(cmp: Comparison) -> CompareView:
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
-        "kernel_diffs": kernel_diff_views([mc.kernel_diff for mc in cmp.modes]),
+        "kernel_diffs": kernel_diff_views(
+            [mc.kernel_diff for mc in cmp.modes],
+            machine_factor=cmp.machine.factor if cmp.machine and cmp.machine.changed else None,
+        ),
+        "machine": cmp.machine_note,
+        "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),
         "head": _side(cmp.head),
         "outcome": outcome,
@@ -195,6 +208,8 @@ def render_markdown(cmp: Comparison) -> str:
         f"torch {md_cell(head['torch'])})",
         "",
     ]
+    if v["machine"]:
+        lines += [f"{'⚠️' if v['machine_changed'] else 'ℹ️'} {md_cell(v['machine'])}", ""]
     if v["model_differences"]:
         lines += ["What differs between the models:", ""]
         lines += [f"- {md_cell(d)}" for d in v["model_differences"]]

@@ -95,7 +95,21 @@ def _places(modules: tuple[str, ...], most: int = 3) -> str:
     return ", ".join(names)
 
 
-def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
+def _relative_time(r: KernelChange, machine_factor: float | None) -> str:
+    """The profiler time's change with the machine's own move (head/base time of the machine
+    reference) taken out: `; −5% vs the machine`."""
+    b, h = r.base, r.head
+    if machine_factor is None or b is None or h is None:
+        return ""
+    if not b.time_us_per_step or h.time_us_per_step is None:
+        return ""
+    relative = h.time_us_per_step / machine_factor / b.time_us_per_step - 1
+    return f"; {relative:+.0%} relative to the machine reference"
+
+
+def _row(
+    r: KernelChange, mixed_sources: bool, machine_factor: float | None = None
+) -> KernelDiffRowView:
     b, h = r.base, r.head
     calls = _cells(
         _num(b.calls_per_step) if b else "",
@@ -106,7 +120,7 @@ def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
     time = _cells(
         _us(b.time_us_per_step) if b else "",
         _us(h.time_us_per_step) if h else "",
-        _signed_us(r.time_us_per_step_change),
+        _signed_us(r.time_us_per_step_change) + _relative_time(r, machine_factor),
         r,
     )
     size = _cells(
@@ -146,11 +160,14 @@ def _summary(diff: ModeKernelDiff) -> str:
     return text
 
 
-def mode_view(diff: ModeKernelDiff, top: int = TOP_ROWS) -> KernelDiffModeView:
-    """One mode's kernel diff as formatted strings: structural changes first, `top` rows shown."""
+def mode_view(
+    diff: ModeKernelDiff, top: int = TOP_ROWS, machine_factor: float | None = None
+) -> KernelDiffModeView:
+    """One mode's kernel diff as formatted strings: structural changes first, `top` rows shown;
+    with `machine_factor` (the machine references moved), each time change relative to it too."""
     sources = {r.bytes_source for r in diff.rows if r.bytes_source is not None}
     mixed = len(sources) > 1
-    rows = [_row(r, mixed) for r in diff.rows]
+    rows = [_row(r, mixed, machine_factor) for r in diff.rows]
     rest = rows[top:]
     return {
         "mode": diff.mode,
@@ -166,14 +183,19 @@ def mode_view(diff: ModeKernelDiff, top: int = TOP_ROWS) -> KernelDiffModeView:
 
 
 def kernel_diff_views(
-    diffs: Sequence[ModeKernelDiff | None], top: int = TOP_ROWS
+    diffs: Sequence[ModeKernelDiff | None],
+    top: int = TOP_ROWS,
+    machine_factor: float | None = None,
 ) -> list[KernelDiffModeView]:
     """The view of each mode that has a kernel diff (both sides ran), in the given order."""
-    return [mode_view(d, top) for d in diffs if d is not None]
+    return [mode_view(d, top, machine_factor) for d in diffs if d is not None]
 
 
 SOURCE_LINE = (
-    f"calls and time per profiled step: {TIME_SOURCE}; bytes per step: modeled (compulsory "
+    f"calls and time per profiled step: {TIME_SOURCE} (profiler time explains a change and "
+    "never decides one: the profiler slows every kernel, and across runs the machine moves it "
+    "too; where the two runs' machine references differ, each time change is also shown "
+    "relative to them); bytes per step: modeled (compulsory "
     "traffic from tensor sizes, analysis/kernel_bytes), or measured by Nsight Compute where "
     "both sides were; matched by: how base's and head's rows were paired (name, the eager ops "
     "a generated kernel computes from the fusion map, the generated name without "

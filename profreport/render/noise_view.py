@@ -46,17 +46,24 @@ def noise_text(noise: TimingNoise | None) -> str:
         )
     if base.rounds:
         parts.append(
-            f"eager over {base.rounds} rounds: blocks spread {_pct(base.block_spread)} "
-            f"(IQR/median, limit {_pct(_threshold(th, 'max_block_spread'))}), "
+            f"eager over {base.rounds} rounds (context: the paired ratios cancel a level both "
+            f"blocks of a round share): blocks spread {_pct(base.block_spread)} (IQR/median), "
             f"{_pct(base.moved_rounds)} of rounds moved more than "
-            f"{_pct(_threshold(th, 'round_move'))} from the median (limit "
-            f"{_pct(_threshold(th, 'max_moved_rounds'))}), "
+            f"{_pct(_threshold(th, 'round_move'))} from the median, "
             + ("two peaks" if base.two_peaks else "one peak")
         )
+    moved = _threshold(th, "ratio_move")
     for name, mode in (signals.modes or {}).items():
         parts.append(
             f"{name}: paired ratios spread {_pct(mode.ratio_spread)} (limit "
             f"{_pct(_threshold(th, 'max_ratio_spread'))})"
+        )
+    if moved is not None:
+        parts.append(
+            f"judged on each mode's ratios: their spread, two peaks, rounds whose ratio moved "
+            f"more than {_pct(moved)} from the median (limit "
+            f"{_pct(_threshold(th, 'max_moved_ratios'))} of rounds), other processes' CPU and "
+            "too few rounds"
         )
     band = th.noise_band if th.has("noise_band") else 1.5
     decision = (

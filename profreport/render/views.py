@@ -234,6 +234,8 @@ class CompareRowView(TypedDict):
 
 class CompareView(TypedDict):
     title: str
+    machine: str  # the machine references compared, or why latency could not be checked
+    machine_changed: bool
     model_differences: list[str]
     kernel_diffs: list[KernelDiffModeView]
     base: SideView

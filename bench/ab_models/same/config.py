@@ -1,0 +1,1 @@
+REPEATS = 1  # relative import: each folder has its own config.py
