@@ -15,6 +15,7 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import traceback
 from collections import Counter
@@ -34,8 +35,9 @@ from profreport.analysis.bytes_model import estimate
 from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import paired_speedups
-from profreport.analysis.time_breakdown import time_breakdown
+from profreport.analysis.paired import machine_reasons, paired_speedups
+from profreport.analysis.profiler_cost import calibration_cost
+from profreport.analysis.time_breakdown import step_walls_us, time_breakdown
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.cuda_context import lost_after
@@ -43,7 +45,7 @@ from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_rea
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
-from profreport.capture.profiling import profile_mode
+from profreport.capture.profiling import calibrate, profile_light, profile_mode
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.models import LoadedModel
@@ -73,6 +75,7 @@ from profreport.record.model import (
     ModelInfo,
     ModeResult,
     OutputCheck,
+    ProfilerCost,
     ProfileSchedule,
     Run,
     Settings,
@@ -182,21 +185,75 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
 
 
 TIME_SOURCE = (
-    "profiler: the ProfilerStep of median wall time (upper median) of the profiled steps, "
-    "µs of profiled time (the profiler's own overhead included)"
+    "profiler, light pass (no shapes, no FLOPs): every active step by part, µs of profiled "
+    "time; `step` is the one of median wall time (upper median); the profiler's cost per "
+    "event and per step, measured just before, in `profiler_cost`"
 )
+# The light pass: enough steps that one slow step cannot move a median, about this long in all.
+LIGHT_PASS_S = 0.3
+LIGHT_STEPS = (7, 20)  # at least, at most (never fewer than the run's --active-steps)
+LIGHT_WARMUP = 2
 
 
-def _time_breakdown(trace: Trace, device: torch.device) -> TimeBreakdown:
-    """Where the mode's profiled steps went (analysis/time_breakdown): the median step's parts
-    and every step's wall time."""
+def light_steps(step_walls_us: Sequence[float], at_least: int) -> int:
+    """Active steps of a mode's light pass: LIGHT_PASS_S of its profiled steps, within
+    LIGHT_STEPS, never fewer than ``at_least``."""
+    step_s = float(sorted(step_walls_us)[len(step_walls_us) // 2]) / 1e6 if step_walls_us else 0
+    wanted = math.ceil(LIGHT_PASS_S / step_s) if step_s > 0 else LIGHT_STEPS[1]
+    return max(at_least, min(LIGHT_STEPS[1], max(LIGHT_STEPS[0], wanted)))
+
+
+def _light_pass(
+    fn: Callable[[], Any],
+    device: torch.device,
+    sync: Callable[[], None],
+    run_dir: Path,
+    name: str,
+    active: int,
+) -> TimeBreakdown:
+    """The mode's time breakdown from a light pass of its own, the profiler's cost measured
+    right before it; both under the noise guard's load check, run once more when the machine
+    was busy (the record keeps the last pass's load and says why it was not quiet)."""
     definition = "device" if device.type == "cuda" else "cpu"
-    found = time_breakdown(trace, definition)
+    folder = run_dir / "time"
+    trace_path = folder / f"{name}.pt.trace.json.gz"
+    calibration_path = folder / f".{name}.calibration.pt.trace.json"
+    reasons: list[str] = []
+    attempts = 0
+    while attempts < 2:
+        attempts += 1
+        with watch() as watched:
+            calibration = calibrate(device, sync, calibration_path)
+            profile_light(fn, device, trace_path, sync, LIGHT_WARMUP, active)
+        reasons = machine_reasons(watched.load, during="profiling")
+        if not reasons:
+            break
+    found = time_breakdown(load_trace(calibration.trace), definition, profiler_events=True)
+    calibration.trace.unlink()
+    cost = calibration_cost(found, calibration.calls, calibration.unprofiled_call_us)
+    return dataclasses.replace(
+        light_breakdown(load_trace(trace_path), device, cost),
+        trace=str(trace_path.relative_to(run_dir)),
+        load=watched.load,
+        attempts=attempts,
+        busy=tuple(reasons) or None,
+    )
+
+
+def light_breakdown(trace: Trace, device: torch.device, cost: ProfilerCost) -> TimeBreakdown:
+    """The record's time breakdown of a light pass's trace: every step by part with the events
+    charged to each (analysis/time_breakdown), the CPU kernels' median times, the cost."""
+    definition = "device" if device.type == "cuda" else "cpu"
+    found = time_breakdown(trace, definition, profiler_events=True)
     return TimeBreakdown(
         definition=definition,
         source=TIME_SOURCE,
         step=found.typical,
         step_walls_us=tuple(s.wall_us for s in found.steps),
+        steps=found.steps,
+        warmup_steps=LIGHT_WARMUP,
+        profiler_cost=cost,
+        kernels=found.kernels,
     )
 
 
@@ -576,9 +633,19 @@ class RunCollector:
             with phases.phase("kernels"):
                 trace = load_trace(trace_path)
                 entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
-            with phases.phase("time_breakdown"):
-                entry = entry.adding(time_breakdown=_time_breakdown(trace, device))
+                active = light_steps(step_walls_us(trace), setup.options.profile.active)
                 del trace
+            progress(f"{name}: profiling {active} steps for the time breakdown (light pass)")
+            with phases.phase("time_breakdown"):
+                breakdown = _light_pass(
+                    partial(prepared.fn, *model.example_inputs),
+                    device,
+                    sync,
+                    setup.run_dir,
+                    name,
+                    active,
+                )
+                entry = entry.adding(time_breakdown=breakdown)
             with phases.phase("peak_memory"):
                 peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
                 entry = entry.adding(peak_memory=peak)

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import torch
 
+from profreport.analysis.profiler_cost import median_step
 from profreport.modes import PreparedMode
-from profreport.pipeline import _kernel_counts, _time_breakdown
-from profreport.record.model import TimeBreakdown
+from profreport.pipeline import _kernel_counts, light_breakdown
+from profreport.record.model import ProfilerCost, TimeBreakdown
 from profreport.traceio import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -44,10 +45,24 @@ def test_rocm_trace_counts_hip_launches():
 
 
 def test_time_breakdown_record_of_a_real_rocm_trace():
-    """The device path of the pipeline's time breakdown: the median step's device view."""
-    breakdown = _time_breakdown(load_trace(DATA / "mi250_rocm_train.json.gz"), CUDA)
+    """The device path of the pipeline's time breakdown: the median step's device view, its
+    events charged by part, and the profiler's cost removed from the host's wait only."""
+    cost = ProfilerCost(per_event_us=1.0, per_step_us=5.0)
+    breakdown = light_breakdown(load_trace(DATA / "mi250_rocm_train.json.gz"), CUDA, cost)
     assert breakdown.definition == "device" and breakdown.step is not None
     assert TimeBreakdown.from_json(breakdown.to_json()) == breakdown  # it round-trips
+    assert breakdown.kernels is None  # CPU kernels' times: the cpu definition only
+    assert breakdown.steps is not None and len(breakdown.steps) == 2
+    busy, idle = breakdown.steps
+    # 36 dispatcher ops, 7 launches and their runtime calls: each charged where it was opened
+    # (launches inside ops: dispatch), ten ops opened by Python, one inside a wrapper
+    assert busy.events == {"dispatch": 37, "wrapper": 1, "python": 10}
+    assert idle.events == {}  # an empty step recorded nothing
+    median = median_step(breakdown)
+    assert median is not None and median.corrected and not median.cpu
+    raw = [s.device_busy_us for s in breakdown.steps]
+    assert median.work_us == sum(raw) / 2  # device busy time: nothing removed from it
+    assert median.removed_us <= sum(s.host_wait_us or 0 for s in breakdown.steps) / 2
     step = breakdown.step
     assert breakdown.step_walls_us == (9288.291, 49.073)  # two host ProfilerSteps
     assert step.wall_us == 9288.291  # the upper median of two

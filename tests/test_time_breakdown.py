@@ -355,3 +355,54 @@ def test_bound_thresholds(step, label):
 def test_unknown_definition_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown definition"):
         time_breakdown(_load(tmp_path, [_x("aten::mm", 0, 1)]), "auto")
+
+
+def test_each_events_cost_is_charged_to_the_part_of_the_range_holding_it(tmp_path):
+    """The profiler's cost of an event lands in the range that holds it: linear's addmm in
+    linear (dispatch), addmm's copy_ in addmm (a kernel: its own time), what Python opened in
+    Python, the generated kernel in its wrapper."""
+    events = [
+        _x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        _x("aten::linear", 10, 50),
+        _x("aten::addmm", 15, 40),
+        _x("aten::copy_", 16, 5),
+        _x("aten::empty", 62, 2),
+        _x("Torch-Compiled Region: 0/0", 70, 25),
+        _x("graph_0_cpp_fused_add_0", 75, 15),
+        _x("ProfilerStep#2", 100, 50, cat="user_annotation"),
+        _x("aten::addmm", 110, 30),
+        _x("aten::copy_", 111, 4),
+        _x("aten::copy_", 120, 4),
+    ]
+    b = time_breakdown(_load(tmp_path, events), "cpu", profiler_events=True)
+    first, second = b.steps
+    assert first.events == {"op": 1, "dispatch": 1, "wrapper": 1, "python": 3}
+    assert second.events == {"op": 2, "python": 1}
+    # per kernel, the median over the two steps (none counts as none)
+    kernels = {k.name: k for k in b.kernels or ()}
+    assert (kernels["aten::addmm"].calls, kernels["aten::addmm"].time_us) == (1.0, 35.0)
+    assert kernels["aten::addmm"].events == 1.5  # copy_ inside it: once, then twice
+    assert (
+        kernels["graph_0_cpp_fused_add_0"].time_us,
+        kernels["graph_0_cpp_fused_add_0"].calls,
+    ) == (7.5, 0.5)
+    assert time_breakdown(_load(tmp_path, events), "cpu").steps[0].events is None  # asked only
+
+
+def test_the_calibration_separates_loop_steps_from_empty_ones(tmp_path):
+    from profreport.analysis.profiler_cost import calibration_cost
+
+    events = []
+    for n in range(6):  # even steps: 4 additions of 3 µs each (1 µs unprofiled); odd: empty
+        start = n * 100
+        wall = 2 if n % 2 else 20
+        events.append(_x(f"ProfilerStep#{n}", start, wall, cat="user_annotation"))
+        if n % 2 == 0:
+            events += [_x("aten::add", start + 2 + 4 * i, 3) for i in range(4)]
+    found = time_breakdown(_load(tmp_path, events), "cpu", profiler_events=True)
+    cost = calibration_cost(found, calls=4, unprofiled_call_us=[1.0, 1.2, 0.8])
+    # (20 µs loop step - 4 x 1 µs - 2 µs empty step) / 4 events
+    assert (cost.per_event_us, cost.per_step_us) == (3.5, 2.0)
+    assert (cost.events_per_step, cost.steps, cost.profiled_step_us) == (4.0, 3, 20.0)
+    with pytest.raises(ValueError, match="no loop step"):
+        calibration_cost(found, calls=4, unprofiled_call_us=[])

@@ -42,7 +42,9 @@ from profreport.analysis.device_time import (
 )
 from profreport.analysis.kernel_definitions import LAUNCH_API_RE
 from profreport.analysis.kernels import cpu_kernel_rows, dispatcher_mask
-from profreport.record.model import Section, StepTime
+from profreport.analysis.step_events import ChargedEvents, charged_events
+from profreport.record.model import KernelTime, Section, StepTime
+from profreport.record.section import omitted
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS
 
@@ -73,6 +75,8 @@ class TraceTimeBreakdown(Section):
     typical: StepTime | None  # the step of median wall time (upper median)
     bound: BoundLabel | None
     notes: tuple[str, ...] = ()
+    # with profiler_events: the CPU kernels' median times per step (cpu definition)
+    kernels: tuple[KernelTime, ...] | None = omitted()
 
 
 class _LaneIndex:
@@ -120,6 +124,7 @@ class _HostEvents:
     parts: tuple[_LaneIndex, ...]  # in HOST_PARTS order
     dispatcher: _LaneIndex  # every dispatcher op (kernels and bookkeeping)
     launches: _LaneIndex
+    rows: tuple[np.ndarray, ...]  # each part's rows, in HOST_PARTS order
 
     @classmethod
     def of(cls, trace: Trace, definition: str, times: TraceTimes) -> _HostEvents:
@@ -140,13 +145,24 @@ class _HostEvents:
             tuple(_LaneIndex(trace, r, times) for r in rows),
             _LaneIndex(trace, ops[is_dispatcher], times),
             _LaneIndex(trace, runtime[is_launch], times),
+            rows,
+        )
+
+    def charged(self, trace: Trace, times: TraceTimes) -> ChargedEvents:
+        """Each host event charged to the part its recording cost lands in (step_events)."""
+        return charged_events(
+            HOST_PARTS, self.rows, step_rows(trace), trace.lane, times.start, times.end
         )
 
 
 def _step_times(
-    trace: Trace, times: TraceTimes, definition: str, windows: list[tuple[str, int, int, int]]
+    trace: Trace,
+    times: TraceTimes,
+    definition: str,
+    windows: list[tuple[str, int, int, int]],
+    host: _HostEvents,
+    charged: ChargedEvents | None,
 ) -> tuple[StepTime, ...]:
-    host = _HostEvents.of(trace, definition, times)
     device = definition == "device"
     work = device_work_rows(trace) if device else _NONE
     call_ts = _NONE
@@ -177,6 +193,8 @@ def _step_times(
             "dispatched_ops": host.dispatcher.started(lane, lo, hi),
             "launches": host.launches.started(lane, lo, hi),
         }
+        if charged is not None:
+            values["events"] = charged.counts(lane, lo, hi)
         if device:
             mine = step_of == i
             start, end = times.start[work[mine]], times.end[work[mine]]
@@ -246,6 +264,11 @@ def _windows(trace: Trace, times: TraceTimes) -> tuple[list[tuple[str, int, int,
     return [("whole trace", busiest, lo, hi)], [note]
 
 
+def step_walls_us(trace: Trace) -> list[float]:
+    """Each ProfilerStep's wall time (µs), in trace order."""
+    return [us(int(trace.dur_ns[r])) for r in step_rows(trace).tolist()]
+
+
 def typical_step(steps: tuple[StepTime, ...]) -> StepTime | None:
     """The step of median wall time (upper median: a step that really ran)."""
     if not steps:
@@ -294,9 +317,43 @@ def bound_of(step: StepTime) -> BoundLabel:
     return BoundLabel("host-bound", f"{facts} (the device waits for the host)")
 
 
-def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) -> TraceTimeBreakdown:
+def _kernel_times(
+    trace: Trace,
+    times: TraceTimes,
+    windows: list[tuple[str, int, int, int]],
+    kernels: np.ndarray,
+    charged: ChargedEvents,
+) -> tuple[KernelTime, ...]:
+    """Each CPU kernel's calls, time and inside events per step, the median over the steps (a
+    step without the kernel counts as none), longest first."""
+    inside = charged.inside_kernels()
+    per_step: list[dict[str, tuple[int, int, int]]] = []
+    for _, lane, lo, hi in windows:
+        on = kernels[(trace.lane[kernels] == lane) & (times.start[kernels] >= lo)]
+        on = on[times.start[on] < hi]
+        found: dict[str, tuple[int, int, int]] = {}
+        for row in on.tolist():
+            name = trace.strings[trace.name[row]]
+            calls, ns, events = found.get(name, (0, 0, 0))
+            dur = int(times.end[row] - times.start[row])
+            found[name] = (calls + 1, ns + dur, events + inside.get(row, 0))
+        per_step.append(found)
+    names = dict.fromkeys(n for step in per_step for n in step)
+    out = []
+    for name in names:
+        values = np.array([step.get(name, (0, 0, 0)) for step in per_step], dtype=float)
+        calls, ns, events = np.median(values, axis=0).tolist()
+        out.append(KernelTime(name=name, calls=calls, time_us=us(ns), events=events))
+    return tuple(sorted(out, key=lambda k: -k.time_us))
+
+
+def time_breakdown(
+    trace: Trace, definition: str, hta_rounding: bool = False, profiler_events: bool = False
+) -> TraceTimeBreakdown:
     """Where ``trace``'s time goes under ``definition`` ("device" or "cpu", as the kernel count
-    decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers)."""
+    decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers);
+    ``profiler_events``: each step's events by the part their cost lands in, and (cpu) each
+    CPU kernel's median time per step (a light pass's evidence: analysis/profiler_cost)."""
     if definition not in ("device", "cpu"):
         raise ValueError(f"unknown definition {definition!r} (device or cpu)")
     times = TraceTimes.of(trace, hta_rounding)
@@ -304,7 +361,12 @@ def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) ->
     if definition == "device":
         device, launch = device_time(trace, times, step_rows(trace))
     windows, notes = _windows(trace, times)
-    steps = _step_times(trace, times, definition, windows)
+    host = _HostEvents.of(trace, definition, times)
+    charged = host.charged(trace, times) if profiler_events else None
+    steps = _step_times(trace, times, definition, windows, host, charged)
+    kernels = None
+    if charged is not None and definition == "cpu":
+        kernels = _kernel_times(trace, times, windows, host.rows[0], charged)
     typical = typical_step(steps)
     info = trace.metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
@@ -318,4 +380,5 @@ def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) ->
         typical=typical,
         bound=None if typical is None else bound_of(typical),
         notes=tuple(notes),
+        kernels=kernels,
     )

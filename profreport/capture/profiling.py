@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,107 @@ def profile_mode(
         raise RuntimeError(f"expected one trace in {trace_dir}, found {len(written)}")
     add_rank_info(written[0])
     return written[0]
+
+
+def profile_light(
+    fn: Callable[[], Any],
+    device: torch.device,
+    trace_path: Path,
+    sync: Callable[[], None],
+    warmup: int,
+    active: int,
+    before_step: Callable[[int], None] | None = None,
+    shapes: bool = False,
+) -> Path:
+    """Profile ``active`` steps after ``warmup`` ones with nothing but time recorded (no shapes,
+    no FLOPs: the pass the time breakdown reads, whose own cost is small and calibrated) and
+    write the trace to ``trace_path`` (gzipped when it ends in .gz). ``before_step(i)`` runs
+    before step i's call, inside the step (the calibration's steps alternate with it);
+    ``shapes`` records shapes and FLOPs as profile_mode does (bench/time_agreement.py compares)."""
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    with profile(
+        activities=activities_for(device),
+        schedule=schedule(wait=0, warmup=warmup, active=active, repeat=1),
+        record_shapes=shapes,
+        with_flops=shapes,
+    ) as prof:
+        for i in range(warmup + active):
+            if before_step is not None:
+                before_step(i)
+            fn()
+            sync()
+            prof.step()
+    plain = trace_path.with_name(trace_path.name.removesuffix(".gz"))
+    prof.export_chrome_trace(str(plain))
+    if plain != trace_path:
+        trace_path.write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    add_rank_info(trace_path)
+    return trace_path
+
+
+CALIBRATION_OP = "aten::add"
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    """What the calibration measured on this machine (capture/profiling.calibrate): the trace of
+    its light pass, whose steps alternate between `calls` calls of CALIBRATION_OP (even steps)
+    and nothing (odd steps), and one unprofiled call's time, per block."""
+
+    trace: Path
+    calls: int
+    unprofiled_call_us: tuple[float, ...]
+
+
+def calibrate(
+    device: torch.device,
+    sync: Callable[[], None],
+    trace_path: Path,
+    calls: int = 200,
+    steps: int = 20,
+    blocks: int = 15,
+    shapes: bool = False,
+) -> CalibrationRun:
+    """Measure what the light pass's profiler costs here: ``steps`` profiled steps of ``calls``
+    tensor additions (two 4-element tensors on ``device``) alternating with as many empty steps,
+    between ``blocks`` unprofiled blocks of the same calls (half before, half after)."""
+    a = torch.ones(4, device=device)
+    b = torch.ones(4, device=device)
+
+    def loop() -> None:
+        for _ in range(calls):
+            torch.add(a, b)
+
+    def unprofiled(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            sync()
+            start = time.perf_counter()
+            loop()
+            sync()
+            out.append((time.perf_counter() - start) / calls * 1e6)
+        return out
+
+    loop()  # warm: the first call of an op pays for its dispatch caches
+    before = unprofiled(blocks // 2)
+    empty = [False]
+
+    def alternate(i: int) -> None:
+        empty[0] = i % 2 == 1
+
+    profile_light(
+        lambda: None if empty[0] else loop(),
+        device,
+        trace_path,
+        sync,
+        warmup=2,
+        active=2 * steps,
+        before_step=alternate,
+        shapes=shapes,
+    )
+    after = unprofiled(blocks - blocks // 2)
+    return CalibrationRun(trace_path, calls, tuple(before + after))
 
 
 # Kineto writes this key only under torch.distributed; one process alone is rank 0 of 1.
