@@ -15,7 +15,6 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import traceback
 from collections import Counter
@@ -45,7 +44,7 @@ from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_rea
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
-from profreport.capture.profiling import calibrate, profile_light, profile_mode
+from profreport.capture.profiling import calibrate, light_schedule, profile_light, profile_mode
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.models import LoadedModel
@@ -189,18 +188,7 @@ TIME_SOURCE = (
     "time; `step` is the one of median wall time (upper median); the profiler's cost per "
     "event and per step, measured just before, in `profiler_cost`"
 )
-# The light pass: enough steps that one slow step cannot move a median, about this long in all.
-LIGHT_PASS_S = 0.3
-LIGHT_STEPS = (7, 20)  # at least, at most (never fewer than the run's --active-steps)
-LIGHT_WARMUP = 2
-
-
-def light_steps(step_walls_us: Sequence[float], at_least: int) -> int:
-    """Active steps of a mode's light pass: LIGHT_PASS_S of its profiled steps, within
-    LIGHT_STEPS, never fewer than ``at_least``."""
-    step_s = float(sorted(step_walls_us)[len(step_walls_us) // 2]) / 1e6 if step_walls_us else 0
-    wanted = math.ceil(LIGHT_PASS_S / step_s) if step_s > 0 else LIGHT_STEPS[1]
-    return max(at_least, min(LIGHT_STEPS[1], max(LIGHT_STEPS[0], wanted)))
+LIGHT_TRACES = "time"  # the run folder's folder of light-pass traces (not TensorBoard's)
 
 
 def _light_pass(
@@ -209,13 +197,13 @@ def _light_pass(
     sync: Callable[[], None],
     run_dir: Path,
     name: str,
-    active: int,
+    schedule: tuple[int, int],
 ) -> TimeBreakdown:
     """The mode's time breakdown from a light pass of its own, the profiler's cost measured
     right before it; both under the noise guard's load check, run once more when the machine
     was busy (the record keeps the last pass's load and says why it was not quiet)."""
     definition = "device" if device.type == "cuda" else "cpu"
-    folder = run_dir / "time"
+    folder = run_dir / LIGHT_TRACES
     trace_path = folder / f"{name}.pt.trace.json.gz"
     calibration_path = folder / f".{name}.calibration.pt.trace.json"
     reasons: list[str] = []
@@ -224,7 +212,7 @@ def _light_pass(
         attempts += 1
         with watch() as watched:
             calibration = calibrate(device, sync, calibration_path)
-            profile_light(fn, device, trace_path, sync, LIGHT_WARMUP, active)
+            profile_light(fn, device, trace_path, sync, *schedule)
         reasons = machine_reasons(watched.load, during="profiling")
         if not reasons:
             break
@@ -234,6 +222,7 @@ def _light_pass(
     return dataclasses.replace(
         light_breakdown(load_trace(trace_path), device, cost),
         trace=str(trace_path.relative_to(run_dir)),
+        warmup_steps=schedule[0],
         load=watched.load,
         attempts=attempts,
         busy=tuple(reasons) or None,
@@ -251,7 +240,6 @@ def light_breakdown(trace: Trace, device: torch.device, cost: ProfilerCost) -> T
         step=found.typical,
         step_walls_us=tuple(s.wall_us for s in found.steps),
         steps=found.steps,
-        warmup_steps=LIGHT_WARMUP,
         profiler_cost=cost,
         kernels=found.kernels,
     )
@@ -633,8 +621,9 @@ class RunCollector:
             with phases.phase("kernels"):
                 trace = load_trace(trace_path)
                 entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
-                active = light_steps(step_walls_us(trace), setup.options.profile.active)
+                walls = step_walls_us(trace)
                 del trace
+            warmup, active = light_schedule(walls, setup.options.profile.active)
             progress(f"{name}: profiling {active} steps for the time breakdown (light pass)")
             with phases.phase("time_breakdown"):
                 breakdown = _light_pass(
@@ -643,7 +632,7 @@ class RunCollector:
                     sync,
                     setup.run_dir,
                     name,
-                    active,
+                    (warmup, active),
                 )
                 entry = entry.adding(time_breakdown=breakdown)
             with phases.phase("peak_memory"):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,25 @@ def profile_mode(
         raise RuntimeError(f"expected one trace in {trace_dir}, found {len(written)}")
     add_rank_info(written[0])
     return written[0]
+
+
+# The light pass: enough steps that slow ones cannot move a median (5: two may be slow),
+# about LIGHT_PASS_S in all; a model whose step takes over HEAVY_STEP_S gets one warm-up step
+# and as many active steps as the run's --active-steps (a median of 3 still outvotes one).
+LIGHT_PASS_S = 0.3
+LIGHT_STEPS = (5, 20)  # at least, at most (never fewer than the run's --active-steps)
+LIGHT_WARMUP = 2
+HEAVY_STEP_S = 2.0
+
+
+def light_schedule(step_walls_us: Sequence[float], at_least: int) -> tuple[int, int]:
+    """(warm-up, active) steps of a mode's light pass, from its profiled steps' median wall."""
+    walls = sorted(step_walls_us)
+    step_s = walls[len(walls) // 2] / 1e6 if walls else 0.0
+    if step_s > HEAVY_STEP_S:
+        return 1, at_least
+    wanted = math.ceil(LIGHT_PASS_S / step_s) if step_s > 0 else LIGHT_STEPS[1]
+    return LIGHT_WARMUP, max(at_least, min(LIGHT_STEPS[1], max(LIGHT_STEPS[0], wanted)))
 
 
 def profile_light(

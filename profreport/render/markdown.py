@@ -166,7 +166,10 @@ def _numbers_table(view: PageView) -> list[str]:
         ]
         if view["has_roofline"]:
             cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
-        cells += [_memory(row["memory"]), row["compile_s"], _output(row["output"])]
+        build = row["compile_s"]
+        if row.get("payback_calls"):
+            build += f" (paid back after {row['payback_calls']} calls)"
+        cells += [_memory(row["memory"]), build, _output(row["output"])]
         rows.append(cells)
     return md_table(header, rows, "l" + "r" * (len(header) - 2) + "l")
 
