@@ -23,11 +23,13 @@ difference, which it stored in `saved_us`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,61 +145,58 @@ def _timed_us(fn: Any, blocks: int = 15, block_s: float = 0.03) -> float:
     return statistics.median(samples)
 
 
-def options(spec: str, modes: str, steps: int) -> None:
-    """Each way of reading a mode's step against its timed median, in one process: the pass
-    that records shapes and FLOPs (3 steps' upper median, as before; and a median over
-    ``steps``), with and without its own calibrated cost removed; the light pass, with and
-    without."""
-    from profreport.analysis.profiler_cost import calibration_cost, median_step
-    from profreport.analysis.time_breakdown import time_breakdown
-    from profreport.capture.profiling import calibrate, profile_light
+def options(spec: str, modes: str, rounds: int) -> None:
+    """Each way of reading a mode's step against its timed median, in one process: a pass that
+    records shapes and FLOPs (3 steps' upper median, as before issue 35; and the median of
+    ``rounds`` steps), with and without its own calibrated cost removed; the light pass, with
+    and without. Each pass profiles the modes interleaved, as generate's light pass does."""
+    from profreport.analysis.profiler_cost import median_step
+    from profreport.capture.profiling import LightSchedule, profile_interleaved
+    from profreport.light_pass import breakdowns
     from profreport.modes import prepare_mode
-    from profreport.record.model import TimeBreakdown
     from profreport.traceio import load_trace
 
     model = _load(spec)
     x = model.example_inputs
     tmp = Path(tempfile.mkdtemp())
+    cpu = torch.device("cpu")
 
     def sync() -> None:
         return None
 
     header = ["model", "mode", "timed", "shapes, 3 steps", "shapes, median", "shapes - cost"]
     header += ["light, median", "light - cost"]
-    print("| " + " | ".join(header) + " |  (ms; in brackets: off from timed)")
+    print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     with torch.no_grad():
+        fns = {}
         for name in modes.split(","):
             prepared = prepare_mode(name, model.module, x, sync)
-
-            def fn(p: Any = prepared) -> Any:
-                return p.fn(*x)
-
+            fns[name] = partial(prepared.fn, *x)
             for _ in range(3):
-                fn()
-            timed = [_timed_us(fn)]
-            cells = []
-            for shapes in (True, False):
-                cal = calibrate(torch.device("cpu"), sync, tmp / "cal.json", shapes=shapes)
-                found = time_breakdown(load_trace(cal.trace), "cpu", profiler_events=True)
-                cost = calibration_cost(found, cal.calls, cal.unprofiled_call_us)
-                path = profile_light(
-                    fn, torch.device("cpu"), tmp / "t.json", sync, 2, steps, shapes=shapes
-                )
-                light = time_breakdown(load_trace(path), "cpu", profiler_events=True)
-                walls = [s.wall_us for s in light.steps]
-                plain = median_step(TimeBreakdown(steps=light.steps))
-                removed = median_step(TimeBreakdown(steps=light.steps, profiler_cost=cost))
-                assert plain is not None and removed is not None
+                fns[name]()
+        timed = {name: [_timed_us(fn)] for name, fn in fns.items()}
+        cells: dict[str, list[float]] = {name: [] for name in fns}
+        for shapes in (True, False):
+            schedule = LightSchedule(rounds=rounds)
+            session = profile_interleaved(fns, cpu, sync, tmp / "t.json", schedule, shapes=shapes)
+            found = breakdowns(load_trace(session.trace), cpu, session, "t.json")
+            for name, tb in found.items():
+                removed = median_step(tb)
+                plain = median_step(dataclasses.replace(tb, profiler_cost=None))
+                assert removed is not None and plain is not None and tb.steps
                 if shapes:
-                    first = sorted(walls[:3])[1]
-                    cells += [first, statistics.median(walls), removed.total_us]
+                    first = sorted(s.wall_us for s in tb.steps[:3])[1]
+                    cells[name] += [first, plain.total_us, removed.total_us]
                 else:
-                    cells += [statistics.median(walls), removed.total_us]
-                timed.append(_timed_us(fn))
-            t = statistics.median(timed)
-            shown = [f"{c / 1000:.3g} ({(c - t) / t:+.0%})" for c in cells]
+                    cells[name] += [plain.total_us, removed.total_us]
+            for name, fn in fns.items():
+                timed[name].append(_timed_us(fn))
+        for name in fns:
+            t = statistics.median(timed[name])
+            shown = [f"{c / 1000:.3g} ({(c - t) / t:+.0%})" for c in cells[name]]
             print(f"| {model.name} | {name} | {t / 1000:.3g} | " + " | ".join(shown) + " |")
+    print("\n(ms; in brackets: off from the timed median)")
 
 
 def main() -> None:
@@ -213,14 +212,14 @@ def main() -> None:
     o = sub.add_parser("options", help="shapes pass vs light pass, cost removed or not")
     o.add_argument("model")
     o.add_argument("--modes", default="eager,compile")
-    o.add_argument("--steps", type=int, default=20)
+    o.add_argument("--rounds", type=int, default=20)
     args = ap.parse_args()
     if args.command == "run":
         run(args.model, args.modes, args.out, args.min_time)
     elif args.command == "table":
         table(args.folders)
     else:
-        options(args.model, args.modes, args.steps)
+        options(args.model, args.modes, args.rounds)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,10 @@ import torch
 from torch import nn
 
 from profreport.env import DTYPES
+from profreport.light_pass import LIGHT_TRACES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
-from profreport.pipeline import LIGHT_TRACES, RunOptions, RunSetup, collect_run
+from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
 from profreport.text import error_line

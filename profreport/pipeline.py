@@ -34,9 +34,8 @@ from profreport.analysis.bytes_model import estimate
 from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import summarize
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import machine_reasons, paired_speedups
-from profreport.analysis.profiler_cost import calibration_cost
-from profreport.analysis.time_breakdown import step_walls_us, time_breakdown
+from profreport.analysis.paired import paired_speedups
+from profreport.analysis.time_breakdown import step_walls_us
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.cuda_context import lost_after
@@ -44,9 +43,10 @@ from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_rea
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
-from profreport.capture.profiling import calibrate, light_schedule, profile_light, profile_mode
+from profreport.capture.profiling import ProfilingFailed, light_schedule, profile_mode
 from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.env import DTYPES, collect_env, device_info, make_sync
+from profreport.light_pass import light_pass
 from profreport.models import LoadedModel
 from profreport.modes import (
     BytesWork,
@@ -74,12 +74,10 @@ from profreport.record.model import (
     ModelInfo,
     ModeResult,
     OutputCheck,
-    ProfilerCost,
     ProfileSchedule,
     Run,
     Settings,
     TensorIO,
-    TimeBreakdown,
     TimingNoise,
     TimingSettings,
     Tool,
@@ -180,68 +178,6 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
             kernel_time_us=counts.kernel_time_us,
         ),
         table=tuple(table),
-    )
-
-
-TIME_SOURCE = (
-    "profiler, light pass (no shapes, no FLOPs): every active step by part, µs of profiled "
-    "time; `step` is the one of median wall time (upper median); the profiler's cost per "
-    "event and per step, measured just before, in `profiler_cost`"
-)
-LIGHT_TRACES = "time"  # the run folder's folder of light-pass traces (not TensorBoard's)
-
-
-def _light_pass(
-    fn: Callable[[], Any],
-    device: torch.device,
-    sync: Callable[[], None],
-    run_dir: Path,
-    name: str,
-    schedule: tuple[int, int],
-) -> TimeBreakdown:
-    """The mode's time breakdown from a light pass of its own, the profiler's cost measured
-    right before it; both under the noise guard's load check, run once more when the machine
-    was busy (the record keeps the last pass's load and says why it was not quiet)."""
-    definition = "device" if device.type == "cuda" else "cpu"
-    folder = run_dir / LIGHT_TRACES
-    trace_path = folder / f"{name}.pt.trace.json.gz"
-    calibration_path = folder / f".{name}.calibration.pt.trace.json"
-    reasons: list[str] = []
-    attempts = 0
-    while attempts < 2:
-        attempts += 1
-        with watch() as watched:
-            calibration = calibrate(device, sync, calibration_path)
-            profile_light(fn, device, trace_path, sync, *schedule)
-        reasons = machine_reasons(watched.load, during="profiling")
-        if not reasons:
-            break
-    found = time_breakdown(load_trace(calibration.trace), definition, profiler_events=True)
-    calibration.trace.unlink()
-    cost = calibration_cost(found, calibration.calls, calibration.unprofiled_call_us)
-    return dataclasses.replace(
-        light_breakdown(load_trace(trace_path), device, cost),
-        trace=str(trace_path.relative_to(run_dir)),
-        warmup_steps=schedule[0],
-        load=watched.load,
-        attempts=attempts,
-        busy=tuple(reasons) or None,
-    )
-
-
-def light_breakdown(trace: Trace, device: torch.device, cost: ProfilerCost) -> TimeBreakdown:
-    """The record's time breakdown of a light pass's trace: every step by part with the events
-    charged to each (analysis/time_breakdown), the CPU kernels' median times, the cost."""
-    definition = "device" if device.type == "cuda" else "cpu"
-    found = time_breakdown(trace, definition, profiler_events=True)
-    return TimeBreakdown(
-        definition=definition,
-        source=TIME_SOURCE,
-        step=found.typical,
-        step_walls_us=tuple(s.wall_us for s in found.steps),
-        steps=found.steps,
-        profiler_cost=cost,
-        kernels=found.kernels,
     )
 
 
@@ -527,6 +463,7 @@ class RunCollector:
         self._run: Run | None = None
         self._ceilings: Ceilings | None = None
         self._bytes_work: dict[str, BytesWork] = {}
+        self._step_walls: dict[str, list[float]] = {}  # each mode's profiled steps, for sizing
         self.stage: TimingStage | None = None
         self._ab: AbSide | None = None
         self._finished = False
@@ -585,7 +522,9 @@ class RunCollector:
                     interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
-        _nothing_running_before_timing()
+            _nothing_running_before_timing()
+            with phases.phase("time_breakdown"):
+                context_lost = self._light_pass(modes, prepared_modes, context_lost)
         self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
         return self.stage
 
@@ -621,20 +560,8 @@ class RunCollector:
             with phases.phase("kernels"):
                 trace = load_trace(trace_path)
                 entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
-                walls = step_walls_us(trace)
+                self._step_walls[name] = step_walls_us(trace)
                 del trace
-            warmup, active = light_schedule(walls, setup.options.profile.active)
-            progress(f"{name}: profiling {active} steps for the time breakdown (light pass)")
-            with phases.phase("time_breakdown"):
-                breakdown = _light_pass(
-                    partial(prepared.fn, *model.example_inputs),
-                    device,
-                    sync,
-                    setup.run_dir,
-                    name,
-                    (warmup, active),
-                )
-                entry = entry.adding(time_breakdown=breakdown)
             with phases.phase("peak_memory"):
                 peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
                 entry = entry.adding(peak_memory=peak)
@@ -644,6 +571,40 @@ class RunCollector:
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
         return entry, prepared
+
+    def _light_pass(
+        self,
+        modes: dict[str, ModeResult],
+        prepared: dict[str, PreparedMode],
+        context_lost: str | None,
+    ) -> str | None:
+        """Every prepared mode's time breakdown from one light pass (light_pass.py); a mode that
+        raises is marked failed and the others profiled again without it. Returns why the
+        device can run nothing more, else None."""
+        setup = self.setup
+        inputs = setup.model.example_inputs
+        while prepared and context_lost is None:
+            walls = [self._step_walls.get(name, ()) for name in prepared]
+            schedule = light_schedule(walls, setup.options.profile.active)
+            setup.progress(
+                f"profiling {len(prepared)} modes interleaved for the time breakdown "
+                f"({schedule.rounds} rounds)"
+            )
+            fns = {name: partial(p.fn, *inputs) for name, p in prepared.items()}
+            start = interrupts.mark()
+            try:
+                found = light_pass(fns, setup.device, self.sync, setup.run_dir, schedule)
+            except ProfilingFailed as failure:
+                interrupts.reraise_if_interrupted(failure.error, start)
+                name = failure.mode
+                modes[name] = _mark_failed(modes[name], name, failure.error, setup.device)
+                del prepared[name]
+                context_lost = lost_after(name, setup.device)
+                continue
+            for name, breakdown in found.items():
+                modes[name] = modes[name].adding(time_breakdown=breakdown)
+            break
+        return context_lost
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""

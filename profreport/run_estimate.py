@@ -22,8 +22,8 @@ def duration_notice(
     mode makes outside the timing (its warm-up, the profiled steps of both passes, peak
     memory, the bytes capture, the output check), then the latency timing within its budget; None for a light
     run. Compile time is not known before compiling and is left out."""
-    light_pass = sum(light_schedule([call_s * 1e6], schedule.active))
-    calls_per_mode = WARMUP_CALLS + schedule.total_steps + light_pass + CHECK_CALLS
+    light = light_schedule([[call_s * 1e6]] * n_modes, schedule.active).calls_per_mode
+    calls_per_mode = WARMUP_CALLS + schedule.total_steps + light + CHECK_CALLS
     others_s = n_modes * calls_per_mode * call_s
     timing_s = expected_timing_s(call_s, n_modes, timing)
     if others_s + timing_s < HEAVY_RUN_S:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport import pipeline
 from profreport.analysis.module_tree import LIGHT_TIME_METHOD, module_tree, tree_shares
 from profreport.analysis.profiler_cost import kernel_time_per_call, median_step
-from profreport.capture.noise import Snapshot
-from profreport.capture.profiling import light_schedule
+from profreport.capture.noise import Snapshot, watch
+from profreport.capture.profiling import LightSchedule, ProfilingFailed, light_schedule
+from profreport.light_pass import LIGHT_TRACES, light_pass
 from profreport.record.model import (
     Bytes,
     KernelCounts,
@@ -36,15 +36,21 @@ CPU = torch.device("cpu")
 @pytest.mark.parametrize(
     ("walls", "at_least", "schedule"),
     [
-        ([5000.0] * 3, 3, (2, 20)),  # 5 ms steps: 60 would fill 0.3 s, at most 20
-        ([100_000.0] * 3, 3, (2, 5)),  # 100 ms steps: 3 would, at least 5
-        ([30_000.0, 50_000.0, 10_000.0], 3, (2, 10)),  # the median step, 30 ms: 10
-        ([100_000.0], 12, (2, 12)),  # never fewer than --active-steps
-        ([3e6, 2.5e6, 4e6], 3, (1, 3)),  # 3 s steps: one warm-up, the run's 3 active steps
-        ([], 3, (2, 20)),
+        # two modes of 5 ms steps: a round (each twice) is 20 ms; 0.6 s would need 30 rounds
+        ([[5000.0] * 3] * 2, 3, LightSchedule(rounds=20)),
+        # 100 ms: 3 rounds would do, 5 at least; steps this long are not repeated
+        ([[100_000.0] * 3], 3, LightSchedule(rounds=5, repeat=1)),
+        ([[30_000.0, 50_000.0, 10_000.0]], 3, LightSchedule(rounds=5)),  # the median: 30 ms
+        ([[1000.0], [2000.0], [3000.0]], 3, LightSchedule(rounds=20)),  # 75 would: at most 20
+        ([[100_000.0]], 12, LightSchedule(rounds=12, repeat=1)),  # never fewer than --active-steps
+        # one mode's 3 s steps: the run's 3 rounds, no warm-up round, each mode once a round
+        ([[3e6, 2.5e6, 4e6], [1000.0]], 3, LightSchedule(rounds=3, warmup_rounds=0, repeat=1)),
+        ([], 3, LightSchedule(rounds=20)),
     ],
 )
-def test_the_light_pass_runs_enough_steps_for_about_a_third_of_a_second(walls, at_least, schedule):
+def test_the_light_pass_runs_enough_rounds_for_about_a_third_of_a_second_a_mode(
+    walls, at_least, schedule
+):
     assert light_schedule(walls, at_least) == schedule
 
 
@@ -62,34 +68,57 @@ def _reads(*shares: float):
     ("shares", "attempts", "busy"),
     [((0.0,), 1, False), ((0.5, 0.0), 2, False), ((0.5, 0.6), 2, True)],
 )
-def test_a_light_pass_on_a_busy_machine_runs_again_then_says_so(
-    tmp_path, monkeypatch, shares, attempts, busy
+def test_the_light_pass_interleaves_the_modes_and_on_a_busy_machine_runs_again_then_says_so(
+    tmp_path, shares, attempts, busy
 ):
-    real_watch = pipeline.watch
     read = _reads(*shares)
-    monkeypatch.setattr(pipeline, "watch", lambda: real_watch(read))
-    calls = []
+    order: list[str] = []
 
-    def fn():
-        calls.append(1)
-        return torch.ones(8) * 2
+    def fn(name: str, size: int):
+        def call():
+            order.append(name)
+            return torch.ones(size) * 2
 
-    breakdown = pipeline._light_pass(fn, CPU, lambda: None, tmp_path, "eager", (2, 7))
-    assert breakdown.attempts == attempts
-    assert len(calls) == attempts * (2 + 7)
-    assert breakdown.warmup_steps == 2
-    assert breakdown.steps is not None and len(breakdown.steps) == 7
-    assert breakdown.trace == "time/eager.pt.trace.json.gz"
-    assert (tmp_path / breakdown.trace).is_file()
-    assert not list((tmp_path / "time").glob(".*"))  # the calibration's trace is gone
-    cost = breakdown.profiler_cost
-    assert cost is not None and cost.calls == 200 and cost.events_per_step >= 200
-    assert cost.per_event_us >= 0 and cost.per_step_us > 0
-    if busy:
-        assert breakdown.busy is not None
-        assert "used 60% of the machine's CPU time while profiling" in breakdown.busy[0]
-    else:
-        assert breakdown.busy is None
+        return call
+
+    fns = {"eager": fn("eager", 8), "compile": fn("compile", 64)}
+    schedule = LightSchedule(rounds=5)
+    found = light_pass(fns, CPU, lambda: None, tmp_path, schedule, lambda: watch(read))
+    assert list(found) == ["eager", "compile"]
+    # one warm-up round and five read, each mode twice in a row, the order rotating by round
+    per_pass = (1 + 5) * 2 * 2
+    assert len(order) == attempts * per_pass
+    assert order[:4] == ["eager", "eager", "compile", "compile"]
+    assert order[4:8] == ["compile", "compile", "eager", "eager"]
+    for tb in found.values():
+        assert tb.attempts == attempts and (tb.warmup_rounds, tb.repeat) == (1, 2)
+        assert tb.steps is not None and len(tb.steps) == 5
+        assert tb.trace == "time/light.pt.trace.json.gz"
+        assert tb.kernels and tb.kernels[0].name == "aten::mul"
+        cost = tb.profiler_cost
+        assert cost is not None and cost.calls == 200 and cost.steps == 5
+        assert cost.events_per_step >= 200 and cost.per_event_us >= 0 and cost.per_step_us > 0
+        if busy:
+            assert tb.busy is not None
+            assert "used 60% of the machine's CPU time while profiling" in tb.busy[0]
+        else:
+            assert tb.busy is None
+    assert (tmp_path / "time" / "light.pt.trace.json.gz").is_file()
+
+
+def test_a_mode_that_raises_in_the_light_pass_is_named(tmp_path):
+    def broken():
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(ProfilingFailed) as info:
+        light_pass(
+            {"eager": lambda: None, "compile": broken},
+            CPU,
+            lambda: None,
+            tmp_path,
+            LightSchedule(rounds=5),
+        )
+    assert info.value.mode == "compile" and "out of memory" in str(info.value)
 
 
 def _step(wall: float, op: float, events: dict[str, int]) -> StepTime:
@@ -201,4 +230,33 @@ def test_light_pass_traces_move_with_a_saved_run(tmp_path):
     saved = result.save(tmp_path / "run")
     tb = result.run.modes["eager"].time_breakdown
     assert tb is not None and tb.trace is not None
-    assert (saved / tb.trace).is_file() and Path(tb.trace).parts[0] == pipeline.LIGHT_TRACES
+    assert (saved / tb.trace).is_file() and Path(tb.trace).parts[0] == LIGHT_TRACES
+
+
+def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profiled_again(
+    tmp_path,
+):
+    from profreport.models import LoadedModel
+    from profreport.modes import PreparedMode
+    from profreport.pipeline import RunCollector, RunSetup
+
+    x = torch.ones(4)
+    model = LoadedModel("tiny", "", torch.nn.Identity(), (x,), None)
+    collector = RunCollector(RunSetup(model, CPU, "float32", tmp_path))
+
+    def broken(_x):
+        raise RuntimeError("out of memory")
+
+    prepared = {
+        "eager": PreparedMode("eager", fn=lambda t: t * 2),
+        "trace": PreparedMode("trace", fn=broken),
+    }
+    modes = {name: ModeResult(status="ok") for name in prepared}
+    assert collector._light_pass(modes, prepared, None) is None
+    assert (modes["trace"].status, modes["trace"].error) == (
+        "failed",
+        "RuntimeError: out of memory",
+    )
+    assert list(prepared) == ["eager"]  # not timed either
+    tb = modes["eager"].time_breakdown
+    assert tb is not None and tb.steps and modes["trace"].time_breakdown is None

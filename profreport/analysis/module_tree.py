@@ -6,10 +6,11 @@ Units of work: eager-like modes (the dispatcher's sequence): one dispatched call
 modeled bytes; compile-like modes (a fusion map with kernel calls): one kernel call per fusion
 group, at the kernel's modeled bytes. Time: each call at its kernel's time per call (the
 profiler measures a kernel over all its calls, not per module: apportioned by calls): on a CPU
-run the median over the light pass's steps with the cost of the events recorded inside it
-removed (analysis/profiler_cost), so the tree sums to at most the median step; on a device run,
-or a record without a light pass, the kernel row's mean profiler time per call. Each mode's
-`TreeShare` says how much of its median step the modules hold, and where the rest went.
+run its time in the light pass's step of median kernel time, the cost of the events recorded
+inside it removed (analysis/profiler_cost), so the tree sums to at most the median step; on a
+device run, or a record without a light pass, the kernel row's mean profiler time per call.
+Each mode's `TreeShare` says how much of its median step the modules hold, and where the rest
+went.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ TIME_METHOD = (
     "profiler time apportioned: each call at its kernel row's mean time per call (per step)"
 )
 LIGHT_TIME_METHOD = (
-    "profiler time apportioned: each call at its kernel's time per call in the light pass, the "
-    "median over its steps with the profiler's cost inside the kernel removed"
+    "profiler time apportioned: each call at its kernel's time per call in the light pass's "
+    "step of median kernel time, the profiler's cost inside the kernel removed"
 )
 
 

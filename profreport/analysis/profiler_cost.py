@@ -1,8 +1,8 @@
 """The profiler's own cost, measured and removed: a mode's step as the clock would have seen it
 (pure functions over the record's evidence and the calibration's trace).
 
-* **Calibration** (:func:`calibration_cost`): the light pass's settings, on this machine, in
-  this run: steps of N tensor additions alternate with empty steps; one recorded event costs
+* **Calibration** (:func:`calibration_cost`): inside the light pass, on this machine, in this
+  run: each round one step of N tensor additions and one empty step; one recorded event costs
   (a loop step's wall - N x an unprofiled addition - an empty step's wall) / the events the
   loop step recorded, and a step costs an empty step's wall (medians).
 * **Removal** (:func:`median_step`): from every step of the light pass, each part loses the
@@ -21,14 +21,12 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from profreport.analysis.step_events import PYTHON
-from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import ModeResult, ProfilerCost, StepTime, TimeBreakdown
 
 CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
@@ -43,21 +41,16 @@ EVENT_PARTS = {
     "wrapper": "wrapper_us",
     PYTHON: "python_us",
 }
-_STEP_NO = re.compile(r"#(\d+)$")
 
 
 def calibration_cost(
-    found: TraceTimeBreakdown, calls: int, unprofiled_call_us: Sequence[float]
+    loops: Sequence[StepTime],
+    empties: Sequence[StepTime],
+    calls: int,
+    unprofiled_call_us: Sequence[float],
 ) -> ProfilerCost:
-    """The profiler's cost from the calibration's light pass (even steps: ``calls`` additions,
-    odd steps: nothing) and the unprofiled additions' per-call times."""
-    loops: list[StepTime] = []
-    empties: list[StepTime] = []
-    for step in found.steps:
-        number = _STEP_NO.search(step.name)
-        if number is None:
-            raise ValueError(f"calibration step {step.name!r} has no number")
-        (empties if int(number.group(1)) % 2 else loops).append(step)
+    """The profiler's cost from the calibration's steps of the light pass (``loops``: ``calls``
+    additions each; ``empties``: nothing) and the unprofiled additions' per-call times."""
     if not loops or not empties or not unprofiled_call_us:
         raise ValueError("the calibration recorded no loop step, no empty step or no block")
     loop_us = float(np.median([s.wall_us for s in loops]))
@@ -210,8 +203,8 @@ def mode_median_step(mode: ModeResult) -> MedianStep | None:
 
 
 def kernel_time_per_call(breakdown: TimeBreakdown) -> Mapping[str, float]:
-    """Each CPU kernel's time per call in the light pass's median step, the cost of the events
-    inside it removed (µs); empty where the record has no light pass kernels."""
+    """Each CPU kernel's time per call in the light pass's step of median kernel time, the cost
+    of the events inside it removed (µs); empty where the record has no light pass kernels."""
     cost = breakdown.profiler_cost
     per_event = 0.0 if cost is None else cost.per_event_us
     return {

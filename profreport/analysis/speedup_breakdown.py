@@ -215,7 +215,9 @@ def _clause(f: TimeFindings, mode: ModeResult, step: MedianStep) -> str:
     verb = "saved" if saved >= 0 else "lost"
     head = f"{verb} {_ms(abs(saved))}"
     if f.agrees is False:
-        return f"{head}, profiled steps {_signed(-profiled)}: not decomposed{busy}"
+        other = "saved" if profiled >= 0 else "lost"
+        other = "" if other == verb else f"{other} "
+        return f"{head} timed but {other}{_ms(abs(profiled))} profiled: not decomposed{busy}"
     if mode.speedup_vs_eager is None and mode.latency_ms is None:
         head = f"profiled step {verb} {_ms(abs(saved))} (not timed)"
     work_name, overhead_name = _work_words(step.cpu)

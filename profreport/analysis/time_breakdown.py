@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,7 +45,6 @@ from profreport.analysis.kernel_definitions import LAUNCH_API_RE
 from profreport.analysis.kernels import cpu_kernel_rows, dispatcher_mask
 from profreport.analysis.step_events import ChargedEvents, charged_events
 from profreport.record.model import KernelTime, Section, StepTime
-from profreport.record.section import omitted
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS
 
@@ -75,8 +75,6 @@ class TraceTimeBreakdown(Section):
     typical: StepTime | None  # the step of median wall time (upper median)
     bound: BoundLabel | None
     notes: tuple[str, ...] = ()
-    # with profiler_events: the CPU kernels' median times per step (cpu definition)
-    kernels: tuple[KernelTime, ...] | None = omitted()
 
 
 class _LaneIndex:
@@ -321,39 +319,69 @@ def _kernel_times(
     trace: Trace,
     times: TraceTimes,
     windows: list[tuple[str, int, int, int]],
+    steps: tuple[StepTime, ...],
     kernels: np.ndarray,
     charged: ChargedEvents,
 ) -> tuple[KernelTime, ...]:
-    """Each CPU kernel's calls, time and inside events per step, the median over the steps (a
-    step without the kernel counts as none), longest first."""
+    """Each CPU kernel's calls, time and inside events in the step of median CPU kernel time
+    (the lower median: its kernels sum to at most the median), longest first."""
+    if not windows:
+        return ()
+    ops = [s.op_us or 0.0 for s in steps]
+    median = int(np.argsort(ops, kind="stable")[(len(ops) - 1) // 2])
+    _, lane, lo, hi = windows[median]
     inside = charged.inside_kernels()
-    per_step: list[dict[str, tuple[int, int, int]]] = []
-    for _, lane, lo, hi in windows:
-        on = kernels[(trace.lane[kernels] == lane) & (times.start[kernels] >= lo)]
-        on = on[times.start[on] < hi]
-        found: dict[str, tuple[int, int, int]] = {}
-        for row in on.tolist():
-            name = trace.strings[trace.name[row]]
-            calls, ns, events = found.get(name, (0, 0, 0))
-            dur = int(times.end[row] - times.start[row])
-            found[name] = (calls + 1, ns + dur, events + inside.get(row, 0))
-        per_step.append(found)
-    names = dict.fromkeys(n for step in per_step for n in step)
-    out = []
-    for name in names:
-        values = np.array([step.get(name, (0, 0, 0)) for step in per_step], dtype=float)
-        calls, ns, events = np.median(values, axis=0).tolist()
-        out.append(KernelTime(name=name, calls=calls, time_us=us(ns), events=events))
+    on = kernels[(trace.lane[kernels] == lane) & (times.start[kernels] >= lo)]
+    on = on[times.start[on] < hi]
+    found: dict[str, tuple[int, int, int]] = {}
+    for row in on.tolist():
+        name = trace.strings[trace.name[row]]
+        calls, ns, events = found.get(name, (0, 0, 0))
+        dur = int(times.end[row] - times.start[row])
+        found[name] = (calls + 1, ns + dur, events + inside.get(row, 0))
+    out = [
+        KernelTime(name=name, calls=calls, time_us=us(ns), events=events, step=windows[median][0])
+        for name, (calls, ns, events) in found.items()
+    ]
     return tuple(sorted(out, key=lambda k: -k.time_us))
 
 
-def time_breakdown(
-    trace: Trace, definition: str, hta_rounding: bool = False, profiler_events: bool = False
-) -> TraceTimeBreakdown:
+@dataclass(frozen=True)
+class LabelledSteps:
+    """The steps of a light pass that ran one thing (a mode, or the calibration's), each with
+    its events by part, and (cpu) its CPU kernels in the step of median kernel time."""
+
+    steps: tuple[StepTime, ...]
+    kernels: tuple[KernelTime, ...] | None
+
+
+def labelled_steps(
+    trace: Trace, definition: str, labels: Mapping[str, str]
+) -> dict[str, LabelledSteps]:
+    """A light pass's steps by what ran in them (``labels``: ProfilerStep name -> label; steps
+    without a label are not read), each step's events charged by part (analysis/step_events)."""
+    if definition not in ("device", "cpu"):
+        raise ValueError(f"unknown definition {definition!r} (device or cpu)")
+    times = TraceTimes.of(trace, hta_rounding=False)
+    windows = [w for w in _windows(trace, times)[0] if w[0] in labels]
+    host = _HostEvents.of(trace, definition, times)
+    charged = host.charged(trace, times)
+    steps = _step_times(trace, times, definition, windows, host, charged)
+    out = {}
+    for label in dict.fromkeys(labels[w[0]] for w in windows):
+        mine = [i for i, w in enumerate(windows) if labels[w[0]] == label]
+        own_steps = tuple(steps[i] for i in mine)
+        kernels = None
+        if definition == "cpu":
+            own_windows = [windows[i] for i in mine]
+            kernels = _kernel_times(trace, times, own_windows, own_steps, host.rows[0], charged)
+        out[label] = LabelledSteps(own_steps, kernels)
+    return out
+
+
+def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) -> TraceTimeBreakdown:
     """Where ``trace``'s time goes under ``definition`` ("device" or "cpu", as the kernel count
-    decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers);
-    ``profiler_events``: each step's events by the part their cost lands in, and (cpu) each
-    CPU kernel's median time per step (a light pass's evidence: analysis/profiler_cost)."""
+    decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers)."""
     if definition not in ("device", "cpu"):
         raise ValueError(f"unknown definition {definition!r} (device or cpu)")
     times = TraceTimes.of(trace, hta_rounding)
@@ -362,11 +390,7 @@ def time_breakdown(
         device, launch = device_time(trace, times, step_rows(trace))
     windows, notes = _windows(trace, times)
     host = _HostEvents.of(trace, definition, times)
-    charged = host.charged(trace, times) if profiler_events else None
-    steps = _step_times(trace, times, definition, windows, host, charged)
-    kernels = None
-    if charged is not None and definition == "cpu":
-        kernels = _kernel_times(trace, times, windows, host.rows[0], charged)
+    steps = _step_times(trace, times, definition, windows, host, None)
     typical = typical_step(steps)
     info = trace.metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
@@ -380,5 +404,4 @@ def time_breakdown(
         typical=typical,
         bound=None if typical is None else bound_of(typical),
         notes=tuple(notes),
-        kernels=kernels,
     )
