@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from profreport.env import DTYPES
-from profreport.light_pass import LIGHT_TRACES
+from profreport.files import LIGHT_TRACES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run

@@ -27,11 +27,10 @@ from profreport.capture.profiling import (
     LightSession,
     profile_interleaved,
 )
+from profreport.files import LIGHT_TRACE_NAME, LIGHT_TRACES
 from profreport.record.model import MachineLoad, TimeBreakdown
 from profreport.traceio import Trace, load_trace
 
-LIGHT_TRACES = "time"  # the run folder's folder of the light pass's trace (not TensorBoard's)
-TRACE_NAME = "light.pt.trace.json.gz"
 SOURCE = (
     "profiler, light pass (no shapes, no FLOPs; the modes in interleaved rounds): this mode's "
     "steps by part, µs of profiled time; `step` is the one of median wall time (upper median); "
@@ -50,7 +49,7 @@ def light_pass(
 ) -> dict[str, TimeBreakdown]:
     """Each mode's time breakdown from one light pass (once more when the machine was busy);
     ProfilingFailed names a mode that raised."""
-    trace_path = run_dir / LIGHT_TRACES / TRACE_NAME
+    trace_path = run_dir / LIGHT_TRACES / LIGHT_TRACE_NAME
     attempts = 0
     while True:
         attempts += 1

@@ -13,7 +13,8 @@ from profreport.analysis.module_tree import LIGHT_TIME_METHOD, module_tree, tree
 from profreport.analysis.profiler_cost import kernel_time_per_call, median_step
 from profreport.capture.noise import Snapshot, watch
 from profreport.capture.profiling import LightSchedule, ProfilingFailed, light_schedule
-from profreport.light_pass import LIGHT_TRACES, light_pass
+from profreport.files import LIGHT_TRACES
+from profreport.light_pass import light_pass
 from profreport.record.model import (
     Bytes,
     KernelCounts,
@@ -260,3 +261,15 @@ def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profil
     assert list(prepared) == ["eager"]  # not timed either
     tb = modes["eager"].time_breakdown
     assert tb is not None and tb.steps and modes["trace"].time_breakdown is None
+
+
+def test_analyze_of_a_run_folder_skips_the_light_pass(tmp_path):
+    from profreport.cli.analyze import find_traces
+    from profreport.files import LIGHT_TRACE_NAME
+
+    (tmp_path / "tensorboard" / "eager").mkdir(parents=True)
+    (tmp_path / LIGHT_TRACES).mkdir()
+    mode_trace = tmp_path / "tensorboard" / "eager" / "eager.1.pt.trace.json"
+    mode_trace.write_text("{}")
+    (tmp_path / LIGHT_TRACES / LIGHT_TRACE_NAME).write_bytes(b"")
+    assert find_traces([str(tmp_path)]) == [mode_trace]
