@@ -194,6 +194,17 @@ def test_slower_mode_states_signed_parts():
     assert "no modeled bytes saved" in f.detail
 
 
+def test_a_mixed_saving_names_both_parts_and_what_the_bytes_explain():
+    true = _cpu_step(1000.0, 100.0, 30)
+    true.update(dispatch_us=700.0, python_us=200.0)  # more host overhead than eager's 800 µs
+    mode = _mode([_profiled(true, MODE_EVENTS)] * 3, 73_000_000, speedup=(2.0, 1.9, 2.1), cost=COST)
+    f = time_findings("compile", mode, LIGHT_EAGER, _ceilings(20 * GB))
+    assert f is not None and (f.work_saved_us, f.overhead_saved_us) == (1100.0, -100.0)
+    assert f.clause == (
+        "saved 1 ms: kernel time −1.1 ms (bytes explain at most 1.1 ms), host overhead +0.1 ms"
+    )
+
+
 def test_bytes_credit_is_bounded_by_bandwidth_and_the_rest_is_named():
     true = _cpu_step(1500.0, 700.0, 100)
     mode = _mode(
@@ -289,7 +300,7 @@ def test_cuda_graphs_show_the_host_overhead_they_remove():
     assert f is not None
     assert (f.saved_us, f.profiled_saved_us) == (600.0, 600.0)
     assert (f.work_saved_us, f.overhead_saved_us) == (10.0, 590.0)
-    assert f.clause == "saved 0.6 ms: 2% kernel time, of which bytes explain at most 0 ms"
+    assert f.clause == "saved 0.6 ms: 2% kernel time"  # no bytes saved: no bytes part
     assert f.detail is not None and "host overhead and idle −0.59 ms (100 → 1 launches)" in (
         f.detail
     )

@@ -221,13 +221,19 @@ def _clause(f: TimeFindings, mode: ModeResult, step: MedianStep) -> str:
     if mode.speedup_vs_eager is None and mode.latency_ms is None:
         head = f"profiled step {verb} {_ms(abs(saved))} (not timed)"
     work_name, overhead_name = _work_words(step.cpu)
+    credit = f.bytes_credit_us
+    bytes_part = (
+        f"bytes explain at most {_ms(credit, at_most=True)}"
+        if credit is not None and work > 0 and (f.bytes_saved or 0) > 0
+        else ""
+    )
     if profiled > 0 and work >= 0 and overhead >= 0:
         text = f"{head}: {work / profiled:.0%} {work_name}"
-        credit = f.bytes_credit_us
-        if credit is not None and work > 0:
-            text += f", of which bytes explain at most {_ms(credit, at_most=True)}"
-        return text + busy
-    return f"{head}: {work_name} {_signed(-work)}, {overhead_name} {_signed(-overhead)}{busy}"
+        return text + (f", of which {bytes_part}" if bytes_part else "") + busy
+    of_it = f" ({bytes_part})" if bytes_part else ""
+    return (
+        f"{head}: {work_name} {_signed(-work)}{of_it}, {overhead_name} {_signed(-overhead)}{busy}"
+    )
 
 
 def _detail(

@@ -286,7 +286,7 @@ def _visible(view: PageView) -> list[str]:
     lines.append("")
     lines += _verdict_lines([row["verdict"] for row in view["summary"]])
     lines += [
-        f"- **{md_cell(row['mode'])}**: {md_line(short_text(row['floor']['inconsistent'], 200))}"
+        f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"  # whole
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]
