@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from profreport.env import DTYPES
+from profreport.files import LIGHT_TRACES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run, derive_findings
@@ -227,16 +228,19 @@ class RunResult:
             if source.is_dir()
             else []
         )
-        clashes = [str(target / "tensorboard" / p.name) for p in mode_dirs]
-        clashes = [c for c in clashes if Path(c).exists()]
+        moves = [(p, target / "tensorboard" / p.name) for p in mode_dirs]
+        light = self.run_dir / LIGHT_TRACES  # the light passes' traces (time breakdown)
+        if light.is_dir():
+            moves.append((light, target / LIGHT_TRACES))
+        clashes = [str(to) for _, to in moves if to.exists()]
         if clashes:  # checked before anything moves, so a refusal leaves both folders intact
             raise FileExistsError(f"{clashes[0]} exists: save into a new folder")
         (target / "tensorboard").mkdir(parents=True, exist_ok=True)
-        for p in mode_dirs:
+        for p, to in moves:
             if self.owns_run_dir:
-                shutil.move(str(p), str(target / "tensorboard" / p.name))
+                shutil.move(str(p), str(to))
             else:
-                shutil.copytree(p, target / "tensorboard" / p.name)
+                shutil.copytree(p, to)
         if self.owns_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir, self.owns_run_dir = target, False

@@ -12,6 +12,11 @@ from pathlib import Path
 
 from profreport.exits import UsageError
 
+# The run folder's light-pass trace (light_pass.py): every mode interleaved with the profiler's
+# calibration steps, read for the time breakdown; TensorBoard's traces are under tensorboard/.
+LIGHT_TRACES = "time"
+LIGHT_TRACE_NAME = "light.pt.trace.json.gz"
+
 
 def read_text(path: Path, error: type[Exception]) -> str:
     """The UTF-8 text of `path`; `error` with one line ("no such file: ...", "cannot read ...:

@@ -39,7 +39,7 @@ from profreport.analysis.latency import summarize
 from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
 from profreport.analysis.paired import paired_speedups, wants_more_rounds
-from profreport.analysis.time_breakdown import time_breakdown
+from profreport.analysis.time_breakdown import step_walls_us
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
 from profreport.capture.cuda_context import lost_after
@@ -47,7 +47,7 @@ from profreport.capture.ncu import ChildModel, measure_mode, ncu_unavailable_rea
 from profreport.capture.ncu_results import unavailable_bytes
 from profreport.capture.noise import watch
 from profreport.capture.peak_memory import measure_peak
-from profreport.capture.profiling import profile_mode
+from profreport.capture.profiling import ProfilingFailed, light_schedule, profile_mode
 from profreport.capture.reference import METHOD as REFERENCE_METHOD
 from profreport.capture.reference import REFERENCE_SHARE, reference_workload
 from profreport.capture.timing import (
@@ -58,6 +58,7 @@ from profreport.capture.timing import (
     measure_latency,
 )
 from profreport.env import DTYPES, collect_env, device_info, make_sync
+from profreport.light_pass import light_pass
 from profreport.models import LoadedModel
 from profreport.modes import (
     BytesWork,
@@ -91,7 +92,6 @@ from profreport.record.model import (
     Run,
     Settings,
     TensorIO,
-    TimeBreakdown,
     TimingNoise,
     TimingSettings,
     Tool,
@@ -192,25 +192,6 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
             kernel_time_us=counts.kernel_time_us,
         ),
         table=tuple(table),
-    )
-
-
-TIME_SOURCE = (
-    "profiler: the ProfilerStep of median wall time (upper median) of the profiled steps, "
-    "µs of profiled time (the profiler's own overhead included)"
-)
-
-
-def _time_breakdown(trace: Trace, device: torch.device) -> TimeBreakdown:
-    """Where the mode's profiled steps went (analysis/time_breakdown): the median step's parts
-    and every step's wall time."""
-    definition = "device" if device.type == "cuda" else "cpu"
-    found = time_breakdown(trace, definition)
-    return TimeBreakdown(
-        definition=definition,
-        source=TIME_SOURCE,
-        step=found.typical,
-        step_walls_us=tuple(s.wall_us for s in found.steps),
     )
 
 
@@ -568,6 +549,7 @@ class RunCollector:
         self._run: Run | None = None
         self._ceilings: Ceilings | None = None
         self._bytes_work: dict[str, BytesWork] = {}
+        self._step_walls: dict[str, list[float]] = {}  # each mode's profiled steps, for sizing
         self.stage: TimingStage | None = None
         self._ab: AbSide | None = None
         self._finished = False
@@ -631,7 +613,9 @@ class RunCollector:
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
                 self._save_so_far(modes, NOT_TIMED_YET)
-        _nothing_running_before_timing()
+            _nothing_running_before_timing()
+            with phases.phase("time_breakdown"):
+                context_lost = self._light_pass(modes, prepared_modes, context_lost)
         self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
         return self.stage
 
@@ -667,8 +651,7 @@ class RunCollector:
             with phases.phase("kernels"):
                 trace = load_trace(trace_path)
                 entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
-            with phases.phase("time_breakdown"):
-                entry = entry.adding(time_breakdown=_time_breakdown(trace, device))
+                self._step_walls[name] = step_walls_us(trace)
                 del trace
             with phases.phase("peak_memory"):
                 peak = measure_peak(prepared.fn, model.example_inputs, device, sync)
@@ -679,6 +662,40 @@ class RunCollector:
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
         return entry, prepared
+
+    def _light_pass(
+        self,
+        modes: dict[str, ModeResult],
+        prepared: dict[str, PreparedMode],
+        context_lost: str | None,
+    ) -> str | None:
+        """Every prepared mode's time breakdown from one light pass (light_pass.py); a mode that
+        raises is marked failed and the others profiled again without it. Returns why the
+        device can run nothing more, else None."""
+        setup = self.setup
+        inputs = setup.model.example_inputs
+        while prepared and context_lost is None:
+            walls = [self._step_walls.get(name, ()) for name in prepared]
+            schedule = light_schedule(walls, setup.options.profile.active)
+            setup.progress(
+                f"profiling {len(prepared)} modes interleaved for the time breakdown "
+                f"({schedule.rounds} rounds)"
+            )
+            fns = {name: partial(p.fn, *inputs) for name, p in prepared.items()}
+            start = interrupts.mark()
+            try:
+                found = light_pass(fns, setup.device, self.sync, setup.run_dir, schedule)
+            except ProfilingFailed as failure:
+                interrupts.reraise_if_interrupted(failure.error, start)
+                name = failure.mode
+                modes[name] = _mark_failed(modes[name], name, failure.error, setup.device)
+                del prepared[name]
+                context_lost = lost_after(name, setup.device)
+                continue
+            for name, breakdown in found.items():
+                modes[name] = modes[name].adding(time_breakdown=breakdown)
+            break
+        return context_lost
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""

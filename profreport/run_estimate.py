@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from profreport.capture.profiling import light_schedule
 from profreport.capture.timing import TimingConfig, expected_timing_s
 from profreport.modes.base import WARMUP_CALLS
 from profreport.record.model import ProfileSchedule
@@ -18,10 +19,11 @@ def duration_notice(
     call_s: float, n_modes: int, schedule: ProfileSchedule, timing: TimingConfig
 ) -> Notice | None:
     """What a heavy run will cost, from eager's first call (`call_s`, measured): the calls each
-    mode makes outside the timing (its warm-up, the profiled steps, peak memory, the bytes
-    capture, the output check), then the latency timing within its budget; None for a light
+    mode makes outside the timing (its warm-up, the profiled steps of both passes, peak
+    memory, the bytes capture, the output check), then the latency timing within its budget; None for a light
     run. Compile time is not known before compiling and is left out."""
-    calls_per_mode = WARMUP_CALLS + schedule.total_steps + CHECK_CALLS
+    light = light_schedule([[call_s * 1e6]] * n_modes, schedule.active).calls_per_mode
+    calls_per_mode = WARMUP_CALLS + schedule.total_steps + light + CHECK_CALLS
     others_s = n_modes * calls_per_mode * call_s
     timing_s = expected_timing_s(call_s, n_modes, timing)
     if others_s + timing_s < HEAVY_RUN_S:

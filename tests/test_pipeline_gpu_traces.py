@@ -4,9 +4,11 @@ from pathlib import Path
 
 import torch
 
+from profreport.analysis.profiler_cost import median_step
+from profreport.analysis.time_breakdown import labelled_steps, typical_step
 from profreport.modes import PreparedMode
-from profreport.pipeline import _kernel_counts, _time_breakdown
-from profreport.record.model import TimeBreakdown
+from profreport.pipeline import _kernel_counts
+from profreport.record.model import ProfilerCost, TimeBreakdown
 from profreport.traceio import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -44,11 +46,33 @@ def test_rocm_trace_counts_hip_launches():
 
 
 def test_time_breakdown_record_of_a_real_rocm_trace():
-    """The device path of the pipeline's time breakdown: the median step's device view."""
-    breakdown = _time_breakdown(load_trace(DATA / "mi250_rocm_train.json.gz"), CUDA)
-    assert breakdown.definition == "device" and breakdown.step is not None
+    """The device path of the light pass's reading: each step's device view, its events charged
+    by part, and the profiler's cost removed from the host's wait only."""
+    trace = load_trace(DATA / "mi250_rocm_train.json.gz")
+    labels = {"ProfilerStep#1": "eager", "ProfilerStep#2": "eager"}
+    found = labelled_steps(trace, "device", labels)["eager"]
+    assert found.kernels is None  # CPU kernels' times: the cpu definition only
+    cost = ProfilerCost(per_event_us=1.0, per_step_us=5.0)
+    breakdown = TimeBreakdown(
+        definition="device",
+        step=typical_step(found.steps),
+        step_walls_us=tuple(s.wall_us for s in found.steps),
+        steps=found.steps,
+        profiler_cost=cost,
+    )
     assert TimeBreakdown.from_json(breakdown.to_json()) == breakdown  # it round-trips
+    busy, idle = found.steps
+    # 36 dispatcher ops, 7 launches and their runtime calls: each charged where it was opened
+    # (launches inside ops: dispatch), ten ops opened by Python, one inside a wrapper
+    assert busy.events == {"dispatch": 37, "wrapper": 1, "python": 10}
+    assert idle.events == {}  # an empty step recorded nothing
+    median = median_step(breakdown)
+    assert median is not None and median.corrected and not median.cpu
+    raw = [s.device_busy_us or 0 for s in found.steps]
+    assert median.work_us == sum(raw) / 2  # device busy time: nothing removed from it
+    assert median.removed_us <= sum(s.host_wait_us or 0 for s in found.steps) / 2
     step = breakdown.step
+    assert step is not None
     assert breakdown.step_walls_us == (9288.291, 49.073)  # two host ProfilerSteps
     assert step.wall_us == 9288.291  # the upper median of two
     assert step.op_us is None and step.launch_us is not None

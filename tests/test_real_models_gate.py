@@ -12,7 +12,8 @@ vision transformer (Swin) and an audio encoder (Whisper's). Five of them (and Mo
 ended in an IndexError deriving optimize's findings, with nothing written.
 
 It also holds what the export tests of these models checked (export flattens a DynamicCache and
-an EncoderDecoderCache as trace does; DistilBERT's export models the bytes compile does)."""
+an EncoderDecoderCache as trace does; DistilBERT's export models the bytes compile does;
+Mistral's export counts the library calls its shim calls run, as compile's)."""
 
 import importlib.util
 import json
@@ -28,6 +29,7 @@ from types import ModuleType
 import pytest
 import torch
 
+from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.format import fmt_bytes
 from tests.independent_bytes import GatherAwareReads
 
@@ -233,3 +235,28 @@ def test_distilbert_export_models_the_bytes_and_kernels_compile_does(runs):
     assert total["compile"] < 30_522 * 768 * 4  # less than the table alone
     kernels = {m: modes[m]["kernels"]["per_step"] for m in ("compile", "export")}
     assert abs(kernels["export"] - kernels["compile"]) <= 2, kernels
+
+
+def test_mistral_export_counts_every_library_call_and_kernel_compile_runs(runs):
+    """Where compile's graph is export's (one whole graph, no break), export runs at least its
+    library (extern) calls and generated kernels per step: AOTInductor's shim calls are counted
+    as the library ops they run (issue 41), not left out as wrappers."""
+    modes = _record(runs, "mistral")["modes"]
+    compiled, export = modes["compile"], modes["export"]
+    assert (compiled["compiler"]["graphs"], compiled["compiler"]["graph_breaks"]) == (1, 0)
+    library = [g for g in compiled["fusion"]["groups"] if g["note"].startswith("library call")]
+    generated = sum(
+        r["calls_per_step"] for r in compiled["kernels"]["table"] if is_inductor_kernel(r["name"])
+    )
+    assert library and generated
+    assert export["kernels"]["per_step"] >= len(library) + generated
+    # the library calls pair by op name, with the same calls per step
+    ops = {
+        r["name"]: r["calls_per_step"]
+        for r in compiled["kernels"]["table"]
+        if not is_inductor_kernel(r["name"])
+    }
+    exported = {r["name"]: r for r in export["kernels"]["table"]}
+    for name, calls in ops.items():
+        assert exported[name]["calls_per_step"] == calls, name
+        assert exported[name]["launched_by"].startswith("aoti_torch_cpu_"), name

@@ -15,9 +15,10 @@ TIMING = TimingConfig(min_time_s=0.3, max_time_s=60.0)
 
 def test_a_run_heavier_than_its_budget_says_so():
     notice = duration_notice(45.0, 5, SCHEDULE, TIMING)
-    # ALBERT xxlarge on a busy 2-core machine: 5 x 11 x 45 s; a warm-up call and one round each
+    # ALBERT xxlarge on a busy 2-core machine: 5 x 14 x 45 s (the light pass of a heavy model:
+    # 3 rounds, nothing more); a warm-up call and one round each
     assert notice == (
-        "eager's first call took 45.00 s: expect about 41.2 min of warm-up, profiling and checks "
+        "eager's first call took 45.00 s: expect about 52.5 min of warm-up, profiling and checks "
         "for 5 modes (plus compile time), then about 7.5 min of latency timing (more than "
         "--max-time 60 s: each mode is warmed up and timed at least once)"
     )
@@ -28,11 +29,12 @@ def test_a_light_run_says_nothing():
 
 
 def test_a_heavy_run_names_its_phases_and_the_budget():
-    # ALBERT xxlarge-like: 2.5 s a call, 6 modes; 3 warm-up + 5 profiled + 3 checks = 11 calls
+    # ALBERT xxlarge-like: 2.5 s a call, 6 modes; 3 warm-up + 5 profiled + 3 in the light pass
+    # + 3 checks = 14 calls
     notice = duration_notice(2.5, 6, SCHEDULE, TIMING)
     assert isinstance(notice, Notice)
     assert notice == (
-        "eager's first call took 2.50 s: expect about 2.8 min of warm-up, profiling and checks "
+        "eager's first call took 2.50 s: expect about 3.5 min of warm-up, profiling and checks "
         "for 6 modes (plus compile time), then about 60 s of latency timing (the --max-time "
         "budget)"
     )
@@ -40,10 +42,11 @@ def test_a_heavy_run_names_its_phases_and_the_budget():
 
 def test_a_run_heavy_enough_but_within_its_budget_does_not_claim_the_budget():
     notice = duration_notice(0.6, 2, SCHEDULE, TimingConfig(min_time_s=0.3, max_time_s=600))
-    # 2 x 11 x 0.6 s = 13.2 s; timing: six warm-up calls each until the call time is steady
-    # (3.6 s, within a tenth of the budget), then 15 rounds of 1.2 s: 25.2 s
+    # 2 x 17 x 0.6 s = 20.4 s (the light pass: a warm-up round and 5 rounds); timing: six
+    # warm-up calls each until the call time is steady (3.6 s, within a tenth of the budget),
+    # then 15 rounds of 1.2 s: 25.2 s
     assert notice == (
-        "eager's first call took 0.60 s: expect about 13 s of warm-up, profiling and checks for "
+        "eager's first call took 0.60 s: expect about 20 s of warm-up, profiling and checks for "
         "2 modes (plus compile time), then about 25 s of latency timing"
     )
 

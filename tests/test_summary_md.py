@@ -111,3 +111,26 @@ def test_a_recorded_decoder_lm_summary_fits_with_its_headline_visible():
         assert row.startswith(f"| {name} | ok | {expected} |"), row
     # compile's 58 why-not-fused entries are 34 rows (one per layer-alike entry), + trace's one
     assert "Why it did not fuse (35 distinct reasons)" in md
+
+
+def test_a_verdict_is_shown_whole_or_folded_whole_never_cut():
+    from profreport.render.markdown import VERDICTS_CHARS, _verdict_lines
+
+    short = "compile: 7 eager kernels ran as 1 kernel; saved 0.5 ms: 80% kernel time"
+    long_one = "trace: " + "; ".join(f"clause {i} says something whole" for i in range(60))
+    lines = _verdict_lines([short, long_one, short.replace("compile", "export")])
+    assert lines[0] == f"- {short}"  # whole
+    assert lines[1] == "- trace: verdict folded below"
+    assert lines[2] == "- export: 7 eager kernels ran as 1 kernel; saved 0.5 ms: 80% kernel time"
+    body = "\n".join(lines)
+    assert f"- {long_one}" in body and "…" not in body  # folded whole, nothing cut
+    assert outside_details(body).count("clause 59") == 0
+    # a budget spent: the rest fold, whole, in order
+    many = [f"m{i}: " + "x " * 300 for i in range(10)]
+    folded_lines = _verdict_lines(many)
+    shown = [line for line in folded_lines[:10] if "folded below" not in line]
+    assert sum(len(line) for line in shown) <= VERDICTS_CHARS + 2 * len(shown)
+    assert all(
+        f"- {v.strip()}" in "\n".join(folded_lines) or f"- {v}" in "\n".join(folded_lines)
+        for v in many
+    )

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from profreport.analysis.kernels import count_kernels
-from profreport.analysis.time_breakdown import bound_of, time_breakdown
+from profreport.analysis.time_breakdown import bound_of, labelled_steps, time_breakdown
 from profreport.record.model import StepTime
 from profreport.traceio import load_trace
 from tests.counter_trace import x_event
@@ -355,3 +355,57 @@ def test_bound_thresholds(step, label):
 def test_unknown_definition_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown definition"):
         time_breakdown(_load(tmp_path, [_x("aten::mm", 0, 1)]), "auto")
+
+
+def test_each_events_cost_is_charged_to_the_part_of_the_range_holding_it(tmp_path):
+    """The profiler's cost of an event lands in the range that holds it: linear's addmm in
+    linear (dispatch), addmm's copy_ in addmm (a kernel: its own time), what Python opened in
+    Python, the generated kernel in its wrapper."""
+    events = [
+        _x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        _x("aten::linear", 10, 50),
+        _x("aten::addmm", 15, 40),
+        _x("aten::copy_", 16, 5),
+        _x("aten::empty", 62, 2),
+        _x("Torch-Compiled Region: 0/0", 70, 25),
+        _x("graph_0_cpp_fused_add_0", 75, 15),
+        _x("ProfilerStep#2", 100, 50, cat="user_annotation"),
+        _x("aten::addmm", 110, 30),
+        _x("aten::copy_", 111, 4),
+        _x("aten::copy_", 120, 4),
+    ]
+    labels = {"ProfilerStep#1": "eager", "ProfilerStep#2": "eager"}
+    b = labelled_steps(_load(tmp_path, events), "cpu", labels)["eager"]
+    first, second = b.steps
+    assert first.events == {"op": 1, "dispatch": 1, "wrapper": 1, "python": 3}
+    assert second.events == {"op": 2, "python": 1}
+    # the kernels of the step of median kernel time (the lower median: 30 of 30 and 55 µs)
+    (addmm,) = b.kernels or ()
+    assert (addmm.name, addmm.calls, addmm.time_us, addmm.events) == ("aten::addmm", 1, 30.0, 2)
+    assert addmm.step == "ProfilerStep#2"
+    assert time_breakdown(_load(tmp_path, events), "cpu").steps[0].events is None  # light only
+    # a step with no label is not read
+    only = labelled_steps(_load(tmp_path, events), "cpu", {"ProfilerStep#2": "compile"})
+    assert list(only) == ["compile"] and len(only["compile"].steps) == 1
+
+
+def test_the_calibration_separates_loop_steps_from_empty_ones(tmp_path):
+    from profreport.analysis.profiler_cost import calibration_cost
+
+    events = []
+    labels = {}
+    for n in range(6):  # even steps: 4 additions of 3 µs each (1 µs unprofiled); odd: empty
+        start = n * 100
+        wall = 2 if n % 2 else 20
+        events.append(_x(f"ProfilerStep#{n}", start, wall, cat="user_annotation"))
+        labels[f"ProfilerStep#{n}"] = "empty" if n % 2 else "loop"
+        if n % 2 == 0:
+            events += [_x("aten::add", start + 2 + 4 * i, 3) for i in range(4)]
+    found = labelled_steps(_load(tmp_path, events), "cpu", labels)
+    loops, empties = found["loop"].steps, found["empty"].steps
+    cost = calibration_cost(loops, empties, calls=4, unprofiled_call_us=[1.0, 1.2, 0.8])
+    # (20 µs loop step - 4 x 1 µs - 2 µs empty step) / 4 events
+    assert (cost.per_event_us, cost.per_step_us) == (3.5, 2.0)
+    assert (cost.events_per_step, cost.steps, cost.profiled_step_us) == (4.0, 3, 20.0)
+    with pytest.raises(ValueError, match="no loop step"):
+        calibration_cost(loops, empties, calls=4, unprofiled_call_us=[])

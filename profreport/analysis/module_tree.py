@@ -4,8 +4,13 @@ fused groups saved the most modeled bytes. Pure functions over a run with findin
 
 Units of work: eager-like modes (the dispatcher's sequence): one dispatched call each, at its
 modeled bytes; compile-like modes (a fusion map with kernel calls): one kernel call per fusion
-group, at the kernel's modeled bytes. Time: each call at its kernel row's mean profiler time per
-call (the profiler measures a row over all its calls, not per module: apportioned by calls).
+group, at the kernel's modeled bytes. Time: each call at its kernel's time per call (the
+profiler measures a kernel over all its calls, not per module: apportioned by calls): on a CPU
+run its time in the light pass's step of median kernel time, the cost of the events recorded
+inside it removed (analysis/profiler_cost), so the tree sums to at most the median step; on a
+device run, or a record without a light pass, the kernel row's mean profiler time per call.
+Each mode's `TreeShare` says how much of its median step the modules hold, and where the rest
+went.
 """
 
 from __future__ import annotations
@@ -14,10 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from profreport.analysis.attribution import group_module
+from profreport.analysis.profiler_cost import kernel_time_per_call, mode_median_step
 from profreport.record.model import FusionGroup, KernelRow, ModeResult, Run
 
 TIME_METHOD = (
     "profiler time apportioned: each call at its kernel row's mean time per call (per step)"
+)
+LIGHT_TIME_METHOD = (
+    "profiler time apportioned: each call at its kernel's time per call in the light pass's "
+    "step of median kernel time, the profiler's cost inside the kernel removed"
 )
 
 
@@ -67,14 +77,34 @@ class ModuleNode:
     last: str = ""
 
 
-def _row_time(row: KernelRow | None) -> float | None:
+def _table_time(row: KernelRow | None) -> float | None:
     if row is None or row.time_us_per_step is None or not row.calls_per_step:
         return None
     return row.time_us_per_step / row.calls_per_step
 
 
+def _light_times(mode: ModeResult) -> Mapping[str, float] | None:
+    """The mode's CPU kernels' times per call from its light pass; None without one."""
+    tb = mode.time_breakdown
+    if tb is None or tb.kernels is None:
+        return None
+    return kernel_time_per_call(tb)
+
+
+def time_method(mode: ModeResult) -> str:
+    """How a mode's module times were taken."""
+    return TIME_METHOD if _light_times(mode) is None else LIGHT_TIME_METHOD
+
+
 def mode_work(mode: ModeResult) -> list[Work] | None:
     """The placed calls of one mode; None when the mode recorded no modules."""
+    light = _light_times(mode)
+
+    def _row_time(row: KernelRow | None) -> float | None:
+        if light is None:
+            return _table_time(row)
+        return None if row is None else light.get(row.name)
+
     rows = mode.kernels.table if mode.kernels is not None else ()
     by_name = {r.name: r for r in rows}
     by_op: dict[str, KernelRow] = {}
@@ -197,6 +227,51 @@ def module_tree(run: Run) -> ModuleNode | None:
         return None
     _fold(root)
     return root
+
+
+@dataclass(frozen=True)
+class TreeShare:
+    """How much of a mode's median step (the profiler's cost removed, where measured) its
+    module tree holds, and the rest: calls with no module recorded, ops the profiler cannot
+    see (inferred, no module), and host time outside kernels (dispatch, wrappers, Python)."""
+
+    mode: str
+    step_us: float
+    placed_us: float
+    unplaced_us: float
+    inferred_us: float
+    corrected: bool
+
+    @property
+    def outside_us(self) -> float:
+        return max(0.0, self.step_us - self.placed_us - self.unplaced_us - self.inferred_us)
+
+    @property
+    def share(self) -> float:
+        return self.placed_us / self.step_us if self.step_us > 0 else 0.0
+
+
+def tree_shares(run: Run, tree: ModuleNode) -> list[TreeShare]:
+    """Each mode of ``tree``: the share of its median step its modules hold."""
+    unplaced = next((c for c in tree.children if c.path == UNPLACED), None)
+    out = []
+    for name, totals in tree.modes.items():
+        step = mode_median_step(run.modes[name])
+        if step is None:
+            continue
+        loose = unplaced.modes.get(name) if unplaced is not None else None
+        loose_us = loose.time_us if loose is not None else 0.0
+        out.append(
+            TreeShare(
+                mode=name,
+                step_us=step.total_us,
+                placed_us=totals.time_us - loose_us,
+                unplaced_us=loose_us,
+                inferred_us=step.inferred_us,
+                corrected=step.corrected,
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)

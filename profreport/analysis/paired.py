@@ -201,10 +201,11 @@ def moved_rounds(samples: Sequence[float], move: float = ROUND_MOVE) -> float:
     return float(np.mean(np.abs(a - med) > move * med))
 
 
-def machine_reasons(load: MachineLoad | None) -> list[str]:
+def machine_reasons(load: MachineLoad | None, during: str = "timing") -> list[str]:
     """Why the machine was not quiet, from a capture/noise.py sample; [] when it was or unknown.
     profreport's own child processes compete for the CPU as much as a stranger does: their
-    share is held to the same limit, and named as theirs."""
+    share is held to the same limit, and named as theirs. `during`: what the sample watched
+    (the light profiling pass reads it too)."""
     if load is None:
         return []
     reasons = []
@@ -217,7 +218,7 @@ def machine_reasons(load: MachineLoad | None) -> list[str]:
     ):
         if share is not None and share > MAX_OTHER_BUSY_SHARE:
             reasons.append(
-                f"{who} used {share:.0%} of the machine's CPU time while timing "
+                f"{who} used {share:.0%} of the machine's CPU time while {during} "
                 f"(limit {MAX_OTHER_BUSY_SHARE:.0%})"
             )
     return reasons

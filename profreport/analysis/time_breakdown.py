@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,7 +43,8 @@ from profreport.analysis.device_time import (
 )
 from profreport.analysis.kernel_definitions import LAUNCH_API_RE
 from profreport.analysis.kernels import cpu_kernel_rows, dispatcher_mask
-from profreport.record.model import Section, StepTime
+from profreport.analysis.step_events import ChargedEvents, charged_events
+from profreport.record.model import KernelTime, Section, StepTime
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS
 
@@ -120,6 +122,7 @@ class _HostEvents:
     parts: tuple[_LaneIndex, ...]  # in HOST_PARTS order
     dispatcher: _LaneIndex  # every dispatcher op (kernels and bookkeeping)
     launches: _LaneIndex
+    rows: tuple[np.ndarray, ...]  # each part's rows, in HOST_PARTS order
 
     @classmethod
     def of(cls, trace: Trace, definition: str, times: TraceTimes) -> _HostEvents:
@@ -140,13 +143,24 @@ class _HostEvents:
             tuple(_LaneIndex(trace, r, times) for r in rows),
             _LaneIndex(trace, ops[is_dispatcher], times),
             _LaneIndex(trace, runtime[is_launch], times),
+            rows,
+        )
+
+    def charged(self, trace: Trace, times: TraceTimes) -> ChargedEvents:
+        """Each host event charged to the part its recording cost lands in (step_events)."""
+        return charged_events(
+            HOST_PARTS, self.rows, step_rows(trace), trace.lane, times.start, times.end
         )
 
 
 def _step_times(
-    trace: Trace, times: TraceTimes, definition: str, windows: list[tuple[str, int, int, int]]
+    trace: Trace,
+    times: TraceTimes,
+    definition: str,
+    windows: list[tuple[str, int, int, int]],
+    host: _HostEvents,
+    charged: ChargedEvents | None,
 ) -> tuple[StepTime, ...]:
-    host = _HostEvents.of(trace, definition, times)
     device = definition == "device"
     work = device_work_rows(trace) if device else _NONE
     call_ts = _NONE
@@ -177,6 +191,8 @@ def _step_times(
             "dispatched_ops": host.dispatcher.started(lane, lo, hi),
             "launches": host.launches.started(lane, lo, hi),
         }
+        if charged is not None:
+            values["events"] = charged.counts(lane, lo, hi)
         if device:
             mine = step_of == i
             start, end = times.start[work[mine]], times.end[work[mine]]
@@ -246,6 +262,11 @@ def _windows(trace: Trace, times: TraceTimes) -> tuple[list[tuple[str, int, int,
     return [("whole trace", busiest, lo, hi)], [note]
 
 
+def step_walls_us(trace: Trace) -> list[float]:
+    """Each ProfilerStep's wall time (µs), in trace order."""
+    return [us(int(trace.dur_ns[r])) for r in step_rows(trace).tolist()]
+
+
 def typical_step(steps: tuple[StepTime, ...]) -> StepTime | None:
     """The step of median wall time (upper median: a step that really ran)."""
     if not steps:
@@ -294,6 +315,70 @@ def bound_of(step: StepTime) -> BoundLabel:
     return BoundLabel("host-bound", f"{facts} (the device waits for the host)")
 
 
+def _kernel_times(
+    trace: Trace,
+    times: TraceTimes,
+    windows: list[tuple[str, int, int, int]],
+    steps: tuple[StepTime, ...],
+    kernels: np.ndarray,
+    charged: ChargedEvents,
+) -> tuple[KernelTime, ...]:
+    """Each CPU kernel's calls, time and inside events in the step of median CPU kernel time
+    (the lower median: its kernels sum to at most the median), longest first."""
+    if not windows:
+        return ()
+    ops = [s.op_us or 0.0 for s in steps]
+    median = int(np.argsort(ops, kind="stable")[(len(ops) - 1) // 2])
+    _, lane, lo, hi = windows[median]
+    inside = charged.inside_kernels()
+    on = kernels[(trace.lane[kernels] == lane) & (times.start[kernels] >= lo)]
+    on = on[times.start[on] < hi]
+    found: dict[str, tuple[int, int, int]] = {}
+    for row in on.tolist():
+        name = trace.strings[trace.name[row]]
+        calls, ns, events = found.get(name, (0, 0, 0))
+        dur = int(times.end[row] - times.start[row])
+        found[name] = (calls + 1, ns + dur, events + inside.get(row, 0))
+    out = [
+        KernelTime(name=name, calls=calls, time_us=us(ns), events=events, step=windows[median][0])
+        for name, (calls, ns, events) in found.items()
+    ]
+    return tuple(sorted(out, key=lambda k: -k.time_us))
+
+
+@dataclass(frozen=True)
+class LabelledSteps:
+    """The steps of a light pass that ran one thing (a mode, or the calibration's), each with
+    its events by part, and (cpu) its CPU kernels in the step of median kernel time."""
+
+    steps: tuple[StepTime, ...]
+    kernels: tuple[KernelTime, ...] | None
+
+
+def labelled_steps(
+    trace: Trace, definition: str, labels: Mapping[str, str]
+) -> dict[str, LabelledSteps]:
+    """A light pass's steps by what ran in them (``labels``: ProfilerStep name -> label; steps
+    without a label are not read), each step's events charged by part (analysis/step_events)."""
+    if definition not in ("device", "cpu"):
+        raise ValueError(f"unknown definition {definition!r} (device or cpu)")
+    times = TraceTimes.of(trace, hta_rounding=False)
+    windows = [w for w in _windows(trace, times)[0] if w[0] in labels]
+    host = _HostEvents.of(trace, definition, times)
+    charged = host.charged(trace, times)
+    steps = _step_times(trace, times, definition, windows, host, charged)
+    out = {}
+    for label in dict.fromkeys(labels[w[0]] for w in windows):
+        mine = [i for i, w in enumerate(windows) if labels[w[0]] == label]
+        own_steps = tuple(steps[i] for i in mine)
+        kernels = None
+        if definition == "cpu":
+            own_windows = [windows[i] for i in mine]
+            kernels = _kernel_times(trace, times, own_windows, own_steps, host.rows[0], charged)
+        out[label] = LabelledSteps(own_steps, kernels)
+    return out
+
+
 def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) -> TraceTimeBreakdown:
     """Where ``trace``'s time goes under ``definition`` ("device" or "cpu", as the kernel count
     decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers)."""
@@ -304,7 +389,8 @@ def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) ->
     if definition == "device":
         device, launch = device_time(trace, times, step_rows(trace))
     windows, notes = _windows(trace, times)
-    steps = _step_times(trace, times, definition, windows)
+    host = _HostEvents.of(trace, definition, times)
+    steps = _step_times(trace, times, definition, windows, host, None)
     typical = typical_step(steps)
     info = trace.metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None

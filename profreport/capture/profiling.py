@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
+from torch.profiler import schedule as profiler_schedule
 
 from profreport.record.model import ProfileSchedule
 
@@ -39,7 +43,9 @@ def profile_mode(
     before = set(trace_dir.glob("*.pt.trace.json*"))
     with profile(
         activities=activities_for(device),
-        schedule=schedule(wait=steps.wait, warmup=steps.warmup, active=steps.active, repeat=1),
+        schedule=profiler_schedule(
+            wait=steps.wait, warmup=steps.warmup, active=steps.active, repeat=1
+        ),
         on_trace_ready=tensorboard_trace_handler(str(trace_dir), worker_name=worker_name),
         record_shapes=True,
         with_flops=True,
@@ -53,6 +59,146 @@ def profile_mode(
         raise RuntimeError(f"expected one trace in {trace_dir}, found {len(written)}")
     add_rank_info(written[0])
     return written[0]
+
+
+# The light pass: every mode's steps in interleaved rounds, so that a load coming and going
+# hits them alike (as the timing does); where steps are short (under REPEAT_BELOW_S) each step
+# read follows a call of the same mode (`repeat` 2: warm caches, as in a timed block). Enough
+# rounds that slow steps cannot move a median (5: two may be slow), about LIGHT_PASS_S per mode;
+# a model whose step takes over HEAVY_STEP_S gets --active-steps rounds and no warm-up round (a
+# median of 3 still outvotes one slow step).
+LIGHT_PASS_S = 0.3
+LIGHT_ROUNDS = (5, 20)  # at least, at most (never fewer than the run's --active-steps)
+REPEAT_BELOW_S = 0.1
+HEAVY_STEP_S = 2.0
+CALIBRATION_LOOP = "(calibration: additions)"
+EMPTY_STEP = "(calibration: empty step)"
+
+
+@dataclass(frozen=True)
+class LightSchedule:
+    """How a light pass runs: `warmup_rounds` unused rounds, then `rounds` rounds, each mode
+    `repeat` times a round (the last call of each is the one read)."""
+
+    rounds: int
+    warmup_rounds: int = 1
+    repeat: int = 2
+
+    @property
+    def calls_per_mode(self) -> int:
+        return (self.warmup_rounds + self.rounds) * self.repeat
+
+
+def light_schedule(step_walls_us: Sequence[Sequence[float]], at_least: int) -> LightSchedule:
+    """The light pass of modes whose profiled steps took ``step_walls_us`` (each mode's)."""
+    step_s = [sorted(w)[len(w) // 2] / 1e6 for w in step_walls_us if w]
+    longest = max(step_s, default=0.0)
+    if longest > HEAVY_STEP_S:
+        return LightSchedule(rounds=at_least, warmup_rounds=0, repeat=1)
+    repeat = 2 if longest < REPEAT_BELOW_S else 1
+    round_s = repeat * sum(step_s)
+    wanted = math.ceil(LIGHT_PASS_S * len(step_s) / round_s) if round_s > 0 else LIGHT_ROUNDS[1]
+    rounds = max(at_least, min(LIGHT_ROUNDS[1], max(LIGHT_ROUNDS[0], wanted)))
+    return LightSchedule(rounds, repeat=repeat)
+
+
+class ProfilingFailed(Exception):
+    """A mode raised during the light pass (out of memory, say); `mode` names it."""
+
+    def __init__(self, mode: str, error: BaseException) -> None:
+        super().__init__(f"{mode} failed while profiled: {type(error).__name__}: {error}")
+        self.mode, self.error = mode, error
+
+
+@dataclass(frozen=True)
+class LightSession:
+    """What a light pass recorded: its trace, which ProfilerStep ran what (a mode,
+    CALIBRATION_LOOP or EMPTY_STEP; the steps not read are left out), and the calibration's
+    `calls` additions per loop step, one addition's time per unprofiled block."""
+
+    trace: Path
+    labels: dict[str, str]
+    schedule: LightSchedule
+    calls: int
+    unprofiled_call_us: tuple[float, ...]
+    modes: tuple[str, ...] = ()  # in the order given
+
+
+def _rotated(round_no: int, names: list[str]) -> list[str]:
+    shift = round_no % len(names)
+    return names[shift:] + names[:shift]
+
+
+def profile_interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    device: torch.device,
+    sync: Callable[[], None],
+    trace_path: Path,
+    schedule: LightSchedule,
+    calls: int = 200,
+    blocks: int = 15,
+    shapes: bool = False,
+) -> LightSession:
+    """The light pass: with nothing but time recorded (no shapes, no FLOPs: its own cost is
+    small, and measured here), every mode of ``fns`` in rounds of rotated order, each round
+    also one step of ``calls`` tensor additions (two 4-element tensors on ``device``) and one
+    empty step: the profiler's cost, against the additions timed without the profiler in
+    ``blocks`` blocks (half before, half after). ``shapes`` records shapes and FLOPs as
+    profile_mode does (bench/time_agreement.py compares). A mode that raises stops it with
+    ProfilingFailed. The trace is written to ``trace_path`` (gzipped when it ends in .gz)."""
+    a = torch.ones(4, device=device)
+    b = torch.ones(4, device=device)
+
+    def loop() -> None:
+        for _ in range(calls):
+            torch.add(a, b)
+
+    def unprofiled(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            sync()
+            start = time.perf_counter()
+            loop()
+            sync()
+            out.append((time.perf_counter() - start) / calls * 1e6)
+        return out
+
+    def nothing() -> None:
+        return None
+
+    loop()  # warm: the first call of an op pays for its dispatch caches
+    timed = unprofiled(blocks // 2)
+    steps: dict[str, Callable[[], Any]] = {**fns, CALIBRATION_LOOP: loop, EMPTY_STEP: nothing}
+    plan: list[tuple[str, bool]] = []  # (what runs, whether the step is read)
+    for round_no in range(schedule.warmup_rounds + schedule.rounds):
+        read = round_no >= schedule.warmup_rounds
+        for name in _rotated(round_no, list(steps)):
+            repeat = schedule.repeat if name in fns else 1
+            plan += [(name, read and i == repeat - 1) for i in range(repeat)]
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    with profile(
+        activities=activities_for(device),
+        schedule=profiler_schedule(wait=0, warmup=1, active=len(plan), repeat=1),
+        record_shapes=shapes,
+        with_flops=shapes,
+    ) as prof:
+        prof.step()  # the profiler's own warm-up step
+        for name, _ in plan:
+            try:
+                steps[name]()
+                sync()
+            except (Exception, SystemExit) as exc:  # sys.exit() in a model: that model failing
+                raise ProfilingFailed(name, exc) from exc
+            prof.step()
+    plain = trace_path.with_name(trace_path.name.removesuffix(".gz"))
+    prof.export_chrome_trace(str(plain))
+    if plain != trace_path:
+        trace_path.write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    add_rank_info(trace_path)
+    timed += unprofiled(blocks - blocks // 2)
+    labels = {f"ProfilerStep#{i + 1}": name for i, (name, read) in enumerate(plan) if read}
+    return LightSession(trace_path, labels, schedule, calls, tuple(timed), tuple(fns))
 
 
 # Kineto writes this key only under torch.distributed; one process alone is rank 0 of 1.

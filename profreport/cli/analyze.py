@@ -26,7 +26,7 @@ from profreport.analysis.trace_compare import analysis_document
 from profreport.analysis.trace_document import AnalysisDocument
 from profreport.cli.common import Command, positive_int, warn
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
-from profreport.files import write_atomic
+from profreport.files import LIGHT_TRACE_NAME, write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
 from profreport.render.timeline import TIMELINE_NAME
 from profreport.traceio import NotATraceError, TraceError, load_trace
@@ -99,8 +99,10 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
             under = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != TIMELINE_NAME
-            )  # the all-modes timeline repeats the modes' own traces
+                if p.is_file()
+                and p.name.endswith(TRACE_SUFFIXES)
+                and p.name not in (TIMELINE_NAME, LIGHT_TRACE_NAME)
+            )  # the all-modes timeline and the light pass repeat the modes' own traces
             if not under:
                 raise InputError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)

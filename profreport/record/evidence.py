@@ -510,6 +510,9 @@ class StepTime(Section):
     host_wait_us: float | None = None  # device idle until a launch the host had not yet made
     kernel_wait_us: float | None = None  # idle gaps under 30 µs with the next launch made
     other_idle_us: float | None = None  # the rest of the device's idle time
+    # profiled host events that started in the step, by the part their recording cost lands in
+    # (the part of the range that encloses each: analysis/step_events); absent in records before
+    events: Mapping[str, int] | None = omitted()
 
     @property
     def device_idle_us(self) -> float | None:
@@ -525,11 +528,56 @@ class StepTime(Section):
 
 
 @dataclass(frozen=True)
+class ProfilerCost(Section):
+    """The profiler's own cost on this machine, measured in this run inside the light pass
+    (capture/profiling.profile_interleaved): each round a step of `calls` calls of `op` and an
+    empty step, against the same calls timed without the profiler.
+    `per_event_us` = (a loop step's wall - `calls` x the unprofiled call - an empty step's wall)
+    / the events recorded in a loop step; `per_step_us` = an empty step's wall (medians)."""
+
+    per_event_us: float = required(0.0)
+    per_step_us: float = required(0.0)
+    op: str = ""
+    calls: int = 0  # calls of `op` per loop step
+    events_per_step: float = 0.0  # events recorded in a loop step (median)
+    unprofiled_call_us: float = 0.0  # one call of `op` without the profiler (median over blocks)
+    profiled_step_us: float = 0.0  # a loop step's wall (median)
+    steps: int = 0  # loop steps read (and as many empty steps)
+
+
+@dataclass(frozen=True)
+class KernelTime(Section):
+    """One kernel of a light pass (cpu definition: the kernel table's CPU kernels) in its step
+    of median CPU kernel time (the lower median, so the kernels sum to at most the median):
+    its calls, its profiled time and the events recorded inside it (whose recording cost is
+    inside that time)."""
+
+    name: str = required("")
+    calls: float = 0.0
+    time_us: float = 0.0
+    events: float = 0.0
+    step: str = ""  # the ProfilerStep it is from
+
+
+@dataclass(frozen=True)
 class TimeBreakdown(Section):
     """A mode's profiled steps by where their time went (evidence, from its trace): the step of
-    median wall time (upper median) and every step's wall time."""
+    median wall time (upper median) and every step's wall time. Records since issue 35 take
+    them from the light pass (no shapes, no FLOPs; every mode in interleaved rounds, apart from
+    the pass that records shapes for the byte model), with every step read (`steps`), the
+    profiler's cost measured in the same pass (`profiler_cost`), the CPU kernels of the step of
+    median kernel time, and the machine's load while it ran."""
 
     definition: str = ""  # "cpu" or "device": which parts `step` has
     source: str = ""
     step: StepTime | None = None
     step_walls_us: tuple[float, ...] = ()
+    trace: str | None = omitted()  # the light pass's trace, relative to the run folder
+    steps: tuple[StepTime, ...] | None = omitted()  # this mode's steps read, one a round
+    warmup_rounds: int | None = omitted()  # rounds run under the profiler before those read
+    repeat: int | None = omitted()  # calls of the mode a round, in a row (the last one read)
+    profiler_cost: ProfilerCost | None = omitted()
+    kernels: tuple[KernelTime, ...] | None = omitted()  # cpu definition only: the median step's
+    load: MachineLoad | None = omitted()  # the machine's load over the (last) light pass
+    attempts: int | None = omitted()  # light passes run (a second when the first was busy)
+    busy: tuple[str, ...] | None = omitted()  # why the last pass's machine was not quiet

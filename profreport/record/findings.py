@@ -127,15 +127,18 @@ class RooflineFloor(Section):
 @dataclass(frozen=True)
 class TimeFindings(Section):
     """What a mode's time breakdown shows (a finding, analysis/speedup_breakdown): its bound,
-    and against eager, what the profiled step time saved is made of."""
+    and against eager, what the timed saving is made of. The saving explained is the clock's
+    (`saved_us`); the profiled steps, the profiler's cost removed and a median taken per part,
+    supply its parts (`work_saved_us` + `overhead_saved_us` = `profiled_saved_us`), and are
+    decomposed only where they agree with the clock (`agrees`)."""
 
     bound: str = ""  # host-bound | launch-bound | device-bound
     bound_evidence: str = ""
     basis: str | None = None  # which step times the decomposition uses
-    eager_step_us: float | None = None
-    step_us: float | None = None
-    saved_us: float | None = None  # eager step - this step (negative: slower)
-    work_saved_us: float | None = None  # kernel (op) time saved
+    eager_step_us: float | None = None  # eager's median step, the profiler's cost removed
+    step_us: float | None = None  # this mode's
+    saved_us: float | None = None  # the timed saving per call, µs (negative: slower)
+    work_saved_us: float | None = None  # kernel (op) time saved, inferred ops included
     overhead_saved_us: float | None = None  # host overhead and device idle saved
     eager_ops: int | None = None  # dispatched ops (cpu) or launches (device) per step
     ops: int | None = None
@@ -143,7 +146,19 @@ class TimeFindings(Section):
     bandwidth_bytes_per_s: float | None = None  # measured memory bandwidth (ceilings)
     bytes_bound_us: float | None = None  # bytes_saved / bandwidth: the most bytes can explain
     bytes_credit_us: float | None = None  # min(work saved, bytes_bound): what bytes are credited
-    clause: str = ""  # the verdict's clause
+    clause: str = ""  # the verdict's clause (short)
+    # since issue 35 (absent in findings derived before)
+    profiled_saved_us: float | None = omitted()  # eager's profiled step - this one's, cost removed
+    unexplained_us: float | None = omitted()  # saved_us - profiled_saved_us
+    agrees: bool | None = omitted()  # the two within AGREE_SHARE of eager's timed median
+    profiler_cost_us: float | None = omitted()  # removed from this mode's median step
+    eager_profiler_cost_us: float | None = omitted()
+    inferred_us: float | None = omitted()  # time of ops the profiler cannot see (inferred)
+    inferred_ops: tuple[str, ...] | None = omitted()
+    steps: int | None = omitted()  # profiled steps each part's median is over (this mode)
+    busy: tuple[str, ...] | None = omitted()  # the machine was busy while either was profiled
+    payback_calls: float | None = omitted()  # compile_s / the timed saving per call
+    detail: str | None = omitted()  # the whole decomposition, for "Where the time goes"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ from profreport.render.views import ModeSummaryView, OutputView, PageView
 
 VISIBLE_CHARS = 5_000  # outside <details>: what a reviewer sees without a click
 TOTAL_CHARS = 60_000  # the whole comment, under GitHub's 65,536
-VERDICTS_CHARS = 2_400  # the visible verdict lines share this (each cut at a word)
+VERDICTS_CHARS = 2_400  # the visible verdict lines share this (each shown whole or folded)
+VERDICT_CHARS = 1_000  # one verdict longer than this is folded whatever room is left
+FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report.html
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
@@ -62,17 +64,25 @@ def _memory(cells: dict[str, str]) -> str:
 
 
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Where each mode's profiled step went, one line per mode (the decomposition of its
-    speedup is in its verdict)."""
+    """Where each mode's median step went, one line per mode, then what each timed saving is
+    made of (the verdicts carry its short clause)."""
     if not rows:
         return []
-    out = ["**Where the time goes** (profiled step of median wall time, profiler on)", ""]
+    out = [
+        "**Where the time goes** (median step per part, profiler's cost removed; timed beside)",
+        "",
+    ]
     for r in rows:
         parts = ", ".join(f"{label} {value}" for label, value in r["parts"])
+        busy = "; profiled while the machine was busy" if r.get("busy") else ""
         out.append(
-            f"- {md_cell(r['mode'])}: {r['wall']} ({parts}; {r['ops']} {r['ops_label']}); "
-            f"{md_cell(r['bound'])}"
+            f"- {md_cell(r['mode'])}: {r['wall']}, timed {r['timed']} ({parts}; {r['ops']} "
+            f"{r['ops_label']}); {md_cell(r['bound'])}{busy}"
         )
+    details = [r for r in rows if r.get("detail")]
+    if details:
+        out += ["", "What each timed saving is made of:", ""]
+        out += [f"- {md_cell(r['mode'])}: {md_cell(r['detail'])}" for r in details]
     return [*out, ""]
 
 
@@ -156,7 +166,10 @@ def _numbers_table(view: PageView) -> list[str]:
         ]
         if view["has_roofline"]:
             cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
-        cells += [_memory(row["memory"]), row["compile_s"], _output(row["output"])]
+        build = row["compile_s"]
+        if row.get("payback_calls"):
+            build += f" (paid back after {row['payback_calls']} calls)"
+        cells += [_memory(row["memory"]), build, _output(row["output"])]
         rows.append(cells)
     return md_table(header, rows, "l" + "r" * (len(header) - 2) + "l")
 
@@ -218,6 +231,36 @@ def _top_kernels(view: PageView) -> list[str]:
     return lines
 
 
+def _verdict_lines(verdicts: Sequence[str]) -> list[str]:
+    """One line per mode, each verdict whole: in order while they fit VERDICTS_CHARS together
+    (and a single one fits VERDICT_CHARS), the others folded whole below the list. A verdict is
+    never cut (a cut one reads as a different claim)."""
+    shown: list[str] = []
+    folded_ones: list[str] = []
+    used = folded_used = 0
+    for verdict in verdicts:
+        line = md_line(verdict)
+        mode = verdict.split(":", 1)[0]
+        if len(line) <= VERDICT_CHARS and used + len(line) <= VERDICTS_CHARS:
+            shown.append(f"- {line}")
+            used += len(line)
+            continue
+        name = md_line(short_text(mode, NAME_CHARS))
+        if folded_used + len(line) > FOLDED_VERDICTS_CHARS:
+            shown.append(f"- {name}: verdict in report.html (too long for a comment)")
+            continue
+        shown.append(f"- {name}: verdict folded below")
+        folded_ones.append(f"- {line}")
+        folded_used += len(line)
+    if not folded_ones:
+        return shown
+    return [
+        *shown,
+        "",
+        *folded(f"Verdicts too long for the list ({len(folded_ones)})", folded_ones),
+    ]
+
+
 def _visible(view: PageView) -> list[str]:
     model, cuda = view["model"], view["is_cuda"]
     rows = view["headline"]["rows"]
@@ -241,10 +284,9 @@ def _visible(view: PageView) -> list[str]:
     ]
     lines += md_table(header, _headline_rows(rows, cuda), "llllll")
     lines.append("")
-    per_verdict = max(80, VERDICTS_CHARS // max(1, len(view["summary"])))
-    lines += [f"- {md_line(short_text(row['verdict'], per_verdict))}" for row in view["summary"]]
+    lines += _verdict_lines([row["verdict"] for row in view["summary"]])
     lines += [
-        f"- **{md_cell(row['mode'])}**: {md_line(short_text(row['floor']['inconsistent'], 200))}"
+        f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"  # whole
         for row in view["summary"]
         if row["status"] == "ok" and row["floor"]["inconsistent"]
     ]

@@ -8,10 +8,12 @@ from typing import TypedDict
 
 from profreport.analysis.attribution import ROOT_LABEL, group_module, group_title
 from profreport.analysis.module_tree import (
-    TIME_METHOD,
     ModuleNode,
+    TreeShare,
     module_tree,
+    time_method,
     top_savings,
+    tree_shares,
 )
 from profreport.format import fmt_bytes, fmt_ms, md_table
 from profreport.record.model import FusionGroup, Run, WhyNotFused
@@ -40,6 +42,7 @@ class ModuleTreeView(TypedDict):
     root: ModuleRowView
     time_method: str
     not_recorded: list[tuple[str, str]]  # (mode, why its modules were not recorded)
+    shares: list[str]  # per mode: the share of its median step the tree holds, and the rest
 
 
 def _label(node: ModuleNode) -> str:
@@ -87,12 +90,31 @@ def module_tree_view(run: Run) -> ModuleTreeView | None:
         for name, m in run.modes.items()
         if m.ok and name not in tree.modes and m.bytes is not None and m.bytes.attribution
     ]
+    methods = dict.fromkeys(time_method(run.modes[m]) for m in modes)
     return {
         "modes": modes,
         "root": _row(tree, modes, 0),
-        "time_method": TIME_METHOD,
+        "time_method": "; ".join(methods),
         "not_recorded": not_recorded,
+        "shares": [share_text(s) for s in tree_shares(run, tree)],
     }
+
+
+def share_text(s: TreeShare) -> str:
+    """ "eager: modules hold 12.1 ms of its 13.2 ms median step (92%); unattributed 1.1 ms: ..."."""
+    step = "median step" + ("" if s.corrected else " (the profiler's cost inside)")
+    rest = [
+        (s.outside_us, "host time outside kernels (dispatch, wrappers, Python)"),
+        (s.unplaced_us, "no module recorded"),
+        (s.inferred_us, "ops the profiler cannot see (inferred)"),
+    ]
+    named = [f"{fmt_ms(us / 1000)} {why}" for us, why in rest if us > 0]
+    unattributed = sum(us for us, _ in rest)
+    tail = f"; unattributed {fmt_ms(unattributed / 1000)}: {', '.join(named)}" if named else ""
+    return (
+        f"{s.mode}: modules hold {fmt_ms(s.placed_us / 1000)} of its "
+        f"{fmt_ms(s.step_us / 1000)} {step} ({s.share:.0%}){tail}"
+    )
 
 
 def place_text(modules: Sequence[str] | None, lines: Sequence[str] | None) -> str:

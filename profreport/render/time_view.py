@@ -1,5 +1,6 @@
-"""View-model of "where each mode's time goes": the stacked parts of each mode's profiled step,
-its bound and the decomposition of its speedup (analysis/time_breakdown, speedup_breakdown).
+"""View-model of "where each mode's time goes": the stacked parts of each mode's median step (the
+profiler's cost removed, analysis/profiler_cost), its bound and the decomposition of its timed
+saving (analysis/time_breakdown, speedup_breakdown).
 
 One piece of the report page of its own (templates/_time_breakdown.html.j2, its chart in
 render/charts.time_breakdown_chart), so a page layout can place it anywhere."""
@@ -8,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.record.model import Run, StepTime
+from profreport.analysis.profiler_cost import MedianStep, mode_median_step
+from profreport.record.model import ModeResult, Run
 from profreport.render.methods import method_templates
 
-# The parts of a step the chart stacks, bottom up, by definition: (field, label).
+# The parts of a step the chart stacks, bottom up, by definition: (field, label); the inferred
+# ops (cpu) are stacked on the CPU kernels.
 CPU_PARTS = (
     ("op_us", "CPU kernels"),
+    ("inferred_us", "inferred ops (no profiler record)"),
     ("dispatch_us", "dispatch"),
     ("wrapper_us", "wrappers"),
     ("python_us", "Python"),
@@ -32,34 +36,64 @@ def _ms(us: float | None) -> str:
     return "n/a" if us is None else f"{us / 1000:.3g} ms"
 
 
-def parts_of(step: StepTime) -> tuple[tuple[str, str, float], ...]:
-    """(field, label, µs) of each stacked part of one step."""
-    parts = CPU_PARTS if step.op_us is not None else DEVICE_PARTS
-    return tuple((key, label, float(getattr(step, key) or 0.0)) for key, label in parts)
+def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
+    """(field, label, µs) of each stacked part of a median step (the inferred part only where
+    the mode's graph runs ops the profiler cannot see)."""
+    if not median.cpu:
+        return tuple(
+            (key, label, float(getattr(median.step, key) or 0.0)) for key, label in DEVICE_PARTS
+        )
+    out = []
+    for key, label in CPU_PARTS:
+        if key == "inferred_us":
+            if median.inferred_ops:
+                out.append((key, label, median.inferred_us))
+            continue
+        out.append((key, label, float(getattr(median.step, key) or 0.0)))
+    return tuple(out)
+
+
+def _profiled(median: MedianStep, mode: ModeResult) -> str:
+    """How the step was profiled and what was removed: one line under its numbers."""
+    tb = mode.time_breakdown
+    cost = None if tb is None else tb.profiler_cost
+    if not median.corrected or cost is None:
+        return (
+            f"as profiled, {median.steps} step(s) with shapes recorded; the profiler's cost "
+            "inside (not measured: a record written before)"
+        )
+    return (
+        f"light pass, median of {median.steps} steps per part; profiled {_ms(median.profiled_us)}, "
+        f"{_ms(median.removed_us)} of profiler cost removed ({cost.per_event_us:.3g} µs per "
+        f"recorded event, {cost.per_step_us:.3g} µs per step, measured in this run)"
+    )
 
 
 def time_rows(run: Run) -> list[dict[str, Any]]:
     """One row per mode that ran and has a time breakdown, in record order."""
     rows = []
     for name, mode in run.ok_modes.items():
-        breakdown = mode.time_breakdown
-        if breakdown is None or breakdown.step is None:
+        median = mode_median_step(mode)
+        if median is None:
             continue
-        step = breakdown.step
         findings = mode.time_findings
+        busy = (mode.time_breakdown.busy if mode.time_breakdown is not None else None) or ()
         rows.append(
             {
                 "mode": name,
-                "step": step.name,
-                "wall": _ms(step.wall_us),
+                "step": median.step.name,
+                "wall": _ms(median.total_us),
+                "profiled": _profiled(median, mode),
                 "timed": _ms(None if mode.latency_ms is None else mode.latency_ms.median * 1000),
-                "parts": [(label, _ms(us)) for _, label, us in parts_of(step)],
-                "ops": step.dispatched_ops if step.op_us is not None else step.launches,
-                "ops_label": "dispatched ops" if step.op_us is not None else "launches",
+                "parts": [(label, _ms(us)) for _, label, us in parts_of(median)],
+                "ops": median.ops,
+                "ops_label": "dispatched ops" if median.cpu else "launches",
                 "bound": "" if findings is None else findings.bound,
                 "bound_evidence": "" if findings is None else findings.bound_evidence,
                 "clause": "" if findings is None else findings.clause,
+                "detail": "" if findings is None or not findings.detail else findings.detail,
                 "basis": "" if findings is None or findings.basis is None else findings.basis,
+                "busy": "; ".join(busy),
             }
         )
     return rows
@@ -69,16 +103,18 @@ def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     """(modes, label -> ms per mode) for the stacked chart; None without breakdowns or when the
     modes mix definitions (no run does: one device per run)."""
     modes: list[str] = []
-    series: dict[str, list[float]] = {}
-    kinds = set()
+    steps: list[MedianStep] = []
     for name, mode in run.ok_modes.items():
-        if mode.time_breakdown is None or mode.time_breakdown.step is None:
-            continue
-        step = mode.time_breakdown.step
-        kinds.add(step.op_us is not None)
-        modes.append(name)
-        for _, label, us in parts_of(step):
-            series.setdefault(label, []).append(us / 1000)
-    if not modes or len(kinds) != 1:
+        median = mode_median_step(mode)
+        if median is not None:
+            modes.append(name)
+            steps.append(median)
+    if not modes or len({s.cpu for s in steps}) != 1:
         return None
+    labels = dict.fromkeys(label for s in steps for _, label, _ in parts_of(s))
+    series: dict[str, list[float]] = {label: [] for label in labels}
+    for s in steps:
+        have = {label: us for _, label, us in parts_of(s)}
+        for label in labels:
+            series[label].append(have.get(label, 0.0) / 1000)
     return modes, series

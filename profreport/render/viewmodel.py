@@ -6,9 +6,11 @@ fusion map, environment, failures); the sections with logic of their own are alr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from profreport.analysis.kernel_definitions import is_inductor_kernel
+from profreport.analysis.speedup_breakdown import payback_text
 from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
@@ -115,6 +117,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "n": "n/a" if lat is None or lat.n is None else lat.n,
             "speedup": speedup_cell(mode.speedup_vs_eager),
             "compile_s": _num(mode.compile_s, "{:.2f} s"),
+            "payback_calls": _payback_calls(mode),
             "output": output_check_view(name, mode),
             "floor": floor_cells(mode),
             "memory": peak_cells(mode, eager),
@@ -123,6 +126,20 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
     if eager is not None and eager.ok and name != "eager":
         row["kernel_delta"] = k.per_step - eager.ok_kernels.per_step
     return row
+
+
+def payback_view(mode: ModeResult) -> str:
+    """ "the 3.7 s build is paid back after 1,700 calls (...)", or "" (no build time, no timed
+    saving or no clear speedup)."""
+    f = mode.time_findings
+    if f is None or f.payback_calls is None or mode.compile_s is None or not f.saved_us:
+        return ""
+    return payback_text(mode.compile_s, f.payback_calls, f.saved_us)
+
+
+def _payback_calls(mode: ModeResult) -> str:
+    f = mode.time_findings
+    return "" if f is None or f.payback_calls is None else f"{math.ceil(f.payback_calls):,}"
 
 
 def _verdict(mode: ModeResult) -> str:
@@ -371,6 +388,7 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
         "verdict": _verdict(mode),
         "why": why_rows(mode),
         "failed_traceback": None if mode.failed_finding is None else mode.failed_finding.traceback,
+        "payback": "",
     }
     if mode.ok:
         d["kernels"] = _kernel_rows(mode)
@@ -384,6 +402,7 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
         d["compiler"] = _compiler_view(mode)
         d["trace"] = mode.trace
         d["output"] = output_check_view(name, mode)
+        d["payback"] = payback_view(mode)
     else:
         d["verdict"] = without_tensor_reprs(d["verdict"])
         d["error"] = one_line(mode.error or "")

@@ -60,6 +60,7 @@ class ModeSummaryView(TypedDict, total=False):
     n: int | str
     speedup: str
     compile_s: str
+    payback_calls: str  # calls after which the build time is paid back ("1,700"), or ""
     output: OutputView
     floor: FloorCells
     memory: dict[str, str]
@@ -170,6 +171,7 @@ class DetailView(TypedDict, total=False):
     compiler: CompilerView
     trace: str | None
     output: OutputView
+    payback: str
     error: str
     traceback: str | None
     # a finding whose derivation raised (a bug): its traceback; the verdict names it

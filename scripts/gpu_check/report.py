@@ -23,7 +23,8 @@ JSON_NAME = "gpu-check.json"
 ARCHIVE_NAME = "gpu-check-work.tar.gz"
 ARCHIVE_MAX_BYTES = 15 * 2**20  # the device tool brings back files of up to 16 MiB
 SKIPPED_IN_ARCHIVE = ("cache", "site")  # compiler caches and the installed wheels: rebuilt
-TRACE_DIRS = ("tensorboard",)  # dropped first when the archive is too large
+# traces (time/: the light passes'), dropped first when the archive is too large
+TRACE_DIRS = ("tensorboard", "time")
 
 
 def counts(results: list[Result]) -> dict[str, int]:

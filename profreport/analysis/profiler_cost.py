@@ -1,0 +1,214 @@
+"""The profiler's own cost, measured and removed: a mode's step as the clock would have seen it
+(pure functions over the record's evidence and the calibration's trace).
+
+* **Calibration** (:func:`calibration_cost`): inside the light pass, on this machine, in this
+  run: each round one step of N tensor additions and one empty step; one recorded event costs
+  (a loop step's wall - N x an unprofiled addition - an empty step's wall) / the events the
+  loop step recorded, and a step costs an empty step's wall (medians).
+* **Removal** (:func:`median_step`): from every step of the light pass, each part loses the
+  cost of the events charged to it (analysis/step_events: an event's cost lands in the range
+  that holds it), Python the step's own cost too, none below zero; on a device trace the host
+  parts lose theirs and the device's wait for the host shrinks by as much (at most to zero:
+  a device that never waited hid the cost). Then each part is the median over the steps, so
+  one slow step moves nothing.
+* **Inferred ops**: where the mode's graph runs ops the profiler cannot see (TorchScript's
+  ``prim::mkldnn_convolution``: the kernel table's rows from the optimized graph), the time
+  inside their enclosing frames with no child event (the wrapper part) is theirs, inferred;
+  it counts as kernel time, never as host overhead (the interpreter's own steps between the
+  recorded ops fall in it too: an upper bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from profreport.analysis.step_events import PYTHON
+from profreport.record.model import ModeResult, ProfilerCost, StepTime, TimeBreakdown
+
+CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
+HOST_PARTS = ("launch_us", "runtime_us", "dispatch_us", "wrapper_us", "python_us")
+DEVICE_PARTS = ("device_busy_us", "host_wait_us", "kernel_wait_us", "other_idle_us")
+# StepTime.events keys (analysis/time_breakdown.HOST_PARTS, and Python) -> StepTime fields
+EVENT_PARTS = {
+    "op": "op_us",
+    "launch": "launch_us",
+    "runtime": "runtime_us",
+    "dispatch": "dispatch_us",
+    "wrapper": "wrapper_us",
+    PYTHON: "python_us",
+}
+
+
+def calibration_cost(
+    loops: Sequence[StepTime],
+    empties: Sequence[StepTime],
+    calls: int,
+    unprofiled_call_us: Sequence[float],
+) -> ProfilerCost:
+    """The profiler's cost from the calibration's steps of the light pass (``loops``: ``calls``
+    additions each; ``empties``: nothing) and the unprofiled additions' per-call times."""
+    if not loops or not empties or not unprofiled_call_us:
+        raise ValueError("the calibration recorded no loop step, no empty step or no block")
+    loop_us = float(np.median([s.wall_us for s in loops]))
+    empty_us = float(np.median([s.wall_us for s in empties]))
+    events = float(np.median([sum((s.events or {}).values()) for s in loops]))
+    call_us = float(np.median(unprofiled_call_us))
+    per_event = max(0.0, (loop_us - calls * call_us - empty_us) / events) if events else 0.0
+    return ProfilerCost(
+        per_event_us=round(per_event, 4),
+        per_step_us=round(empty_us, 3),
+        op="aten::add",
+        calls=calls,
+        events_per_step=events,
+        unprofiled_call_us=round(call_us, 4),
+        profiled_step_us=round(loop_us, 3),
+        steps=len(loops),
+    )
+
+
+@dataclass(frozen=True)
+class MedianStep:
+    """A mode's step as the decomposition reads it: each part the median over the profiled
+    steps, the profiler's cost removed first where the record measured it (`corrected`).
+    `step` holds the parts (its wall: their sum; cpu: `op_us` the recorded kernels only, the
+    inferred ops' time in `inferred_us`, taken out of the wrappers)."""
+
+    step: StepTime
+    inferred_us: float
+    inferred_ops: tuple[str, ...]
+    removed_us: float  # the profiler's cost removed (median over the steps)
+    profiled_us: float  # the step as profiled (median wall)
+    steps: int
+    corrected: bool
+
+    @property
+    def cpu(self) -> bool:
+        return self.step.op_us is not None
+
+    @property
+    def total_us(self) -> float:
+        """The step's length: cpu, the host's parts summed; device, the device's."""
+        if self.cpu:
+            return self.step.wall_us
+        return self.step.device_span_us or 0.0
+
+    @property
+    def work_us(self) -> float:
+        """Kernel time: CPU kernels and the inferred ops (cpu), device busy time (device)."""
+        if self.cpu:
+            return (self.step.op_us or 0.0) + self.inferred_us
+        return self.step.device_busy_us or 0.0
+
+    @property
+    def ops(self) -> int:
+        return self.step.dispatched_ops if self.cpu else self.step.launches
+
+    @property
+    def with_inferred_as_kernels(self) -> StepTime:
+        """`step` with the inferred ops in its CPU kernel time (what bounds it)."""
+        if not self.cpu:
+            return self.step
+        return dataclasses.replace(self.step, op_us=self.work_us)
+
+
+def _removed(step: StepTime, cost: ProfilerCost | None) -> dict[str, float]:
+    """µs to take out of each host part of one step (never more than the part holds)."""
+    if cost is None or step.events is None:
+        return {}
+    out: dict[str, float] = {}
+    for key, field in EVENT_PARTS.items():
+        held = getattr(step, field)
+        if held is None:
+            continue
+        want = step.events.get(key, 0) * cost.per_event_us
+        if key == PYTHON:
+            want += cost.per_step_us
+        out[field] = min(float(held), want)
+    return out
+
+
+def _corrected(step: StepTime, cost: ProfilerCost | None) -> tuple[dict[str, float], float]:
+    """One step's parts with the profiler's cost removed, and how much was removed from the
+    step's length."""
+    removed = _removed(step, cost)
+    fields = CPU_PARTS if step.op_us is not None else (*HOST_PARTS, *DEVICE_PARTS)
+    parts = {f: float(getattr(step, f) or 0.0) - removed.get(f, 0.0) for f in fields}
+    host_removed = sum(removed.values())
+    parts["wall_us"] = step.wall_us - host_removed
+    if step.op_us is not None:
+        return parts, host_removed
+    waited = float(step.host_wait_us or 0.0)
+    parts["host_wait_us"] = max(0.0, waited - host_removed)
+    shrink = waited - parts["host_wait_us"]
+    parts["device_span_us"] = float(step.device_span_us or step.wall_us) - shrink
+    return parts, shrink
+
+
+def _steps(breakdown: TimeBreakdown) -> tuple[StepTime, ...]:
+    if breakdown.steps:
+        return breakdown.steps
+    return () if breakdown.step is None else (breakdown.step,)
+
+
+def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> MedianStep | None:
+    """The mode's median step, the profiler's cost removed (module docstring); None without
+    steps."""
+    steps = _steps(breakdown)
+    if not steps:
+        return None
+    cost = breakdown.profiler_cost
+    corrected = [_corrected(s, cost) for s in steps]
+    cpu = steps[0].op_us is not None
+
+    def med(key: str) -> float:
+        return float(np.median([parts[key] for parts, _ in corrected]))
+
+    inferred = tuple(inferred_ops) if cpu else ()
+    values: dict[str, float | int | str | None] = {
+        "name": f"median of {len(steps)} step(s)",
+        "dispatched_ops": int(np.median([s.dispatched_ops for s in steps])),
+        "launches": int(np.median([s.launches for s in steps])),
+    }
+    inferred_us = 0.0
+    if cpu:
+        parts = {f: med(f) for f in CPU_PARTS}
+        if inferred:
+            inferred_us, parts["wrapper_us"] = parts["wrapper_us"], 0.0
+        values.update(parts, wall_us=sum(parts.values()) + inferred_us)
+    else:
+        device = {f: med(f) for f in DEVICE_PARTS}
+        values.update({f: med(f) for f in HOST_PARTS}, **device)
+        values.update(wall_us=med("wall_us"), device_span_us=sum(device.values()))
+    return MedianStep(
+        step=StepTime(**values),  # type: ignore[arg-type]
+        inferred_us=inferred_us,
+        inferred_ops=inferred,
+        removed_us=float(np.median([r for _, r in corrected])),
+        profiled_us=float(np.median([s.wall_us for s in steps])),
+        steps=len(steps),
+        corrected=cost is not None and all(s.events is not None for s in steps),
+    )
+
+
+def mode_median_step(mode: ModeResult) -> MedianStep | None:
+    """`median_step` of a mode's time breakdown, with the ops its graph runs unseen."""
+    if mode.time_breakdown is None:
+        return None
+    unseen = mode.kernels.unrecorded if mode.kernels is not None else ()
+    return median_step(mode.time_breakdown, tuple(dict.fromkeys(unseen)))
+
+
+def kernel_time_per_call(breakdown: TimeBreakdown) -> Mapping[str, float]:
+    """Each CPU kernel's time per call in the light pass's step of median kernel time, the cost
+    of the events inside it removed (µs); empty where the record has no light pass kernels."""
+    cost = breakdown.profiler_cost
+    per_event = 0.0 if cost is None else cost.per_event_us
+    return {
+        k.name: max(0.0, k.time_us - k.events * per_event) / k.calls
+        for k in breakdown.kernels or ()
+        if k.calls > 0
+    }
