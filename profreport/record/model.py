@@ -2,7 +2,8 @@
 pipeline and read by every analysis and renderer.
 
 `Run.from_json(document)` reads a run/1 document (today's, and every one written since run/1);
-`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+`to_json()` gives back the same document: the same keys with the same values (declared fields in
+declaration order, then the unknown keys: key order means nothing).
 Keys a class does not declare (a newer writer's additions, or another tool's) are kept in `extra`
 and written back, so nothing is lost on the way through. A field's type is its JSON schema
 (record/section.py): `document.validate` and docs/record.md are derived from these classes.

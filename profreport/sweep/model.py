@@ -2,7 +2,8 @@
 string keys.
 
 `Sweep.from_json(document)` reads a sweep.json document (validated by `document.validate`);
-`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+`to_json()` gives back the same document: the same keys with the same values (declared fields in
+declaration order, then the unknown keys: key order means nothing).
 Like the run record's classes (profreport.record.model, whose `Section` these extend), keys a class
 does not declare are kept in `extra` and written back. A row's latency and speedup are the run
 record's own `Latency` and `Speedup`, holding the fields the row copied from its run.json.
