@@ -12,8 +12,8 @@ timing the median of `--repeat` interleaved rounds in this one process:
   write   the typed run to JSON text (Section: `to_json` + `record.dumps`; pydantic:
           `dump_json(indent=1)`)
   schema  building the engine's description of every class of the record (Section: each class's
-          field shapes from its type hints, and the JSON Schema from them; pydantic: the
-          TypeAdapter's core schema, and its `json_schema()`)
+          field shapes from its type hints, and the JSON Schema from them (record/json_schema.py);
+          pydantic: the TypeAdapter's core schema, and its `json_schema()`)
   import  each engine's import in a fresh process, alone and with the run record's classes
 
 The pydantic side does less than the Section side, so its figures are a lower bound on what it
@@ -43,19 +43,11 @@ RECORD = ROOT / "tests" / "data" / "runs" / "h200" / "decoder-lm" / "run.json.gz
 # Each engine's import in a fresh process: with the run record's classes (the Section engine
 # comes with them), then described, ready to load (Section: every class's field shapes;
 # pydantic: the TypeAdapter's core schema).
-DESCRIBE_SECTIONS = """
-from profreport.record import section
-pending, seen = [r.Run], set()
-while pending:
-    c = pending.pop()
-    if c not in seen:
-        seen.add(c)
-        for f in section.schema_of(c):
-            s = f.shape
-            while s is not None:
-                pending += [s.section] if s.section is not None else []
-                s = s.item
-"""
+DESCRIBE_SECTIONS = (
+    "from profreport.record.json_schema import sections\n"
+    "from profreport.record.section import schema_of\n"
+    "[schema_of(c) for c in sections(r.Run)]"
+)
 IMPORTS = {
     "import, with the run record's classes": (
         "import profreport.record",
@@ -102,33 +94,21 @@ def import_ms(statement: str, repeat: int) -> float:
 def section_build() -> object:
     """Every class of the run record described afresh: its fields' shapes from its type hints."""
     from profreport.record import section
+    from profreport.record.json_schema import sections
     from profreport.record.model import Run
 
     section._SCHEMAS.clear()
-    pending, seen = [Run], set()
-    while pending:
-        cls = pending.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        for spec in section.schema_of(cls):
-            shape = spec.shape
-            while shape is not None:
-                if shape.section is not None:
-                    pending.append(shape.section)
-                shape = shape.item
-    return seen
+    return sections(Run)
 
 
-def section_json_schema() -> object | None:
-    """The run record's JSON Schema built afresh (None: this engine has no JSON Schema)."""
+def section_json_schema() -> object:
+    """The run record's JSON Schema built afresh (what docs/schemas/run.schema.json holds)."""
     from profreport.record import section
+    from profreport.record.json_schema import json_schema
     from profreport.record.model import Run
 
-    if not hasattr(section, "json_schema"):
-        return None
     section._SCHEMAS.clear()
-    return section.json_schema(Run)
+    return json_schema(Run)
 
 
 def measure(document: dict[str, Any], repeat: int) -> dict[str, tuple[float, float]]:
@@ -161,18 +141,16 @@ def schema_times(repeat: int) -> dict[str, tuple[float, float]]:
 
     from profreport.record.model import Run
 
-    rows = {
+    return {
         "field shapes (core schema)": (
             median_ms(section_build, repeat),
             median_ms(lambda: TypeAdapter(Run), repeat),
-        )
-    }
-    if section_json_schema() is not None:
-        rows["JSON Schema, shapes included"] = (
+        ),
+        "JSON Schema, shapes included": (
             median_ms(section_json_schema, repeat),
             median_ms(lambda: TypeAdapter(Run).json_schema(), repeat),
-        )
-    return rows
+        ),
+    }
 
 
 def table(title: str, rows: dict[str, tuple[float, float]], left: str, right: str) -> None:

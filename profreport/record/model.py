@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from profreport.record.evidence import (
     BaselineSignals,
@@ -366,6 +366,9 @@ class ModeResult(Section):
 @dataclass(frozen=True)
 class Run(Section):
     """A whole run record (`profreport.run/1`)."""
+
+    SCHEMA: ClassVar[str] = "profreport.run/1"
+    NOUN: ClassVar[str] = "run record"
 
     schema: str = ""  # profreport.run/1
     tool: Tool | None = None

@@ -9,6 +9,12 @@ another Section is a JSON object read into that class, `tuple[X, ...]` a list (o
 (record/reference.py, docs/record.md) all read that one description, so a new field is one
 annotated line.
 
+A whole document's class names its kind (`SCHEMA`, its `schema` key) and what it is called in
+a message (`NOUN`); `parse` and `parse_file` check a document or a file against it and type it, with one
+line naming the first wrong field; `record/json_schema.py` publishes the same description as a
+JSON Schema (docs/schemas/). A `Path` field is a string in the document; `Annotated[int,
+Minimum(1)]` a number with a lower bound.
+
 Whether a key must be in a document is the field's `required(...)` default; whether a present
 key may be null is whether its type admits None (a required field: `required(..., null=True)`).
 An object built in code writes every declared field, less the `omitted()` ones left at None
@@ -38,9 +44,12 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar, Union
+from pathlib import Path, PurePath
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union
+
+from profreport.files import read_text
 
 JSON = Mapping[str, Any]
 # A JSON object being built, kept as JSON on purpose (a trace's or another tool's document)
@@ -56,6 +65,26 @@ class _Number:
 
 NUMBER = _Number()
 ByteCount = Annotated[int, NUMBER]
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """`Annotated[int, Minimum(1)]`: a number at least `value` (`exclusive`: above it)."""
+
+    value: float
+    exclusive: bool = False
+
+    def refuses(self, number: float) -> bool:
+        return number <= self.value if self.exclusive else number < self.value
+
+    @property
+    def text(self) -> str:
+        return f"{'above' if self.exclusive else 'at least'} {self.value:g}"
+
+
+class DocumentError(ValueError):
+    """A document that does not have its declared shape; one line for the user."""
+
 
 _SKIP = ("json_keys", "extra")
 
@@ -94,14 +123,16 @@ def finding() -> Any:
 
 @dataclass(frozen=True)
 class Shape:
-    """What a JSON value must look like: `kind` is section, list, pair, map, text, integer,
-    number, flag, choice or any; `item` the shape of a list's items or a map's values."""
+    """What a JSON value must look like: `kind` is section, list, pair, map, text, path,
+    integer, number, flag, choice or any; `item` the shape of a list's items or a map's values;
+    `minimum` a number's lower bound."""
 
     kind: str
     nullable: bool = False
     item: Shape | None = None
     section: type[Section] | None = None
     choices: tuple[object, ...] = ()
+    minimum: Minimum | None = None
 
     @property
     def noun(self) -> str:
@@ -118,6 +149,8 @@ class Shape:
             return None
         if self.kind == "section" and self.section is not None:
             return self.section.from_json(value)
+        if self.kind == "path":
+            return Path(value)
         if self.kind in ("list", "pair"):
             item = self.item
             if item is None or item.kind not in ("section", "list", "pair", "map"):
@@ -138,6 +171,7 @@ _NOUNS = {
     "list": "a list",
     "pair": "a list of two numbers",
     "text": "a string",
+    "path": "a string",
     "integer": "an integer",
     "number": "a number",
     "flag": "true or false",
@@ -149,13 +183,20 @@ _ACCEPTS: dict[str, Callable[[Any], bool]] = {
     "list": lambda v: isinstance(v, list),
     "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
     "text": lambda v: isinstance(v, str),
+    "path": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": _is_number,
     "flag": lambda v: isinstance(v, bool),
     "choice": lambda v: isinstance(v, (str, int, bool)),
     "any": lambda v: True,
 }
-_PRIMITIVES: dict[Any, str] = {str: "text", int: "integer", float: "number", bool: "flag"}
+_PRIMITIVES: dict[Any, str] = {
+    str: "text",
+    int: "integer",
+    float: "number",
+    bool: "flag",
+    Path: "path",
+}
 
 
 def shape_of(hint: Any) -> Shape:
@@ -171,9 +212,10 @@ def shape_of(hint: Any) -> Shape:
             inner = Shape("any")
         return dataclasses.replace(inner, nullable=len(rest) < len(args) or inner.nullable)
     if origin is Annotated:
-        if any(isinstance(a, _Number) for a in args[1:]):
-            return Shape("number")
-        return shape_of(args[0])
+        number = any(isinstance(a, _Number) for a in args[1:])
+        inner = Shape("number") if number else shape_of(args[0])
+        bound = next((a for a in args[1:] if isinstance(a, Minimum)), None)
+        return inner if bound is None else dataclasses.replace(inner, minimum=bound)
     if hint is Any:
         return Shape("any", nullable=True)
     if origin is Literal:
@@ -251,10 +293,19 @@ def _where(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def problems(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Iterator[str]:
+def problems(
+    cls: type[Section], data: Mapping[str, Any], path: str = "", closed: bool = False
+) -> Iterator[str]:
     """`<field>: <what is wrong>` for every declared field of `data` that does not have the
-    shape `cls` declares, outermost first (children of a field already wrong are not looked at)."""
-    for spec in schema_of(cls):
+    shape `cls` declares, outermost first (children of a field already wrong are not looked at);
+    `closed`: a key `cls` does not declare is wrong too (a request or a setting, not a record)."""
+    specs = schema_of(cls)
+    if closed:
+        declared = {s.name for s in specs}
+        for key in data:
+            if key not in declared:
+                yield f"{_where(path, key)}: unknown field {key!r}"
+    for spec in specs:
         where = _where(path, spec.name)
         if spec.name not in data:
             if spec.required_in(data):
@@ -262,10 +313,12 @@ def problems(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Ite
             continue
         required = spec.required_in(data)
         null_ok = spec.null if required else spec.shape.nullable
-        yield from _value_problems(spec.shape, data[spec.name], where, null_ok)
+        yield from _value_problems(spec.shape, data[spec.name], where, null_ok, closed)
 
 
-def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iterator[str]:
+def _value_problems(
+    shape: Shape, value: Any, where: str, null_ok: bool, closed: bool = False
+) -> Iterator[str]:
     if value is None:
         if not null_ok:
             yield f"{where}: expected {shape.noun}, found null"
@@ -273,15 +326,28 @@ def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iter
     if not shape.accepts(value):
         yield f"{where}: expected {shape.noun}, found {_found(value)}"
         return
+    if shape.minimum is not None and shape.minimum.refuses(value):
+        yield f"{where}: must be {shape.minimum.text}, found {_found(value)}"
+        return
     item = shape.item
     if shape.kind == "section" and shape.section is not None:
-        yield from problems(shape.section, value, where)
+        yield from problems(shape.section, value, where, closed)
     elif shape.kind == "list" and item is not None:
         for i, v in enumerate(value):
-            yield from _value_problems(item, v, f"{where}[{i}]", item.nullable)
+            yield from _value_problems(item, v, f"{where}[{i}]", item.nullable, closed)
     elif shape.kind == "map" and item is not None:
         for k, v in value.items():
-            yield from _value_problems(item, v, f"{where}.{k}", item.nullable)
+            yield from _value_problems(item, v, f"{where}.{k}", item.nullable, closed)
+
+
+def read_json(path: Path, error: type[Exception] = DocumentError) -> Any:
+    """The parsed JSON of the file at `path`, or `error` in one line naming why not."""
+    try:
+        return json.loads(read_text(path, error))
+    except json.JSONDecodeError as exc:
+        raise error(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 # ---------------------------------------------------------------- the base class
@@ -290,6 +356,8 @@ def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iter
 def _dump(value: Any) -> Any:
     if isinstance(value, Section):
         return value.to_json()
+    if isinstance(value, PurePath):
+        return str(value)
     if isinstance(value, tuple):
         return [_dump(v) for v in value]
     if isinstance(value, Mapping):
@@ -303,7 +371,11 @@ class Section:
     for an object built in code: every declared field less the `omitted` ones left at None);
     `extra`: keys this class does not declare, kept and written back."""
 
-    json_keys: Collection[str] | None = field(default=None, kw_only=True, repr=False, compare=False)
+    # a whole document's kind (its `schema` key) and what a message calls it; None: a part
+    SCHEMA: ClassVar[str | None] = None
+    NOUN: ClassVar[str] = "document"
+
+    json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
     extra: JSON = field(default_factory=dict, kw_only=True, repr=False)
 
     @classmethod
@@ -326,13 +398,56 @@ class Section:
                 extra[key] = value
             else:
                 kwargs[key] = spec.shape.read(value)
-        return cls(**kwargs, json_keys=frozenset(data), extra=extra)
+        return cls(**kwargs, json_keys=tuple(data), extra=extra)
 
     @classmethod
     def problems(cls, data: Mapping[str, Any], where: str = "") -> Iterator[str]:
         """`<field>: <what is wrong>` for each declared field of `data` that does not have the
         shape this class declares (see `problems` above)."""
         return problems(cls, data, where)
+
+    @classmethod
+    def checked(
+        cls,
+        data: Any,
+        source: str = "document",
+        error: type[Exception] = DocumentError,
+        closed: bool = False,
+    ) -> JSONObject:
+        """`data` if it is a document of this class (its `SCHEMA`, when it has one, and every
+        field of its declared shape); otherwise `error` naming the first thing wrong, in one line
+        beginning with `source`. `closed`: an undeclared key is wrong too."""
+        if cls.SCHEMA is not None and (
+            not isinstance(data, dict) or data.get("schema") != cls.SCHEMA
+        ):
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise error(
+                f"{source} is not a profreport {cls.NOUN} (schema {found!r}, want {cls.SCHEMA!r})"
+            )
+        if not isinstance(data, dict):
+            raise error(f"{source}: expected an object, found {_found(data)}")
+        for problem in problems(cls, data, closed=closed):
+            raise error(f"{source}: {problem}")
+        return data
+
+    @classmethod
+    def parse(
+        cls: type[_T],
+        data: Any,
+        source: str = "document",
+        error: type[Exception] = DocumentError,
+        closed: bool = False,
+    ) -> _T:
+        """`checked`, then typed."""
+        return cls.from_json(cls.checked(data, source, error, closed))
+
+    @classmethod
+    def parse_file(
+        cls: type[_T], path: Path, error: type[Exception] = DocumentError, closed: bool = False
+    ) -> _T:
+        """`parse` of the JSON file at `path`; a file that cannot be read, is not UTF-8 or not
+        JSON is `error` too, in one line."""
+        return cls.parse(read_json(path, error), str(path), error, closed)
 
     def to_json(self) -> JSONObject:
         """The document: its declared fields in declaration order, then its unknown keys."""
@@ -360,7 +475,7 @@ class Section:
 
     def present(self: _T, *keys: str) -> _T:
         """A copy that also writes `keys` where they are None."""
-        return dataclasses.replace(self, json_keys=frozenset((*self._own_keys(), *keys)))
+        return dataclasses.replace(self, json_keys=(*self._own_keys(), *keys))
 
     def without(self: _T, *keys: str) -> _T:
         """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
@@ -377,7 +492,7 @@ class Section:
         return dataclasses.replace(
             self,
             **defaults,
-            json_keys=frozenset(self._own_keys()) - set(keys),
+            json_keys=tuple(k for k in self._own_keys() if k not in keys),
             extra={k: v for k, v in self.extra.items() if k not in keys},
         )
 
@@ -387,5 +502,5 @@ class Section:
         declared = set(self._declared())
         own = {k: v for k, v in values.items() if k in declared}
         extra = {**self.extra, **{k: v for k, v in values.items() if k not in declared}}
-        keys = frozenset((*self._own_keys(), *own))
+        keys = (*self._own_keys(), *own)
         return dataclasses.replace(self, **own, json_keys=keys, extra=extra)

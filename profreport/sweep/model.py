@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from profreport.record.model import JSON, Latency, Section, Speedup, Tool
+from profreport.record.section import required, required_factory
 from profreport.sweep.grid import Point, SweepSpec
+
+PointStatus = Literal["ok", "failed", "pending", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,12 @@ class SweepPoint(Section):
     """One point of the grid and its outcome. A pending point holds only its axis values and
     status; `run` and `log` are relative to sweep.json."""
 
-    id: str = ""
-    model: str = ""
+    id: str = required("")
+    model: str = required("")
     batch_size: int | None = None
     seq_len: int | None = None
-    dtype: str = ""
-    status: str = "pending"  # ok | failed | pending | interrupted
+    dtype: str = required("")
+    status: PointStatus = required("pending")
     error: str | None = None
     exit_code: int | None = None
     run: str | None = None
@@ -95,16 +99,19 @@ class SweepRow(Section):
 class Sweep(Section):
     """A whole sweep record (`profreport.sweep/1`)."""
 
-    schema: str = ""
-    tool: Tool | None = None
-    created_utc: str | None = None
-    executor: str | None = None
-    grid: SweepSpec = field(default_factory=SweepSpec)
-    points: tuple[SweepPoint, ...] = ()
-    rows: tuple[SweepRow, ...] = ()
-    summary: JSON | None = None
+    SCHEMA: ClassVar[str] = "profreport.sweep/1"
+    NOUN: ClassVar[str] = "sweep record"
 
-    def status(self, point_id: str) -> str:
+    schema: str = SCHEMA
+    tool: Tool | None = None
+    created_utc: str | None = None  # when the sweep started, UTC (ISO 8601)
+    executor: str | None = None  # local | ray: what ran the latest points
+    grid: SweepSpec = required_factory(SweepSpec)
+    points: tuple[SweepPoint, ...] = required(())
+    rows: tuple[SweepRow, ...] = required(())
+    summary: JSON | None = None  # the dashboard figures (a copy for other tools)
+
+    def status(self, point_id: str) -> PointStatus:
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""
         return next((p.status for p in self.points if p.id == point_id), "pending")
 
