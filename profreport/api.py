@@ -6,7 +6,11 @@
     result.kernels("compile")          # pandas DataFrame
     result.save("reports/my-run")      # run.json, report.html, summary.md, CSVs, traces
 
-The CLI's `generate` is built on `profile_loaded` and `RunResult.save`.
+    done = profreport.run_sweep(SweepSpec(models=("simple",), batch_sizes=(1, 8)))
+    done.root                          # sweep.json, sweep.html, sweep.md, points/<id>/...
+
+The CLI's `generate` is built on `profile_loaded` and `RunResult.save`, its `sweep` on
+`run_sweep` (profreport.sweep.lifecycle).
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
+from profreport.sweep.grid import SweepSpec
+from profreport.sweep.lifecycle import SweepRun, run_sweep
 from profreport.text import error_line
+
+__all__ = ["RunResult", "SweepRun", "SweepSpec", "profile", "run_sweep"]
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -133,13 +133,13 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     from profreport.sweep.compare import compare_sweeps, sweep_compare_document
     from profreport.sweep.document import PointOutcome, mode_rows
     from profreport.sweep.grid import Point
-    from profreport.sweep.model import Sweep, SweepPoint, SweepRow
+    from profreport.sweep.model import Sweep, SweepPoint
 
     run = derived_run(load(recorded_gated_run), mode_analyses())
     point = Point("gated-residual", 1, None, "float32")
     rows = mode_rows(point, ("eager",), run, PointOutcome("ok"), "points/p/run")
     entry = SweepPoint(id="p", model="gated-residual", batch_size=1, dtype="float32", status="ok")
-    sweep = Sweep(points=(entry,), rows=tuple(SweepRow.from_json(r) for r in rows))
+    sweep = Sweep(points=(entry,), rows=tuple(rows))
     document = json.loads(json.dumps(sweep.to_json()))
     assert _errors("sweep", document) == []
     assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status

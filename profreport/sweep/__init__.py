@@ -10,5 +10,28 @@ lengths x dtypes), run by a local or a Ray executor, gathered into one sweep rec
   compression ratio; the series the charts draw).
 - `local` / `ray_executor`: where the points run; both hand back a `PointOutcome`.
 - `render`: sweep.html and sweep.md; `compare`: two sweeps gated point by point.
-- the command's edge (arguments, progress, Ctrl-C, files, exit codes) is `profreport.cli.sweep`.
+- `lifecycle`: a sweep as a library (`run_sweep`, `SweepRun`: new or resumed, each point
+  recorded, saved); the command's edge (arguments, progress, exit codes) is `profreport.cli.sweep`.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profreport.sweep.grid import SweepSpec
+    from profreport.sweep.lifecycle import SweepRun, run_sweep
+
+__all__ = ["SweepRun", "SweepSpec", "run_sweep"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SweepSpec":
+        from profreport.sweep.grid import SweepSpec
+
+        return SweepSpec
+    if name in ("SweepRun", "run_sweep"):
+        from profreport.sweep import lifecycle
+
+        return getattr(lifecycle, name)
+    raise AttributeError(f"module 'profreport.sweep' has no attribute {name!r}")

@@ -8,8 +8,8 @@ Like the run record's classes (profreport.record.model, whose `Section` these ex
 does not declare are kept in `extra` and written back. A row's latency and speedup are the run
 record's own `Latency` and `Speedup`, holding the fields the row copied from its run.json.
 
-The stored `summary` is a copy of the dashboard figures for other tools (a JSON mapping);
-profreport's readers compute their own with `summary.summarize`.
+The stored `summary` is a copy of the dashboard figures for other tools; profreport's readers
+compute their own with `summary.summarize`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from profreport.record.model import JSON, Latency, Section, Speedup, Tool
+from profreport.record.model import Latency, Section, Speedup, Tool
 from profreport.record.section import required, required_factory
 from profreport.sweep.grid import Point, SweepSpec
 
@@ -96,6 +96,47 @@ class SweepRow(Section):
 
 
 @dataclass(frozen=True)
+class ModeSummary(Section):
+    """One mode over the sweep, in the PyTorch compile dashboard's terms (sweep/summary.py)."""
+
+    mode: str = required("")
+    points: int = required(0)  # points that were to run this mode
+    passed: int = required(0)
+    geomean_speedup: float | None = None  # over eager, measured; None for eager or no data
+    speedup_points: int = 0
+    speedup_inconclusive: int = 0  # of those, timed under noise the run flagged
+    mean_compile_s: float | None = None
+    compression_ratio: float | None = None  # eager peak / mode peak; None: not recorded
+    compression_points: int = 0
+    pass_rate: float = 0.0  # passed / points
+
+
+@dataclass(frozen=True)
+class FailedPoint(Section):
+    """A point that failed: its id, label and error."""
+
+    point: str = required("")
+    label: str = ""
+    status: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SweepSummary(Section):
+    """The dashboard figures of a sweep (what sweep.html opens with)."""
+
+    points: int = required(0)
+    ok_points: int = required(0)
+    modes: tuple[ModeSummary, ...] = required(())
+    failed: tuple[FailedPoint, ...] = ()
+    axis: str | None = None  # the swept axis the charts put on x
+    pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
+
+    def mode(self, name: str) -> ModeSummary:
+        return next(m for m in self.modes if m.mode == name)
+
+
+@dataclass(frozen=True)
 class Sweep(Section):
     """A whole sweep record (`profreport.sweep/1`)."""
 
@@ -109,7 +150,7 @@ class Sweep(Section):
     grid: SweepSpec = required_factory(SweepSpec)
     points: tuple[SweepPoint, ...] = required(())
     rows: tuple[SweepRow, ...] = required(())
-    summary: JSON | None = None  # the dashboard figures (a copy for other tools)
+    summary: SweepSummary | None = None  # the dashboard figures (a copy for other tools)
 
     def status(self, point_id: str) -> PointStatus:
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from markupsafe import Markup
@@ -16,24 +15,10 @@ from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
-from profreport.sweep.model import Sweep, SweepRow
-from profreport.sweep.summary import (
-    AXIS_LABELS,
-    ModeSummary,
-    Series,
-    SweepSummary,
-    series,
-    summarize,
-)
+from profreport.sweep.model import ModeSummary, Sweep, SweepRow, SweepSummary
+from profreport.sweep.summary import AXIS_LABELS, Series, series, summarize
 
 NOT_RECORDED = "not recorded"
-
-
-def summary_json(s: SweepSummary) -> dict[str, Any]:
-    data = asdict(s)
-    for m, mode in zip(data["modes"], s.modes, strict=True):
-        m["pass_rate"] = mode.pass_rate
-    return data
 
 
 def _rate(m: ModeSummary) -> str:
