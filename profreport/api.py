@@ -9,8 +9,9 @@
     done = profreport.run_sweep(SweepSpec(models=("simple",), batch_sizes=(1, 8)))
     done.root                          # sweep.json, sweep.html, sweep.md, points/<id>/...
 
-The CLI's `generate` is built on `profile_loaded` and `RunResult.save`, its `sweep` on
-`run_sweep` (profreport.sweep.lifecycle).
+The CLI's `generate` is built on `profile_loaded` and `RunResult.save`. A sweep's entry point,
+`profreport.run_sweep`, is profreport.sweep.lifecycle's (a sweep runs each point's `generate`
+through profreport.runner, which calls this module: exposing it here would close a loop).
 """
 
 from __future__ import annotations
@@ -35,11 +36,7 @@ from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
-from profreport.sweep.grid import SweepSpec
-from profreport.sweep.lifecycle import SweepRun, run_sweep
 from profreport.text import error_line
-
-__all__ = ["RunResult", "SweepRun", "SweepSpec", "profile", "run_sweep"]
 
 if TYPE_CHECKING:
     import pandas as pd

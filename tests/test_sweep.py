@@ -228,7 +228,7 @@ def test_a_model_without_the_swept_axis_stays_off_the_chart():
     assert summary.swept_axis(typed) == "seq_len"
     lines = summary.series(typed, "seq_len")
     assert [(ln.label, ln.x) for ln in lines] == [("hf:gpt2, batch 1, float32, eager", (32, 64))]
-    assert render.render_html(doc).count("<svg") == 4
+    assert render.render_html(Sweep.from_json(doc)).count("<svg") == 4
 
 
 def test_compression_ratio_not_recorded_without_peak_memory():
@@ -247,11 +247,11 @@ def test_renderers(tmp_path):
         _row("p1", "compile", 2, speedup=3.0, compile_s=3.5),
         _row("p2", "eager", 4, status="failed"),
     ]
-    doc = _sweep(rows, _points("ok", "ok", "failed"))
-    html = render.render_html(doc)
+    sweep = _typed(rows, _points("ok", "ok", "failed"))
+    html = render.render_html(sweep)
     assert html.count("<svg") == 4 and "<script" not in html
     assert "it raised" in html  # the failed point, with its error
-    md = render.render_markdown(doc)
+    md = render.render_markdown(sweep)
     assert "| compile | 2/2 (100%) | 2.45x over 2 points | 3.25 s | not recorded |" in md
     assert "- ❌ m, batch 4, float32: failed: it raised" in md
     assert "compile times cold: each point compiled into an empty Inductor cache" in md

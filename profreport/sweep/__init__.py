@@ -18,11 +18,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profreport.render.registry import SWEEP, SWEEP_COMPARISON, Renderer, register
+
 if TYPE_CHECKING:
     from profreport.sweep.grid import SweepSpec
     from profreport.sweep.lifecycle import SweepRun, run_sweep
 
 __all__ = ["SweepRun", "SweepSpec", "run_sweep"]
+
+# This package's renderers, in the one registry (render sits below sweep and names none of them):
+# a sweep record typed (profreport.sweep.model.Sweep), two sweeps compared
+# (profreport.sweep.compare.SweepComparison).
+for _renderer in (
+    Renderer("json", SWEEP, "sweep.json", "profreport.sweep.render:render_json"),
+    Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
+    Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
+    Renderer(
+        "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
+    ),
+    Renderer(
+        "json", SWEEP_COMPARISON, "comparison.json", "profreport.sweep.compare_render:render_json"
+    ),
+    Renderer(
+        "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
+    ),
+):
+    register(_renderer)
 
 
 def __getattr__(name: str) -> Any:

@@ -178,17 +178,17 @@ def either_is_sweep(*paths: str) -> bool:
 
 
 def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
-    from profreport import record as run_record
     from profreport.analysis.derive import derived_run
     from profreport.modes import mode_analyses
+    from profreport.record import RecordError, load
 
     root = sweep_path.parent
     runs = {}
     for p in sweep.points:
         if p.run:
             try:
-                runs[p.id] = derived_run(run_record.load(root / p.run), mode_analyses())
-            except run_record.RecordError:
+                runs[p.id] = derived_run(load(root / p.run), mode_analyses())
+            except RecordError:
                 continue  # the point is then compared as having no run record
     return runs
 

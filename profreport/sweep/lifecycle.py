@@ -64,7 +64,7 @@ def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
     if final:
         sweep = dataclasses.replace(sweep, summary=summary.summarize(sweep))
     for renderer in renderers(SWEEP) if final else (get(SWEEP, "json"),):
-        write_atomic(root / renderer.filename, renderer.render(sweep.to_json()))
+        write_atomic(root / renderer.filename, renderer.render(sweep))
     return sweep
 
 
@@ -120,8 +120,8 @@ class SweepRun:
         now: datetime | None = None,
     ) -> SweepRun:
         """A new sweep folder under `out`, every point pending, sweep.json written."""
-        from profreport import __version__
         from profreport.record.model import Tool
+        from profreport.version import __version__
 
         _check_executor(executor)
         when = now or datetime.now(timezone.utc)
@@ -159,13 +159,13 @@ class SweepRun:
 
     def record(self, point: Point, outcome: PointOutcome) -> None:
         """A finished point and one row per mode from its run record, saved to sweep.json."""
-        from profreport import record as run_record
+        from profreport.record import RecordError, load_run
 
         run = None
         if outcome.run_dir is not None:
             try:
-                run = run_record.load_run(outcome.run_dir)
-            except run_record.RecordError as exc:
+                run = load_run(outcome.run_dir)
+            except RecordError as exc:
                 outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
         elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
             outcome.status, outcome.error = "failed", "generate wrote no run record"

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import profreport
 from profreport.exits import status_of
 from profreport.files import write_atomic
 from profreport.record import dumps
@@ -89,7 +88,7 @@ def child_environment() -> dict[str, str]:
     """This process's environment, with the profreport being run first on PYTHONPATH, so the
     child runs the same code (a checkout as well as an installed package)."""
     env = dict(os.environ)
-    here = str(Path(profreport.__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding profreport/
     env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
