@@ -422,3 +422,34 @@ def test_compare_of_sweeps_takes_every_gate_the_command_accepts(monkeypatch, tmp
     (t,) = seen
     assert (t.max_kernel_increase, t.max_bytes_increase_pct) == (1, 2.0)
     assert (t.max_latency_regression_pct, t.max_peak_memory_increase_pct) == (3.0, 4.0)
+
+
+def test_a_sweep_is_a_library_call_new_and_resumed(gated_run, tmp_path, monkeypatch):
+    """profreport.run_sweep owns the lifecycle the command used to: a new folder, each point
+    recorded as it ends, the pages at the end, and a resume that runs nothing already done."""
+    import shutil
+
+    import profreport
+    from profreport.sweep import lifecycle
+
+    def execute(executor, address, spec, todo, root, on_start, on_done):
+        for point in todo:
+            on_start(point)
+            run = root / "points" / point.id / "run"
+            shutil.copytree(gated_run, run)
+            on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.0, worker="w"))
+
+    monkeypatch.setattr(lifecycle, "execute", execute)
+    seen = []
+    spec = profreport.SweepSpec(models=("simple",), batch_sizes=(1, 2))
+    done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p, o: seen.append(p.id))
+    assert seen == ["simple-b1-float32", "simple-b2-float32"]
+    assert done.root.parent == tmp_path and (done.root / "sweep.html").is_file()
+    written = document.load_sweep(done.root)
+    assert [p.status for p in written.points] == ["ok", "ok"]
+    assert written.summary is not None and written.summary.ok_points == 2
+    assert len(written.rows) == 2 * len(load(gated_run)["modes"])
+    again = profreport.run_sweep(resume=done.root)
+    assert again.done_before == 2 and again.todo() == [] and again.sweep == written
+    with pytest.raises(ValueError, match="a spec"):
+        profreport.run_sweep()
