@@ -76,8 +76,8 @@ class SweepRow(Section):
     kernels_per_step: int | None = None
     bytes_per_step: int | None = None
     bytes_partial: bool | None = None
-    latency_ms: Latency | None = None  # median, p10, p90
-    speedup_vs_eager: Speedup | None = None  # median, ci95, inconclusive
+    latency_ms: Latency | None = None  # median, iqr, p10, p90
+    speedup_vs_eager: Speedup | None = None  # median, ci95, noise, inconclusive
     compile_s: float | None = None
     peak_memory_bytes: int | None = None
 
