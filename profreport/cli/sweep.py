@@ -133,8 +133,6 @@ def _spec_and_settings(args: argparse.Namespace) -> tuple[SweepSpec, dict[str, A
     for key in ("executor", "ray_address", "out"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
-    if run.get("executor", "local") not in EXECUTORS:
-        raise UsageError(f"unknown executor {run['executor']!r}: choose local or ray")
     if run.get("ray_address") and run.get("executor", "local") != "ray":
         raise UsageError("--ray-address applies to --executor ray only")
     return checked_spec(values, args.config or "sweep"), run
