@@ -1,25 +1,35 @@
 """profreport: what kernel fusion really did, per PyTorch execution mode.
 
-`profreport.profile(model, inputs)` is the library entry point (imported on first use, so
-`import profreport` stays light); `profreport` on the command line is built on it.
+`profreport.profile(model, inputs)` and `profreport.run_sweep(spec)` are the library entry points
+(imported on first use, so `import profreport` stays light); `profreport` on the command line is
+built on them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-__all__ = ["RunResult", "__version__", "profile"]
+from profreport.version import __version__
+
+__all__ = ["RunResult", "SweepSpec", "__version__", "profile", "run_sweep"]
 
 if TYPE_CHECKING:
     from profreport.api import RunResult, profile
+    from profreport.sweep.grid import SweepSpec
+    from profreport.sweep.lifecycle import run_sweep
 
-_LAZY = {"profile", "RunResult"}
+# each public name and the module it is imported from on first use
+_LAZY = {
+    "profile": "profreport.api",
+    "RunResult": "profreport.api",
+    "run_sweep": "profreport.sweep.lifecycle",
+    "SweepSpec": "profreport.sweep.grid",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from profreport import api
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'profreport' has no attribute {name!r}")

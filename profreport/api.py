@@ -6,8 +6,13 @@
     result.kernels("compile")          # pandas DataFrame
     result.save("reports/my-run")      # run.json, report.html, summary.md, CSVs, traces
 
+    done = profreport.run_sweep(SweepSpec(models=("simple",), batch_sizes=(1, 8)))
+    done.root                          # sweep.json, sweep.html, sweep.md, points/<id>/...
+
 The CLI's `generate` is built on `collect_evidence`, `save_evidence` (the evidence on disk before
-any finding is derived: `pipeline.derive_findings`) and `RunResult.save`.
+any finding is derived: `pipeline.derive_findings`) and `RunResult.save`. A sweep's entry point,
+`profreport.run_sweep`, is profreport.sweep.lifecycle's (a sweep runs each point's `generate`
+through profreport.runner, which calls this module: exposing it here would close a loop).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -23,14 +24,32 @@ def make_sync(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
+# The processor's model name as the platform's own tool prints it (psutil has none): lscpu's
+# "Model name:" line on Linux, sysctl's brand string on macOS; elsewhere `platform`'s guess.
+_CPU_NAME_COMMANDS = {
+    "Linux": (["lscpu"], "Model name:"),
+    "Darwin": (["sysctl", "-n", "machdep.cpu.brand_string"], ""),
+}
+
+
 def _cpu_name() -> str:
+    command, label = _CPU_NAME_COMMANDS.get(platform.system(), ([], ""))
+    if not command:
+        return platform.processor() or platform.machine()
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+        text = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},
+        ).stdout
+    except (OSError, subprocess.SubprocessError):  # no such tool, or it hung
+        text = ""
+    for line in text.splitlines():
+        if line.startswith(label) and line[len(label) :].strip():
+            return line[len(label) :].strip()
     return platform.processor() or platform.machine()
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO, TypeVar
 
 from profreport import interrupts
 from profreport.exits import (
@@ -32,6 +32,7 @@ from profreport.exits import (
     status_of,
 )
 from profreport.files import StagedFolder, not_a_file
+from profreport.record.section import Section, required
 from profreport.text import Notice, error_line, first_line
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ Progress = Callable[[str], None]
 ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
 
 LOG_NAME = "run.log"
-RESULT_SCHEMA = "profreport.generate-result/1"
 EAGER_BROKEN = "the model does not run in eager mode; the report says so"
 # what the staged run.json is, should the process die before the run folder is published
 KEPT_IF_IT_DIES = "kept if the process dies; `profreport render` reads it"
@@ -59,19 +59,23 @@ class ResultError(ValueError):
 
 
 @dataclass(frozen=True)
-class GenerateRequest:
+class GenerateRequest(Section):
     """What one `generate` is asked for: the model and its size, how it runs, and the folder the
-    run folder goes under (`out`). One field per `generate` flag; JSON for a sweep point."""
+    run folder goes under (`out`). One field per `generate` flag; a sweep point's request.json."""
 
+    SCHEMA: ClassVar[str] = "profreport.generate-request/1"
+    NOUN: ClassVar[str] = "generate request"
+
+    schema: str = SCHEMA
     model: str = "simple"
-    device: str = "auto"
+    device: str = "auto"  # auto | cpu | cuda[:N]
     dtype: str = "float32"
     modes: tuple[str, ...] | None = None  # None: the default modes
     batch_size: int | None = None
     layers: int | None = None
     seq_len: int | None = None
     channels_last: bool = False
-    out: Path = Path("reports")
+    out: Path = Path("reports")  # the folder the run folder is made in
     active_steps: int = 3
     min_time_s: float = 1.0
     max_time_s: float = 60.0
@@ -79,26 +83,6 @@ class GenerateRequest:
     measure_bytes: bool = False
     remeasure_ceilings: bool = False
     strict: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["modes"] = None if self.modes is None else list(self.modes)
-        data["out"] = str(self.out)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GenerateRequest:
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"generate request: unknown field {unknown[0]!r}")
-        modes = data.get("modes")
-        return cls(
-            **{
-                **data,
-                "modes": None if modes is None else tuple(modes),
-                "out": Path(data.get("out", "reports")),
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -150,55 +134,58 @@ class Generated:
 
 
 @dataclass(frozen=True)
-class GenerateResult:
+class GenerateResult(Section):
     """How one `generate` ended, as data: what a sweep point writes to its result file and the
     sweep reads back. `run_dir` is None when no run folder was published."""
 
-    exit_code: int
-    status: Status
-    run_dir: Path | None = None
-    error: str | None = None
+    SCHEMA: ClassVar[str] = "profreport.generate-result/1"
+    NOUN: ClassVar[str] = "generate result"
 
-    @property
-    def record(self) -> Path | None:
-        return None if self.run_dir is None else self.run_dir / "run.json"
+    schema: str = SCHEMA
+    status: Status = required("failed")  # ok | failed | interrupted: the exit code's
+    exit_code: int = required(0)
+    run_dir: Path | None = required(None, null=True)  # the published run folder
+    record: Path | None = required(None, null=True)  # its run.json
+    error: str | None = required(None, null=True)  # why the exit code is not 0, one line
+
+    @classmethod
+    def made(
+        cls, exit_code: int, run_dir: Path | None = None, error: str | None = None
+    ) -> GenerateResult:
+        """The result of a run that ended with `exit_code` (its status follows from it)."""
+        record = None if run_dir is None else run_dir / "run.json"
+        return cls(
+            status=status_of(exit_code),
+            exit_code=exit_code,
+            run_dir=run_dir,
+            record=record,
+            error=error,
+        )
 
     @classmethod
     def of(cls, generated: Generated) -> GenerateResult:
-        code = generated.exit_code
-        return cls(code, status_of(code), generated.run_dir, generated.error)
+        return cls.made(generated.exit_code, generated.run_dir, generated.error)
 
     @classmethod
     def ended_by(cls, exc: BaseException) -> GenerateResult:
         """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
         the run's evidence was saved names its folder)."""
-        code = exit_code_of(exc)
         run_dir = exc.record.parent if isinstance(exc, EvidenceSaved) else None
-        return cls(code, status_of(code), run_dir, error_of(exc))
-
-    def to_json(self) -> dict[str, Any]:
-        record = self.record
-        return {
-            "schema": RESULT_SCHEMA,
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "run_dir": None if self.run_dir is None else str(self.run_dir),
-            "record": None if record is None else str(record),
-            "error": self.error,
-        }
+        return cls.made(exit_code_of(exc), run_dir, error_of(exc))
 
     @classmethod
-    def from_json(cls, data: Any) -> GenerateResult:
-        if not isinstance(data, dict) or data.get("schema") != RESULT_SCHEMA:
-            raise ResultError(f"not a generate result (schema {RESULT_SCHEMA!r})")
-        code, run_dir, error = data.get("exit_code"), data.get("run_dir"), data.get("error")
-        if not isinstance(code, int) or isinstance(code, bool):
-            raise ResultError("generate result: exit_code: expected an integer")
-        if not isinstance(run_dir, str | None) or not isinstance(error, str | None):
-            raise ResultError("generate result: run_dir and error: expected text or null")
-        if data.get("status") != status_of(code):
-            raise ResultError(f"generate result: status {data.get('status')!r} for exit {code}")
-        return cls(code, status_of(code), None if run_dir is None else Path(run_dir), error)
+    def parse(
+        cls,
+        data: Any,
+        source: str = "generate result",
+        error: type[Exception] = ResultError,
+        closed: bool = False,
+    ) -> GenerateResult:
+        """`Section.parse`, and a status that is its exit code's."""
+        result = super().parse(data, source, error, closed)
+        if result.status != status_of(result.exit_code):
+            raise error(f"{source}: status {result.status!r} for exit {result.exit_code}")
+        return result
 
 
 def run_name(model: str, device: str, now: datetime) -> str:

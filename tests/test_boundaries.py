@@ -43,3 +43,36 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from profreport.cli.common import UsageError\n")
     assert "profreport.cli.common" in _imports(sample)
+
+
+def _strings(path: Path) -> list[str]:
+    return [
+        node.value
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def test_capture_and_render_import_no_layer_above_them_not_even_by_name():
+    """Capture never builds a mode (the process Nsight Compute runs, which does, sits beside the
+    pipeline); the renderers' registry names no sweep module (sweep registers its own)."""
+    above = {
+        "capture": (
+            "profreport.modes",
+            "profreport.pipeline",
+            "profreport.sweep",
+            "profreport.api",
+        ),
+        "render": ("profreport.sweep", "profreport.pipeline", "profreport.api"),
+    }
+    offenders = {}
+    for folder, names in above.items():
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            found = sorted(
+                name
+                for name in _imports(path) | {s.partition(":")[0] for s in _strings(path)}
+                if name.startswith(names)
+            )
+            if found:
+                offenders[str(path.relative_to(PACKAGE))] = found
+    assert offenders == {}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport.capture import ncu_child
+from profreport import ncu_child
 from profreport.capture.ncu import (
     ChildModel,
     measure_mode,
@@ -346,7 +346,7 @@ def test_measure_mode_runs_the_child_under_ncu(fake_ncu, tmp_path):
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["child"][1:] == [
         "-m",
-        "profreport.capture.ncu_child",
+        "profreport.ncu_child",
         "--model",
         "gated-residual",
         "--mode",

@@ -32,14 +32,17 @@ def test_a_request_round_trips_through_json_and_refuses_unknown_fields(tmp_path)
     request = GenerateRequest(model="hf:gpt2", modes=("eager", "compile"), out=tmp_path, seq_len=64)
     data = json.loads(json.dumps(request.to_json()))
     assert data["modes"] == ["eager", "compile"] and data["out"] == str(tmp_path)
-    assert GenerateRequest.from_json(data) == request
-    assert GenerateRequest.from_json({"model": "simple"}).modes is None  # the default modes
+    assert GenerateRequest.parse(data, closed=True) == request
+    simple = {"schema": "profreport.generate-request/1", "model": "simple"}
+    assert GenerateRequest.parse(simple).modes is None  # the default modes
     with pytest.raises(ValueError, match="unknown field 'batch'"):
-        GenerateRequest.from_json({"model": "simple", "batch": 8})
+        GenerateRequest.parse({**simple, "batch": 8}, closed=True)
+    with pytest.raises(ValueError, match="is not a profreport generate request"):
+        GenerateRequest.parse({"model": "simple"})
 
 
 def test_a_result_round_trips_and_a_wrong_one_is_one_line(tmp_path):
-    result = GenerateResult(0, "ok", tmp_path / "run-1")
+    result = GenerateResult.made(0, tmp_path / "run-1")
     data = json.loads(json.dumps(result.to_json()))
     assert data == {
         "schema": "profreport.generate-result/1",
@@ -49,13 +52,15 @@ def test_a_result_round_trips_and_a_wrong_one_is_one_line(tmp_path):
         "record": str(tmp_path / "run-1" / "run.json"),
         "error": None,
     }
-    assert GenerateResult.from_json(data) == result
-    with pytest.raises(ResultError, match="not a generate result"):
-        GenerateResult.from_json([data])
+    assert GenerateResult.parse(data) == result
+    with pytest.raises(ResultError, match="not a profreport generate result"):
+        GenerateResult.parse([data])
     with pytest.raises(ResultError, match="status 'ok' for exit 130"):
-        GenerateResult.from_json({**data, "exit_code": 130})
+        GenerateResult.parse({**data, "exit_code": 130})
     with pytest.raises(ResultError, match="exit_code: expected an integer"):
-        GenerateResult.from_json({**data, "exit_code": "0"})
+        GenerateResult.parse({**data, "exit_code": "0"})
+    with pytest.raises(ResultError, match="run_dir: missing"):
+        GenerateResult.parse({k: v for k, v in data.items() if k != "run_dir"})
 
 
 @pytest.mark.parametrize(
@@ -149,11 +154,11 @@ def _point_dir_with_run(tmp_path: Path) -> Path:
 def test_the_outcome_comes_from_the_result_never_from_output(tmp_path):
     point_dir = _point_dir_with_run(tmp_path)
     # The result names the folder where its process wrote it; the executor looks it up by name.
-    result = GenerateResult(1, "failed", Path("/elsewhere/m-cpu-20260101T000000Z"), "eager failed")
+    result = GenerateResult.made(1, Path("/elsewhere/m-cpu-20260101T000000Z"), "eager failed")
     outcome = local.outcome_of(result, 1, point_dir, worker="w")
     assert (outcome.status, outcome.error, outcome.exit_code) == ("failed", "eager failed", 1)
     assert outcome.run_dir == point_dir / "m-cpu-20260101T000000Z" and outcome.worker == "w"
-    missing = GenerateResult(0, "ok", Path("/elsewhere/never-written"))
+    missing = GenerateResult.made(0, Path("/elsewhere/never-written"))
     assert local.outcome_of(missing, 0, point_dir).run_dir is None
 
 
@@ -173,10 +178,10 @@ def test_a_point_without_a_result_is_named_by_its_exit(tmp_path, exit_code, stat
 def test_an_unreadable_result_file_is_one_line(tmp_path):
     assert local.read_result(tmp_path / "result.json") is None
     (tmp_path / "result.json").write_text("{not json")
-    with pytest.raises(ResultError, match=r"result\.json is not JSON"):
+    with pytest.raises(ResultError, match=r"result\.json is not valid JSON"):
         local.read_result(tmp_path / "result.json")
     (tmp_path / "result.json").write_text('{"schema": "other"}')
-    with pytest.raises(ResultError, match="not a generate result"):
+    with pytest.raises(ResultError, match="not a profreport generate result"):
         local.read_result(tmp_path / "result.json")
 
 
@@ -219,7 +224,7 @@ def test_the_driver_unpacks_a_run_folder_a_task_sent(tmp_path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(run, arcname=run.name)
-    result = GenerateResult(0, "ok", run)
+    result = GenerateResult.made(0, run)
     task = {"result": result.to_json(), "tar": buf.getvalue(), "duration_s": 1.5, "worker": "ray x"}
     outcome = ray_executor._unpack(task, tmp_path / "point")
     assert outcome.status == "ok" and outcome.run_dir == tmp_path / "point" / run.name

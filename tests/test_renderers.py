@@ -59,6 +59,7 @@ def test_a_registered_renderer_is_written_by_save_and_render(toy_renderer, tmp_p
 
 
 def test_sweep_comparisons_render_through_the_same_registry():
+    import profreport.sweep  # noqa: F401  (registers its renderers)
     from profreport.render.registry import SWEEP, SWEEP_COMPARISON
 
     assert registry.formats(SWEEP_COMPARISON) == registry.formats(COMPARISON)
@@ -71,6 +72,7 @@ def test_sweep_comparisons_render_through_the_same_registry():
 def test_every_builtin_renderer_names_a_function_that_exists():
     import importlib
 
+    import profreport.sweep  # noqa: F401  (registers its renderers)
     from profreport.render.registry import SWEEP, SWEEP_COMPARISON
 
     kinds = (RUN, COMPARISON, ANALYSIS, SWEEP, SWEEP_COMPARISON)

@@ -58,10 +58,16 @@ def test_axes_apply_to_the_models_that_take_them():
     ("values", "message"),
     [
         ({}, "no model given"),
-        ({"models": ["simple"], "dtypes": ["float64"]}, "unknown dtype 'float64'"),
+        (
+            {"models": ["simple"], "dtypes": ["float64"]},
+            "expected one of float32, float16, bfloat16",
+        ),
         ({"models": ["simple"], "modes": ["eager", "jit"]}, "unknown mode 'jit'"),
-        ({"models": ["simple"], "batch_sizes": [0]}, "must be at least 1: 0"),
-        ({"models": ["simple"], "batch_size": [1]}, "unknown setting 'batch_size'"),
+        ({"models": ["simple"], "batch_sizes": [0]}, "must be at least 1, found 0"),
+        ({"models": ["simple"], "batch_size": [1]}, "unknown field 'batch_size'"),
+        ({"models": ["simple"], "min_time_s": 0}, "min_time_s: must be above 0, found 0"),
+        ({"models": ["simple"], "threads": 2.5}, "threads: expected an integer, found 2.5"),
+        ({"models": ["simple"], "modes": []}, "modes: expected a non-empty list"),
         ({"models": ["x.py:f"], "batch_sizes": [1]}, "batch sizes apply to built-in and hf:"),
         ({"models": ["simple"], "seq_lens": [64]}, "sequence lengths apply to hf: language models"),
     ],
@@ -111,24 +117,26 @@ def test_rows_come_from_the_run_record(gated_run):
     record = load(gated_run)
     point = Point("gated-residual", 1, None, "float32")
     rows = mode_rows(point, ("eager",), Run.from_json(record), PointOutcome("ok"), "points/x/run")
-    assert [r["mode"] for r in rows] == list(record["modes"])
+    assert [r.mode for r in rows] == list(record["modes"])
     eager = record["modes"]["eager"]
     first = rows[0]
-    assert first["kernels_per_step"] == eager["kernels"]["per_step"]
-    assert first["bytes_per_step"] == eager["bytes"]["read"] + eager["bytes"]["written"]
-    assert first["latency_ms"]["median"] == eager["latency_ms"]["median"]
-    assert first["device"] == "cpu"
-    assert first["peak_memory_bytes"] == eager["peak_memory"]["bytes"] > 0
-    comp = next(r for r in rows if r["mode"] == "compile")
-    assert (
-        comp["speedup_vs_eager"]["median"]
-        == record["modes"]["compile"]["speedup_vs_eager"]["median"]
+    assert (first.point, first.model, first.run) == (point.id, "gated-residual", "points/x/run")
+    assert first.kernels_per_step == eager["kernels"]["per_step"]
+    assert first.bytes_per_step == eager["bytes"]["read"] + eager["bytes"]["written"]
+    assert first.latency_ms.median == eager["latency_ms"]["median"]
+    assert first.latency_ms.p90 == eager["latency_ms"]["p90"]
+    assert first.device == "cpu"
+    assert first.peak_memory_bytes == eager["peak_memory"]["bytes"] > 0
+    comp = next(r for r in rows if r.mode == "compile")
+    assert comp.speedup_vs_eager.median == record["modes"]["compile"]["speedup_vs_eager"]["median"]
+    assert comp.speedup_vs_eager.ci95 == tuple(
+        record["modes"]["compile"]["speedup_vs_eager"]["ci95"]
     )
     # A point without a run record: one failed row per mode it was to run, with its error.
     failed = mode_rows(point, ("eager", "compile"), None, PointOutcome("failed", "boom"), None)
-    assert [(r["mode"], r["status"], r["error"]) for r in failed] == [
-        ("eager", "failed", "boom"),
-        ("compile", "failed", "boom"),
+    assert [(r.mode, r.status, r.error, r.device) for r in failed] == [
+        ("eager", "failed", "boom", None),
+        ("compile", "failed", "boom", None),
     ]
 
 
@@ -220,7 +228,7 @@ def test_a_model_without_the_swept_axis_stays_off_the_chart():
     assert summary.swept_axis(typed) == "seq_len"
     lines = summary.series(typed, "seq_len")
     assert [(ln.label, ln.x) for ln in lines] == [("hf:gpt2, batch 1, float32, eager", (32, 64))]
-    assert render.render_html(doc).count("<svg") == 4
+    assert render.render_html(Sweep.from_json(doc)).count("<svg") == 4
 
 
 def test_compression_ratio_not_recorded_without_peak_memory():
@@ -239,11 +247,11 @@ def test_renderers(tmp_path):
         _row("p1", "compile", 2, speedup=3.0, compile_s=3.5),
         _row("p2", "eager", 4, status="failed"),
     ]
-    doc = _sweep(rows, _points("ok", "ok", "failed"))
-    html = render.render_html(doc)
+    sweep = _typed(rows, _points("ok", "ok", "failed"))
+    html = render.render_html(sweep)
     assert html.count("<svg") == 4 and "<script" not in html
     assert "it raised" in html  # the failed point, with its error
-    md = render.render_markdown(doc)
+    md = render.render_markdown(sweep)
     assert "| compile | 2/2 (100%) | 2.45x over 2 points | 3.25 s | not recorded |" in md
     assert "- ❌ m, batch 4, float32: failed: it raised" in md
     assert "compile times cold: each point compiled into an empty Inductor cache" in md
@@ -277,11 +285,11 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
     run; the executor is replaced, so that one point can be interrupted on cue."""
     import shutil
 
-    from profreport.cli import sweep as cli_sweep
     from profreport.record import dumps
+    from profreport.sweep import lifecycle
 
     written = []
-    real_save = cli_sweep.save
+    real_save = lifecycle.save
 
     def save(sweep, root, final):
         kept = real_save(sweep, root, final)
@@ -302,8 +310,8 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
             else:
                 on_done(point, PointOutcome("failed", "boom", exit_code=2, duration_s=0.5))
 
-    monkeypatch.setattr(cli_sweep, "save", save)
-    monkeypatch.setattr(cli_sweep, "_execute", execute)
+    monkeypatch.setattr(lifecycle, "save", save)
+    monkeypatch.setattr(lifecycle, "execute", execute)
     grid = ["--model", "simple", "--model", "mlp-block", "--batch-sizes", "1,2"]
     code, _out, err = _cli("sweep", *grid, "--device", "cpu", "--out", str(tmp_path), "--quiet")
     assert code == 130, err
@@ -327,7 +335,8 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
     eager = final.rows[0]
     assert (eager.mode, eager.kernels_per_step) == ("eager", raw["rows"][0]["kernels_per_step"])
     assert eager.latency_ms.median == record["modes"]["eager"]["latency_ms"]["median"]
-    assert final.summary == raw["summary"] and final.summary["points"] == 4
+    assert final.summary.to_json() == raw["summary"] and final.summary.points == 4
+    assert raw["summary"]["modes"][0]["pass_rate"] == final.summary.modes[0].pass_rate
     assert (final.rows[-1].status, final.rows[-1].error) == ("failed", "boom")
 
 
@@ -356,7 +365,7 @@ def _cli(*argv):
     [
         (["sweep"], "no model given"),
         (["sweep", "--model", "simple", "--batch-sizes", "1,x"], "expected positive integers"),
-        (["sweep", "--model", "simple", "--dtypes", "int8"], "unknown dtype 'int8'"),
+        (["sweep", "--model", "simple", "--dtypes", "int8"], "expected one of float32"),
         (["sweep", "--resume", "nowhere", "--model", "simple"], "drop --model"),
         (["sweep", "--resume", "nowhere"], "no such file: nowhere/sweep.json"),
         (["sweep", "--config", "missing.toml"], "no such file: missing.toml"),
@@ -413,3 +422,34 @@ def test_compare_of_sweeps_takes_every_gate_the_command_accepts(monkeypatch, tmp
     (t,) = seen
     assert (t.max_kernel_increase, t.max_bytes_increase_pct) == (1, 2.0)
     assert (t.max_latency_regression_pct, t.max_peak_memory_increase_pct) == (3.0, 4.0)
+
+
+def test_a_sweep_is_a_library_call_new_and_resumed(gated_run, tmp_path, monkeypatch):
+    """profreport.run_sweep owns the lifecycle the command used to: a new folder, each point
+    recorded as it ends, the pages at the end, and a resume that runs nothing already done."""
+    import shutil
+
+    import profreport
+    from profreport.sweep import lifecycle
+
+    def execute(executor, address, spec, todo, root, on_start, on_done):
+        for point in todo:
+            on_start(point)
+            run = root / "points" / point.id / "run"
+            shutil.copytree(gated_run, run)
+            on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.0, worker="w"))
+
+    monkeypatch.setattr(lifecycle, "execute", execute)
+    seen = []
+    spec = profreport.SweepSpec(models=("simple",), batch_sizes=(1, 2))
+    done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p, o: seen.append(p.id))
+    assert seen == ["simple-b1-float32", "simple-b2-float32"]
+    assert done.root.parent == tmp_path and (done.root / "sweep.html").is_file()
+    written = document.load_sweep(done.root)
+    assert [p.status for p in written.points] == ["ok", "ok"]
+    assert written.summary is not None and written.summary.ok_points == 2
+    assert len(written.rows) == 2 * len(load(gated_run)["modes"])
+    again = profreport.run_sweep(resume=done.root)
+    assert again.done_before == 2 and again.todo() == [] and again.sweep == written
+    with pytest.raises(ValueError, match="a spec"):
+        profreport.run_sweep()

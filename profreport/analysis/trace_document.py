@@ -1,7 +1,7 @@
 """The ``profreport.analysis/1`` document of ``profreport analyze`` as frozen dataclasses.
 
 `AnalysisDocument.to_json()` writes the document `analyze --format json` prints; `from_json`
-reads one back (to re-render it), keeping its keys and their order. Its renderers read these
+reads one back (to re-render it), keeping its keys. Its renderers read these
 classes by attribute. Keys a writer leaves out (a comparison's `note`, a trace's `counters`) are
 absent, not null: they are `omitted()` fields, written only when set.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, Section
@@ -225,6 +226,9 @@ class TraceComparison(Section):
 @dataclass(frozen=True)
 class AnalysisDocument(Section):
     """The whole ``analyze`` result: a summary per trace, later traces against the first."""
+
+    SCHEMA: ClassVar[str] = SCHEMA
+    NOUN: ClassVar[str] = "trace analysis"
 
     schema: str = SCHEMA
     traces: tuple[TraceSummary, ...] = ()

@@ -1,85 +1,78 @@
-"""profreport's own child processes, read from /proc: what the noise guard counts as ours.
+"""profreport's own child processes, read with psutil: what the noise guard counts as ours.
 
 Compilers start helpers (Inductor's compile workers, the C++ compiler AOTInductor runs); their
-CPU time is profreport's, not another process's. A descendant is found by its parent pid chain in
-`/proc/<pid>/stat`, so no kernel option (`/proc/<pid>/task/*/children`) is needed. Linux only;
-elsewhere the readings are None.
+CPU time is profreport's, not another process's. A descendant is found by the process tree
+(psutil, on Linux, macOS and Windows); the CPU a process used is its user and system time plus
+that of the children it waited for (where the platform keeps that: Linux).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-PROC = Path("/proc")
+import psutil
 
-# Fields after the command name in /proc/<pid>/stat (0-based): ppid, utime, stime, cutime, cstime.
-_PPID, _UTIME, _STIME, _CUTIME, _CSTIME = 1, 11, 12, 13, 14
+# clock ticks a second: capture/noise.py counts the machine's CPU time in them
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
 class ChildProcess:
     """A live descendant of this process and the CPU it has used (itself and the children it
-    waited for), in clock ticks."""
+    waited for), in seconds."""
 
     pid: int
     name: str
-    cpu_ticks: int
+    cpu_s: float
+
+    @property
+    def cpu_ticks(self) -> int:
+        return round(self.cpu_s * TICKS_PER_S)
 
 
-def _stat_fields(text: str) -> tuple[int, str, list[str]]:
-    """(pid, command name, the fields after the name) of one /proc/<pid>/stat line (the name
-    may hold spaces and parentheses, so it is cut at the last ')')."""
-    head, _, rest = text.rpartition(")")
-    pid, _, name = head.partition(" (")
-    return int(pid), name, rest.split()
+def _cpu_s(times: Any) -> float:
+    """User + system seconds of a process and of the children it waited for."""
+    waited = getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
+    return float(times.user + times.system + waited)
 
 
-def _read_stat(path: Path) -> tuple[int, str, list[str]] | None:
-    try:
-        return _stat_fields(path.read_text())
-    except OSError:  # the process exited between listing and reading
-        return None
-
-
-def live_descendants(pid: int | None = None, proc: Path = PROC) -> list[ChildProcess] | None:
+def live_descendants(pid: int | None = None) -> list[ChildProcess] | None:
     """Every live (or not yet reaped) descendant of `pid` (default: this process), or None
-    where /proc cannot be listed."""
-    root = os.getpid() if pid is None else pid
+    where the process tree cannot be read."""
     try:
-        entries = [p for p in proc.iterdir() if p.name.isdigit()]
-    except OSError:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
         return None
-    by_parent: dict[int, list[ChildProcess]] = {}
-    for entry in entries:
-        stat = _read_stat(entry / "stat")
-        if stat is None:
+    out = []
+    for child in found:
+        try:
+            with child.oneshot():
+                out.append(ChildProcess(child.pid, child.name(), _cpu_s(child.cpu_times())))
+        except psutil.Error:  # it exited between listing and reading
             continue
-        _, name, fields = stat
-        ticks = sum(int(fields[i]) for i in (_UTIME, _STIME, _CUTIME, _CSTIME))
-        by_parent.setdefault(int(fields[_PPID]), []).append(
-            ChildProcess(int(entry.name), name, ticks)
-        )
-    found: list[ChildProcess] = []
-    parents = [root]
-    while parents:
-        children = [c for p in parents for c in by_parent.get(p, [])]
-        found += children
-        parents = [c.pid for c in children]
-    return found
+    return out
 
 
-def children_cpu_ticks(proc: Path = PROC) -> int | None:
-    """CPU clock ticks of this process's children so far: the live descendants' own (with the
-    children they waited for) plus those this process already waited for (its cutime and
-    cstime). A child reaped in between moves from the first sum into the second, so the total
-    only grows; None without /proc."""
-    own = _read_stat(proc / "self" / "stat")
-    if own is None:
+def children_cpu_s() -> float | None:
+    """CPU seconds of this process's children so far: the live descendants' own (with the
+    children they waited for) plus those this process already waited for. A child reaped in
+    between moves from the first sum into the second, so the total only grows (where the
+    platform keeps the waited-for children's time: Linux); None where it cannot be read."""
+    try:
+        own = psutil.Process().cpu_times()
+    except psutil.Error:
         return None
-    pid, _, fields = own
-    descendants = live_descendants(pid, proc)
+    descendants = live_descendants()
     if descendants is None:
         return None
-    return int(fields[_CUTIME]) + int(fields[_CSTIME]) + sum(c.cpu_ticks for c in descendants)
+    waited = _cpu_s(own) - float(own.user + own.system)
+    return waited + sum(c.cpu_s for c in descendants)
+
+
+def children_cpu_ticks(_proc: object = None) -> int | None:
+    """`children_cpu_s` in clock ticks, the unit capture/noise.py counts in (`_proc`, the folder
+    this used to read, is not read)."""
+    seconds = children_cpu_s()
+    return None if seconds is None else round(seconds * TICKS_PER_S)

@@ -2,7 +2,7 @@
 
 The modeled bytes elsewhere in profreport are a lower bound computed from tensor sizes. This
 module measures what the GPU's DRAM actually moved: `ncu` runs a child process
-(`profreport.capture.ncu_child`) that builds and warms up the mode, then brackets one forward with
+(`profreport.ncu_child`) that builds and warms up the mode, then brackets one forward with
 cudaProfilerStart/Stop; with `--profile-from-start off` only that step's kernels are profiled.
 
 ncu facts this relies on (Nsight Compute CLI manual, "Console Output" and "Metrics and Units"):
@@ -41,7 +41,7 @@ from profreport.capture.ncu_results import (
 )
 from profreport.record.model import MeasuredBytes
 
-CHILD_MODULE = "profreport.capture.ncu_child"
+CHILD_MODULE = "profreport.ncu_child"
 
 
 def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str | None:
@@ -73,7 +73,7 @@ def _resolve_ncu(ncu: str, path: str | None = None) -> str | None:
 
 @dataclass(frozen=True)
 class ChildModel:
-    """The model the ncu child builds: what `profreport.capture.ncu_child` takes as arguments."""
+    """The model the ncu child builds: what `profreport.ncu_child` takes as arguments."""
 
     spec: str
     device: str

@@ -8,11 +8,9 @@ Exit codes follow `generate`: 0 every point ran, 1 the sweep finished but some p
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,10 +19,10 @@ from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
-from profreport.sweep.model import Sweep, SweepPoint, SweepRow
+from profreport.sweep.lifecycle import EXECUTORS, SweepRun
+from profreport.sweep.model import Sweep
 
 EXIT_FAILED = EXIT_GATE  # the sweep finished, but some point failed
-EXECUTORS = ("local", "ray")
 # Flags that describe the grid: with --resume the grid comes from sweep.json instead.
 GRID_FLAGS = {
     "models": "--model",
@@ -135,85 +133,9 @@ def _spec_and_settings(args: argparse.Namespace) -> tuple[SweepSpec, dict[str, A
     for key in ("executor", "ray_address", "out"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
-    if run.get("executor", "local") not in EXECUTORS:
-        raise UsageError(f"unknown executor {run['executor']!r}: choose local or ray")
     if run.get("ray_address") and run.get("executor", "local") != "ray":
         raise UsageError("--ray-address applies to --executor ray only")
     return checked_spec(values, args.config or "sweep"), run
-
-
-def _new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
-
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--out {parent} exists and is not a folder")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.models[0]).strip("-.")[:60] or "model"
-    more = f"-and-{len(spec.models) - 1}-more" if len(spec.models) > 1 else ""
-    name = f"sweep-{slug}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        for n in range(1, 1000):
-            folder = parent / (name if n == 1 else f"{name}-{n}")
-            try:
-                folder.mkdir()
-                return folder
-            except FileExistsError:
-                continue
-    except OSError as exc:
-        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
-    raise UsageError(f"cannot find a free folder name for {name} under {parent}")
-
-
-def new_sweep(spec: SweepSpec, executor: str, now: datetime) -> Sweep:
-    """The record of a sweep about to start: every point pending."""
-    from profreport import __version__
-
-    # built as the document it is written as, so that its keys keep this order
-    return Sweep.from_json(
-        {
-            "schema": document.SCHEMA,
-            "tool": {"name": "profreport", "version": __version__},
-            "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "executor": executor,
-            "grid": spec.to_json(),
-            "points": [{**p.to_json(), "status": "pending"} for p in spec.points()],
-            "rows": [],
-        }
-    )
-
-
-def record_outcome(
-    sweep: Sweep, spec: SweepSpec, point: Point, outcome: PointOutcome, root: Path
-) -> Sweep:
-    """`sweep` with a finished point, and one row per mode from its run record."""
-    from profreport import record as run_record
-
-    run = None
-    if outcome.run_dir is not None:
-        try:
-            run = run_record.load_run(outcome.run_dir)
-        except run_record.RecordError as exc:
-            outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
-    elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
-        outcome.status, outcome.error = "failed", "generate wrote no run record"
-    entry = SweepPoint.from_json(document.point_entry(point, outcome, root))
-    run_rel = entry.run if run is not None else None
-    rows = document.mode_rows(point, spec.modes, run, outcome, run_rel)
-    return sweep.with_point(entry, [SweepRow.from_json(r) for r in rows])
-
-
-def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
-    """sweep.json after every point; sweep.html and sweep.md at the end (or on an interrupt),
-    with the summary in sweep.json. Returns the sweep as written."""
-    from profreport.files import write_atomic
-    from profreport.render.registry import SWEEP, get, renderers
-    from profreport.sweep import render, summary
-
-    if final:
-        sweep = sweep.adding(summary=render.summary_json(summary.summarize(sweep)))
-    content = sweep.to_json()  # what every renderer of a sweep takes
-    for renderer in renderers(SWEEP) if final else (get(SWEEP, "json"),):
-        write_atomic(root / renderer.filename, renderer.render(content))
-    return sweep
 
 
 @contextmanager
@@ -249,71 +171,44 @@ def _progress(quiet: bool, total: int, stream: TextIO) -> Iterator[Callable[[str
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.text import terminal_text
 
-    now = datetime.now(timezone.utc)
     if args.resume:
         given = [flag for key, flag in GRID_FLAGS.items() if getattr(args, key) is not None]
         if given or args.config or args.out:
             raise UsageError(
                 f"--resume takes the grid from its sweep.json: drop {(given or ['--config/--out'])[0]}"
             )
-        root = Path(args.resume)
-        root = root.parent if root.is_file() else root  # the folder, or its sweep.json
-        try:
-            sweep = document.load_sweep(root / document.FILENAME)
-            spec = checked_spec(sweep.grid.to_json(), "sweep.json grid")
-        except (document.SweepRecordError, GridError) as exc:
-            raise UsageError(str(exc)) from None
-        executor, address = args.executor or sweep.executor or "local", args.ray_address
-        if executor == "ray":
-            _require_ray()
+        sweep_run = SweepRun.resume(Path(args.resume), args.executor)
+        address = args.ray_address
     else:
         try:
             spec, settings = _spec_and_settings(args)
         except GridError as exc:
             raise UsageError(str(exc)) from None
-        executor, address = settings.get("executor", "local"), settings.get("ray_address")
-        if executor == "ray":
-            _require_ray()
-        root = _new_folder(Path(settings.get("out", "reports")), spec, now)
-        sweep = new_sweep(spec, executor, now)
-    # the executor that ran the latest points (see each point's worker)
-    sweep = save(sweep.adding(executor=executor), root, final=False)
-    todo = [p for p in spec.points() if sweep.status(p.id) not in document.DONE]
-    done_before = len(spec.points()) - len(todo)
-    running: set[str] = set()
-    with _progress(args.quiet, len(todo), err) as progress:
+        address = settings.get("ray_address")
+        sweep_run = SweepRun.new(
+            spec, settings.get("executor", "local"), Path(settings.get("out", "reports"))
+        )
+    root = sweep_run.root
+    with _progress(args.quiet, len(sweep_run.todo()), err) as progress:
 
         def on_start(point: Point) -> None:
-            running.add(point.id)
             progress(f"{point.label}: running", False)
 
         def on_done(point: Point, outcome: PointOutcome) -> None:
-            nonlocal sweep
-            running.discard(point.id)
-            # recorded before it is written: a Ctrl-C while writing still keeps the outcome
-            sweep = record_outcome(sweep, spec, point, outcome, root)
-            save(sweep, root, final=False)
             took = f" ({outcome.duration_s:.1f} s)" if outcome.duration_s is not None else ""
             progress(f"{point.label}: {outcome.status}{took}", True)
 
         started = time.monotonic()
         try:
-            _execute(executor, address, spec, todo, root, on_start, on_done)
+            sweep = sweep_run.run(address, on_start, on_done)
         except KeyboardInterrupt:
-            for p in sweep.points:
-                if p.id in running:  # stopped before it finished: --resume runs it again
-                    stopped = p.adding(status="interrupted", error="the sweep was interrupted")
-                    sweep = sweep.with_point(stopped)
-            sweep = save(sweep, root, final=True)
-            finished = sum(1 for p in sweep.points if p.status in document.DONE)
             print(
-                f"error: interrupted after {finished} of {len(sweep.points)} points; resume "
-                f"with: profreport sweep --resume {root}",
+                f"error: interrupted after {sweep_run.finished} of {len(sweep_run.sweep.points)} "
+                f"points; resume with: profreport sweep --resume {root}",
                 file=err,
             )
             return EXIT_INTERRUPTED
-    sweep = save(sweep, root, final=True)
-    _print_summary(sweep, root, out, done_before, time.monotonic() - started)
+    _print_summary(sweep, root, out, sweep_run.done_before, time.monotonic() - started)
     failed = [p for p in sweep.points if not p.ok]
     for p in failed:
         print(
@@ -321,39 +216,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=err,
         )
     return EXIT_FAILED if failed else EXIT_OK
-
-
-def _require_ray() -> None:
-    """Ray is an optional extra: say so before anything is written."""
-    from profreport.sweep.ray_executor import INSTALL_HINT
-
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-
-
-def _execute(
-    executor: str,
-    address: str | None,
-    spec: SweepSpec,
-    todo: list[Point],
-    root: Path,
-    on_start: Callable[[Point], None],
-    on_done: Callable[[Point, PointOutcome], None],
-) -> None:
-
-    if executor == "ray":
-        from profreport.sweep import ray_executor
-
-        try:
-            ray_executor.run_ray(spec, todo, root, on_start, on_done, address=address)
-        except ray_executor.RayUnavailable as exc:
-            raise UsageError(str(exc)) from None
-    else:
-        from profreport.sweep.local import run_local
-
-        run_local(spec, todo, root, on_start, on_done)
 
 
 def _print_summary(sweep: Sweep, root: Path, out: TextIO, skipped: int, took_s: float) -> None:

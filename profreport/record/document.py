@@ -13,11 +13,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from profreport.files import read_text
 from profreport.record.model import Run, Status
-from profreport.record.section import JSONObject, problems
+from profreport.record.section import JSONObject, read_json
 
-SCHEMA = "profreport.run/1"
+SCHEMA = Run.SCHEMA
 MODE_STATUSES: tuple[Status, ...] = typing.get_args(Status)
 
 
@@ -44,14 +43,7 @@ def validate(record: Any, source: str = "record") -> JSONObject:
     """Check the document against the typed record (record/model.py: a field's type and its
     `required` default say what a reader may rely on); raise RecordError naming the first field
     that is missing or of the wrong type. A mode that did not run needs no kernels or bytes."""
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        found = record.get("schema") if isinstance(record, dict) else type(record).__name__
-        raise RecordError(
-            f"{source} is not a profreport run record (schema {found!r}, want {SCHEMA!r})"
-        )
-    for problem in problems(Run, record):
-        raise RecordError(f"{source}: {problem}")
-    return record
+    return Run.checked(record, source, RecordError)
 
 
 def load(path: Path) -> JSONObject:
@@ -59,10 +51,4 @@ def load(path: Path) -> JSONObject:
     path = Path(path)
     if path.is_dir():
         path = path / "run.json"
-    try:
-        data = json.loads(read_text(path, RecordError))
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except UnicodeDecodeError as exc:
-        raise RecordError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return validate(data, str(path))
+    return validate(read_json(path, RecordError), str(path))

@@ -2,7 +2,8 @@
 pipeline and read by every analysis and renderer.
 
 `Run.from_json(document)` reads a run/1 document (today's, and every one written since run/1);
-`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+`to_json()` gives back the same document: the same keys with the same values (declared fields in
+declaration order, then the unknown keys: key order means nothing).
 Keys a class does not declare (a newer writer's additions, or another tool's) are kept in `extra`
 and written back, so nothing is lost on the way through. A field's type is its JSON schema
 (record/section.py): `document.validate` and docs/record.md are derived from these classes.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from profreport.record.evidence import (
     BaselineSignals,
@@ -376,6 +377,9 @@ class ModeResult(Section):
 @dataclass(frozen=True)
 class Run(Section):
     """A whole run record (`profreport.run/1`)."""
+
+    SCHEMA: ClassVar[str] = "profreport.run/1"
+    NOUN: ClassVar[str] = "run record"
 
     schema: str = ""  # profreport.run/1
     tool: Tool | None = None

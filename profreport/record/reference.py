@@ -6,16 +6,13 @@ checked-in page equal to it.
 
 from __future__ import annotations
 
-import inspect
-import re
-import textwrap
-
+from profreport.record.json_schema import class_description, descriptions, sections
 from profreport.record.model import Run
 from profreport.record.section import FieldSpec, Section, Shape, schema_of
 
-_TRAILING = re.compile(r"^\s+(\w+):[^#]*#\s*(?P<doc>.+)$")
 _TYPES = {
     "text": "string",
+    "path": "string",
     "integer": "integer",
     "number": "number",
     "flag": "true or false",
@@ -34,7 +31,8 @@ every renderer and comparison through the same classes (`profreport.record.load_
 type is its schema: `profreport render` refuses a record whose field has another type, naming
 the field. **Required**: *yes* = every record has the key; *when status is ok* = every mode that
 ran has it. A type "or null" may be null; any other field may be left out. Keys a class does not
-declare (another tool's) are kept as they are.
+declare (another tool's) are kept as they are. The same description as a JSON Schema, to check
+a run.json without profreport: [schemas/run.schema.json](schemas/run.schema.json).
 
 Evidence is what capture observed; the fields marked *finding* (a mode's `fusion`, `roofline`,
 `why_not_fused` and `verdict`, and the bytes and roofline fields of a kernel row) are a copy for
@@ -70,45 +68,16 @@ def _required(spec: FieldSpec) -> str:
     return ""
 
 
-def _comments(cls: type[Section]) -> dict[str, str]:
-    """Field name -> the comment beside its declaration."""
-    found = {}
-    for line in inspect.getsource(cls).splitlines():
-        m = _TRAILING.match(line)
-        if m:
-            found[m.group(1)] = m.group("doc").strip()
-    return found
-
-
-def _sections(root: type[Section]) -> list[type[Section]]:
-    """`root` and every Section class reachable from its fields, in order of first mention."""
-    order: list[type[Section]] = []
-    pending = [root]
-    while pending:
-        cls = pending.pop(0)
-        if cls in order:
-            continue
-        order.append(cls)
-        for spec in schema_of(cls):
-            shape: Shape | None = spec.shape
-            while shape is not None:
-                if shape.section is not None:
-                    pending.append(shape.section)
-                shape = shape.item
-    return order
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def section_markdown(cls: type[Section]) -> str:
-    doc = textwrap.dedent(cls.__doc__ or "").strip()
-    generated = doc.startswith(f"{cls.__name__}(")  # the dataclass's own signature
-    comments = _comments(cls)
+    doc = class_description(cls)
+    comments = descriptions(cls)
     lines = [f"## {cls.__name__}", ""]
-    if doc and not generated:
-        lines += [" ".join(doc.split()), ""]
+    if doc:
+        lines += [doc, ""]
     lines += ["| key | type | required | what it is |", "|---|---|---|---|"]
     for spec in schema_of(cls):
         what = comments.get(spec.name, "")
@@ -121,7 +90,7 @@ def section_markdown(cls: type[Section]) -> str:
 
 def reference_markdown(root: type[Section] = Run) -> str:
     """docs/record.md: the intro, then one table per class reachable from `root`."""
-    return "\n".join([INTRO, *(section_markdown(cls) for cls in _sections(root))])
+    return "\n".join([INTRO, *(section_markdown(cls) for cls in sections(root))])
 
 
 if __name__ == "__main__":

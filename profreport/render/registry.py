@@ -3,7 +3,9 @@ renders (a run, a comparison, a trace analysis, a sweep, a comparison of sweeps)
 writes, and `render(document) -> str | bytes`. `--format` choices, `RunResult.save`,
 `profreport render`, `compare`, `analyze --out` and the sweep's pages read it; writing the files
 stays with the caller (the CLI, `RunResult.save`). A run is handed over as the typed
-`profreport.record.Run` with today's findings (`analysis.derive.derived_run`).
+`profreport.record.Run` with today's findings (`analysis.derive.derived_run`). The sweep package
+sits above this one and registers its own renderers (of a sweep and of two sweeps compared)
+when it is imported, so nothing here names it.
 
 Renderers are typed by their document kind: `get(RUN, "html")` is a `Renderer[Run]`, whose
 `render` takes a Run. A new format is one module with a render function plus one entry in
@@ -16,8 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from profreport.analysis.comparison import Comparison
     from profreport.analysis.trace_document import AnalysisDocument
     from profreport.record.model import Run
@@ -36,10 +36,9 @@ RUN: Document[Run] = Document("run")  # a run record (profreport.run/1)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
 # `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
 ANALYSIS: Document[AnalysisDocument] = Document("analysis")
-# a sweep record (profreport.sweep/1) as the document sweep.json holds
-SWEEP: Document[Mapping[str, Any]] = Document("sweep")
-# two sweeps gated point by point: a profreport.sweep.compare.SweepComparison, named and not
-# imported, since render sits below sweep (no import, even for the type checker, points up)
+# a sweep record (profreport.sweep/1) and two sweeps gated point by point: kinds whose renderers
+# (and document types) belong to the sweep package, which registers them
+SWEEP: Document[Any] = Document("sweep")
 SWEEP_COMPARISON: Document[Any] = Document("sweep-comparison")
 
 
@@ -81,18 +80,6 @@ _BUILTIN = (
     Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
     Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
     Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
-    Renderer("json", SWEEP, "sweep.json", "profreport.record:dumps"),
-    Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
-    Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
-    Renderer(
-        "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
-    ),
-    Renderer(
-        "json", SWEEP_COMPARISON, "comparison.json", "profreport.sweep.compare_render:render_json"
-    ),
-    Renderer(
-        "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
-    ),
 )
 _REGISTRY: dict[tuple[str, str], Renderer[Any]] = {(r.document.name, r.name): r for r in _BUILTIN}
 

@@ -10,5 +10,49 @@ lengths x dtypes), run by a local or a Ray executor, gathered into one sweep rec
   compression ratio; the series the charts draw).
 - `local` / `ray_executor`: where the points run; both hand back a `PointOutcome`.
 - `render`: sweep.html and sweep.md; `compare`: two sweeps gated point by point.
-- the command's edge (arguments, progress, Ctrl-C, files, exit codes) is `profreport.cli.sweep`.
+- `lifecycle`: a sweep as a library (`run_sweep`, `SweepRun`: new or resumed, each point
+  recorded, saved); the command's edge (arguments, progress, exit codes) is `profreport.cli.sweep`.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profreport.render.registry import SWEEP, SWEEP_COMPARISON, Renderer, register
+
+if TYPE_CHECKING:
+    from profreport.sweep.grid import SweepSpec
+    from profreport.sweep.lifecycle import SweepRun, run_sweep
+
+__all__ = ["SweepRun", "SweepSpec", "run_sweep"]
+
+# This package's renderers, in the one registry (render sits below sweep and names none of them):
+# a sweep record typed (profreport.sweep.model.Sweep), two sweeps compared
+# (profreport.sweep.compare.SweepComparison).
+for _renderer in (
+    Renderer("json", SWEEP, "sweep.json", "profreport.sweep.render:render_json"),
+    Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
+    Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
+    Renderer(
+        "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
+    ),
+    Renderer(
+        "json", SWEEP_COMPARISON, "comparison.json", "profreport.sweep.compare_render:render_json"
+    ),
+    Renderer(
+        "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
+    ),
+):
+    register(_renderer)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SweepSpec":
+        from profreport.sweep.grid import SweepSpec
+
+        return SweepSpec
+    if name in ("SweepRun", "run_sweep"):
+        from profreport.sweep import lifecycle
+
+        return getattr(lifecycle, name)
+    raise AttributeError(f"module 'profreport.sweep' has no attribute {name!r}")

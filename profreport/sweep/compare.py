@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from profreport.analysis.compare import (
     CompareError,
@@ -20,11 +20,10 @@ from profreport.analysis.compare import (
     Thresholds,
     compare_runs,
 )
-from profreport.record.model import Run
+from profreport.record.model import JSON, Run
+from profreport.record.section import Section, required, required_factory
 from profreport.sweep import document
 from profreport.sweep.model import Sweep
-
-SCHEMA = "profreport.sweep-compare/1"
 
 
 @dataclass(frozen=True)
@@ -56,27 +55,62 @@ class SweepComparison(GateOutcome):
             for line in p.comparison.inconclusive
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "base": self.base_label,
-            "head": self.head_label,
-            "thresholds": vars(self.thresholds),
-            "points": [
-                {
-                    "point": p.label,
-                    "base_status": p.base_status,
-                    "head_status": p.head_status,
-                    "note": p.note,
-                    "comparison": p.comparison.to_dict() if p.comparison else None,
-                }
-                for p in self.points
-            ],
-            "only_in_base": self.only_in_base,
-            "only_in_head": self.only_in_head,
-            "regressions": [vars(r) for r in self.regressions],
-            **self.outcome(),
-        }
+
+@dataclass(frozen=True)
+class PointEntry(Section):
+    """One point of both sweeps: its two statuses, and its run comparison where both have a run
+    record (or why there is none)."""
+
+    point: str = required("")  # the point's label: model, batch size, sequence length, dtype
+    base_status: str = required("")
+    head_status: str = required("")
+    note: str = ""
+    # the two runs compared (a profreport.compare/1 document), where both sides have one
+    comparison: JSON | None = required(None, null=True)
+
+
+@dataclass(frozen=True)
+class SweepCompareDocument(Section):
+    """Two sweep records compared point by point (`profreport.sweep-compare/1`): what
+    `profreport compare --format json` writes for two sweep.json files."""
+
+    SCHEMA: ClassVar[str] = "profreport.sweep-compare/1"
+    NOUN: ClassVar[str] = "sweep comparison"
+
+    schema: str = SCHEMA
+    base: str = required("")  # where the base sweep came from, as the caller named it
+    head: str = required("")
+    thresholds: JSON = required_factory(dict)  # the gates applied (as in profreport.compare/1)
+    points: tuple[PointEntry, ...] = required(())
+    only_in_base: tuple[str, ...] = required(())  # points of one sweep only, by label
+    only_in_head: tuple[str, ...] = required(())
+    regressions: tuple[JSON, ...] = required(())  # mode, metric and message of each
+    regressed: bool = required(False)
+    inconclusive: tuple[str, ...] = required(())  # latencies the gates could not judge
+
+
+def sweep_compare_document(c: SweepComparison) -> SweepCompareDocument:
+    """The comparison as the document `profreport compare --format json` writes."""
+    return SweepCompareDocument(
+        base=c.base_label,
+        head=c.head_label,
+        thresholds=vars(c.thresholds),
+        points=tuple(
+            PointEntry(
+                point=p.label,
+                base_status=p.base_status,
+                head_status=p.head_status,
+                note=p.note,
+                comparison=p.comparison.to_dict() if p.comparison else None,
+            )
+            for p in c.points
+        ),
+        only_in_base=tuple(c.only_in_base),
+        only_in_head=tuple(c.only_in_head),
+        regressions=tuple(vars(r) for r in c.regressions),
+        regressed=c.regressed,
+        inconclusive=tuple(c.inconclusive),
+    )
 
 
 def compare_sweeps(
@@ -144,17 +178,17 @@ def either_is_sweep(*paths: str) -> bool:
 
 
 def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
-    from profreport import record as run_record
     from profreport.analysis.derive import compared_run
     from profreport.modes import mode_analyses
+    from profreport.record import RecordError, load
 
     root = sweep_path.parent
     runs = {}
     for p in sweep.points:
         if p.run:
             try:
-                record = run_record.load(root / p.run)
-            except run_record.RecordError:
+                record = load(root / p.run)
+            except RecordError:
                 continue  # the point is then compared as having no run record
             runs[p.id] = compared_run(record, mode_analyses(), root / p.run)
     return runs

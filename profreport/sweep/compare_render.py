@@ -10,7 +10,7 @@ from profreport.format import md_cell, md_line
 from profreport.record import dumps
 from profreport.render import compare as run_compare
 from profreport.render.jinja import render_page
-from profreport.sweep.compare import SweepComparison
+from profreport.sweep.compare import SweepComparison, sweep_compare_document
 
 
 def _outcome(c: SweepComparison) -> str:
@@ -51,7 +51,7 @@ def render_markdown(c: SweepComparison) -> str:
 
 
 def render_json(c: SweepComparison) -> str:
-    return dumps(c.to_dict())
+    return dumps(sweep_compare_document(c).to_json())
 
 
 def build_view(c: SweepComparison) -> dict[str, Any]:

@@ -6,29 +6,25 @@ point and mode, copied from the point's run.json (kernels from the profiler, byt
 latency measured) so other tools can plot a sweep without reading every run; profreport's own
 comparison reads the run folders themselves.
 
-This module writes the record's entries (`point_entry`, `mode_rows`) and checks a document before
-it is typed (`validate`); readers take the typed `Sweep` (profreport.sweep.model) from
-`load_sweep`.
+This module builds the record's entries (`point_entry`, `mode_rows`: the typed `SweepPoint` and
+`SweepRow` of profreport.sweep.model) and reads a sweep.json (`load_sweep`: checked and typed by
+the record's classes).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profreport.files import read_text
-from profreport.record.model import ModeResult, Run
-from profreport.record.section import schema_of
-from profreport.sweep.grid import Point, SweepSpec
-from profreport.sweep.model import Sweep
+from profreport.record.model import Latency, ModeResult, Run, Speedup
+from profreport.record.section import JSONObject, read_json
+from profreport.sweep.grid import Point
+from profreport.sweep.model import PointStatus, Sweep, SweepPoint, SweepRow
 
-SCHEMA = "profreport.sweep/1"
+SCHEMA = Sweep.SCHEMA
 FILENAME = "sweep.json"
-POINT_STATUSES = ("ok", "failed", "pending", "interrupted")
-# the grid's fields that are lists (its type says so: SweepSpec)
-GRID_LISTS = tuple(s.name for s in schema_of(SweepSpec) if s.shape.kind == "list")
 DONE = ("ok", "failed")  # a point `--resume` does not run again
 NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
 
@@ -42,7 +38,7 @@ class PointOutcome:
     """How one point's `generate` run ended, as an executor reports it. `run_dir` is the run
     folder on the driver's disk (None when generate wrote none)."""
 
-    status: str  # ok | failed | interrupted
+    status: PointStatus  # ok | failed | interrupted
     error: str | None = None
     exit_code: int | None = None
     run_dir: Path | None = None
@@ -58,11 +54,23 @@ def peak_memory_bytes(mode: ModeResult) -> int | None:
     return peak.bytes if peak is not None and peak.bytes else None
 
 
-def _speedup(mode: ModeResult) -> dict[str, Any] | None:
-    sp = mode.speedup_vs_eager
-    if sp is None:
-        return None
-    return {"median": sp.median, "ci95": list(sp.ci95), "inconclusive": sp.inconclusive}
+def _figures(mode: ModeResult) -> SweepRow:
+    """The row figures of a mode that ran: kernels, bytes, latency, speedup, compile time."""
+    lat, sp = mode.latency_ms, mode.speedup_vs_eager
+    return SweepRow(
+        status="ok",
+        kernels_per_step=mode.ok_kernels.per_step,
+        bytes_per_step=mode.ok_bytes.traffic,
+        bytes_partial=bool(mode.ok_bytes.not_modeled),
+        latency_ms=None
+        if lat is None
+        else Latency(median=lat.median, iqr=lat.iqr, p10=lat.p10, p90=lat.p90),
+        speedup_vs_eager=None
+        if sp is None
+        else Speedup(median=sp.median, ci95=sp.ci95, noise=sp.noise, inconclusive=sp.inconclusive),
+        compile_s=mode.compile_s,
+        peak_memory_bytes=peak_memory_bytes(mode),
+    )
 
 
 def mode_rows(
@@ -71,106 +79,75 @@ def mode_rows(
     run: Run | None,
     outcome: PointOutcome,
     run_rel: str | None,
-) -> list[dict[str, Any]]:
+) -> list[SweepRow]:
     """One row per mode of `point`: from its run record, or (no record) the point's error."""
-    base = {
-        "point": point.id,
-        "model": point.model,
-        "batch_size": point.batch_size,
-        "seq_len": point.seq_len,
-        "dtype": point.dtype,
-    }
-    if run is not None:
-        base["device"] = run.device.type
-        if point.batch_size is None:
-            base["batch_size"] = run.model.batch_size  # the model's own size
+    batch_size = point.batch_size
+    if run is not None and batch_size is None:
+        batch_size = run.model.batch_size  # the model's own size
     rows = []
-    names = list(run.modes) if run is not None else list(modes)
-    for name in names:
+    for name in list(run.modes) if run is not None else list(modes):
         m = run.modes[name] if run is not None else None
-        row: dict[str, Any] = {**base, "mode": name, "run": run_rel}
         if m is None:
-            row.update(status=outcome.status, error=outcome.error)
+            row = SweepRow(status=outcome.status, error=outcome.error)
         elif not m.ok or m.kernels is None or m.bytes is None:
-            row.update(status=m.status, error=m.error or m.status)
+            row = SweepRow(status=m.status, error=m.error or m.status)
         else:
-            lat = m.latency_ms
-            row.update(
-                status="ok",
-                error=None,
-                kernels_per_step=m.kernels.per_step,
-                bytes_per_step=m.bytes.read + m.bytes.written,
-                bytes_partial=bool(m.bytes.not_modeled),
-                latency_ms=None
-                if lat is None
-                else {"median": lat.median, "p10": lat.p10, "p90": lat.p90},
-                speedup_vs_eager=_speedup(m),
-                compile_s=m.compile_s,
-                peak_memory_bytes=peak_memory_bytes(m),
+            row = _figures(m)
+        rows.append(
+            dataclasses.replace(
+                row,
+                point=point.id,
+                model=point.model,
+                batch_size=batch_size,
+                seq_len=point.seq_len,
+                dtype=point.dtype,
+                device=None if run is None else run.device.type,
+                mode=name,
+                run=run_rel,
             )
-        rows.append(row)
+        )
     return rows
 
 
-def point_entry(point: Point, outcome: PointOutcome, root: Path) -> dict[str, Any]:
+def point_entry(point: Point, outcome: PointOutcome, root: Path) -> SweepPoint:
+    """The record's entry of a finished point (its run and log relative to sweep.json)."""
+
     def rel(path: Path | None) -> str | None:
         return None if path is None else path.relative_to(root).as_posix()
 
-    return {
-        **point.to_json(),
-        "status": outcome.status,
-        "error": outcome.error,
-        "exit_code": outcome.exit_code,
-        "run": rel(outcome.run_dir),
-        "log": rel(outcome.log),
-        "duration_s": outcome.duration_s,
-        "worker": outcome.worker,
-    }
+    return dataclasses.replace(
+        pending_entry(point),
+        status=outcome.status,
+        error=outcome.error,
+        exit_code=outcome.exit_code,
+        run=rel(outcome.run_dir),
+        log=rel(outcome.log),
+        duration_s=outcome.duration_s,
+        worker=outcome.worker,
+    )
 
 
-def validate(data: Any, source: str) -> dict[str, Any]:
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise SweepRecordError(
-            f"{source} is not a profreport sweep record (schema {found!r}, want {SCHEMA!r})"
-        )
-    for key, kind in (("grid", dict), ("points", list), ("rows", list)):
-        if not isinstance(data.get(key), kind):
-            raise SweepRecordError(f"{source}: {key}: missing or of the wrong type")
-    for key in GRID_LISTS:
-        if not isinstance(data["grid"].get(key, []), list):
-            raise SweepRecordError(f"{source}: grid.{key}: expected a list")
-    for i, p in enumerate(data["points"]):
-        if not isinstance(p, dict) or p.get("status") not in POINT_STATUSES:
-            raise SweepRecordError(f"{source}: points[{i}]: not a point with a known status")
-        for key in ("id", "model", "dtype"):
-            if not isinstance(p.get(key), str):
-                raise SweepRecordError(f"{source}: points[{i}].{key}: expected a string")
-    for i, r in enumerate(data["rows"]):
-        if not isinstance(r, dict):
-            raise SweepRecordError(f"{source}: rows[{i}]: expected an object")
-        for key in ("latency_ms", "speedup_vs_eager"):
-            if not isinstance(r.get(key) or {}, dict):
-                raise SweepRecordError(f"{source}: rows[{i}].{key}: expected an object")
-    if not isinstance(data.get("tool") or {}, dict):
-        raise SweepRecordError(f"{source}: tool: expected an object")
-    return data
+def pending_entry(point: Point) -> SweepPoint:
+    """The record's entry of a point not run yet: its axis values."""
+    return SweepPoint(
+        id=point.id,
+        model=point.model,
+        batch_size=point.batch_size,
+        seq_len=point.seq_len,
+        dtype=point.dtype,
+    )
 
 
-def read_json(path: Path) -> Any:
-    """The parsed JSON of `path` (a sweep.json or a folder holding one); SweepRecordError if
-    it cannot be read."""
+def validate(data: Any, source: str) -> JSONObject:
+    """`data` if it is a sweep record; SweepRecordError naming the first wrong field if not."""
+    return Sweep.checked(data, source, SweepRecordError)
+
+
+def load(path: Path) -> JSONObject:
+    """Read and validate a sweep record document from sweep.json or its folder."""
     if path.is_dir():
         path = path / FILENAME
-    try:
-        return json.loads(read_text(path, SweepRecordError))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SweepRecordError(f"{path} is not valid JSON ({exc})") from None
-
-
-def load(path: Path) -> dict[str, Any]:
-    """Read and validate a sweep record document from sweep.json or its folder."""
-    return validate(read_json(path), str(path))
+    return validate(read_json(path, SweepRecordError), str(path))
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -181,7 +158,7 @@ def load_sweep(path: Path) -> Sweep:
 def is_sweep(path: Path) -> bool:
     """Whether `path` is a sweep.json (or a folder holding one), judged by its schema."""
     try:
-        data = read_json(path)
+        data = read_json(path / FILENAME if path.is_dir() else path, SweepRecordError)
     except SweepRecordError:
         return False
     return isinstance(data, dict) and data.get("schema") == SCHEMA

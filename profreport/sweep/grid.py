@@ -8,19 +8,24 @@ An axis that no model of the sweep takes is bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from profreport.files import read_text
-from profreport.record.section import Section
+from profreport.record.section import Minimum, Section
 from profreport.runner import GenerateRequest
 
-DTYPE_NAMES = ("float32", "float16", "bfloat16")
+DType = Literal["float32", "float16", "bfloat16"]
+DTYPE_NAMES: tuple[DType, ...] = typing.get_args(DType)
 DEFAULT_MODES = ("eager", "compile")
+Count = Annotated[int, Minimum(1)]  # a batch size, a sequence length, threads
+Seconds = Annotated[float, Minimum(0, exclusive=True)]
 
 
 class GridError(ValueError):
@@ -78,15 +83,6 @@ class Point:
         seq = f"-s{self.seq_len}" if self.seq_len is not None else ""
         return f"{slug}{batch}{seq}-{self.dtype}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "model": self.model,
-            "batch_size": self.batch_size,
-            "seq_len": self.seq_len,
-            "dtype": self.dtype,
-        }
-
 
 @dataclass(frozen=True)
 class SweepSpec(Section):
@@ -94,15 +90,15 @@ class SweepSpec(Section):
     sweep.toml and the `grid` of sweep.json (whose keys are its fields). Read from plain values
     by `checked_spec`, which names a bad field."""
 
-    models: tuple[str, ...] = ()
-    batch_sizes: tuple[int, ...] = ()
-    seq_lens: tuple[int, ...] = ()
-    dtypes: tuple[str, ...] = ("float32",)
+    models: tuple[str, ...] = ()  # as generate --model takes them
+    batch_sizes: tuple[Count, ...] = ()  # built-in and hf: zoo models
+    seq_lens: tuple[Count, ...] = ()  # hf: language models
+    dtypes: tuple[DType, ...] = ("float32",)
     modes: tuple[str, ...] = DEFAULT_MODES
-    device: str = "auto"
-    min_time_s: float | None = None
-    max_time_s: float | None = None
-    threads: int | None = None
+    device: str = "auto"  # auto | cpu | cuda[:N]
+    min_time_s: Seconds | None = None  # generate --min-time (None: its default)
+    max_time_s: Seconds | None = None
+    threads: Count | None = None
     # Each point compiles into an empty Inductor cache (a cold compile, as the PyTorch
     # dashboard's cold-start compile time); False: the cache on disk is shared (warm).
     cold_compile: bool = True
@@ -135,97 +131,46 @@ class SweepSpec(Section):
         )
 
 
-def _text_list(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise GridError(f"{what}: expected a non-empty list of strings")
-    return tuple(v.strip() for v in value)
-
-
-def _int_list(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        raise GridError(f"{what}: expected a list of integers")
-    bad = [v for v in value if v < 1]
-    if bad:
-        raise GridError(f"{what}: must be at least 1: {bad[0]}")
-    return tuple(dict.fromkeys(value))
-
-
-def _number(value: Any, what: str, kind: type) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise GridError(f"{what}: expected a positive number")
-    if kind is int and not isinstance(value, int):
-        raise GridError(f"{what}: expected a positive integer")
-    return kind(value)
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise GridError(f"{what}: expected true or false")
-    return value
-
-
-_SPEC_KEYS = {
-    "models",
-    "batch_sizes",
-    "seq_lens",
-    "dtypes",
-    "modes",
-    "device",
-    "min_time_s",
-    "max_time_s",
-    "threads",
-    "cold_compile",
-    "generate_flags",
-}
+def _unique(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(values))
 
 
 def checked_spec(data: Mapping[str, Any], source: str) -> SweepSpec:
     """A SweepSpec from plain values (flags, TOML or sweep.json), or GridError naming the field."""
     from profreport.modes import mode_names
 
-    unknown = sorted(set(data) - _SPEC_KEYS)
-    if unknown:
-        raise GridError(f"{source}: unknown setting {unknown[0]!r}")
-    if "models" not in data:
+    values = dict(data)
+    for key in ("models", "dtypes", "modes"):  # one name where a list of one is meant
+        if isinstance(values.get(key), str):
+            values[key] = [values[key]]
+    spec = SweepSpec.parse(values, source, GridError, closed=True)
+    if not spec.models:
         raise GridError(f"{source}: no model given (--model or models = [...])")
-    models = tuple(dict.fromkeys(_text_list(data["models"], f"{source}: models")))
-    dtypes = _text_list(data.get("dtypes", ["float32"]), f"{source}: dtypes")
-    for dtype in dtypes:
-        if dtype not in DTYPE_NAMES:
-            raise GridError(
-                f"{source}: unknown dtype {dtype!r}; choose from float32, float16, bfloat16"
-            )
-    modes = _text_list(data.get("modes", list(DEFAULT_MODES)), f"{source}: modes")
-    for mode in modes:
-        if mode not in mode_names():
-            raise GridError(
-                f"{source}: unknown mode {mode!r}; choose from {', '.join(mode_names())}"
-            )
-    spec = SweepSpec(
-        models=models,
-        batch_sizes=_int_list(data.get("batch_sizes", []), f"{source}: batch_sizes"),
-        seq_lens=_int_list(data.get("seq_lens", []), f"{source}: seq_lens"),
-        dtypes=tuple(dict.fromkeys(dtypes)),
-        modes=tuple(dict.fromkeys(modes)),
-        device=str(data.get("device") or "auto"),
-        min_time_s=_number(data.get("min_time_s"), f"{source}: min_time_s", float),
-        max_time_s=_number(data.get("max_time_s"), f"{source}: max_time_s", float),
-        threads=_number(data.get("threads"), f"{source}: threads", int),
-        cold_compile=_flag(data.get("cold_compile", True), f"{source}: cold_compile"),
-    )
-    if data.get("generate_flags"):
+    for key in ("dtypes", "modes"):
+        if not getattr(spec, key):
+            raise GridError(f"{source}: {key}: expected a non-empty list")
+    unknown = [m for m in spec.modes if m not in mode_names()]
+    if unknown:
+        raise GridError(
+            f"{source}: unknown mode {unknown[0]!r}; choose from {', '.join(mode_names())}"
+        )
+    if spec.generate_flags:
         raise GridError(
             f"{source}: generate_flags: no longer taken (set the grid's settings instead)"
         )
-    if spec.batch_sizes and not any(takes_batch_size(m) for m in models):
+    spec = dataclasses.replace(
+        spec,
+        models=_unique(tuple(m.strip() for m in spec.models)),
+        batch_sizes=_unique(spec.batch_sizes),
+        seq_lens=_unique(spec.seq_lens),
+        dtypes=_unique(spec.dtypes),
+        modes=_unique(tuple(m.strip() for m in spec.modes)),
+        device=spec.device or "auto",
+        json_keys=None,  # a grid writes all its settings, the defaults too
+    )
+    if spec.batch_sizes and not any(takes_batch_size(m) for m in spec.models):
         raise GridError("batch sizes apply to built-in and hf: zoo models only")
-    if spec.seq_lens and not any(takes_seq_len(m) for m in models):
+    if spec.seq_lens and not any(takes_seq_len(m) for m in spec.models):
         raise GridError("sequence lengths apply to hf: language models only")
     return spec
 

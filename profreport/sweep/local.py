@@ -12,7 +12,6 @@ half-written run folder), then killed if it does not.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import profreport
 from profreport.exits import status_of
 from profreport.files import write_atomic
 from profreport.record import dumps
@@ -50,16 +48,9 @@ def write_request(point_dir: Path, request: GenerateRequest) -> Path:
 def read_result(path: Path) -> GenerateResult | None:
     """The result file a point wrote; None when there is none (its process died before writing
     it); ResultError, one line, when the file is not a generate result."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultError(f"cannot read the point's {path.name}: {exc}") from None
-    try:
-        return GenerateResult.from_json(json.loads(text))
-    except json.JSONDecodeError as exc:
-        raise ResultError(f"the point's {path.name} is not JSON ({exc})") from None
+    return GenerateResult.parse_file(path, ResultError)
 
 
 def _no_result(exit_code: int) -> str:
@@ -97,7 +88,7 @@ def child_environment() -> dict[str, str]:
     """This process's environment, with the profreport being run first on PYTHONPATH, so the
     child runs the same code (a checkout as well as an installed package)."""
     env = dict(os.environ)
-    here = str(Path(profreport.__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding profreport/
     env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     return env
 

@@ -2,23 +2,28 @@
 string keys.
 
 `Sweep.from_json(document)` reads a sweep.json document (validated by `document.validate`);
-`to_json()` gives back the same document: the same keys, in the same order, with the same values.
+`to_json()` gives back the same document: the same keys with the same values (declared fields in
+declaration order, then the unknown keys: key order means nothing).
 Like the run record's classes (profreport.record.model, whose `Section` these extend), keys a class
 does not declare are kept in `extra` and written back. A row's latency and speedup are the run
 record's own `Latency` and `Speedup`, holding the fields the row copied from its run.json.
 
-The stored `summary` is a copy of the dashboard figures for other tools (a JSON mapping);
-profreport's readers compute their own with `summary.summarize`.
+The stored `summary` is a copy of the dashboard figures for other tools; profreport's readers
+compute their own with `summary.summarize`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from profreport.record.model import JSON, Latency, Section, Speedup, Tool
+from profreport.record.model import Latency, Section, Speedup, Tool
+from profreport.record.section import required, required_factory
 from profreport.sweep.grid import Point, SweepSpec
+
+PointStatus = Literal["ok", "failed", "pending", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -26,12 +31,12 @@ class SweepPoint(Section):
     """One point of the grid and its outcome. A pending point holds only its axis values and
     status; `run` and `log` are relative to sweep.json."""
 
-    id: str = ""
-    model: str = ""
+    id: str = required("")
+    model: str = required("")
     batch_size: int | None = None
     seq_len: int | None = None
-    dtype: str = ""
-    status: str = "pending"  # ok | failed | pending | interrupted
+    dtype: str = required("")
+    status: PointStatus = required("pending")
     error: str | None = None
     exit_code: int | None = None
     run: str | None = None
@@ -71,8 +76,8 @@ class SweepRow(Section):
     kernels_per_step: int | None = None
     bytes_per_step: int | None = None
     bytes_partial: bool | None = None
-    latency_ms: Latency | None = None  # median, p10, p90
-    speedup_vs_eager: Speedup | None = None  # median, ci95, inconclusive
+    latency_ms: Latency | None = None  # median, iqr, p10, p90
+    speedup_vs_eager: Speedup | None = None  # median, ci95, noise, inconclusive
     compile_s: float | None = None
     peak_memory_bytes: int | None = None
 
@@ -91,19 +96,63 @@ class SweepRow(Section):
 
 
 @dataclass(frozen=True)
+class ModeSummary(Section):
+    """One mode over the sweep, in the PyTorch compile dashboard's terms (sweep/summary.py)."""
+
+    mode: str = required("")
+    points: int = required(0)  # points that were to run this mode
+    passed: int = required(0)
+    geomean_speedup: float | None = None  # over eager, measured; None for eager or no data
+    speedup_points: int = 0
+    speedup_inconclusive: int = 0  # of those, timed under noise the run flagged
+    mean_compile_s: float | None = None
+    compression_ratio: float | None = None  # eager peak / mode peak; None: not recorded
+    compression_points: int = 0
+    pass_rate: float = 0.0  # passed / points
+
+
+@dataclass(frozen=True)
+class FailedPoint(Section):
+    """A point that failed: its id, label and error."""
+
+    point: str = required("")
+    label: str = ""
+    status: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SweepSummary(Section):
+    """The dashboard figures of a sweep (what sweep.html opens with)."""
+
+    points: int = required(0)
+    ok_points: int = required(0)
+    modes: tuple[ModeSummary, ...] = required(())
+    failed: tuple[FailedPoint, ...] = ()
+    axis: str | None = None  # the swept axis the charts put on x
+    pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
+
+    def mode(self, name: str) -> ModeSummary:
+        return next(m for m in self.modes if m.mode == name)
+
+
+@dataclass(frozen=True)
 class Sweep(Section):
     """A whole sweep record (`profreport.sweep/1`)."""
 
-    schema: str = ""
-    tool: Tool | None = None
-    created_utc: str | None = None
-    executor: str | None = None
-    grid: SweepSpec = field(default_factory=SweepSpec)
-    points: tuple[SweepPoint, ...] = ()
-    rows: tuple[SweepRow, ...] = ()
-    summary: JSON | None = None
+    SCHEMA: ClassVar[str] = "profreport.sweep/1"
+    NOUN: ClassVar[str] = "sweep record"
 
-    def status(self, point_id: str) -> str:
+    schema: str = SCHEMA
+    tool: Tool | None = None
+    created_utc: str | None = None  # when the sweep started, UTC (ISO 8601)
+    executor: str | None = None  # local | ray: what ran the latest points
+    grid: SweepSpec = required_factory(SweepSpec)
+    points: tuple[SweepPoint, ...] = required(())
+    rows: tuple[SweepRow, ...] = required(())
+    summary: SweepSummary | None = None  # the dashboard figures (a copy for other tools)
+
+    def status(self, point_id: str) -> PointStatus:
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""
         return next((p.status for p in self.points if p.id == point_id), "pending")
 

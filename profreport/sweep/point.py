@@ -10,7 +10,6 @@ only: the sweep reads the result file.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ def summary_line(result: GenerateResult) -> str:
 def main(argv: list[str]) -> int:
     request_path, result_path = (Path(arg) for arg in argv)
     with interrupts.signals_as_interrupt():
-        request = GenerateRequest.from_json(json.loads(request_path.read_text(encoding="utf-8")))
+        request = GenerateRequest.parse_file(request_path, closed=True)
         result = run_point(request, sys.stderr)
         write_atomic(result_path, dumps(result.to_json()))
     print(summary_line(result), file=sys.stderr if result.error else sys.stdout)

@@ -52,7 +52,8 @@ def run_point_task(request: dict[str, Any], cold_compile: bool) -> dict[str, Any
     try:
         with compile_cache(cold_compile) as cache:
             os.environ.update(cache)  # this worker runs this one task (max_calls=1)
-            result = run_point(GenerateRequest.from_json({**request, "out": str(tmp)}), sys.stderr)
+            asked = GenerateRequest.parse({**request, "out": str(tmp)}, "the point's request")
+            result = run_point(asked, sys.stderr)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for child in sorted(tmp.iterdir()):
@@ -121,7 +122,7 @@ def _unpack(task: dict[str, Any], point_dir: Path) -> PointOutcome:
     point_dir.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(task["tar"]), mode="r:gz") as tar:
         tar.extractall(point_dir, filter="data")
-    result = GenerateResult.from_json(task["result"])
+    result = GenerateResult.parse(task["result"], "the task's result")
     write_atomic(point_dir / RESULT_NAME, dumps(task["result"]))
     log = point_dir / LOG_NAME
     log.write_text(summary_line(result) + "\n", encoding="utf-8")

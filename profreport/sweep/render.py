@@ -1,39 +1,25 @@
 """Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
 sweep.md, and the summary's JSON copy and terminal lines. All read one view-model, built from the
-typed record (profreport.sweep.model); `render_html` and `render_markdown` take the sweep.json
-document, as every renderer of the registry's sweep entry does (its JSON renderer writes it)."""
+typed record (profreport.sweep.model), which every renderer of the registry's sweep entry takes
+(registered by profreport.sweep)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from markupsafe import Markup
 
 from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
+from profreport.record import dumps
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
-from profreport.sweep.model import Sweep, SweepRow
-from profreport.sweep.summary import (
-    AXIS_LABELS,
-    ModeSummary,
-    Series,
-    SweepSummary,
-    series,
-    summarize,
-)
+from profreport.sweep.model import ModeSummary, Sweep, SweepRow, SweepSummary
+from profreport.sweep.summary import AXIS_LABELS, Series, series, summarize
 
 NOT_RECORDED = "not recorded"
-
-
-def summary_json(s: SweepSummary) -> dict[str, Any]:
-    data = asdict(s)
-    for m, mode in zip(data["modes"], s.modes, strict=True):
-        m["pass_rate"] = mode.pass_rate
-    return data
 
 
 def _rate(m: ModeSummary) -> str:
@@ -243,14 +229,19 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
     }
 
 
-def render_html(document: Mapping[str, Any]) -> str:
-    """sweep.html of a sweep.json document."""
-    return render_page("sweep.html.j2", **build_view(Sweep.from_json(document)))
+def render_json(sweep: Sweep) -> str:
+    """sweep.json: the sweep record."""
+    return dumps(sweep.to_json())
 
 
-def render_markdown(document: Mapping[str, Any]) -> str:
-    """sweep.md of a sweep.json document."""
-    v = build_view(Sweep.from_json(document))
+def render_html(sweep: Sweep) -> str:
+    """sweep.html of a sweep record."""
+    return render_page("sweep.html.j2", **build_view(sweep))
+
+
+def render_markdown(sweep: Sweep) -> str:
+    """sweep.md of a sweep record."""
+    v = build_view(sweep)
     lines = [
         f"### {md_line(v['title'])}",
         "",

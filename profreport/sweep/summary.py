@@ -15,48 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profreport.sweep.document import NOT_RUN
-from profreport.sweep.model import Sweep, SweepRow
+from profreport.sweep.model import FailedPoint, ModeSummary, Sweep, SweepRow, SweepSummary
 
 AXES = ("batch_size", "seq_len", "dtype")
 AXIS_LABELS = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype"}
-
-
-@dataclass(frozen=True)
-class ModeSummary:
-    mode: str
-    points: int  # points that were to run this mode
-    passed: int
-    geomean_speedup: float | None = None  # over eager, measured; None for eager or no data
-    speedup_points: int = 0
-    speedup_inconclusive: int = 0  # of those, timed under noise the run flagged
-    mean_compile_s: float | None = None
-    compression_ratio: float | None = None  # eager peak / mode peak; None: not recorded
-    compression_points: int = 0
-
-    @property
-    def pass_rate(self) -> float:
-        return self.passed / self.points if self.points else 0.0
-
-
-@dataclass(frozen=True)
-class FailedPoint:
-    point: str
-    label: str
-    status: str
-    error: str
-
-
-@dataclass(frozen=True)
-class SweepSummary:
-    points: int
-    ok_points: int
-    modes: tuple[ModeSummary, ...]
-    failed: tuple[FailedPoint, ...] = ()
-    axis: str | None = None  # the swept axis the charts put on x
-    pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
-
-    def mode(self, name: str) -> ModeSummary:
-        return next(m for m in self.modes if m.mode == name)
 
 
 def geometric_mean(values: Iterable[float]) -> float | None:
@@ -85,6 +47,7 @@ def _mode_summary(mode: str, rows: list[SweepRow], eager: dict[str, int]) -> Mod
         mode=mode,
         points=len(rows),
         passed=len(passed),
+        pass_rate=len(passed) / len(rows) if rows else 0.0,
         geomean_speedup=geometric_mean(s.median for s in speedups) if mode != "eager" else None,
         speedup_points=len(speedups) if mode != "eager" else 0,
         speedup_inconclusive=sum(1 for s in speedups if s.inconclusive),

@@ -19,7 +19,7 @@ EXTRA_WARMUP_CALLS = 2  # beyond prepare_mode's own warm-up: allocator and autot
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m profreport.capture.ncu_child")
+    parser = argparse.ArgumentParser(prog="python -m profreport.ncu_child")
     parser.add_argument("--model", required=True)
     parser.add_argument("--mode", required=True)
     parser.add_argument("--device", required=True)

@@ -1,0 +1,50 @@
+"""Every JSON document profreport writes, by name, with the class that declares it: each one's
+JSON Schema is published as docs/schemas/<name>.schema.json (generated from the class by
+profreport.record.json_schema; tests/test_schemas.py keeps the checked-in files today's).
+
+    python -m profreport.documents docs/schemas
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from profreport.analysis.trace_document import AnalysisDocument
+from profreport.record.json_schema import schema_text
+from profreport.record.model import Run
+from profreport.record.section import Section
+from profreport.runner import GenerateRequest, GenerateResult
+from profreport.sweep.compare import SweepCompareDocument
+from profreport.sweep.model import Sweep
+
+DOCUMENTS: dict[str, type[Section]] = {
+    "run": Run,  # run.json: `profreport generate`
+    "analysis": AnalysisDocument,  # `profreport analyze --format json`
+    "sweep": Sweep,  # sweep.json: `profreport sweep`
+    "sweep-compare": SweepCompareDocument,  # `profreport compare --format json` of two sweeps
+    "generate-request": GenerateRequest,  # a sweep point's request.json
+    "generate-result": GenerateResult,  # a sweep point's result.json
+}
+
+
+def schema_files() -> dict[str, str]:
+    """File name -> the JSON Schema text of that document."""
+    return {f"{name}.schema.json": schema_text(cls) for name, cls in DOCUMENTS.items()}
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in schema_files().items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m profreport.documents FOLDER")
+    for path in write_schemas(Path(sys.argv[1])):
+        print(path)

@@ -1,0 +1,154 @@
+"""docs/schemas/ publishes a JSON Schema per document profreport writes, generated from the
+document's classes: the checked-in files are today's, every checked-in run record validates
+against run.schema.json with the `jsonschema` package, the schema refuses what the record's own
+validation refuses, and the documents the code writes (a sweep, a point's request and result, a
+sweep comparison, a fresh `generate` run) validate against theirs."""
+
+import copy
+import gzip
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from profreport.documents import DOCUMENTS, schema_files
+from profreport.record import RecordError, validate
+from profreport.record.json_schema import json_schema
+from profreport.record.model import Run
+from profreport.runner import GenerateRequest, GenerateResult
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "docs" / "schemas"
+RUNS = ROOT / "tests" / "data" / "runs"
+RECORDS = sorted([*RUNS.glob("**/run.json"), *RUNS.glob("**/run.json.gz")])
+
+
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _errors(name: str, document: object) -> list[str]:
+    return [e.message for e in _validator(name).iter_errors(document)]
+
+
+def _read(path: Path) -> dict:
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
+def test_the_checked_in_schemas_are_todays():
+    assert {p.name for p in SCHEMAS.glob("*.schema.json")} == set(schema_files()), (
+        "run scripts/record-docs"
+    )
+    for name, text in schema_files().items():
+        assert (SCHEMAS / name).read_text() == text, f"{name} is stale: run scripts/record-docs"
+    assert {"run", "analysis", "sweep", "sweep-compare", "generate-result"} <= set(DOCUMENTS)
+
+
+def test_the_records_under_tests_data_runs_are_all_there():
+    names = {p.relative_to(RUNS).parts[0] for p in RECORDS}
+    assert {"gated-residual-cpu", "hostile-cpu", "hf-llama-2layers-cpu", "h200"} <= names
+    assert len([p for p in RECORDS if "h200" in p.parts]) == 3
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: str(p.relative_to(RUNS)))
+def test_every_checked_in_run_record_validates_against_the_published_schema(path):
+    assert _errors("run", _read(path)) == []
+
+
+def _gated() -> dict:
+    return _read(RUNS / "gated-residual-cpu" / "run.json")
+
+
+def _broken(change) -> dict:
+    doc = copy.deepcopy(_gated())
+    change(doc)
+    return doc
+
+
+BROKEN = {
+    "another schema": lambda d: d.update(schema="profreport.run/0"),
+    "no model": lambda d: d.pop("model"),
+    "a mode that ran without kernels": lambda d: d["modes"]["eager"].pop("kernels"),
+    "a mode that ran with null bytes": lambda d: d["modes"]["eager"].update(bytes=None),
+    "an unknown status": lambda d: d["modes"]["eager"].update(status="fine"),
+    "a kernel row's calls as text": lambda d: d["modes"]["eager"]["kernels"]["table"][0].update(
+        calls="3"
+    ),
+    "a null kernel name": lambda d: d["modes"]["eager"]["kernels"]["table"][0].update(name=None),
+    "an interval of three numbers": lambda d: d["modes"]["compile"]["speedup_vs_eager"].update(
+        ci95=[1, 2, 3]
+    ),
+    "a reason as a number": lambda d: d["modes"]["compile"]["speedup_vs_eager"].update(
+        inconclusive=1
+    ),
+    "a latency without its median": lambda d: d["modes"]["eager"]["latency_ms"].pop("median"),
+}
+
+
+@pytest.mark.parametrize("change", BROKEN.values(), ids=list(BROKEN))
+def test_the_schema_refuses_what_the_records_own_validation_refuses(change):
+    doc = _broken(change)
+    with pytest.raises(RecordError):
+        validate(doc)
+    assert _errors("run", doc)
+
+
+def test_both_accept_another_tools_keys_and_a_mode_that_did_not_run():
+    def change(d):
+        d["from_another_tool"] = {"anything": [1]}
+        d["modes"]["eager"]["kernels"]["also_theirs"] = True
+        d["modes"]["script"] = {"status": "failed", "error": "it raised", "kernels": None}
+
+    doc = _broken(change)
+    assert validate(doc) is doc
+    assert _errors("run", doc) == []
+
+
+def test_the_schema_describes_fields_from_their_declarations():
+    mode = json_schema(Run)["$defs"]["ModeResult"]
+    assert mode["properties"]["latency_ms"]["description"].startswith("absent when the mode")
+    assert mode["properties"]["verdict"]["description"] == "finding"
+    assert mode["properties"]["status"] == {"enum": ["ok", "failed", "skipped"]}
+    (rule,) = mode["allOf"]  # kernels and bytes: when the status is ok
+    assert rule["then"]["required"] == ["kernels", "bytes"]
+
+
+def test_a_points_request_and_result_validate(tmp_path):
+    request = GenerateRequest(model="hf:gpt2", modes=("eager",), out=tmp_path, seq_len=64)
+    assert _errors("generate-request", json.loads(json.dumps(request.to_json()))) == []
+    result = GenerateResult.made(0, tmp_path / "run-1")
+    assert _errors("generate-result", json.loads(json.dumps(result.to_json()))) == []
+    assert _errors("generate-result", {**result.to_json(), "status": "fine"})
+
+
+def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
+    from profreport.analysis.compare import Thresholds
+    from profreport.analysis.derive import derived_run
+    from profreport.modes import mode_analyses
+    from profreport.record import load
+    from profreport.sweep.compare import compare_sweeps, sweep_compare_document
+    from profreport.sweep.document import PointOutcome, mode_rows
+    from profreport.sweep.grid import Point
+    from profreport.sweep.model import Sweep, SweepPoint
+
+    run = derived_run(load(recorded_gated_run), mode_analyses())
+    point = Point("gated-residual", 1, None, "float32")
+    rows = mode_rows(point, ("eager",), run, PointOutcome("ok"), "points/p/run")
+    entry = SweepPoint(id="p", model="gated-residual", batch_size=1, dtype="float32", status="ok")
+    sweep = Sweep(points=(entry,), rows=tuple(rows))
+    document = json.loads(json.dumps(sweep.to_json()))
+    assert _errors("sweep", document) == []
+    assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status
+    compared = compare_sweeps(sweep, sweep, {"p": run}, {"p": run}, Thresholds(5, 5.0))
+    written = json.loads(json.dumps(sweep_compare_document(compared).to_json()))
+    assert written["points"][0]["comparison"]["schema"] == "profreport.compare/1"
+    assert _errors("sweep-compare", written) == []
+
+
+@pytest.mark.slow
+def test_a_fresh_generate_run_validates_against_the_published_schema(gated_run):
+    assert _errors("run", json.loads((gated_run / "run.json").read_text())) == []
