@@ -33,6 +33,8 @@ from profreport.text import first_line
 if TYPE_CHECKING:
     import torch
 
+    from profreport.analysis.budget import BudgetCheck
+    from profreport.record.expectation import ExpectationFile
     from profreport.record.model import Run
 
 Progress = Callable[[str], None]
@@ -118,6 +120,7 @@ class Generated:
     run: Run
     exit_code: int
     failures: tuple[ModeFailure, ...]
+    budget: BudgetCheck | None = None  # the run against its expectation file (--expect)
 
     @property
     def eager_failed(self) -> bool:
@@ -129,6 +132,8 @@ class Generated:
         if self.exit_code == EXIT_OK:
             return None
         lines = [f.line for f in self.failures if f.fatal] or [f.line for f in self.failures]
+        if self.budget is not None and not self.budget.passed:
+            lines.append(f"over the kernel budget in {self.budget.source}")
         return "; ".join([*lines, EAGER_BROKEN] if self.eager_failed else lines)
 
 
@@ -274,11 +279,14 @@ def generate(
     progress_display: ProgressDisplay = _silent,
     debug: bool = False,
     now: datetime | None = None,
+    expect: ExpectationFile | None = None,
 ) -> Generated:
     """Profile the requested model in every requested mode and publish its run folder under
     `request.out`. Bad input raises UsageError before anything is written; an interrupt leaves
     nothing half-written. `err` is the terminal stream library output is kept off (see
-    `library_output`); `now` names the run folder and stamps the record."""
+    `library_output`); `now` names the run folder and stamps the record. With `expect`, the run
+    is checked against that kernel budget (analysis/budget.py): the reports open with the check,
+    and a breach makes the exit code 1."""
     from profreport import api
     from profreport.env import DTYPES
     from profreport.models import LoadedModel, ModelError, load_model
@@ -322,8 +330,13 @@ def generate(
         result = api.profile_loaded(
             model, device, request.dtype, staged.path, options, progress, now=lambda: stamp
         )
+        budget = None
+        if expect is not None:
+            from profreport.analysis.budget import check_budget
+
+            budget = check_budget(expect.expectation, result.run, str(expect.path))
         try:
-            result.save(staged.path)
+            result.save(staged.path, budget=budget)
             if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
                 raise KeyboardInterrupt
             run_dir = result.run_dir = staged.publish()
@@ -333,7 +346,9 @@ def generate(
             ) from exc
     run = result.run  # the findings the reports read
     code, failures = mode_failures(run, request.strict)
-    return Generated(run_dir, run, code, failures)
+    if budget is not None and not budget.passed:
+        code = EXIT_GATE
+    return Generated(run_dir, run, code, failures, budget)
 
 
 def run_point(request: GenerateRequest, err: TextIO) -> GenerateResult:

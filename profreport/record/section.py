@@ -249,6 +249,34 @@ def problems(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Ite
         yield from _value_problems(spec.shape, data[spec.name], where, null_ok)
 
 
+def unknown_keys(cls: type[Section], data: Mapping[str, Any], path: str = "") -> Iterator[str]:
+    """`<key>: unknown key (...)` for every key of `data` (and of the objects inside it) that
+    `cls` does not declare: for a document a person edits, where a misspelt option kept as an
+    extra key would be silently ignored. Values of the wrong shape are `problems`' to report."""
+    specs = {s.name: s for s in schema_of(cls)}
+    for key, value in data.items():
+        where = _where(path, key)
+        spec = specs.get(key)
+        if spec is None:
+            yield f"{where}: unknown key (known: {', '.join(specs)})"
+        else:
+            yield from _unknown_inside(spec.shape, value, where)
+
+
+def _unknown_inside(shape: Shape, value: Any, where: str) -> Iterator[str]:
+    if value is None or not shape.accepts(value):
+        return
+    item = shape.item
+    if shape.kind == "section" and shape.section is not None:
+        yield from unknown_keys(shape.section, value, where)
+    elif shape.kind == "list" and item is not None:
+        for i, v in enumerate(value):
+            yield from _unknown_inside(item, v, f"{where}[{i}]")
+    elif shape.kind == "map" and item is not None:
+        for k, v in value.items():
+            yield from _unknown_inside(item, v, f"{where}.{k}")
+
+
 def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iterator[str]:
     if value is None:
         if not null_ok:

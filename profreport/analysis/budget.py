@@ -1,0 +1,432 @@
+"""Kernel budgets: a run compared with its checked-in expectation (record/expectation.py), and the
+expectation written from a run. Pure: (expectation, run with findings) -> BudgetCheck.
+
+Per mode of the run's device kind: a mode expected ok that did not run is a breach; kernels per
+step (profiler) and modeled bytes per step are compared within their tolerances (exact and ±1%
+by default); a fused group expected and found fewer times is a breach (a new one is reported);
+kernels are compared by name, an Inductor-generated name without its graph prefix and counter,
+paired by the kernel diff (analysis/kernel_diff.py): one that appeared, disappeared or changed
+its calls per step is a breach; `min_speedup`, where a person set one, against the paired
+speedup's 95% lower bound. A device kind or mode the file does not hold, and a mode it holds
+that this run did not ask for, are reported, never breaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from profreport.analysis.kernel_diff import (
+    KernelChange,
+    KernelSide,
+    MatchStrategy,
+    diff_kernels,
+    generated_stem,
+    mode_kernels,
+)
+from profreport.record.expectation import (
+    DEFAULT_BYTES_PCT,
+    DEFAULT_KERNEL_NAMES,
+    DEFAULT_KERNELS_PER_STEP,
+    SCHEMA,
+    DeviceExpectation,
+    Expectation,
+    FusedGroupExpectation,
+    KernelExpectation,
+    ModeExpectation,
+    Tolerances,
+)
+from profreport.record.model import ModeResult, Run
+
+BreachKind = Literal[
+    "status", "kernels per step", "bytes per step", "fused group", "kernel", "speedup"
+]
+ModeOutcome = Literal["within budget", "over budget", "not in file", "not run"]
+KernelStatus = Literal["appeared", "disappeared", "changed"]
+
+
+@dataclass(frozen=True)
+class Breach:
+    """One way a mode is over its budget: what (`kind`, and the kernel or fused group's name in
+    `subject`), expected and actual (numbers per step; a status as text; 0 calls for a kernel
+    missing on one side), the tolerance applied, and where in the model it ran."""
+
+    mode: str
+    kind: BreachKind
+    subject: str
+    expected: float | str
+    actual: float | str
+    tolerance: float = 0.0  # kernels: count; bytes: percent; speedup: the minimum
+    modules: tuple[str, ...] = ()
+    kernel_status: KernelStatus | None = None  # a kernel: appeared, disappeared or changed
+    error: str | None = None  # a mode that did not run: why
+
+
+@dataclass(frozen=True)
+class FusedGroupChange:
+    """A fused group the run has more of than expected (new: none expected): reported."""
+
+    mode: str
+    eager_ops: str
+    expected: int
+    actual: int
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModeCheck:
+    """One mode's outcome, its breaches, the kernel changes behind them (from the kernel diff,
+    breaches or not) and the fused groups it gained; `note` says why a mode was not compared."""
+
+    mode: str
+    outcome: ModeOutcome
+    breaches: tuple[Breach, ...] = ()
+    kernel_changes: tuple[KernelChange, ...] = ()
+    new_fused_groups: tuple[FusedGroupChange, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    """A run against its expectation file: one ModeCheck per mode of the run (then per mode the
+    file holds that the run did not ask for), on the run's device kind."""
+
+    source: str  # the expectation file, as given
+    device: str  # the run's device kind
+    modes: tuple[ModeCheck, ...]
+    device_in_file: bool = True
+    torch_then: str | None = None  # the torch version the file was written with, where it differs
+    torch_now: str | None = None
+
+    @property
+    def breaches(self) -> tuple[Breach, ...]:
+        return tuple(b for m in self.modes for b in m.breaches)
+
+    @property
+    def passed(self) -> bool:
+        return not self.breaches
+
+    def count(self, outcome: ModeOutcome) -> int:
+        return sum(m.outcome == outcome for m in self.modes)
+
+    def kernels(self, status: KernelStatus) -> int:
+        return sum(c.status == status for m in self.modes for c in m.kernel_changes)
+
+
+def kernel_key(name: str) -> str:
+    """A kernel's name as a budget lists it: an Inductor-generated kernel's without its graph
+    prefix and per-process counter (`graph_0_cpp_fused_relu_3` -> `cpp_fused_relu`), any other
+    name as it is."""
+    return generated_stem(name) or name
+
+
+def _union(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m for g in groups for m in g))
+
+
+def _per_step(x: float) -> float:
+    """Calls per step as the file writes them: a whole number as an integer."""
+    rounded = round(x, 3)
+    return int(rounded) if rounded.is_integer() else rounded
+
+
+# ---------------------------------------------------------------- from a run
+
+
+def kernels_by_name(mode: ModeResult) -> dict[str, KernelExpectation]:
+    """A mode's kernel table by budget name (kernel_key), calls per step summed, sorted."""
+    calls: dict[str, float] = {}
+    places: dict[str, list[tuple[str, ...]]] = {}
+    for side in mode_kernels(mode):
+        key = kernel_key(side.name)
+        calls[key] = calls.get(key, 0.0) + side.calls_per_step
+        places.setdefault(key, []).append(side.modules)
+    return {
+        k: KernelExpectation(calls_per_step=_per_step(calls[k]), modules=_union(places[k]) or None)
+        for k in sorted(calls)
+    }
+
+
+def fused_groups(mode: ModeResult) -> dict[str, FusedGroupExpectation]:
+    """A mode's fused groups (its fusion map's groups where one kernel computes several eager
+    calls) by their eager ops, counted per forward, sorted."""
+    found: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+    for group in mode.fusion.groups if mode.fusion is not None else ():
+        if group.counts_as_fused:
+            name = " + ".join(group.eager_ops)
+            found.setdefault(name, []).append((group.kernels, group.modules or ()))
+    return {
+        name: FusedGroupExpectation(
+            per_step=len(groups),
+            kernels=_union(tuple(kernel_key(k) for k in kernels) for kernels, _ in groups),
+            modules=_union(modules for _, modules in groups) or None,
+        )
+        for name, groups in sorted(found.items())
+    }
+
+
+def mode_expectation(mode: ModeResult) -> ModeExpectation:
+    """What a run's mode (with findings) puts in the file: its status and, when it ran, its
+    counts; nothing a person sets."""
+    if not mode.ok:
+        return ModeExpectation(status=mode.status)
+    return ModeExpectation(
+        status="ok",
+        kernels_per_step=mode.ok_kernels.per_step,
+        bytes_per_step=mode.ok_bytes.traffic,
+        fused_groups=fused_groups(mode),
+        kernels=kernels_by_name(mode),
+    )
+
+
+def _mode_order(name: str) -> tuple[bool, str]:
+    return (name != "eager", name)  # eager, the reference, first; then by name
+
+
+def _refreshed(new: ModeExpectation, old: ModeExpectation | None) -> ModeExpectation:
+    """`new` keeping what a person set in `old`."""
+    if old is None:
+        return new
+    return ModeExpectation(
+        status=new.status,
+        kernels_per_step=new.kernels_per_step,
+        bytes_per_step=new.bytes_per_step,
+        fused_groups=new.fused_groups,
+        kernels=new.kernels,
+        min_speedup=old.min_speedup,
+        tolerances=old.tolerances,
+        note=old.note,
+        extra=old.extra,
+    )
+
+
+DEFAULT_TOLERANCES = Tolerances(
+    kernels_per_step=DEFAULT_KERNELS_PER_STEP,
+    bytes_pct=DEFAULT_BYTES_PCT,
+    kernel_names=DEFAULT_KERNEL_NAMES,
+)
+
+
+def expectation_of(run: Run, previous: Expectation | None = None) -> Expectation:
+    """The expectation file after this run: `previous` (None: a new file, its tolerances the
+    defaults written out) with the run's device kind's modes written from the run. Modes and
+    device kinds this run did not cover, tolerances, `min_speedup` and notes are kept."""
+    before = previous or Expectation(schema=SCHEMA, tolerances=DEFAULT_TOLERANCES)
+    kind = run.device.type
+    old = before.devices.get(kind)
+    modes = dict(old.modes) if old is not None else {}
+    for name, mode in run.modes.items():
+        modes[name] = _refreshed(mode_expectation(mode), modes.get(name))
+    device = DeviceExpectation(
+        device=run.device.name,
+        torch=run.env.torch,
+        modes={name: modes[name] for name in sorted(modes, key=_mode_order)},
+        extra={} if old is None else old.extra,
+    )
+    devices = {**before.devices, kind: device}
+    return Expectation(
+        schema=SCHEMA,
+        model=run.model.name,
+        tolerances=before.tolerances,
+        devices={k: devices[k] for k in sorted(devices)},
+        note=before.note,
+        extra=before.extra,
+    )
+
+
+def needs_timing(expectation: Expectation, device_kind: str, modes: Iterable[str]) -> bool:
+    """Whether checking `modes` on `device_kind` needs latency timing: a `min_speedup` is set
+    for one of them (only the paired speedup can answer it)."""
+    device = expectation.devices.get(device_kind)
+    if device is None:
+        return False
+    wanted = set(modes)
+    return any(e.min_speedup is not None for m, e in device.modes.items() if m in wanted)
+
+
+# ---------------------------------------------------------------- the check
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The tolerances in force for one mode (its own, else the file's, else the defaults)."""
+
+    kernels_per_step: int
+    bytes_pct: float
+    kernel_names: int
+
+    @classmethod
+    def of(cls, *layers: Tolerances | None) -> Allowed:
+        """The first value set, from the most specific layer to the defaults."""
+        chain = [t for t in layers if t is not None] + [DEFAULT_TOLERANCES]
+        kernels = next(t.kernels_per_step for t in chain if t.kernels_per_step is not None)
+        bytes_pct = next(t.bytes_pct for t in chain if t.bytes_pct is not None)
+        names = next(t.kernel_names for t in chain if t.kernel_names is not None)
+        return cls(kernels, bytes_pct, names)
+
+
+BY_NAME = (MatchStrategy("name", lambda k: k.name),)
+
+
+def _sides(kernels: dict[str, KernelExpectation]) -> list[KernelSide]:
+    return [
+        KernelSide(name, "kernel", k.calls_per_step, None, modules=k.modules or ())
+        for name, k in kernels.items()
+    ]
+
+
+def kernel_changes(
+    expected: dict[str, KernelExpectation], actual: dict[str, KernelExpectation]
+) -> tuple[KernelChange, ...]:
+    """Kernels by name that appeared, disappeared or changed their calls per step (the kernel
+    diff, paired by budget name, expected as base and the run as head)."""
+    rows, _ = diff_kernels(_sides(expected), _sides(actual), BY_NAME)
+    return tuple(r for r in rows if r.status in ("appeared", "disappeared", "changed"))
+
+
+def _kernel_breach(mode: str, change: KernelChange, allowed: int) -> Breach:
+    base, head = change.base, change.head
+    status: KernelStatus = "changed"
+    if change.status in ("appeared", "disappeared"):
+        status = "appeared" if change.status == "appeared" else "disappeared"
+    return Breach(
+        mode,
+        "kernel",
+        change.name,
+        base.calls_per_step if base else 0,
+        head.calls_per_step if head else 0,
+        allowed,
+        _places([change]),
+        kernel_status=status,
+    )
+
+
+def _places(changes: Iterable[KernelChange]) -> tuple[str, ...]:
+    """Where the changed kernels ran (the run's side, else the file's)."""
+    sides = (c.head or c.base for c in changes)
+    return _union(side.modules for side in sides if side is not None)
+
+
+def _over_count(expected: float, actual: float, allowed: float) -> bool:
+    return abs(actual - expected) > allowed
+
+
+def _over_pct(expected: int, actual: int, pct: float) -> bool:
+    if expected == 0:
+        return actual != 0
+    return abs(actual - expected) / expected * 100 > pct
+
+
+def _check_mode(name: str, e: ModeExpectation, m: ModeResult, allowed: Allowed) -> ModeCheck:
+    if e.status != "ok":
+        note = (
+            f"runs now; the file expects it {e.status} (--update-expect records its counts)"
+            if m.ok
+            else ""
+        )
+        return ModeCheck(name, "within budget", note=note)
+    if not m.ok:
+        breach = Breach(name, "status", "status", "ok", m.status, error=m.error)
+        return ModeCheck(name, "over budget", (breach,))
+    actual_kernels = kernels_by_name(m)
+    changes = kernel_changes(dict(e.kernels or {}), actual_kernels)
+    where = _places(changes)
+    breaches: list[Breach] = []
+    per_step, expected_per_step = m.ok_kernels.per_step, e.kernels_per_step or 0
+    if _over_count(expected_per_step, per_step, allowed.kernels_per_step):
+        breaches.append(
+            Breach(
+                name,
+                "kernels per step",
+                "kernels per step",
+                expected_per_step,
+                per_step,
+                allowed.kernels_per_step,
+                where,
+            )
+        )
+    traffic, expected_bytes = m.ok_bytes.traffic, e.bytes_per_step or 0
+    if _over_pct(expected_bytes, traffic, allowed.bytes_pct):
+        breaches.append(
+            Breach(
+                name,
+                "bytes per step",
+                "modeled bytes per step",
+                expected_bytes,
+                traffic,
+                allowed.bytes_pct,
+                where,
+            )
+        )
+    actual_groups = fused_groups(m)
+    for ops, group in (e.fused_groups or {}).items():
+        found = actual_groups[ops].per_step if ops in actual_groups else 0
+        if found < group.per_step:
+            breaches.append(
+                Breach(name, "fused group", ops, group.per_step, found, modules=group.modules or ())
+            )
+    gained = tuple(
+        FusedGroupChange(name, ops, old.per_step if old else 0, group.per_step, group.modules or ())
+        for ops, group in actual_groups.items()
+        for old in [(e.fused_groups or {}).get(ops)]
+        if old is None or group.per_step > old.per_step
+    )
+    if len(changes) > allowed.kernel_names:
+        breaches += [_kernel_breach(name, c, allowed.kernel_names) for c in changes]
+    if e.min_speedup is not None and name != "eager":
+        speedup = m.speedup_vs_eager
+        if speedup is None:
+            breaches.append(
+                Breach(
+                    name,
+                    "speedup",
+                    "speedup vs eager",
+                    e.min_speedup,
+                    "not timed",
+                    e.min_speedup,
+                    error=m.not_timed or "no paired timing against eager in this run",
+                )
+            )
+        elif speedup.ci95[0] < e.min_speedup:
+            breaches.append(
+                Breach(
+                    name,
+                    "speedup",
+                    "speedup vs eager",
+                    e.min_speedup,
+                    speedup.ci95[0],
+                    e.min_speedup,
+                    error=speedup.inconclusive,
+                )
+            )
+    outcome: ModeOutcome = "over budget" if breaches else "within budget"
+    return ModeCheck(name, outcome, tuple(breaches), changes, gained)
+
+
+def check_budget(expectation: Expectation, run: Run, source: str) -> BudgetCheck:
+    """`run` (with findings: analysis.derive.derived_run) against `expectation`, read from
+    `source`."""
+    kind = run.device.type
+    device: DeviceExpectation | None = expectation.devices.get(kind)
+    if device is None:
+        missing = tuple(ModeCheck(n, "not in file") for n in run.modes)
+        return BudgetCheck(source, kind, missing, device_in_file=False)
+    checks = []
+    for name, mode in run.modes.items():
+        expected = device.modes.get(name)
+        if expected is None:
+            checks.append(ModeCheck(name, "not in file"))
+            continue
+        allowed = Allowed.of(expected.tolerances, expectation.tolerances)
+        checks.append(_check_mode(name, expected, mode, allowed))
+    checks += [ModeCheck(n, "not run") for n in device.modes if n not in run.modes]
+    torch_now = run.env.torch
+    changed_torch = device.torch is not None and device.torch != torch_now
+    return BudgetCheck(
+        source,
+        kind,
+        tuple(checks),
+        torch_then=device.torch if changed_torch else None,
+        torch_now=torch_now if changed_torch else None,
+    )
