@@ -38,6 +38,71 @@ DEFAULT_BYTES_PCT = 1.0
 DEFAULT_KERNEL_NAMES = 0  # exact
 
 
+REFERENCE_INTRO = """\
+# The kernel budget (`profreport.expect/1`)
+
+Generated from `profreport/record/expectation.py` by `scripts/record-docs`; do not edit by hand
+(tests/test_record_reference.py checks it). How to use it in CI: [ci.md](ci.md#kernel-budgets).
+
+A small JSON file checked in beside the model: what it is expected to run on each device kind
+(`devices.cpu`, `devices.cuda`, ...), one entry per mode. `profreport generate ... --update-expect
+FILE` and `pytest --profreport-update` write it from a run; `profreport generate ... --expect FILE`
+and the `profreport_expect` fixture compare a run with it (`profreport/analysis/budget.py`) and
+fail on a breach (exit 1, or the test fails with one line per breach).
+
+| what | compared with the run | over budget when |
+|---|---|---|
+| `status` | the mode's status | the file expects `ok` and the mode failed or was skipped |
+| `kernels_per_step` | kernels per profiled step (profiler) | it differs by more than `tolerances.kernels_per_step` (default 0: exact) |
+| `bytes_per_step` | modeled bytes read + written per step | it differs by more than `tolerances.bytes_pct` percent (default 1) |
+| `fused_groups` | groups of eager ops one kernel computes (the fusion map), per forward | a group is found fewer times than expected (none: "no longer fused") |
+| `kernels` | kernels by name, calls per step (profiler) | more than `tolerances.kernel_names` kernels (default 0) appeared, disappeared or changed their calls |
+| `min_speedup` | the paired speedup against eager, its 95% lower bound (measured) | the bound is below it, or the mode was not timed |
+
+Kernels are named as the profiler names them, except Inductor's generated kernels: their graph
+prefix and per-process counter are left out (`graph_0_cpp_fused_relu_3` is `cpp_fused_relu`),
+so a rebuild that only renumbers kernels is no change; kernels of one name are counted together.
+Module paths (`modules`) and the kernels of a fused group say where it ran and are not compared.
+A fused group the run has more of than expected, a mode now running that the file expects to
+fail, a device kind or a mode the file does not hold, and a mode it holds that the run did not
+ask for are reported, never breaches. A torch version other than the file's is noted.
+
+Set by a person and kept when the file is refreshed: `tolerances` (the file's, and a mode's own,
+which override them key by key), a mode's `min_speedup` (the fixture then times latency, which it
+otherwise skips) and `note`. Everything else is written from the run. A key the file does not
+declare is refused with its line, so a misspelt option is never silently ignored. The file is
+written one entry per line (devices, fused groups and kernels sorted by name; modes eager first,
+then by name), so an accepted change is a short diff in review.
+
+```json
+{
+  "schema": "profreport.expect/1",
+  "model": "Block",
+  "tolerances": {"kernels_per_step": 0, "bytes_pct": 1.0, "kernel_names": 0},
+  "devices": {
+    "cpu": {
+      "device": "AMD EPYC",
+      "torch": "2.13.0+cpu",
+      "modes": {
+        "compile": {
+          "status": "ok",
+          "kernels_per_step": 3,
+          "bytes_per_step": 148224,
+          "fused_groups": {},
+          "kernels": {
+            "aten::addmm": {"calls_per_step": 2, "modules": ["up", "down"]},
+            "cpp_fused_relu": {"calls_per_step": 1, "modules": ["act"]}
+          },
+          "min_speedup": 1.1
+        }
+      }
+    }
+  }
+}
+```
+"""
+
+
 class ExpectationError(Exception):
     """Not a readable expectation file; the message is one line naming where the problem is."""
 
@@ -70,23 +135,23 @@ class FusedGroupExpectation(Section):
     modules: tuple[str, ...] | None = omitted()  # where it ran (not compared)
 
 
+FusedGroups = Mapping[str, FusedGroupExpectation]
+Kernels = Mapping[str, KernelExpectation]
+_OK = ("status", "ok")
+
+
 @dataclass(frozen=True)
 class ModeExpectation(Section):
     """What one mode is expected to run. `min_speedup` and `tolerances` are set by a person and
     kept when the file is refreshed; everything else is written from a run."""
 
     status: Status = required("ok")  # a mode expected ok that fails is over budget
-    kernels_per_step: int | None = required(None, when=("status", "ok"), omit=True)  # profiler
-    bytes_per_step: ByteCount | None = required(None, when=("status", "ok"), omit=True)  # modeled
-    fused_groups: Mapping[str, FusedGroupExpectation] | None = required(
-        None, when=("status", "ok"), omit=True
-    )
-    kernels: Mapping[str, KernelExpectation] | None = required(
-        None, when=("status", "ok"), omit=True
-    )
-    # the paired speedup's 95% lower bound against eager must reach it (the run is then timed)
-    min_speedup: float | None = omitted()
-    tolerances: Tolerances | None = omitted()
+    kernels_per_step: int | None = required(None, when=_OK, omit=True)  # profiler
+    bytes_per_step: ByteCount | None = required(None, when=_OK, omit=True)  # modeled read+written
+    fused_groups: FusedGroups | None = required(None, when=_OK, omit=True)  # by their eager ops
+    kernels: Kernels | None = required(None, when=_OK, omit=True)  # by name
+    min_speedup: float | None = omitted()  # set by a person: the paired 95% lower bound's minimum
+    tolerances: Tolerances | None = omitted()  # set by a person: override the file's
     note: str | None = omitted()  # a person's note, kept
 
 
@@ -96,7 +161,7 @@ class DeviceExpectation(Section):
 
     device: str | None = None  # the device the file was written on (not compared)
     torch: str | None = None  # the torch version it was written with (not compared)
-    modes: Mapping[str, ModeExpectation] = required_factory(dict)
+    modes: Mapping[str, ModeExpectation] = required_factory(dict)  # by mode name
 
 
 @dataclass(frozen=True)
