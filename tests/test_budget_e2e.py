@@ -56,17 +56,16 @@ def _env(folder: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path, PYTHONWARNINGS="ignore")
 
 
+def _in(folder: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=600
+    )
+
+
 def _generate(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "profreport", "generate", "--model", "block.py:build"]
     command += ["--modes", "eager,compile", "--device", "cpu", "--min-time", "0.05", "--quiet"]
-    return subprocess.run(
-        [*command, "--out", "runs", *args],
-        cwd=folder,
-        env=_env(folder),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return _in(folder, *command, "--out", "runs", *args)
 
 
 @pytest.mark.slow
@@ -107,14 +106,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     installed = any(e.value == "profreport.pytest_plugin" for e in entry_points(group="pytest11"))
     plugin = [] if installed else ["-p", "profreport.pytest_plugin"]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin]
-    return subprocess.run(
-        [*command, "--rootdir", str(folder), "test_block.py", *args],
-        cwd=folder,
-        env=_env(folder),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return _in(folder, *command, "--rootdir", str(folder), "test_block.py", *args)
 
 
 @pytest.mark.slow

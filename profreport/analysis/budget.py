@@ -13,7 +13,8 @@ that this run did not ask for, are reported, never breaches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -188,16 +189,8 @@ def _refreshed(new: ModeExpectation, old: ModeExpectation | None) -> ModeExpecta
     """`new` keeping what a person set in `old`."""
     if old is None:
         return new
-    return ModeExpectation(
-        status=new.status,
-        kernels_per_step=new.kernels_per_step,
-        bytes_per_step=new.bytes_per_step,
-        fused_groups=new.fused_groups,
-        kernels=new.kernels,
-        min_speedup=old.min_speedup,
-        tolerances=old.tolerances,
-        note=old.note,
-        extra=old.extra,
+    return dataclasses.replace(
+        new, min_speedup=old.min_speedup, tolerances=old.tolerances, note=old.note, extra=old.extra
     )
 
 
@@ -318,6 +311,24 @@ def _over_pct(expected: int, actual: int, pct: float) -> bool:
     return abs(actual - expected) / expected * 100 > pct
 
 
+def _speedup_breach(name: str, e: ModeExpectation, m: ModeResult) -> Breach | None:
+    """A `min_speedup` the paired speedup's 95% lower bound does not reach (or no speedup)."""
+    if e.min_speedup is None or name == "eager":  # eager is the reference
+        return None
+    speedup = m.speedup_vs_eager
+    error: str | None
+    actual: float | str
+    if speedup is None:
+        error = m.not_timed or "no paired timing against eager in this run"
+        actual = "not timed"
+    elif speedup.ci95[0] < e.min_speedup:
+        error, actual = speedup.inconclusive, speedup.ci95[0]
+    else:
+        return None
+    minimum = e.min_speedup
+    return Breach(name, "speedup", "speedup vs eager", minimum, actual, minimum, error=error)
+
+
 def _check_mode(name: str, e: ModeExpectation, m: ModeResult, allowed: Allowed) -> ModeCheck:
     if e.status != "ok":
         note = (
@@ -329,36 +340,21 @@ def _check_mode(name: str, e: ModeExpectation, m: ModeResult, allowed: Allowed) 
     if not m.ok:
         breach = Breach(name, "status", "status", "ok", m.status, error=m.error)
         return ModeCheck(name, "over budget", (breach,))
-    actual_kernels = kernels_by_name(m)
-    changes = kernel_changes(dict(e.kernels or {}), actual_kernels)
+    changes = kernel_changes(dict(e.kernels or {}), kernels_by_name(m))
     where = _places(changes)
-    breaches: list[Breach] = []
-    per_step, expected_per_step = m.ok_kernels.per_step, e.kernels_per_step or 0
-    if _over_count(expected_per_step, per_step, allowed.kernels_per_step):
-        breaches.append(
-            Breach(
-                name,
-                "kernels per step",
-                "kernels per step",
-                expected_per_step,
-                per_step,
-                allowed.kernels_per_step,
-                where,
-            )
-        )
-    traffic, expected_bytes = m.ok_bytes.traffic, e.bytes_per_step or 0
-    if _over_pct(expected_bytes, traffic, allowed.bytes_pct):
-        breaches.append(
-            Breach(
-                name,
-                "bytes per step",
-                "modeled bytes per step",
-                expected_bytes,
-                traffic,
-                allowed.bytes_pct,
-                where,
-            )
-        )
+    counted: tuple[tuple[BreachKind, int, int, Callable[[int, int, float], bool]], ...] = (
+        ("kernels per step", e.kernels_per_step or 0, m.ok_kernels.per_step, _over_count),
+        ("bytes per step", e.bytes_per_step or 0, m.ok_bytes.traffic, _over_pct),
+    )
+    tolerance: dict[BreachKind, float] = {
+        "kernels per step": allowed.kernels_per_step,
+        "bytes per step": allowed.bytes_pct,
+    }
+    breaches = [
+        Breach(name, kind, kind, expected, actual, tolerance[kind], where)
+        for kind, expected, actual, over in counted
+        if over(expected, actual, tolerance[kind])
+    ]
     actual_groups = fused_groups(m)
     for ops, group in (e.fused_groups or {}).items():
         found = actual_groups[ops].per_step if ops in actual_groups else 0
@@ -374,32 +370,8 @@ def _check_mode(name: str, e: ModeExpectation, m: ModeResult, allowed: Allowed) 
     )
     if len(changes) > allowed.kernel_names:
         breaches += [_kernel_breach(name, c, allowed.kernel_names) for c in changes]
-    if e.min_speedup is not None and name != "eager":
-        speedup = m.speedup_vs_eager
-        if speedup is None:
-            breaches.append(
-                Breach(
-                    name,
-                    "speedup",
-                    "speedup vs eager",
-                    e.min_speedup,
-                    "not timed",
-                    e.min_speedup,
-                    error=m.not_timed or "no paired timing against eager in this run",
-                )
-            )
-        elif speedup.ci95[0] < e.min_speedup:
-            breaches.append(
-                Breach(
-                    name,
-                    "speedup",
-                    "speedup vs eager",
-                    e.min_speedup,
-                    speedup.ci95[0],
-                    e.min_speedup,
-                    error=speedup.inconclusive,
-                )
-            )
+    speedup = _speedup_breach(name, e, m)
+    breaches += [speedup] if speedup is not None else []
     outcome: ModeOutcome = "over budget" if breaches else "within budget"
     return ModeCheck(name, outcome, tuple(breaches), changes, gained)
 

@@ -42,7 +42,7 @@ REFERENCE_INTRO = """\
 # The kernel budget (`profreport.expect/1`)
 
 Generated from `profreport/record/expectation.py` by `scripts/record-docs`; do not edit by hand
-(tests/test_record_reference.py checks it). How to use it in CI: [ci.md](ci.md#kernel-budgets).
+(tests/test_record_reference.py checks it). How to use it in CI and in a test suite: [ci.md](ci.md).
 
 A small JSON file checked in beside the model: what it is expected to run on each device kind
 (`devices.cpu`, `devices.cuda`, ...), one entry per mode. `profreport generate ... --update-expect

@@ -266,15 +266,23 @@ def unknown_keys(cls: type[Section], data: Mapping[str, Any], path: str = "") ->
 def _unknown_inside(shape: Shape, value: Any, where: str) -> Iterator[str]:
     if value is None or not shape.accepts(value):
         return
-    item = shape.item
     if shape.kind == "section" and shape.section is not None:
         yield from unknown_keys(shape.section, value, where)
-    elif shape.kind == "list" and item is not None:
+    for item, v, at in _items(shape, value, where):
+        yield from _unknown_inside(item, v, at)
+
+
+def _items(shape: Shape, value: Any, where: str) -> Iterator[tuple[Shape, Any, str]]:
+    """The values inside a list or a map of declared items, each with its shape and path."""
+    item = shape.item
+    if item is None:
+        return
+    if shape.kind == "list":
         for i, v in enumerate(value):
-            yield from _unknown_inside(item, v, f"{where}[{i}]")
-    elif shape.kind == "map" and item is not None:
+            yield item, v, f"{where}[{i}]"
+    elif shape.kind == "map":
         for k, v in value.items():
-            yield from _unknown_inside(item, v, f"{where}.{k}")
+            yield item, v, f"{where}.{k}"
 
 
 def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iterator[str]:
@@ -285,15 +293,10 @@ def _value_problems(shape: Shape, value: Any, where: str, null_ok: bool) -> Iter
     if not shape.accepts(value):
         yield f"{where}: expected {shape.noun}, found {_found(value)}"
         return
-    item = shape.item
     if shape.kind == "section" and shape.section is not None:
         yield from problems(shape.section, value, where)
-    elif shape.kind == "list" and item is not None:
-        for i, v in enumerate(value):
-            yield from _value_problems(item, v, f"{where}[{i}]", item.nullable)
-    elif shape.kind == "map" and item is not None:
-        for k, v in value.items():
-            yield from _value_problems(item, v, f"{where}.{k}", item.nullable)
+    for item, v, at in _items(shape, value, where):
+        yield from _value_problems(item, v, at, item.nullable)
 
 
 # ---------------------------------------------------------------- the base class
