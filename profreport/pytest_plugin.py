@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,13 @@ def profreport_expect(
                 result.save(report, budget=check)
                 lines = budget_text(budget_view(check, ACCEPT))
                 raise AssertionError("\n".join([*lines, f"  report: {report / 'report.html'}"]))
+            unchecked = [m.mode for m in check.modes if m.outcome == "not in file"]
+            if unchecked:
+                warnings.warn(
+                    f"profreport: {target} has no {check.device} entry for "
+                    f"{', '.join(unchecked)}: not checked (pytest {UPDATE_OPTION} adds it)",
+                    stacklevel=2,
+                )
             return check
         finally:
             if result.owns_run_dir:

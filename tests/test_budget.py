@@ -9,6 +9,7 @@ against gelu_mul_apart (one fused kernel against two); and the gated-residual ru
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,24 @@ def test_markdown_folds_breaches_beyond_the_first_rows():
     view["rows"] = view["rows"] * 3  # 30 rows
     lines = budget_markdown(view)
     assert "<details><summary>15 more breaches</summary>" in lines
+
+
+def test_a_cuda_record_is_budgeted_by_triton_names_without_counters():
+    from tests.test_cuda_records import _run as cuda_run
+
+    run = cuda_run("simple")
+    budget = expectation_of(run)
+    compile_entry = budget.devices["cuda"].modes["compile"]
+    assert "triton_poi_fused_convolution_max_pool2d_with_indices_relu" in compile_entry.kernels
+    assert not any(re.search(r"_\d+$", k) for k in compile_entry.kernels if "triton" in k)
+    assert compile_entry.fused_groups["relu + max_pool2d_with_indices"].per_step == 1
+    assert check_budget(parse(dumps(budget), "b"), run, "b").passed
+    # the CPU run checked against a file that holds only CUDA: reported, not compared
+    assert not check_budget(budget, _run("relu_block"), "b").device_in_file
+    # another GPU of the same kind is compared, and said
+    elsewhere = dataclasses.replace(run, device=dataclasses.replace(run.device, name="A100"))
+    notes = budget_view(check_budget(budget, elsewhere, "b"))["notes"]
+    assert notes == [
+        "the file was written on NVIDIA H200, this run ran on A100: library kernels (cuBLAS, "
+        "cuDNN, oneDNN) are chosen per device"
+    ]

@@ -97,8 +97,11 @@ class BudgetCheck:
     device: str  # the run's device kind
     modes: tuple[ModeCheck, ...]
     device_in_file: bool = True
-    torch_then: str | None = None  # the torch version the file was written with, where it differs
+    # what the file was written with, and this run's, where they differ (not compared: noted)
+    torch_then: str | None = None
     torch_now: str | None = None
+    device_then: str | None = None
+    device_now: str | None = None
 
     @property
     def breaches(self) -> tuple[Breach, ...]:
@@ -393,12 +396,15 @@ def check_budget(expectation: Expectation, run: Run, source: str) -> BudgetCheck
         allowed = Allowed.of(expected.tolerances, expectation.tolerances)
         checks.append(_check_mode(name, expected, mode, allowed))
     checks += [ModeCheck(n, "not run") for n in device.modes if n not in run.modes]
-    torch_now = run.env.torch
-    changed_torch = device.torch is not None and device.torch != torch_now
+    torch_now, device_now = run.env.torch, run.device.name
+    other_torch = device.torch is not None and device.torch != torch_now
+    other_device = device.device is not None and device.device != device_now
     return BudgetCheck(
         source,
         kind,
         tuple(checks),
-        torch_then=device.torch if changed_torch else None,
-        torch_now=torch_now if changed_torch else None,
+        torch_then=device.torch if other_torch else None,
+        torch_now=torch_now if other_torch else None,
+        device_then=device.device if other_device else None,
+        device_now=device_now if other_device else None,
     )

@@ -152,6 +152,11 @@ def _notes(check: BudgetCheck) -> list[str]:
             f"the file was written with torch {check.torch_then}, this run used "
             f"{check.torch_now}: kernel names and counts may differ for that reason alone"
         )
+    if check.device_then:
+        notes.append(
+            f"the file was written on {check.device_then}, this run ran on {check.device_now}: "
+            "library kernels (cuBLAS, cuDNN, oneDNN) are chosen per device"
+        )
     return notes
 
 
