@@ -112,7 +112,8 @@ def profreport_expect(
         import torch
 
         import profreport
-        from profreport.analysis.budget import check_budget, expectation_of, needs_timing
+        from profreport.analysis.budget import check_budget
+        from profreport.analysis.budget_file import expectation_of, needs_timing
         from profreport.files import write_atomic
         from profreport.record.expectation import dumps
         from profreport.render.budget import budget_text, budget_view

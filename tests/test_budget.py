@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from profreport import record
-from profreport.analysis.budget import (
-    check_budget,
+from profreport.analysis.budget import check_budget
+from profreport.analysis.budget_file import (
     expectation_of,
     kernel_key,
     kernels_by_name,

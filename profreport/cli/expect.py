@@ -89,7 +89,7 @@ def write_update(
 ) -> None:
     """Write the `--update-expect` file from the run (not when eager failed: a broken model is
     no budget to keep)."""
-    from profreport.analysis.budget import expectation_of
+    from profreport.analysis.budget_file import expectation_of
     from profreport.files import write_atomic
     from profreport.record.expectation import dumps
 
