@@ -4,8 +4,9 @@ the check), all in one process, interleaved round by round (order rotated), afte
 round that fills Inductor's caches.
 
 Prints, per variant, the median wall time of a run, its ratio to the plain generate measured in
-the same rounds, the seconds the run spent in latency timing (its record's `phases_s.timing`) and
-whether it timed at all. `--expect` adds no timing to a generate (it only reads its record);
+the same rounds, and the seconds the run spent in latency timing (its record's
+`phases_s.timing`); then what the check itself costs (read the file, compare, lay out the rows),
+timed on the last run's record. `--expect` adds no timing to a generate (it reads its record);
 the fixture's path times nothing unless the file sets a `min_speedup`.
 
     python bench/budget_cost.py [--model simple] [--modes eager,compile] [--rounds 3]
@@ -58,6 +59,24 @@ def _fixture_path(model: str, modes: str, budget: Path) -> tuple[float, float | 
     return wall, phases.get("timing") if timed else 0.0
 
 
+def _check_cost(run_dir: Path, budget: Path, repeat: int = 20) -> float:
+    """Median milliseconds of what --expect adds to a generate: read and parse the file, check
+    the run, build the rows (terminal lines, summary.md lines)."""
+    from profreport.analysis.derive import derived_run
+    from profreport.modes import mode_analyses
+    from profreport.render.budget import budget_markdown, budget_text, budget_view
+
+    run = derived_run(load(run_dir), mode_analyses())
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        check = check_budget(load_expectation(budget).expectation, run, str(budget))
+        view = budget_view(check)
+        budget_text(view), budget_markdown(view)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="simple")
@@ -85,6 +104,8 @@ def main() -> None:
                 if round_no:
                     walls[name].append(wall)
                     timing[name].append(timed or 0.0)
+        (last,) = [p for p in (root / f"r{args.rounds}-0").iterdir() if p.is_dir()]
+        check_ms = _check_cost(last, budget)
     base = statistics.median(walls["generate"])
     print(f"model {args.model}, modes {args.modes}, {args.rounds} rounds after a warm-up round")
     print(f"{'variant':<26} {'median s':>9} {'vs generate':>12} {'timing s':>9}  runs (s)")
@@ -95,6 +116,7 @@ def main() -> None:
             f"{name:<26} {median:>9.2f} {median / base:>11.2f}x "
             f"{statistics.median(timing[name]):>9.2f}  {runs}"
         )
+    print(f"the check itself (read the file, compare, lay out the rows): {check_ms:.1f} ms")
 
 
 if __name__ == "__main__":
