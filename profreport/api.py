@@ -43,9 +43,14 @@ from profreport.text import error_line
 if TYPE_CHECKING:
     import pandas as pd
 
+    from profreport.analysis.budget import BudgetCheck
     from profreport.analysis.derive import Findings
 
 Progress = Callable[[str], None]
+
+
+# the run renderers that open with a kernel-budget check when the run was checked
+_CHECKED = ("html", "md")
 
 
 class ModelRunError(RuntimeError):
@@ -61,8 +66,11 @@ def run_options(
     bootstrap_resamples: int = 2000,
     measure_bytes: bool = False,
     remeasure_ceilings: bool = False,
+    time_latency: bool = True,
 ) -> RunOptions:
-    """Options of one run; raise ValueError on an unknown mode or a schedule too short."""
+    """Options of one run; raise ValueError on an unknown mode or a schedule too short.
+    `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
+    a check that needs only the profiled counts and bytes (the kernel-budget fixture)."""
     known = mode_names()
     chosen = tuple(modes) if modes is not None else default_modes()
     unknown = [m for m in chosen if m not in known]
@@ -83,6 +91,7 @@ def run_options(
         bootstrap_resamples=bootstrap_resamples,
         measure_bytes=measure_bytes,
         remeasure_ceilings=remeasure_ceilings,
+        time_latency=time_latency,
     )
 
 
@@ -174,9 +183,10 @@ class RunResult:
         table = self.summary().drop(columns=["verdict"]).to_html(index=False, na_rep="")
         return f"<h4>{title}</h4>{table}<ul>{verdicts}</ul>"
 
-    def save(self, folder: str | Path | None = None) -> Path:
+    def save(self, folder: str | Path | None = None, budget: BudgetCheck | None = None) -> Path:
         """Write run.json, report.html, summary.md, kernels_<mode>.csv, the TensorBoard summary and
         all_modes.timeline.json (every mode's profiled step in one trace) into `folder` (default: the run folder), moving or copying the traces there; return it.
+        With `budget` (analysis/budget.py), report.html and summary.md open with that check.
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
@@ -191,7 +201,12 @@ class RunResult:
         timeline = self._write_timeline(target)  # linked from the report
         # the timeline is no evidence: the findings stand, only the link is added
         run = self.run = self.run.adding(timeline=timeline)
-        outputs = {r.filename: r.render(run) for r in renderers(RUN)}
+        outputs = {
+            r.filename: r.render(
+                run, **({"budget": budget} if budget and r.name in _CHECKED else {})
+            )
+            for r in renderers(RUN)
+        }
         markdown = outputs["summary.md"]  # also the TensorBoard summary's text
         assert isinstance(markdown, str)
         for name in run.ok_modes:
@@ -375,7 +390,8 @@ def profile(
     inputs' floating dtype, or float32 / float16 / bfloat16. The module is moved to the device and
     dtype in place (like `.to()`) and profiled in eval mode (its training flag is restored after).
     Traces go to `run_dir/tensorboard/<mode>/` (a new empty folder; default: a temporary one that
-    `save()` moves from). options: active_steps, min_time_s, max_time_s, bootstrap_resamples.
+    `save()` moves from). options: active_steps, min_time_s, max_time_s, bootstrap_resamples,
+    time_latency (False: profile only, no latency timing).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")

@@ -1,4 +1,4 @@
-"""Every JSON document profreport writes, by name, with the class that declares it: each one's
+"""Every JSON document profreport reads or writes, by name, with the class that declares it: each one's
 JSON Schema is published as docs/schemas/<name>.schema.json (generated from the class by
 profreport.record.json_schema; tests/test_schemas.py keeps the checked-in files today's).
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from profreport.analysis.trace_document import AnalysisDocument
+from profreport.record.expectation import Expectation
 from profreport.record.json_schema import schema_text
 from profreport.record.model import Run
 from profreport.record.section import Section
@@ -25,6 +26,7 @@ DOCUMENTS: dict[str, type[Section]] = {
     "sweep-compare": SweepCompareDocument,  # `profreport compare --format json` of two sweeps
     "generate-request": GenerateRequest,  # a sweep point's request.json
     "generate-result": GenerateResult,  # a sweep point's result.json
+    "expect": Expectation,  # a kernel budget: `generate --expect FILE`, the pytest fixture
 }
 
 

@@ -113,6 +113,12 @@ class RunOptions:
     bootstrap_resamples: int = 2000
     measure_bytes: bool = False  # re-run each mode under Nsight Compute (CUDA + ncu only)
     remeasure_ceilings: bool = False  # measure bandwidth and matmul rate even when cached
+    # False: no latency timing at all (each ok mode's `not_timed` says so); for checks that need
+    # only counts and bytes, such as a kernel budget without a min_speedup
+    time_latency: bool = True
+
+
+NOT_TIMED = "latency not timed: the run asked for counts and bytes only (time_latency=False)"
 
 
 class PhaseClock:
@@ -357,6 +363,9 @@ def _time_modes(
     """Time the stage's prepared modes together; one that raises is marked failed (and dropped
     from `prepared_modes`) and the others are timed again without it, in what is left of the
     `--max-time` budget."""
+    if not options.time_latency:
+        stage.not_timed(NOT_TIMED)
+        return
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
     reference = ReferenceRun(device, options.bootstrap_resamples)
@@ -577,7 +586,7 @@ class RunCollector:
             env=collect_env(device),
             settings=Settings(
                 profile_schedule=options.profile,
-                timing=options.timing,
+                timing=options.timing if options.time_latency else None,
                 bootstrap_resamples=options.bootstrap_resamples,
             ),
             kernel_definition=KernelDefinition(

@@ -38,6 +38,8 @@ from profreport.text import Notice, error_line, first_line
 if TYPE_CHECKING:
     import torch
 
+    from profreport.analysis.budget import BudgetCheck
+    from profreport.record.expectation import ExpectationFile
     from profreport.record.model import Run
 
 Progress = Callable[[str], None]
@@ -110,6 +112,7 @@ class Generated:
     failures: tuple[ModeFailure, ...]
     # findings that raised while being derived (a bug: exit 3), which and what each raised
     findings_failed: str | None = None
+    budget: BudgetCheck | None = None  # the run against its expectation file (--expect)
 
     @property
     def eager_failed(self) -> bool:
@@ -130,6 +133,8 @@ class Generated:
         if self.findings_error is not None:
             return self.findings_error
         lines = [f.line for f in self.failures if f.fatal] or [f.line for f in self.failures]
+        if self.budget is not None and not self.budget.passed:
+            lines.append(f"over the kernel budget in {self.budget.source}")
         return "; ".join([*lines, EAGER_BROKEN] if self.eager_failed else lines)
 
 
@@ -280,11 +285,14 @@ def generate(
     progress_display: ProgressDisplay = _silent,
     debug: bool = False,
     now: datetime | None = None,
+    expect: ExpectationFile | None = None,
 ) -> Generated:
     """Profile the requested model in every requested mode and publish its run folder under
     `request.out`. Bad input raises UsageError before anything is written; an interrupt leaves
     nothing half-written. `err` is the terminal stream library output is kept off (see
-    `library_output`); `now` names the run folder and stamps the record."""
+    `library_output`); `now` names the run folder and stamps the record. With `expect`, the run
+    is checked against that kernel budget (analysis/budget.py): the reports open with the check,
+    and a breach makes the exit code 1."""
     from profreport import api
     from profreport.analysis.derive import failure_summary
     from profreport.env import DTYPES
@@ -329,6 +337,7 @@ def generate(
     ):
         folder = staged.path
         progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
+        budget = None
         try:
             evidence = api.collect_evidence(
                 model,
@@ -342,7 +351,12 @@ def generate(
             )
             _saved(lambda: api.save_evidence(evidence, folder), request.out)
             run = derive_findings(evidence)  # a finding that raises is recorded in its mode
-            _saved(lambda: api.RunResult(run, folder).save(folder), request.out)
+            if expect is not None and not failure_summary(run):
+                from profreport.analysis.budget import check_budget
+
+                budget = check_budget(expect.expectation, run, str(expect.path))
+            result = api.RunResult(run, folder)
+            _saved(lambda: result.save(folder, budget=budget), request.out)
             if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
                 raise KeyboardInterrupt
             run_dir = _saved(staged.publish, request.out)
@@ -356,7 +370,9 @@ def generate(
             raise EvidenceSaved(record, error_line(exc)) from exc
     code, failures = mode_failures(run, request.strict)
     failed = failure_summary(run)
-    return Generated(run_dir, run, EXIT_INTERNAL if failed else code, failures, failed)
+    if budget is not None and not budget.passed:
+        code = EXIT_GATE
+    return Generated(run_dir, run, EXIT_INTERNAL if failed else code, failures, failed, budget)
 
 
 def _checkpoint(evidence: Run, folder: Path, out: Path) -> None:

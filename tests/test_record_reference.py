@@ -17,3 +17,12 @@ def test_a_section_table_names_type_requirement_and_the_declarations_comment():
     assert "| `status` | one of `ok`, `failed`, `skipped` | yes |" in table
     assert "| `kernels` | [KernelCounts](#kernelcounts) or null | when status is ok |" in table
     assert "absent when the mode failed while timed" in table  # the comment beside latency_ms
+
+
+def test_the_checked_in_expectation_reference_is_up_to_date():
+    from profreport.record.reference import PAGES
+
+    root, intro = PAGES["expect"]
+    page = PAGE.parent / "expect.md"
+    assert page.read_text() == reference_markdown(root, intro), "run scripts/record-docs"
+    assert "| `min_speedup` | number or null |  | set by a person" in page.read_text()

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
+from profreport.cli import expect
 from profreport.cli.common import (
     Command,
     escape,
@@ -83,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when any mode fails (default: only eager)"
     )
+    expect.add_arguments(parser)
 
 
 TERMINAL_COLUMNS = 120
@@ -164,14 +166,18 @@ def request_of(args: argparse.Namespace) -> GenerateRequest:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    budget, old_budget = expect.expectation(args), expect.previous(args)  # read before the run
     generated = generate(
         request_of(args),
         err,
         progress_display=partial(progress_display, args.quiet),
         debug=args.debug,
         now=datetime.now(timezone.utc),
+        expect=budget,
     )
     run, run_dir = generated.run, generated.run_dir
+    if generated.budget is not None:  # the outcome first, then the usual headline
+        expect.print_check(generated.budget, out, err)
     _summary_table(run, out)
     for line in _verdict_lines(run):
         print(line, file=out)
@@ -195,6 +201,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if generated.eager_failed:
         print(f"error: {EAGER_BROKEN}", file=err)
     findings_error(run, generated.findings_error, args.debug, err)
+    expect.write_update(args, old_budget, generated, out)
     return generated.exit_code
 
 

@@ -1,11 +1,15 @@
-"""The run record's reference page (docs/record.md), generated from the record's dataclasses: each
-class's docstring, and per field its JSON type, whether a document must have it, and the comment
-beside its declaration. `python -m profreport.record.reference` prints it; a test keeps the
-checked-in page equal to it.
+"""The reference pages of the documents declared as record Sections, generated from their
+dataclasses: each class's docstring, and per field its JSON type, whether a document must have
+it, and the comment beside its declaration. docs/record.md is the run record's
+(`python -m profreport.record.reference`), docs/expect.md the kernel budget's
+(`python -m profreport.record.reference expect`); a test keeps the checked-in pages equal to them.
 """
 
 from __future__ import annotations
 
+import sys
+
+from profreport.record import expectation
 from profreport.record.json_schema import class_description, descriptions, sections
 from profreport.record.model import Run
 from profreport.record.section import FieldSpec, Section, Shape, schema_of
@@ -88,10 +92,18 @@ def section_markdown(cls: type[Section]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reference_markdown(root: type[Section] = Run) -> str:
+def reference_markdown(root: type[Section] = Run, intro: str = INTRO) -> str:
     """docs/record.md: the intro, then one table per class reachable from `root`."""
-    return "\n".join([INTRO, *(section_markdown(cls) for cls in sections(root))])
+    return "\n".join([intro, *(section_markdown(cls) for cls in sections(root))])
+
+
+# each document's page: its root class and intro (docs/<name>.md)
+PAGES: dict[str, tuple[type[Section], str]] = {
+    "record": (Run, INTRO),
+    "expect": (expectation.Expectation, expectation.REFERENCE_INTRO),
+}
 
 
 if __name__ == "__main__":
-    print(reference_markdown(), end="")
+    root, intro = PAGES[sys.argv[1] if len(sys.argv) > 1 else "record"]
+    print(reference_markdown(root, intro), end="")

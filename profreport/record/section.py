@@ -301,10 +301,10 @@ def problems(
     `closed`: a key `cls` does not declare is wrong too (a request or a setting, not a record)."""
     specs = schema_of(cls)
     if closed:
-        declared = {s.name for s in specs}
+        declared = [s.name for s in specs]
         for key in data:
             if key not in declared:
-                yield f"{_where(path, key)}: unknown field {key!r}"
+                yield f"{_where(path, key)}: unknown field {key!r} (known: {', '.join(declared)})"
     for spec in specs:
         where = _where(path, spec.name)
         if spec.name not in data:

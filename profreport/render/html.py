@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from markupsafe import Markup
 
 from profreport.record.model import Run
@@ -12,6 +14,9 @@ from profreport.render.roofline_chart import roofline_chart
 from profreport.render.roofline_view import chart_points, roofs
 from profreport.render.time_view import chart_series
 from profreport.render.viewmodel import build_view
+
+if TYPE_CHECKING:
+    from profreport.analysis.budget import BudgetCheck
 
 
 def build_charts(run: Run) -> dict[str, Markup]:
@@ -56,11 +61,15 @@ def build_charts(run: Run) -> dict[str, Markup]:
     return {k: Markup(v) for k, v in out.items()}
 
 
-def render(run: Run) -> str:
-    """The report page of a run (with findings: profreport.analysis.derive.derived_run)."""
+def render(run: Run, budget: BudgetCheck | None = None) -> str:
+    """The report page of a run (with findings: profreport.analysis.derive.derived_run); with
+    `budget`, the page opens with the kernel-budget check (render/budget.py)."""
+    from profreport.render.budget import budget_view
+
     return render_page(
         "report.html.j2",
         **build_view(run),
         charts=build_charts(run),
         module_tree=module_tree_view(run),
+        budget=None if budget is None else budget_view(budget),
     )

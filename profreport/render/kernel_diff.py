@@ -86,7 +86,7 @@ def _cells(base: str, head: str, change: str, r: KernelChange) -> str:
     return f"{base} → {head} ({change})"
 
 
-def _places(modules: tuple[str, ...], most: int = 3) -> str:
+def places(modules: tuple[str, ...], most: int = 3) -> str:
     """Where a kernel ran, its modules named (`(model)` for the root), long lists cut with a
     count."""
     names = [m or "(model)" for m in modules]
@@ -133,7 +133,7 @@ def _row(
         size += f", {r.bytes_source}"
     ops = (h.eager_ops if h and h.eager_ops else b.eager_ops if b else ()) or ()
     modules = (h.modules if h and h.modules else b.modules if b else ()) or ()
-    where = _places(modules)
+    where = places(modules)
     kernel = r.name
     if b is not None and h is not None and b.name != h.name:
         kernel = f"{h.name} (base: {b.name})"

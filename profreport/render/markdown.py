@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
@@ -22,6 +22,9 @@ from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
 from profreport.render.views import ModeSummaryView, OutputView, PageView
+
+if TYPE_CHECKING:
+    from profreport.analysis.budget import BudgetCheck
 
 VISIBLE_CHARS = 5_000  # outside <details>: what a reviewer sees without a click
 TOTAL_CHARS = 60_000  # the whole comment, under GitHub's 65,536
@@ -343,10 +346,15 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     return blocks
 
 
-def render(run: Run) -> str:
-    """The pull-request summary of a run (with findings: analysis.derive.derived_run)."""
+def render(run: Run, budget: BudgetCheck | None = None) -> str:
+    """The pull-request summary of a run (with findings: analysis.derive.derived_run); with
+    `budget`, it opens with the kernel-budget check (render/budget.py)."""
+    from profreport.render.budget import budget_markdown, budget_view
+
     view = build_view(run)
     lines = _visible(view)
+    if budget is not None:
+        lines = [*budget_markdown(budget_view(budget)), *lines]
     size = sum(len(line) + 1 for line in lines)
     blocks = _folded_blocks(view, run)
     left_out = []

@@ -1,0 +1,265 @@
+"""The kernel budget (`profreport.expect/1`): what a model is expected to run, per device kind and
+mode, in a small JSON file checked in beside the model and reviewed like code.
+
+The numbers it holds are the deterministic ones (the same code on the same device kind gives the
+same counts on any machine of that kind): kernels per step, modeled bytes per step, the fused
+groups and the kernels by name. `profreport generate --expect FILE` and the `profreport_expect`
+pytest fixture compare a run with it (analysis/budget.py); `--update-expect` / `pytest
+--profreport-update` write it from a run, keeping what a person set (tolerances, `min_speedup`,
+notes). The file is written one entry per line, in a stable order, so a change reads as a
+one-line diff; docs/expect.md is its reference, generated from these classes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profreport.files import read_text
+from profreport.record.model import Status
+from profreport.record.section import (
+    ByteCount,
+    Section,
+    Shape,
+    omitted,
+    problems,
+    required,
+    required_factory,
+    schema_of,
+)
+
+SCHEMA = "profreport.expect/1"
+DEFAULT_KERNELS_PER_STEP = 0  # exact
+DEFAULT_BYTES_PCT = 1.0
+DEFAULT_KERNEL_NAMES = 0  # exact
+
+
+REFERENCE_INTRO = """\
+# The kernel budget (`profreport.expect/1`)
+
+Generated from `profreport/record/expectation.py` by `scripts/record-docs`; do not edit by hand
+(tests/test_record_reference.py checks it). How to use it in CI and in a test suite: [ci.md](ci.md).
+
+A small JSON file checked in beside the model: what it is expected to run on each device kind
+(`devices.cpu`, `devices.cuda`, ...), one entry per mode. `profreport generate ... --update-expect
+FILE` and `pytest --profreport-update` write it from a run; `profreport generate ... --expect FILE`
+and the `profreport_expect` fixture compare a run with it (`profreport/analysis/budget.py`) and
+fail on a breach (exit 1, or the test fails with one line per breach).
+
+| what | compared with the run | over budget when |
+|---|---|---|
+| `status` | the mode's status | the file expects `ok` and the mode failed or was skipped |
+| `kernels_per_step` | kernels per profiled step (profiler) | it differs by more than `tolerances.kernels_per_step` (default 0: exact) |
+| `bytes_per_step` | modeled bytes read + written per step | it differs by more than `tolerances.bytes_pct` percent (default 1) |
+| `fused_groups` | groups of eager ops one kernel computes (the fusion map), per forward | a group is found fewer times than expected (none: "no longer fused") |
+| `kernels` | kernels by name, calls per step (profiler) | more than `tolerances.kernel_names` kernels (default 0) appeared, disappeared or changed their calls |
+| `min_speedup` | the paired speedup against eager, its 95% lower bound (measured) | the bound is below it, or the mode was not timed |
+
+Kernels are named as the profiler names them, except Inductor's generated kernels: their graph
+prefix and per-process counter are left out (`graph_0_cpp_fused_relu_3` is `cpp_fused_relu`),
+so a rebuild that only renumbers kernels is no change; kernels of one name are counted together.
+Module paths (`modules`) and the kernels of a fused group say where it ran and are not compared.
+A fused group the run has more of than expected, a mode now running that the file expects to
+fail, a device kind or a mode the file does not hold, and a mode it holds that the run did not
+ask for are reported, never breaches. A torch version other than the file's is noted.
+
+Set by a person and kept when the file is refreshed: `tolerances` (the file's, and a mode's own,
+which override them key by key), a mode's `min_speedup` (the fixture then times latency, which it
+otherwise skips) and `note`. Everything else is written from the run. A key the file does not
+declare is refused with its line, so a misspelt option is never silently ignored. The file is
+written one entry per line (devices, fused groups and kernels sorted by name; modes eager first,
+then by name), so an accepted change is a short diff in review.
+
+```json
+{
+  "schema": "profreport.expect/1",
+  "model": "Block",
+  "tolerances": {"kernels_per_step": 0, "bytes_pct": 1.0, "kernel_names": 0},
+  "devices": {
+    "cpu": {
+      "device": "AMD EPYC",
+      "torch": "2.13.0+cpu",
+      "modes": {
+        "compile": {
+          "status": "ok",
+          "kernels_per_step": 3,
+          "bytes_per_step": 148224,
+          "fused_groups": {},
+          "kernels": {
+            "aten::addmm": {"calls_per_step": 2, "modules": ["up", "down"]},
+            "cpp_fused_relu": {"calls_per_step": 1, "modules": ["act"]}
+          },
+          "min_speedup": 1.1
+        }
+      }
+    }
+  }
+}
+```
+"""
+
+
+class ExpectationError(Exception):
+    """Not a readable expectation file; the message is one line naming where the problem is."""
+
+
+@dataclass(frozen=True)
+class Tolerances(Section):
+    """How far a run may be from the expectation and still be within budget. A mode's own
+    `tolerances` override the file's, key by key; a key left out takes its default."""
+
+    kernels_per_step: int | None = None  # more or fewer kernels per step allowed (default 0)
+    bytes_pct: float | None = None  # modeled bytes per step, percent either way (default 1)
+    kernel_names: int | None = None  # kernels by name that may appear, go or change (default 0)
+
+
+@dataclass(frozen=True)
+class KernelExpectation(Section):
+    """One kernel by name: an Inductor-generated one without its graph prefix and counter
+    (`graph_0_cpp_fused_relu_3` is `cpp_fused_relu`), every kernel of that name counted."""
+
+    calls_per_step: float = required(0.0)  # profiler: calls per profiled step
+    modules: tuple[str, ...] | None = omitted()  # where it ran (not compared)
+
+
+@dataclass(frozen=True)
+class FusedGroupExpectation(Section):
+    """One fused group by the eager ops it computes in one kernel ("addmm + relu")."""
+
+    per_step: int = required(0)  # groups computing these ops per forward (fusion map)
+    kernels: tuple[str, ...] = ()  # the kernels that computed them (not compared)
+    modules: tuple[str, ...] | None = omitted()  # where it ran (not compared)
+
+
+FusedGroups = Mapping[str, FusedGroupExpectation]
+Kernels = Mapping[str, KernelExpectation]
+_OK = ("status", "ok")
+
+
+@dataclass(frozen=True)
+class ModeExpectation(Section):
+    """What one mode is expected to run. `min_speedup` and `tolerances` are set by a person and
+    kept when the file is refreshed; everything else is written from a run."""
+
+    status: Status = required("ok")  # a mode expected ok that fails is over budget
+    kernels_per_step: int | None = required(None, when=_OK, omit=True)  # profiler
+    bytes_per_step: ByteCount | None = required(None, when=_OK, omit=True)  # modeled read+written
+    fused_groups: FusedGroups | None = required(None, when=_OK, omit=True)  # by their eager ops
+    kernels: Kernels | None = required(None, when=_OK, omit=True)  # by name
+    min_speedup: float | None = omitted()  # set by a person: the paired 95% lower bound's minimum
+    tolerances: Tolerances | None = omitted()  # set by a person: override the file's
+    note: str | None = omitted()  # a person's note, kept
+
+
+@dataclass(frozen=True)
+class DeviceExpectation(Section):
+    """The expectation on one device kind (cpu, cuda): one entry per mode."""
+
+    device: str | None = None  # the device the file was written on (not compared)
+    torch: str | None = None  # the torch version it was written with (not compared)
+    modes: Mapping[str, ModeExpectation] = required_factory(dict)  # by mode name
+
+
+@dataclass(frozen=True)
+class Expectation(Section):
+    """A kernel-budget file (`profreport.expect/1`)."""
+
+    schema: str = required(SCHEMA)  # profreport.expect/1
+    model: str | None = None  # the model it was written for (not compared)
+    tolerances: Tolerances | None = None  # for every mode; a mode's own override them
+    devices: Mapping[str, DeviceExpectation] = required_factory(dict)  # by device kind
+    note: str | None = omitted()  # a person's note, kept
+
+
+@dataclass(frozen=True)
+class ExpectationFile:
+    """An expectation as read from a file (`path` as given, for messages)."""
+
+    path: Path
+    expectation: Expectation
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _line_of(text: str, where: str) -> int | None:
+    """The line of `text` holding the key a problem's path (`devices.cpu.modes.eager.status`)
+    ends at: each key found on or after the line of the one before it (None: not found)."""
+    lines = text.splitlines()
+    at, found = 0, None
+    for part in where.split("."):
+        key = json.dumps(part.split("[", 1)[0], ensure_ascii=False)
+        hit = next((i for i in range(at, len(lines)) if f"{key}:" in lines[i]), None)
+        if hit is None:
+            break
+        at = found = hit
+    return None if found is None else found + 1
+
+
+def parse(text: str, source: str) -> Expectation:
+    """The expectation in `text` (ExpectationError: `source:line: what is wrong`)."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExpectationError(
+            f"{source}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
+        ) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ExpectationError(
+            f"{source} is not a profreport expectation (schema {found!r}, want {SCHEMA!r})"
+        )
+    for problem in problems(Expectation, data, closed=True):
+        where = problem.split(": ", 1)[0]
+        line = _line_of(text, where)
+        raise ExpectationError(f"{source}:{line}: {problem}" if line else f"{source}: {problem}")
+    return Expectation.from_json(data)
+
+
+def load(path: Path) -> ExpectationFile:
+    """Read an expectation file (ExpectationError: unreadable or malformed, one line)."""
+    text = read_text(path, ExpectationError)
+    return ExpectationFile(path, parse(text, str(path)))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _leaf(cls: type[Section]) -> bool:
+    """A class whose objects are one entry: no field holds another object or a map."""
+    return all(s.shape.kind not in ("section", "map") for s in schema_of(cls))
+
+
+def _written(value: Any, shape: Shape, indent: int) -> str:
+    """`value` (JSON) as the file writes it: a map one entry per line, an object of several
+    parts one field per line, any other object and every list on one line."""
+    flat = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    section = shape.section
+    if not isinstance(value, dict) or not value:
+        return flat
+    if shape.kind == "section" and (section is None or _leaf(section)):
+        return flat
+    specs = {} if section is None else {s.name: s.shape for s in schema_of(section)}
+    item = shape.item or Shape("any")
+    pad = "  " * (indent + 1)
+    entries = [
+        f"{pad}{json.dumps(k, ensure_ascii=False)}: "
+        f"{_written(v, specs.get(k, item) if section else item, indent + 1)}"
+        for k, v in value.items()
+    ]
+    return "{\n" + ",\n".join(entries) + "\n" + "  " * indent + "}"
+
+
+def dumps(expectation: Expectation) -> str:
+    """The file's text: one entry per line, in the order the expectation holds them."""
+    return _written(expectation.to_json(), Shape("section", section=Expectation), 0) + "\n"
+
+
+def entries(expectation: Expectation) -> Iterator[tuple[str, str, ModeExpectation]]:
+    """(device kind, mode, its expectation) for every mode of the file."""
+    for kind, device in expectation.devices.items():
+        for mode, entry in device.modes.items():
+            yield kind, mode, entry
