@@ -32,6 +32,7 @@ from profreport.pipeline import (
     RunOptions,
     RunSetup,
     TimingStage,
+    ceilings_again,
     derive_findings,
 )
 from profreport.record.model import MachineLoad, Run
@@ -174,7 +175,11 @@ def run_ab(
             collectors, {s: models[s].example_inputs for s in SIDES}, device, options, progress
         )
     # each side finishes as an ordinary run: the typed record with today's findings
-    runs = {side: derive_findings(collectors[side].finish()) for side in SIDES}
+    again = ceilings_again(device, dtype)
+    runs = {
+        side: derive_findings(collectors[side].finish(), remeasure=again, progress=progress)
+        for side in SIDES
+    }
     labels = labels or {side: side for side in SIDES}
     comparison = compare_runs(
         runs["base"],

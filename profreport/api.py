@@ -35,7 +35,7 @@ from profreport.env import DTYPES
 from profreport.files import LIGHT_TRACES
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
-from profreport.pipeline import RunOptions, RunSetup, collect_run, derive_findings
+from profreport.pipeline import RunOptions, RunSetup, ceilings_again, collect_run, derive_findings
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
 from profreport.text import error_line
@@ -304,7 +304,8 @@ def profile_loaded(
 ) -> RunResult:
     """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
     evidence = collect_evidence(model, device, dtype_name, run_dir, options, progress, now)
-    return RunResult(derive_findings(evidence), run_dir)
+    again = ceilings_again(device, dtype_name)
+    return RunResult(derive_findings(evidence, remeasure=again, progress=progress), run_dir)
 
 
 def save_record(run: Run, folder: Path) -> Path:

@@ -253,3 +253,30 @@ def test_chart_points_one_per_timed_kernel_or_shared_group():
     conv, relu = points
     assert conv.time_s == pytest.approx(10e-3) and conv.flops == pytest.approx(3e9)
     assert relu.flops is None and relu.traffic == 16 * MiB
+
+
+def test_a_live_run_whose_median_beats_its_floor_measures_the_ceilings_again():
+    """Ceilings measured in a slow moment put the floor above the median (CI once: eager at
+    0.73x its floor); a live run measures them again (merged best-of) and derives once more."""
+    from profreport.analysis.derive import evidence_of
+    from profreport.pipeline import derive_findings
+
+    slow = copy.deepcopy(_old_record())
+    slow["ceilings"] = _ceilings(memory=1e8, cache=1e8, rate=1e8)  # every mode under its floor
+    evidence = evidence_of(Run.from_json(slow))
+    seen = []
+
+    def again(ceilings: Ceilings) -> Ceilings:
+        seen.append(ceilings.memory_bandwidth.value)
+        return Ceilings.from_json(_ceilings())
+
+    as_read = derive_findings(evidence)  # no remeasure (a record read back): flagged, kept
+    assert {m.roofline.consistent for m in as_read.modes.values() if m.ok} == {False}
+    progress: list[str] = []
+    live = derive_findings(evidence, remeasure=again, progress=progress.append)
+    assert seen == [1e8] and progress[0].startswith("a median beat its floor")
+    assert live.ceilings.memory_bandwidth.value == 10e9
+    assert {m.roofline.consistent for m in live.modes.values() if m.ok} == {True}
+    # a run whose medians sit above their floors is not measured again
+    assert derive_findings(evidence_of(live), remeasure=again).ceilings == live.ceilings
+    assert seen == [1e8]
