@@ -12,7 +12,7 @@ Two ways of timing base against head, each N times per pair:
 
 Each run appends one JSON line per mode to `--record FILE` (so that a long bench can be split
 into short calls under /work/bin/quiet); `--table FILE...` prints, per pair and mode, how often a
-difference was called (the gate conclusive and the 95% interval excluding 1), how often it was
+difference was called (the gate conclusive and the 95% interval beyond the 1% resolution), how often it was
 inconclusive, the median of the paired medians and the median |ratio - 1|.
 
     python bench/latency_aa.py ab --runs 2 --record aa.jsonl [--min-time 1.0] [--pairs aa,ab]
@@ -47,7 +47,11 @@ HEADS = {
 
 
 def _called(median: float, ci95: list[float], inconclusive: str | None) -> bool:
-    return not inconclusive and (ci95[0] > 1.0 or ci95[1] < 1.0)
+    """What profreport calls a difference: conclusive, and the whole interval beyond the paired
+    timer's resolution (analysis/paired.beyond_resolution)."""
+    from profreport.analysis.paired import beyond_resolution
+
+    return not inconclusive and beyond_resolution(ci95) != 0
 
 
 def _row(tool: str, pair: str, mode: str, run: int, **fields: Any) -> dict[str, Any]:
@@ -151,13 +155,17 @@ def table(paths: list[str]) -> None:
         groups[r["tool"], r["pair"], r["mode"]].append(r)
     print(f"code: {sorted({r['code'] for r in rows})}")
     print(
-        f"{'tool':<6} {'pair':<5} {'mode':<8} {'runs':>4} {'called':>7} {'inconcl.':>8} "
+        f"{'tool':<6} {'pair':<5} {'mode':<8} {'runs':>4} {'called':>7} {'excl. 1':>7} "
+        f"{'inconcl.':>8} "
         f"{'median ratio':>12} {'med |r-1|':>9} {'max |r-1|':>9} {'others':>6} {'busy':>4}  "
         "calls/block base/head"
     )
     for (tool, pair, mode), rs in sorted(groups.items()):
         dev = [abs(r["median"] - 1) for r in rs]
-        called = sum(r["called"] for r in rs)
+        # today's rule applied to every record, old ones included; `excl. 1`: the rule before
+        # the resolution (the interval excluding 1)
+        called = sum(_called(r["median"], r["ci95"], r["inconclusive"]) for r in rs)
+        excl = sum(not r["inconclusive"] and (r["ci95"][0] > 1 or r["ci95"][1] < 1) for r in rs)
         inconclusive = sum(bool(r["inconclusive"]) for r in rs)
         med = statistics.median(r["median"] for r in rs)
         calls = ", ".join(f"{a}/{b}" for a, b in (r["calls_per_block"] for r in rs[:6]))
@@ -167,12 +175,14 @@ def table(paths: list[str]) -> None:
         busy = sum(s > BUSY for s in shares)
         print(
             f"{tool:<6} {pair:<5} {mode:<8} {len(rs):>4} {called:>3}/{len(rs):<3} "
+            f"{excl:>3}/{len(rs):<3} "
             f"{inconclusive:>8} {med:>12.3f} {statistics.median(dev):>9.3f} {max(dev):>9.3f} "
             f"{others:>6} {busy:>4}  {calls}{more}"
         )
     print(
         "pair aa: base and a byte-identical head (a call is wrong); ab: a head doing twice the "
-        "work (a call is right). called = conclusive and the 95% interval excludes 1. others: "
+        "work (a call is right). called = conclusive and the 95% interval beyond the 1% "
+        "resolution; excl. 1 = conclusive and the interval excluding 1 (the rule before). others: "
         f"median share of the CPU other processes used while timing; busy: runs above {BUSY:.0%}."
     )
 

@@ -252,3 +252,41 @@ def test_verdict_keeps_a_direction_beyond_the_band_and_says_so():
     assert _latency_clause(
         ModeResult.from_json({"speedup_vs_eager": {**sp, "inconclusive": None}})
     ) == ("3.00x faster than eager (95% CI 2.50-3.50, beyond the noise band)")
+
+
+def test_a_difference_inside_the_timers_resolution_is_not_called():
+    """Identical code read 0.983-0.995 with intervals excluding 1 in 8 of 20 A/A `ab` runs
+    (compile): the whole interval must clear the 1% resolution to be called."""
+    assert paired.beyond_resolution((0.9808, 0.9917)) == 0  # an A/A compile run
+    assert paired.beyond_resolution((1.0017, 1.0171)) == 0  # an A/A eager run
+    assert paired.beyond_resolution((1.011, 1.05)) == 1
+    assert paired.beyond_resolution((0.95, 0.989)) == -1
+    assert paired.resolution_note((0.9808, 0.9917)).startswith("within 1%")
+    assert paired.resolution_note((0.98, 1.02)) == ""  # holds 1: plain noise
+    assert paired.resolution_note((1.02, 1.05)) == ""  # called
+
+    def clause(lo, median, hi):
+        sp = {"median": median, "ci95": [lo, hi], "inconclusive": None}
+        return _latency_clause(ModeResult.from_json({"speedup_vs_eager": sp}))
+
+    assert clause(1.002, 1.005, 1.008) == (
+        "latency within 1%, the paired timer's A/A resolution (speedup 1.005, 95% CI 1.002-1.008)"
+    )
+    assert clause(1.02, 1.05, 1.08) == "1.05x faster than eager (95% CI 1.02-1.08)"
+    assert clause(0.9, 0.95, 0.98).startswith("1.05x slower than eager")
+    assert clause(0.99, 1.0, 1.01).startswith("latency unchanged within noise")
+
+
+def test_ab_of_an_a_a_run_states_the_resolution_beside_the_ratio():
+    from profreport.analysis.compare import _latency
+    from profreport.record.model import Latency
+
+    base = [10.0 + 0.01 * (i % 3) for i in range(30)]
+    head = [b * 0.993 for b in base]  # 0.7% faster every round, like compile's A/A head
+
+    def latency(samples):
+        return Latency.from_json({"median": sorted(samples)[15], "samples": samples})
+
+    m = _latency(latency(base), latency(head), 10.0, 200, [], QUIET, None)
+    assert m.note.endswith(": within 1%, the paired timer's A/A resolution"), m.note
+    assert not m.regression

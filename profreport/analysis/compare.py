@@ -32,7 +32,7 @@ from profreport.analysis.comparison import (
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.latency import bootstrap_median_ci
 from profreport.analysis.machine_reference import MachineChange, machine_change
-from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise
+from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise, resolution_note
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
 from profreport.record.model import (
     Bytes,
@@ -224,6 +224,8 @@ def _latency(
         gate = paired_gate(bs, hs, limit_pct, load)
         lo, hi = gate.ratio.ci95
         note = f"paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f})"
+        if resolution_note((lo, hi)):
+            note = f"{note}: {resolution_note((lo, hi))}"
         regression, inconclusive, paired = gate.regression, gate.inconclusive, gate.to_dict()
         if inconclusive:
             note = f"latency inconclusive: {inconclusive}; {note}"

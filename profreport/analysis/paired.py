@@ -77,6 +77,13 @@ MIN_BIMODAL_SAMPLES = 10
 # 50-67% foreign load, identical code once gave head/base 2.33 (95% CI 2.11-2.49) over 173
 # rounds, but with ratios spread 97% (p25 far below 1.5).
 NOISE_BAND = 1.5
+# The paired timer's A/A resolution: a difference is called only when its whole 95% interval lies
+# more than this beyond 1. Identical code timed against itself (bench/latency_aa.py, 20 `ab` runs
+# of a byte-identical head on the 2-vCPU machine) differs by up to 1.7%: compile's head read
+# 0.983-0.995 in 8 of 20 runs with intervals excluding 1 (an order or placement effect of the
+# second build, not the code), eager's 1.008-1.010 in 2. Beyond 1% none of them is called, and a
+# head doing twice the work still is in every run.
+RESOLUTION = 0.01
 
 THRESHOLDS = NoiseThresholds(
     min_rounds=MIN_ROUNDS,
@@ -287,6 +294,24 @@ def lacks_only_rounds(base_ms: Sequence[float], other_ms: Sequence[float]) -> bo
 
 
 # ---------------------------------------------------------------- generate: speedups + guard
+
+
+def beyond_resolution(ci95: tuple[float, float] | Sequence[float]) -> int:
+    """+1 when the whole interval of a ratio lies above 1 + RESOLUTION, -1 when below
+    1 / (1 + RESOLUTION), else 0: what the timer can tell apart from identical code."""
+    lo, hi = ci95[0], ci95[1]
+    if lo > 1.0 + RESOLUTION:
+        return 1
+    if hi < 1.0 / (1.0 + RESOLUTION):
+        return -1
+    return 0
+
+
+def resolution_note(ci95: tuple[float, float] | Sequence[float]) -> str:
+    """For an interval that excludes 1 but not the resolution band: the words that say so."""
+    if beyond_resolution(ci95) == 0 and (ci95[0] > 1.0 or ci95[1] < 1.0):
+        return f"within {RESOLUTION:.0%}, the paired timer's A/A resolution"
+    return ""
 
 
 def beyond_noise(ratio: PairedRatio) -> bool:

@@ -8,6 +8,7 @@ the latency change is outside the bootstrap interval.
 from __future__ import annotations
 
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
+from profreport.analysis.paired import beyond_resolution, resolution_note
 from profreport.format import fmt_bytes
 from profreport.record.model import Bytes, FailedFinding, KernelCounts, ModeResult, Run
 
@@ -24,11 +25,17 @@ def _latency_clause(mode: ModeResult) -> str:
         more = f" and {len(reasons) - 1} more noise signal(s)" if len(reasons) > 1 else ""
         return f"latency inconclusive: {reasons[0]}{more} (see the noise guard)"
     noisy = ", beyond the noise band" if sp.noise else ""
-    if lo > 1.0:
+    called = beyond_resolution((lo, hi))
+    if called > 0:
         return f"{sp.median:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f}{noisy})"
-    if hi < 1.0:
+    if called < 0:
         return (
             f"{1 / sp.median:.2f}x slower than eager (95% CI of speedup {lo:.2f}-{hi:.2f}{noisy})"
+        )
+    if resolution_note((lo, hi)):
+        return (
+            f"latency {resolution_note((lo, hi))} (speedup {sp.median:.3f}, "
+            f"95% CI {lo:.3f}-{hi:.3f})"
         )
     return f"latency unchanged within noise (speedup {sp.median:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
