@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profreport.analysis.comparison import Comparison
 from profreport.analysis.trace_document import AnalysisDocument
 from profreport.record.expectation import Expectation
 from profreport.record.json_schema import schema_text
@@ -22,6 +23,7 @@ from profreport.sweep.model import Sweep
 DOCUMENTS: dict[str, type[Section]] = {
     "run": Run,  # run.json: `profreport generate`
     "analysis": AnalysisDocument,  # `profreport analyze --format json`
+    "compare": Comparison,  # `profreport compare --format json` of two runs, `ab`'s comparison
     "sweep": Sweep,  # sweep.json: `profreport sweep`
     "sweep-compare": SweepCompareDocument,  # `profreport compare --format json` of two sweeps
     "generate-request": GenerateRequest,  # a sweep point's request.json

@@ -15,12 +15,11 @@ from typing import ClassVar
 from profreport.analysis.compare import (
     CompareError,
     Comparison,
-    GateOutcome,
     Regression,
     Thresholds,
     compare_runs,
 )
-from profreport.record.model import JSON, Run
+from profreport.record.model import Run
 from profreport.record.section import Section, required, required_factory
 from profreport.sweep import document
 from profreport.sweep.model import Sweep
@@ -36,7 +35,7 @@ class PointComparison:
 
 
 @dataclass(frozen=True)
-class SweepComparison(GateOutcome):
+class SweepComparison:
     base_label: str
     head_label: str
     thresholds: Thresholds
@@ -44,6 +43,10 @@ class SweepComparison(GateOutcome):
     only_in_base: list[str] = field(default_factory=list)
     only_in_head: list[str] = field(default_factory=list)
     regressions: list[Regression] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
 
     @property
     def inconclusive(self) -> list[str]:
@@ -66,7 +69,7 @@ class PointEntry(Section):
     head_status: str = required("")
     note: str = ""
     # the two runs compared (a profreport.compare/1 document), where both sides have one
-    comparison: JSON | None = required(None, null=True)
+    comparison: Comparison | None = required(None, null=True)
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,11 @@ class SweepCompareDocument(Section):
     schema: str = SCHEMA
     base: str = required("")  # where the base sweep came from, as the caller named it
     head: str = required("")
-    thresholds: JSON = required_factory(dict)  # the gates applied (as in profreport.compare/1)
+    thresholds: Thresholds = required_factory(Thresholds)  # the gates applied
     points: tuple[PointEntry, ...] = required(())
     only_in_base: tuple[str, ...] = required(())  # points of one sweep only, by label
     only_in_head: tuple[str, ...] = required(())
-    regressions: tuple[JSON, ...] = required(())  # mode, metric and message of each
+    regressions: tuple[Regression, ...] = required(())
     regressed: bool = required(False)
     inconclusive: tuple[str, ...] = required(())  # latencies the gates could not judge
 
@@ -94,20 +97,20 @@ def sweep_compare_document(c: SweepComparison) -> SweepCompareDocument:
     return SweepCompareDocument(
         base=c.base_label,
         head=c.head_label,
-        thresholds=vars(c.thresholds),
+        thresholds=c.thresholds,
         points=tuple(
             PointEntry(
                 point=p.label,
                 base_status=p.base_status,
                 head_status=p.head_status,
                 note=p.note,
-                comparison=p.comparison.to_dict() if p.comparison else None,
+                comparison=p.comparison,
             )
             for p in c.points
         ),
         only_in_base=tuple(c.only_in_base),
         only_in_head=tuple(c.only_in_head),
-        regressions=tuple(vars(r) for r in c.regressions),
+        regressions=tuple(c.regressions),
         regressed=c.regressed,
         inconclusive=tuple(c.inconclusive),
     )
