@@ -17,7 +17,7 @@ from profreport.record.json_schema import schema_text
 from profreport.record.model import Run
 from profreport.record.section import Section
 from profreport.runner import GenerateRequest, GenerateResult
-from profreport.sweep.compare import SweepCompareDocument
+from profreport.sweep.compare import SweepComparison
 from profreport.sweep.model import Sweep
 
 DOCUMENTS: dict[str, type[Section]] = {
@@ -25,7 +25,7 @@ DOCUMENTS: dict[str, type[Section]] = {
     "analysis": AnalysisDocument,  # `profreport analyze --format json`
     "compare": Comparison,  # `profreport compare --format json` of two runs, `ab`'s comparison
     "sweep": Sweep,  # sweep.json: `profreport sweep`
-    "sweep-compare": SweepCompareDocument,  # `profreport compare --format json` of two sweeps
+    "sweep-compare": SweepComparison,  # `profreport compare --format json` of two sweeps
     "generate-request": GenerateRequest,  # a sweep point's request.json
     "generate-result": GenerateResult,  # a sweep point's result.json
     "expect": Expectation,  # a kernel budget: `generate --expect FILE`, the pytest fixture

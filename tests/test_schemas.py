@@ -132,7 +132,7 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     from profreport.analysis.derive import derived_run
     from profreport.modes import mode_analyses
     from profreport.record import load
-    from profreport.sweep.compare import compare_sweeps, sweep_compare_document
+    from profreport.sweep.compare import compare_sweeps
     from profreport.sweep.document import PointOutcome, mode_rows
     from profreport.sweep.grid import Point
     from profreport.sweep.model import Sweep, SweepPoint
@@ -146,7 +146,7 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     assert _errors("sweep", document) == []
     assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status
     compared = compare_sweeps(sweep, sweep, {"p": run}, {"p": run}, Thresholds(5, 5.0))
-    written = json.loads(json.dumps(sweep_compare_document(compared).to_json()))
+    written = json.loads(json.dumps(compared.to_json()))
     assert written["points"][0]["comparison"]["schema"] == "profreport.compare/1"
     assert _errors("sweep-compare", written) == []
 
