@@ -2,8 +2,8 @@
 writing, validation and schema, all read from the dataclass's own type hints.
 
 A `Section` subclass is a frozen dataclass; its field types say everything: a field typed as
-another Section is a JSON object read into that class, `tuple[X, ...]` (or `list[X]`) a list (of X),
-`Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
+another Section is a JSON object read into that class, `tuple[X, ...]` or `list[X]` a list (of
+X), `Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
 `Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed.
 `from_json`, `to_json`, `problems` (what `record.validate` reports) and the generated reference
 (record/reference.py, docs/record.md) all read that one description, so a new field is one
@@ -15,8 +15,9 @@ line naming the first wrong field; `record/json_schema.py` publishes the same de
 JSON Schema (docs/schemas/). A `Path` field is a string in the document; `Annotated[int,
 Minimum(1)]` a number with a lower bound.
 
-Whether a key must be in a document is the field's `required(...)` default; whether a present
-key may be null is whether its type admits None (a required field: `required(..., null=True)`).
+Whether a key must be in a document is the field's `required(...)` default (a field with no
+default is required too, null where its type admits None); whether a present key may be null
+is whether its type admits None (a `required(...)` field: `required(..., null=True)`).
 An object built in code writes every declared field, less the `omitted()` ones left at None
 (`present(...)` writes some of those too, where a writer's keys depend on the case); an object
 read from a document writes the keys it had. Either way the declared fields come in declaration
