@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from profreport.env import DTYPES
-from profreport.files import LIGHT_TRACES
+from profreport.files import LIGHT_TRACES, TIMELINE_NAME
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, ceilings_again, collect_run, derive_findings
@@ -236,8 +236,8 @@ class RunResult:
                 traces[mode] = read_document(folder / rel)
         if not traces:
             return None
-        write_atomic(folder / timeline.TIMELINE_NAME, orjson.dumps(timeline.build(traces)))
-        return timeline.TIMELINE_NAME
+        write_atomic(folder / TIMELINE_NAME, orjson.dumps(timeline.build(traces)))
+        return TIMELINE_NAME
 
     def _relocate_traces(self, target: Path) -> None:
         if (target / "run.json").exists():

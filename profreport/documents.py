@@ -10,20 +10,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profreport.analysis.comparison import Comparison
 from profreport.analysis.trace_document import AnalysisDocument
 from profreport.record.expectation import Expectation
 from profreport.record.json_schema import schema_text
 from profreport.record.model import Run
 from profreport.record.section import Section
 from profreport.runner import GenerateRequest, GenerateResult
-from profreport.sweep.compare import SweepCompareDocument
+from profreport.sweep.compare import SweepComparison
 from profreport.sweep.model import Sweep
 
 DOCUMENTS: dict[str, type[Section]] = {
     "run": Run,  # run.json: `profreport generate`
     "analysis": AnalysisDocument,  # `profreport analyze --format json`
+    "compare": Comparison,  # `profreport compare --format json` of two runs, `ab`'s comparison
     "sweep": Sweep,  # sweep.json: `profreport sweep`
-    "sweep-compare": SweepCompareDocument,  # `profreport compare --format json` of two sweeps
+    "sweep-compare": SweepComparison,  # `profreport compare --format json` of two sweeps
     "generate-request": GenerateRequest,  # a sweep point's request.json
     "generate-result": GenerateResult,  # a sweep point's result.json
     "expect": Expectation,  # a kernel budget: `generate --expect FILE`, the pytest fixture

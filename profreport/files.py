@@ -16,6 +16,8 @@ from profreport.exits import UsageError
 # calibration steps, read for the time breakdown; TensorBoard's traces are under tensorboard/.
 LIGHT_TRACES = "time"
 LIGHT_TRACE_NAME = "light.pt.trace.json.gz"
+# The run folder's one timeline of every mode (render/timeline.py)
+TIMELINE_NAME = "all_modes.timeline.json"
 
 
 def read_text(path: Path, error: type[Exception]) -> str:

@@ -71,8 +71,8 @@ def test_paired_gate_in_compare_exact_ratios():
     head = _record({"eager": [1.15 * x for x in level]})
     cmp = compare_runs(base, head, Thresholds(max_latency_regression_pct=10), paired_load=QUIET)
     lat = cmp.modes[0].metric("latency_median_ms")
-    assert lat.paired["ratio"]["median"] == pytest.approx(1.15)
-    assert lat.paired["ratio"]["ci95"] == pytest.approx([1.15, 1.15])
+    assert lat.paired.ratio.median == pytest.approx(1.15)
+    assert lat.paired.ratio.ci95 == pytest.approx((1.15, 1.15))
     assert lat.regression and lat.inconclusive is None
     # The same samples unpaired: the wander swamps the change, the intervals overlap.
     unpaired = compare_runs(base, head, Thresholds(max_latency_regression_pct=10))
@@ -93,7 +93,7 @@ def test_a_moving_baseline_is_context_and_two_peaked_ratios_are_inconclusive():
     lat = cmp.modes[0].metric("latency_median_ms")
     assert [r.metric for r in cmp.regressions] == ["latency_median_ms"]
     assert lat.inconclusive is None
-    assert lat.paired["context"] == [
+    assert lat.paired.context == [
         "baseline blocks spread 62% (IQR/median)",
         "baseline moved >20% from its median in 60% of rounds",
     ]

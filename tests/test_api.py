@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 import profreport
+from profreport.files import TIMELINE_NAME
 from profreport.record import load
 from profreport.render.tables import KERNEL_COLUMNS
-from profreport.render.timeline import TIMELINE_NAME
 
 
 class Gate(nn.Module):

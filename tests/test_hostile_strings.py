@@ -24,11 +24,11 @@ from markdown_it import MarkdownIt
 
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.cli import main
+from profreport.files import TIMELINE_NAME
 from profreport.format import MdMarkup, md_cell, md_code, md_line, md_table
 from profreport.record import Run, load
 from profreport.render import charts, html, markdown, tables
 from profreport.render import compare as compare_render
-from profreport.render.timeline import TIMELINE_NAME
 from tests.conftest import RECORDED_HOSTILE_RUN, generate_run, resaved
 
 IMG = "<img src=x onerror=alert(1)>"

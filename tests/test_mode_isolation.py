@@ -1,5 +1,5 @@
 """A mode that fails leaves nothing running and no state behind: while the other modes are timed,
-no child process of profreport uses the CPU (read from /proc during the timing phase), and
+no child process of profreport uses the CPU (read through psutil during the timing phase), and
 Inductor's and Dynamo's global config is what it was before the run."""
 
 from pathlib import Path
@@ -73,11 +73,11 @@ def test_failed_modes_leave_no_child_busy_while_the_others_are_timed(failing_mod
     measure = pipeline.measure_latency
 
     def measured_with_children(*args: Any, **kwargs: Any) -> Any:
-        start = {c.pid: c.cpu_ticks for c in children.live_descendants() or []}
+        start = {c.pid: c.cpu_s for c in children.live_descendants() or []}
         try:
             return measure(*args, **kwargs)
         finally:
-            end = {c.pid: c.cpu_ticks for c in children.live_descendants() or []}
+            end = {c.pid: c.cpu_s for c in children.live_descendants() or []}
             seen["at_start"], seen["at_end"] = start, end
 
     monkeypatch.setattr(pipeline, "measure_latency", measured_with_children)
@@ -99,9 +99,9 @@ def test_failed_modes_leave_no_child_busy_while_the_others_are_timed(failing_mod
 
     # nothing of ours ran while timing: no child left, or none that used a tick meanwhile
     busy = {
-        pid: ticks - seen["at_start"].get(pid, 0)
-        for pid, ticks in seen["at_end"].items()
-        if ticks - seen["at_start"].get(pid, 0) > 0
+        pid: cpu_s - seen["at_start"].get(pid, 0.0)
+        for pid, cpu_s in seen["at_end"].items()
+        if cpu_s - seen["at_start"].get(pid, 0.0) > 0
     }
     assert busy == {}
     assert seen["at_start"] == {}  # the workers were stopped before timing began

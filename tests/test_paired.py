@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
 import pytest
 
 from profreport.analysis import paired
@@ -193,28 +198,74 @@ def test_paired_gate_identical_never_fails_and_double_work_does():
     assert not small.regression and small.inconclusive.startswith("other processes used 50%")
 
 
-def test_machine_load_from_proc_readings(tmp_path):
-    (tmp_path / "self").mkdir()
+class _FakePsutil:
+    """psutil's readings, set by the test: the machine's CPU times (with the guest time Linux
+    already counts in user), this process's, the load average; `Error` where none can be read."""
 
-    def write(busy_user: int, idle: int, ours: int) -> dict:
-        (tmp_path / "loadavg").write_text("1.50 1.00 0.50 2/100 123\n")
-        (tmp_path / "stat").write_text(f"cpu  {busy_user} 0 0 {idle} 0 0 0 0 0 0\ncpu0 ...\n")
-        fields = ["S"] + ["0"] * 10 + [str(ours), "0"] + ["0"] * 30
-        (tmp_path / "self" / "stat").write_text("42 (py thon) " + " ".join(fields))
-        return noise.snapshot(tmp_path)
+    Error = psutil.Error
 
-    before = write(1000, 1000, 100)
-    after = write(1600, 1400, 400)  # +1000 jiffies: 600 busy (300 ours), 400 idle
+    def __init__(self) -> None:
+        self.readable = True
+        self.machine: dict[str, float] = {}
+        self.ours = 0.0
+
+    def set(self, user: float, idle: float, ours: float) -> None:
+        self.machine = {"user": user, "system": 0.0, "idle": idle, "iowait": 0.0, "guest": 50.0}
+        self.ours = ours
+
+    def getloadavg(self) -> tuple[float, float, float]:
+        return (1.5, 1.0, 0.5)
+
+    def cpu_count(self) -> int:
+        return 2
+
+    def cpu_times(self) -> Any:
+        if not self.readable:
+            raise psutil.AccessDenied()
+        return namedtuple("scputimes", self.machine)(**self.machine)
+
+    def Process(self) -> Any:
+        own = SimpleNamespace(user=self.ours, system=0.0, children_user=0.0, children_system=0.0)
+        return SimpleNamespace(cpu_times=lambda: own)
+
+
+@pytest.fixture
+def fake_psutil(monkeypatch) -> _FakePsutil:
+    fake = _FakePsutil()
+    monkeypatch.setattr(noise, "psutil", fake)
+    monkeypatch.setattr(noise, "children_cpu_s", lambda: 0.0)
+    return fake
+
+
+def test_machine_load_from_psutil_readings(fake_psutil):
+    fake_psutil.set(user=10.0, idle=10.0, ours=1.0)
+    before = noise.snapshot()
+    fake_psutil.set(user=16.0, idle=14.0, ours=4.0)  # +10 CPU s: 6 busy (3 ours), 4 idle
+    after = noise.snapshot()
+    assert (after.busy - before.busy, after.total - before.total) == pytest.approx((6.0, 10.0))
     load = noise.machine_load(before, after)
     assert load.other_busy_share == 0.3 and load.ours_busy_share == 0.3
-    assert load.load1_before == 1.5
+    assert load.load1_before == 1.5 and load.cpus == 2
+    assert load.source.startswith("psutil")
 
 
-def test_machine_load_unknown_without_proc(tmp_path):
-    snap = noise.snapshot(tmp_path)
+def test_machine_load_unknown_where_psutil_cannot_read(fake_psutil):
+    fake_psutil.readable = False
+    snap = noise.snapshot()
+    assert snap.load1 == 1.5 and snap.busy is None
     load = noise.machine_load(snap, snap)
     assert load.other_busy_share is None and load.source.startswith("unknown")
     assert paired.machine_reasons(load) == []
+
+
+def test_this_machine_is_read():
+    """On this platform (Linux, macOS) the real readings are there and add up."""
+    before = noise.snapshot()
+    sum(range(200_000))
+    after = noise.snapshot()
+    assert None not in (before.busy, before.total, before.ours, before.children, before.load1)
+    load = noise.machine_load(before, after)
+    assert load.source.startswith("psutil") and load.cpus
 
 
 def test_view_model_cells_and_method_text():

@@ -56,7 +56,7 @@ def test_the_light_pass_runs_enough_rounds_for_about_a_third_of_a_second_a_mode(
 
 
 def _reads(*shares: float):
-    """A fake /proc reader: each pair of reads (before, after) gives the next share of other
+    """A fake noise reader: each pair of reads (before, after) gives the next share of other
     processes' CPU time."""
     readings = []
     for share in shares:

@@ -45,7 +45,9 @@ def test_the_checked_in_schemas_are_todays():
     )
     for name, text in schema_files().items():
         assert (SCHEMAS / name).read_text() == text, f"{name} is stale: run scripts/record-docs"
-    assert {"run", "analysis", "sweep", "sweep-compare", "generate-result"} <= set(DOCUMENTS)
+    assert {"run", "analysis", "compare", "sweep", "sweep-compare", "generate-result"} <= set(
+        DOCUMENTS
+    )
 
 
 def test_the_records_under_tests_data_runs_are_all_there():
@@ -130,7 +132,7 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     from profreport.analysis.derive import derived_run
     from profreport.modes import mode_analyses
     from profreport.record import load
-    from profreport.sweep.compare import compare_sweeps, sweep_compare_document
+    from profreport.sweep.compare import compare_sweeps
     from profreport.sweep.document import PointOutcome, mode_rows
     from profreport.sweep.grid import Point
     from profreport.sweep.model import Sweep, SweepPoint
@@ -144,9 +146,67 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     assert _errors("sweep", document) == []
     assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status
     compared = compare_sweeps(sweep, sweep, {"p": run}, {"p": run}, Thresholds(5, 5.0))
-    written = json.loads(json.dumps(sweep_compare_document(compared).to_json()))
+    written = json.loads(json.dumps(compared.to_json()))
     assert written["points"][0]["comparison"]["schema"] == "profreport.compare/1"
     assert _errors("sweep-compare", written) == []
+
+
+def _compare_json(tmp_path: Path, base: str, head: str, *flags: str) -> dict:
+    from profreport.cli import main
+
+    paths = []
+    for name, source in (("base", base), ("head", head)):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(json.dumps(_read(RUNS / source)).encode())
+        paths.append(str(path))
+    out = tmp_path / "compare.json"
+    main(["compare", *paths, "--format", "json", "--out", str(out), *flags])
+    return json.loads(out.read_text())
+
+
+def test_a_run_comparison_validates_and_reads_back(tmp_path):
+    """`compare --format json` of two runs (kernel diffs, machine references, a paired `ab`
+    latency) validates against compare.schema.json, and reads back to the same document."""
+    from profreport.analysis.compare import Thresholds, compare_runs
+    from profreport.analysis.comparison import Comparison
+    from profreport.record.model import MachineLoad
+    from tests.test_ab import _record
+
+    documents = [
+        _compare_json(
+            tmp_path,
+            "h200/simple/run.json.gz",
+            "h200/gated-residual/run.json.gz",
+            "--allow-different-models",
+            "--max-kernel-increase=0",
+        ),
+        _compare_json(
+            tmp_path,
+            "machine-reference/simple-quiet.run.json.gz",
+            "machine-reference/simple-busy.run.json.gz",
+            "--max-latency-regression=5",
+        ),
+    ]
+    samples = [1.0 + 0.01 * i for i in range(20)]
+    paired = compare_runs(
+        _record({"eager": samples}),
+        _record({"eager": [1.15 * x for x in samples]}),
+        Thresholds(max_latency_regression_pct=10),
+        paired_load=MachineLoad(other_busy_share=0.0),
+    )
+    documents.append(json.loads(json.dumps(paired.to_json())))
+    assert documents[0]["modes"][0]["kernel_diff"]["rows"]
+    assert documents[1]["machine"]["parts"]
+    assert documents[2]["modes"][0]["metrics"][-1]["paired"]["ratio"]["n"] == 20
+    for doc in documents:
+        assert doc["schema"] == "profreport.compare/1"
+        assert _errors("compare", doc) == []
+        assert Comparison.parse(doc).to_json() == doc
+    broken = copy.deepcopy(documents[2])
+    broken["modes"][0]["metrics"][-1]["paired"]["ratio"]["ci95"] = [1.0]
+    assert _errors("compare", broken)
+    del broken["regressed"]
+    assert any("'regressed' is a required property" in e for e in _errors("compare", broken))
 
 
 @pytest.mark.slow

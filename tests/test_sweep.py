@@ -266,7 +266,7 @@ def test_compare_two_sweeps_gates_per_point(gated_run):
     head = _typed([], _points("ok", "failed"))
     runs = {"p0": record, "p1": record}
     c = compare_sweeps(base, head, runs, {"p0": record}, Thresholds(0, 0.0, None))
-    assert [p.label for p in c.points] == ["m, batch 1, float32", "m, batch 2, float32"]
+    assert [p.point for p in c.points] == ["m, batch 1, float32", "m, batch 2, float32"]
     assert c.points[0].comparison is not None and not c.points[0].comparison.regressed
     assert [r.message for r in c.regressions] == [
         "m, batch 2, float32: was ok, now failed: it raised"
@@ -276,7 +276,7 @@ def test_compare_two_sweeps_gates_per_point(gated_run):
     # Points match by model, batch, sequence length and dtype.
     other = _typed([], [{**p, "batch_size": 64} for p in _points("ok")])
     c = compare_sweeps(base, other, runs, {"p0": record})
-    assert c.points == [] and c.only_in_head == ["m, batch 64, float32"]
+    assert c.points == () and c.only_in_head == ("m, batch 64, float32",)
 
 
 def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, monkeypatch):

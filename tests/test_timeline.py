@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from profreport.cli import analyze
+from profreport.files import TIMELINE_NAME
 from profreport.record import Run, load
-from profreport.render.timeline import FLOW_ID_STRIDE, TIMELINE_NAME, build, step_window
+from profreport.render.timeline import FLOW_ID_STRIDE, build, step_window
 from profreport.render.viewmodel import build_view
 from tests.counter_trace import x_event
 from tests.test_trace_interop import MODES, _check_event, _trace

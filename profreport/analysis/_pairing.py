@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from profreport.record.model import TensorIO
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _monotone_pairs(
@@ -16,6 +18,8 @@ def _monotone_pairs(
     """For each of `short` (relative positions, ascending), the index in `long` it pairs with:
     every short item paired, order kept, total position distance (plus `long_cost` of each
     `long` item used) smallest (dynamic programming, one cumulative minimum per row)."""
+    import numpy as np  # here: the CLI imports the modes (and this) to declare its arguments
+
     extra = np.zeros(len(long)) if long_cost is None else long_cost
     n, m = len(short), len(long)
     idx = np.arange(m)
@@ -66,6 +70,8 @@ def pair_with_eager(
         if len(graph_idx) == len(eager_idx):
             pairs = list(zip(graph_idx, eager_idx, strict=True))
         elif eager_idx:
+            import numpy as np
+
             g = np.array(graph_idx) / max(len(keys), 1)
             e = np.array(eager_idx) / max(len(eager_sequence), 1)
             if len(graph_idx) < len(eager_idx):

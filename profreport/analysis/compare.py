@@ -28,11 +28,18 @@ from profreport.analysis.comparison import (
     Regression,
     RunIdentity,
     Thresholds,
+    inconclusive_latencies,
 )
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.latency import bootstrap_median_ci
 from profreport.analysis.machine_reference import MachineChange, machine_change
-from profreport.analysis.paired import NOISE_BAND, paired_gate, record_noise, resolution_note
+from profreport.analysis.paired import (
+    NOISE_BAND,
+    PairedGate,
+    paired_gate,
+    record_noise,
+    resolution_note,
+)
 from profreport.format import fmt_bytes, fmt_ms, fmt_pct
 from profreport.record.model import (
     Bytes,
@@ -44,7 +51,6 @@ from profreport.record.model import (
     Run,
     Section,
 )
-from profreport.record.section import JSONObject
 
 __all__ = [
     "SCHEMA",
@@ -218,7 +224,7 @@ def _latency(
     h_ci = bootstrap_median_ci(hs, resamples=resamples)
     pct = change.pct
     inconclusive: str | None = None
-    paired: JSONObject | None = None
+    paired: PairedGate | None = None
     relative_pct: float | None = None
     if load is not None:  # base and head timed in the same rounds (`ab`)
         gate = paired_gate(bs, hs, limit_pct, load)
@@ -226,7 +232,7 @@ def _latency(
         note = f"paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f})"
         if resolution_note((lo, hi)):
             note = f"{note}: {resolution_note((lo, hi))}"
-        regression, inconclusive, paired = gate.regression, gate.inconclusive, gate.to_dict()
+        regression, inconclusive, paired = gate.regression, gate.inconclusive, gate
         if inconclusive:
             note = f"latency inconclusive: {inconclusive}; {note}"
     elif machine is not None:  # two runs, each with its machine reference
@@ -282,10 +288,10 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     elif m.metric == "peak_memory_bytes":
         text = f"peak memory {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), limit {m.limit}"
     elif m.paired is not None:
-        lo = m.paired["ratio"]["ci95"][0]
+        lo = m.paired.ratio.ci95[0]
         text = (
             f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct}), limit {m.limit}, "
-            f"paired head/base {m.paired['ratio']['median']:.3f}, 95% CI from {lo:.3f}"
+            f"paired head/base {m.paired.ratio.median:.3f}, 95% CI from {lo:.3f}"
         )
     elif m.relative_change_pct is not None:
         text = (
@@ -418,6 +424,8 @@ def compare_runs(
         only_in_head=[m for m in head.modes if m not in base.modes],
         warnings=_setup_warnings(base, head, names[0] != names[1]),
         regressions=regressions,
+        regressed=bool(regressions),
+        inconclusive=inconclusive_latencies(modes),
         model_differences=differences,
         machine=machine,
         machine_note=machine.summary if machine is not None else machine_note,

@@ -2,17 +2,19 @@
 outcome it shares with a comparison of two sweeps (`profreport.compare/1` as dataclasses).
 
 The computation that fills them is analysis/compare.py; renderers (render/compare.py) and the
-CLI's gate read these.
+CLI's gate read these; `Comparison.to_json()` is the document `compare --format json` writes.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.machine_reference import MachineChange
-from profreport.record.section import JSONObject
+from profreport.analysis.paired import PairedGate
+from profreport.record.section import Section, required, required_factory
 
 SCHEMA = "profreport.compare/1"
 
@@ -26,7 +28,9 @@ class DifferentModels(CompareError):
 
 
 @dataclass(frozen=True)
-class Thresholds:
+class Thresholds(Section):
+    """The gates applied (null: not gated)."""
+
     max_kernel_increase: int | None = None  # kernels per step, absolute
     max_bytes_increase_pct: float | None = None  # modeled read + written bytes per step
     max_latency_regression_pct: float | None = None  # latency median
@@ -49,7 +53,9 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
-class MetricChange:
+class MetricChange(Section):
+    """One metric of one mode in base and head, and whether it regressed."""
+
     metric: str  # kernels_per_step | launches_per_step | bytes_per_step | latency_median_ms
     # | peak_memory_bytes
     source: str  # profiler | modeled | measured
@@ -64,60 +70,78 @@ class MetricChange:
     note: str = ""
     # Set when the noise guard tripped: the gate neither passed nor failed this metric.
     inconclusive: str | None = None
-    paired: JSONObject | None = None  # `ab`: head/base per-round ratio and its interval
+    paired: PairedGate | None = None  # `ab`: head/base per-round ratio and its interval
     # two runs with machine references: the change with the machine's own move taken out
     relative_change_pct: float | None = None
 
 
 @dataclass(frozen=True)
-class ModeComparison:
+class ModeComparison(Section):
+    """One mode of both runs: its statuses, metrics and kernel diff (both sides ran)."""
+
     mode: str
     base_status: str
     head_status: str
-    metrics: list[MetricChange] = field(default_factory=list)
-    kernel_diff: ModeKernelDiff | None = None  # both sides ran: kernel by kernel
+    metrics: list[MetricChange] = required_factory(list)
+    kernel_diff: ModeKernelDiff | None = required(None, null=True)  # both ran: kernel by kernel
 
     def metric(self, name: str) -> MetricChange | None:
         return next((m for m in self.metrics if m.metric == name), None)
 
 
 @dataclass(frozen=True)
-class Regression:
+class Regression(Section):
+    """One gate that failed: where, on which metric, and the line that says so."""
+
     mode: str
     metric: str
     message: str
 
 
 @dataclass(frozen=True)
-class RunIdentity:
+class RunIdentity(Section):
+    """Which run one side is: where it came from, when, with which torch, on which device."""
+
     label: str  # where the record came from (a path), as the caller names it
     created_utc: str | None
     torch: str | None
     device_name: str | None
 
 
-class GateOutcome(ABC):
+class GateOutcome(Protocol):
     """What a gate reads of a comparison, of two runs or of two sweeps: its regressions and the
     latencies it could not judge (cli.common.gate_exit names both and exits on `regressed`)."""
 
-    regressions: list[Regression]
+    @property
+    def regressions(self) -> Sequence[Regression]: ...
 
     @property
-    @abstractmethod
-    def inconclusive(self) -> list[str]:
+    def regressed(self) -> bool: ...
+
+    @property
+    def inconclusive(self) -> Sequence[str]:
         """One line for each latency the gate could not judge, naming where and why."""
+        ...
 
-    @property
-    def regressed(self) -> bool:
-        return bool(self.regressions)
 
-    def outcome(self) -> JSONObject:
-        """The gate's outcome as the comparison documents end with it."""
-        return {"regressed": self.regressed, "inconclusive": self.inconclusive}
+def inconclusive_latencies(modes: Sequence[ModeComparison]) -> list[str]:
+    """`<mode>: latency inconclusive: <why>` for each latency the gate could not judge."""
+    return [
+        f"{mc.mode}: latency inconclusive: {m.inconclusive}"
+        for mc in modes
+        for m in mc.metrics
+        if m.inconclusive
+    ]
 
 
 @dataclass(frozen=True)
-class Comparison(GateOutcome):
+class Comparison(Section):
+    """Two run records compared mode by mode (`profreport.compare/1`): what
+    `profreport compare --format json` writes for two runs, and `ab` beside its two runs."""
+
+    SCHEMA: ClassVar[str] = SCHEMA
+    NOUN: ClassVar[str] = "run comparison"
+
     model: str
     device_type: str
     base: RunIdentity
@@ -128,22 +152,12 @@ class Comparison(GateOutcome):
     only_in_head: list[str]
     warnings: list[str]
     regressions: list[Regression]
+    regressed: bool  # some gate failed: the command exits 1
+    inconclusive: list[str]  # latencies the gates could not judge (inconclusive_latencies)
     # what differs between the two models (name, spec, parameters, inputs): one line each
-    model_differences: list[str] = field(default_factory=list)
+    model_differences: list[str] = required_factory(list)
     # the two runs' machine references compared (analysis/machine_reference), None without
     # them or in `ab`; machine_note: its one line, or why latency could not be checked
-    machine: MachineChange | None = None
-    machine_note: str = ""
-
-    @property
-    def inconclusive(self) -> list[str]:
-        """`<mode>: latency inconclusive: <why>` for each latency the gate could not judge."""
-        return [
-            f"{mc.mode}: latency inconclusive: {m.inconclusive}"
-            for mc in self.modes
-            for m in mc.metrics
-            if m.inconclusive
-        ]
-
-    def to_dict(self) -> JSONObject:
-        return {"schema": SCHEMA, **asdict(self), **self.outcome()}
+    machine: MachineChange | None = required(None, null=True)
+    machine_note: str = required("")
+    schema: str = SCHEMA

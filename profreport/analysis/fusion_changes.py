@@ -12,12 +12,13 @@ from typing import Literal
 
 from profreport.format import fmt_bytes
 from profreport.record.model import FusionMap
+from profreport.record.section import Section
 
 FusionChangeKind = Literal["fused", "split", "new", "gone", "more calls", "fewer calls"]
 
 
 @dataclass(frozen=True)
-class FusionChange:
+class FusionChange(Section):
     """What the two fusion maps say changed for one set of eager ops, in one sentence
     (`summary`), with the kernels on each side and head - base calls and modeled bytes."""
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
 from profreport.record.model import FusionMap, ModeResult
+from profreport.record.section import Section
 
 MatchedBy = Literal["name", "eager ops", "generated name", "module"]
 RowStatus = Literal["appeared", "disappeared", "changed", "time only"]
@@ -30,7 +31,7 @@ TIME_SOURCE = "profiler"
 
 
 @dataclass(frozen=True)
-class KernelSide:
+class KernelSide(Section):
     """One kernel row of one side: its calls, profiler time and bytes per step, and the eager
     ops it computes (from the mode's fusion map; () where there is none)."""
 
@@ -46,7 +47,7 @@ class KernelSide:
 
 
 @dataclass(frozen=True)
-class KernelChange:
+class KernelChange(Section):
     """One kernel in base and/or head, how the two were paired, and head - base per step (a
     missing side counts as zero calls, time and bytes; None where a present side has no
     number)."""
@@ -69,7 +70,7 @@ class KernelChange:
 
 
 @dataclass(frozen=True)
-class ModeKernelDiff:
+class ModeKernelDiff(Section):
     """One mode's kernel diff: the rows that differ in work or time, ordered by impact, how many
     were paired, and the fusion changes (() where a side has no fusion map)."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from profreport.analysis.latency import bootstrap_median_ci
 from profreport.record.model import MachineReference, ReferencePart, Run
+from profreport.record.section import Section
 
 
 def summarize_reference(
@@ -51,7 +52,7 @@ def summarize_reference(
 
 
 @dataclass(frozen=True)
-class PartChange:
+class PartChange(Section):
     """One reference part in base and head: head/base time and that ratio's range when both
     medians may lie anywhere in their intervals."""
 
@@ -72,7 +73,7 @@ class PartChange:
 
 
 @dataclass(frozen=True)
-class MachineChange:
+class MachineChange(Section):
     """Base's and head's references compared. `factor` (head/base time, the parts' geometric
     mean) is what the machine alone did to a latency; [low, high] the range the machine may have
     moved a latency by, every part's interval counted."""

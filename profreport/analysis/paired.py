@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from profreport.record.model import (
     TimingNoise,
     TwoPeaks,
 )
-from profreport.record.section import JSONObject
+from profreport.record.section import Section, required, required_factory
 
 METHOD = "paired per-round ratios"
 
@@ -128,7 +128,9 @@ def median_ci_rank(n: int, confidence: float = 0.95) -> int | None:
 
 
 @dataclass(frozen=True)
-class PairedRatio:
+class PairedRatio(Section):
+    """The median of per-round ratios with its interval and spread."""
+
     median: float  # median of the per-round ratios
     ci95: tuple[float, float]  # order-statistic interval of that median (None-free: see covered)
     n: int  # rounds
@@ -136,17 +138,6 @@ class PairedRatio:
     p25: float
     p75: float
     spread: float  # (p75 - p25) / median of the ratios
-
-    def to_dict(self) -> JSONObject:
-        return {
-            "median": self.median,
-            "ci95": list(self.ci95),
-            "n": self.n,
-            "covered": self.covered,
-            "p25": self.p25,
-            "p75": self.p75,
-            "spread": self.spread,
-        }
 
 
 def paired_ratio(ratios: Sequence[float], confidence: float = 0.95) -> PairedRatio:
@@ -389,23 +380,15 @@ def record_noise(run: Run, mode: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class PairedGate:
+class PairedGate(Section):
     """Head against base, block by block in the same rounds (head / base: > 1 is slower)."""
 
     ratio: PairedRatio
     reasons: list[str]  # the guard's findings; a direction inside the noise band is then unknown
     regression: bool
     inconclusive: str | None
-    context: list[str] = field(default_factory=list)  # base's own level changes (not judged)
-
-    def to_dict(self) -> JSONObject:
-        return {
-            "method": METHOD,
-            "ratio": self.ratio.to_dict(),
-            "reasons": self.reasons,
-            "inconclusive": self.inconclusive,
-            "context": self.context,
-        }
+    context: list[str] = required_factory(list)  # base's own level changes (not judged)
+    method: str = required(METHOD)
 
 
 def paired_gate(

@@ -15,24 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from profreport.analysis.kernels import StepCount
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, Section
 from profreport.record.section import omitted
 
 SCHEMA = "profreport.analysis/1"
-
-
-@dataclass(frozen=True)
-class StepCount(Section):
-    """One ProfilerStep's counts (analysis.kernels.StepCounts as written)."""
-
-    name: str = ""
-    kernels: int = 0
-    launches: int = 0
-    memcpy: int = 0
-    memset: int = 0
-    graph_launches: int = 0
-    kernel_time_us: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,10 @@ that of the children it waited for (where the platform keeps that: Linux).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
-
-# clock ticks a second: capture/noise.py counts the machine's CPU time in them
-TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -26,10 +22,6 @@ class ChildProcess:
     pid: int
     name: str
     cpu_s: float
-
-    @property
-    def cpu_ticks(self) -> int:
-        return round(self.cpu_s * TICKS_PER_S)
 
 
 def _cpu_s(times: Any) -> float:
@@ -69,10 +61,3 @@ def children_cpu_s() -> float | None:
         return None
     waited = _cpu_s(own) - float(own.user + own.system)
     return waited + sum(c.cpu_s for c in descendants)
-
-
-def children_cpu_ticks(_proc: object = None) -> int | None:
-    """`children_cpu_s` in clock ticks, the unit capture/noise.py counts in (`_proc`, the folder
-    this used to read, is not read)."""
-    seconds = children_cpu_s()
-    return None if seconds is None else round(seconds * TICKS_PER_S)

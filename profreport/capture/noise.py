@@ -1,71 +1,64 @@
 """How busy the machine was while we timed: load average and other processes' CPU share.
 
-Linux only (/proc/loadavg, /proc/stat, /proc/<pid>/stat); elsewhere every figure is None and the
-sample says "unknown". Over the timing window, our process's share is its CPU time / all CPU
-time; our children's share is that of profreport's own child processes (compile workers, a C++
-compiler: capture/children.py), reported apart because they are ours yet should not run while we
-time; the other processes' share is the machine's busy CPU time less both, / all CPU time.
+Read with psutil (Linux, macOS, Windows): the machine's CPU times, our process's, and the load
+average; where a figure cannot be read it is None and the sample says "unknown". Over the
+timing window, our process's share is its CPU time / all CPU time; our children's share is that
+of profreport's own child processes (compile workers, a C++ compiler: capture/children.py),
+reported apart because they are ours yet should not run while we time; the other processes'
+share is the machine's busy CPU time less both, / all CPU time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
-from profreport.capture.children import children_cpu_ticks
+import psutil
+
+from profreport.capture.children import children_cpu_s
 from profreport.record.model import MachineLoad
 
-PROC = Path("/proc")
+SOURCE = "psutil"  # the machine's and our processes' CPU times
+# CPU time fields psutil reports that another field already counts (Linux: guest time is in user)
+_COUNTED_TWICE = ("guest", "guest_nice")
+_IDLE = ("idle", "iowait")
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One reading: the 1-minute load average, the machine's busy and total CPU jiffies, our
-    process's and our child processes' (None: not readable here)."""
+    """One reading: the 1-minute load average, the machine's busy and total CPU seconds (summed
+    over its CPUs), our process's and our child processes' (None: not readable here)."""
 
     load1: float | None = None
-    busy: int | None = None
-    total: int | None = None
-    ours: int | None = None
-    children: int | None = None  # profreport's own descendants' CPU jiffies (capture/children.py)
+    busy: float | None = None
+    total: float | None = None
+    ours: float | None = None
+    children: float | None = None  # profreport's own descendants' CPU (capture/children.py)
 
 
-def _read(path: Path) -> str | None:
+def snapshot() -> Snapshot:
+    """One reading through psutil (every figure None where it cannot be read)."""
     try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def snapshot(proc: Path = PROC) -> Snapshot:
-    """One reading of /proc (every figure None where it cannot be read)."""
-    load1 = busy = total = ours = None
-    loadavg = _read(proc / "loadavg")
-    if loadavg:
-        load1 = float(loadavg.split()[0])
-    stat = _read(proc / "stat")
-    if stat and stat.startswith("cpu "):
-        fields = [int(v) for v in stat.splitlines()[0].split()[1:]]
-        # user nice system idle iowait irq softirq steal [guest guest_nice: already in user]
-        total = sum(fields[:8])
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        busy = total - idle
-    own = _read(proc / "self" / "stat")
-    if own:
-        after_name = own.rsplit(")", 1)[-1].split()
-        ours = int(after_name[11]) + int(after_name[12])  # utime + stime (fields 14, 15)
-    return Snapshot(load1, busy, total, ours, children_cpu_ticks(proc))
+        load1: float | None = psutil.getloadavg()[0]
+    except (OSError, AttributeError):
+        load1 = None
+    try:
+        machine = psutil.cpu_times()._asdict()
+        own = psutil.Process().cpu_times()
+    except (psutil.Error, OSError):
+        return Snapshot(load1)
+    total = sum(v for k, v in machine.items() if k not in _COUNTED_TWICE)
+    idle = sum(machine.get(k, 0.0) for k in _IDLE)
+    return Snapshot(load1, total - idle, total, own.user + own.system, children_cpu_s())
 
 
 def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
     """The record's `timing_noise.load`: readings around the timing and other processes' share."""
     load = MachineLoad(
-        source="/proc (Linux)",
-        cpus=os.cpu_count(),
+        source=SOURCE,
+        cpus=psutil.cpu_count(),
         load1_before=before.load1,
         load1_after=after.load1,
     )
@@ -77,17 +70,17 @@ def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
         or before.total is None
         or after.total is None
     ):
-        return dataclasses.replace(load, source="unknown (no /proc on this system)")
+        return dataclasses.replace(load, source="unknown (psutil cannot read CPU times here)")
     total = after.total - before.total
     if total <= 0:
         return load
     ours = after.ours - before.ours
     busy = after.busy - before.busy
-    children = 0
+    children = 0.0
     children_share = None
     if before.children is not None and after.children is not None:
-        # a grandchild orphaned and reaped by init takes its ticks away: never below 0
-        children = max(0, after.children - before.children)
+        # a grandchild orphaned and reaped by init takes its time away: never below 0
+        children = max(0.0, after.children - before.children)
         children_share = round(min(1.0, children / total), 4)
     return dataclasses.replace(
         load,

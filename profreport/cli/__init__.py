@@ -6,6 +6,10 @@ is in `cli.common`; the exit codes and the bad-input exception are `profreport.e
 
 Exit codes (the table is profreport.exits): 0 success, 1 the run finished but found a problem,
 2 bad input (one line on stderr, nothing written), 3 internal error, 130 interrupted.
+
+Importing this package loads no command: `main` installs the signal handler first, then imports
+the commands (each imports what it needs to run only when it runs), so `--help` stays light and
+a SIGTERM while anything loads is an interrupt (130).
 """
 
 from __future__ import annotations
@@ -13,11 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from profreport import __version__, interrupts
-from profreport.cli import ab, analyze, compare, generate, listing, render, sweep
-from profreport.cli.common import DEBUG_HELP, Command, Parser, print_traceback
 from profreport.exits import (
     EXIT_BAD_INPUT,
     EXIT_GATE,
@@ -29,30 +31,40 @@ from profreport.exits import (
 )
 from profreport.text import terminal_text
 
+if TYPE_CHECKING:
+    from profreport.cli.common import Command
+
 __all__ = [
-    "COMMANDS",
     "EXIT_BAD_INPUT",
     "EXIT_GATE",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "build_parser",
+    "commands",
     "main",
 ]
 
-COMMANDS: tuple[Command, ...] = (
-    generate.COMMAND,
-    listing.MODELS,
-    listing.MODES,
-    render.COMMAND,
-    compare.COMMAND,
-    ab.COMMAND,
-    sweep.COMMAND,
-    analyze.COMMAND,
-)
+
+def commands() -> tuple[Command, ...]:
+    """Every subcommand, in the order `--help` lists them."""
+    from profreport.cli import ab, analyze, compare, generate, listing, render, sweep
+
+    return (
+        generate.COMMAND,
+        listing.MODELS,
+        listing.MODES,
+        render.COMMAND,
+        compare.COMMAND,
+        ab.COMMAND,
+        sweep.COMMAND,
+        analyze.COMMAND,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from profreport.cli.common import DEBUG_HELP, Parser
+
     parser = Parser(prog="profreport", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"profreport {__version__}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
@@ -60,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     debug = Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for command in COMMANDS:
+    for command in commands():
         command.add_arguments(sub.add_parser(command.name, parents=[debug], help=command.help))
     return parser
 
@@ -78,7 +90,7 @@ def main(
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    by_name = {c.name: c for c in COMMANDS}
+    by_name = {c.name: c for c in commands()}
     return by_name[args.command].run(args, out, err)
 
 
@@ -92,6 +104,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except (KeyboardInterrupt, Exception) as exc:
         code = exit_code_of(exc)
         if debug and code != EXIT_INTERRUPTED:
+            from profreport.cli.common import print_traceback
+
             print_traceback(exc, err)
         hint = (
             "; rerun with --debug for the traceback" if code == EXIT_INTERNAL and not debug else ""

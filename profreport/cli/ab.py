@@ -113,10 +113,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for mc in result.comparison.modes:
         lat = mc.metric("latency_median_ms")
         if lat is not None and lat.paired is not None:
-            r = lat.paired["ratio"]
+            r = lat.paired.ratio
             print(
-                f"  {mc.mode}: head/base {r['median']:.3f} (95% CI {r['ci95'][0]:.3f}-"
-                f"{r['ci95'][1]:.3f}, {r['n']} paired rounds, spread {r['spread']:.1%})",
+                f"  {mc.mode}: head/base {r.median:.3f} (95% CI {r.ci95[0]:.3f}-"
+                f"{r.ci95[1]:.3f}, {r.n} paired rounds, spread {r.spread:.1%})",
                 file=out,
             )
     code = gate_exit(result.comparison, err)

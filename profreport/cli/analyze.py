@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from profreport.analysis.kernels import count_kernels
-from profreport.analysis.time_breakdown import TraceTimeBreakdown, time_breakdown
-from profreport.analysis.trace_compare import analysis_document
-from profreport.analysis.trace_document import AnalysisDocument
 from profreport.cli.common import Command, positive_int, warn
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
-from profreport.files import LIGHT_TRACE_NAME, write_atomic
+from profreport.files import LIGHT_TRACE_NAME, TIMELINE_NAME, write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
-from profreport.render.timeline import TIMELINE_NAME
-from profreport.traceio import NotATraceError, TraceError, load_trace
+
+if TYPE_CHECKING:
+    from profreport.analysis.time_breakdown import TraceTimeBreakdown
+    from profreport.analysis.trace_document import AnalysisDocument
 
 EXIT_SKIPPED = EXIT_GATE  # --keep-going skipped an unreadable file
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -128,6 +126,11 @@ def analyze_paths(
     ``unreadable`` is given (``--keep-going``): then each unreadable file's one-line reason is
     appended to it and the rest is analysed.
     """
+    from profreport.analysis.kernels import count_kernels
+    from profreport.analysis.time_breakdown import time_breakdown
+    from profreport.analysis.trace_compare import analysis_document
+    from profreport.traceio import NotATraceError, TraceError, load_trace
+
     explicit = {Path(i) for i in inputs}
     paths = find_traces(inputs, unreadable)
     skipped: list[str] = []
@@ -163,6 +166,8 @@ def analyze_paths(
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the command; returns the exit code. Bad input: UsageError (one line, exit 2, no
     files); with --keep-going, exit 1 when a file was skipped."""
+    from profreport.traceio import TraceError
+
     unreadable: list[str] | None = [] if args.keep_going else None
     try:
         doc, skipped = analyze_paths(

@@ -2,8 +2,8 @@
 writing, validation and schema, all read from the dataclass's own type hints.
 
 A `Section` subclass is a frozen dataclass; its field types say everything: a field typed as
-another Section is a JSON object read into that class, `tuple[X, ...]` a list (of X),
-`Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
+another Section is a JSON object read into that class, `tuple[X, ...]` or `list[X]` a list (of
+X), `Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
 `Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed.
 `from_json`, `to_json`, `problems` (what `record.validate` reports) and the generated reference
 (record/reference.py, docs/record.md) all read that one description, so a new field is one
@@ -15,8 +15,9 @@ line naming the first wrong field; `record/json_schema.py` publishes the same de
 JSON Schema (docs/schemas/). A `Path` field is a string in the document; `Annotated[int,
 Minimum(1)]` a number with a lower bound.
 
-Whether a key must be in a document is the field's `required(...)` default; whether a present
-key may be null is whether its type admits None (a required field: `required(..., null=True)`).
+Whether a key must be in a document is the field's `required(...)` default (a field with no
+default is required too, null where its type admits None); whether a present key may be null
+is whether its type admits None (a `required(...)` field: `required(..., null=True)`).
 An object built in code writes every declared field, less the `omitted()` ones left at None
 (`present(...)` writes some of those too, where a writer's keys depend on the case); an object
 read from a document writes the keys it had. Either way the declared fields come in declaration
@@ -133,6 +134,7 @@ class Shape:
     section: type[Section] | None = None
     choices: tuple[object, ...] = ()
     minimum: Minimum | None = None
+    as_list: bool = False  # a `list[X]` field: read as a list, not a tuple
 
     @property
     def noun(self) -> str:
@@ -153,9 +155,9 @@ class Shape:
             return Path(value)
         if self.kind in ("list", "pair"):
             item = self.item
-            if item is None or item.kind not in ("section", "list", "pair", "map"):
-                return tuple(value)
-            return tuple(item.read(v) for v in value)
+            nested = item is not None and item.kind in ("section", "list", "pair", "map")
+            items = (item.read(v) for v in value) if item is not None and nested else value
+            return list(items) if self.as_list else tuple(items)
         if self.kind == "map" and self.item is not None and self.item.kind == "section":
             return {k: self.item.read(v) for k, v in value.items()}
         return value
@@ -224,6 +226,8 @@ def shape_of(hint: Any) -> Shape:
         return Shape("section", section=hint)
     if hint in _PRIMITIVES:
         return Shape(_PRIMITIVES[hint])
+    if origin is list:
+        return Shape("list", item=shape_of(args[0]), as_list=True)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return Shape("list", item=shape_of(args[0]))
@@ -256,20 +260,27 @@ class FieldSpec:
 _SCHEMAS: dict[type, tuple[FieldSpec, ...]] = {}
 
 
+def _field_spec(f: dataclasses.Field[Any], shape: Shape) -> FieldSpec:
+    """A field without a default is in every document, null where its type admits None."""
+    bare = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    meta = f.metadata
+    return FieldSpec(
+        f.name,
+        shape,
+        meta.get("required", bare),
+        meta.get("null", shape.nullable),
+        meta.get("omitted", False),
+        meta.get("finding", False),
+    )
+
+
 def schema_of(cls: type[Section]) -> tuple[FieldSpec, ...]:
     """The declared fields of `cls`, in declaration order (derived once from its type hints)."""
     found = _SCHEMAS.get(cls)
     if found is None:
         hints = typing.get_type_hints(cls, include_extras=True)
         found = tuple(
-            FieldSpec(
-                f.name,
-                shape_of(hints[f.name]),
-                f.metadata.get("required", False),
-                f.metadata.get("null", False),
-                f.metadata.get("omitted", False),
-                f.metadata.get("finding", False),
-            )
+            _field_spec(f, shape_of(hints[f.name]))
             for f in dataclasses.fields(cls)
             if f.name not in _SKIP
         )
@@ -358,7 +369,7 @@ def _dump(value: Any) -> Any:
         return value.to_json()
     if isinstance(value, PurePath):
         return str(value)
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return [_dump(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _dump(v) for k, v in value.items()}

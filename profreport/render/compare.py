@@ -256,7 +256,7 @@ def render_markdown(cmp: Comparison) -> str:
 
 
 def render_json(cmp: Comparison) -> str:
-    return dumps(cmp.to_dict())
+    return dumps(cmp.to_json())
 
 
 def render_html(cmp: Comparison) -> str:

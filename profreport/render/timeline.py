@@ -23,7 +23,6 @@ from profreport.analysis.kernel_definitions import STEP_RE
 from profreport.record.section import JSONObject
 from profreport.traceio.categories import DEVICE_KINDS
 
-TIMELINE_NAME = "all_modes.timeline.json"
 DEVICE_CATS = frozenset(DEVICE_KINDS) | {"gpu_user_annotation"}
 # Flow ids are correlation ids, which every trace numbers from 1: each mode gets its own range.
 FLOW_ID_STRIDE = 1 << 40

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.analysis.speedup_breakdown import payback_text
 from profreport.capture.ncu_results import WRITES_NOTE
+from profreport.files import TIMELINE_NAME
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
@@ -36,7 +37,6 @@ from profreport.render.roofline_view import (
     peak_method,
 )
 from profreport.render.time_view import time_rows
-from profreport.render.timeline import TIMELINE_NAME
 from profreport.render.views import (
     BytesRowView,
     CompilerView,

@@ -8,52 +8,21 @@ when any threshold is set, as a mode that stopped working is in a run comparison
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from profreport.analysis.compare import (
     CompareError,
     Comparison,
-    GateOutcome,
     Regression,
     Thresholds,
     compare_runs,
 )
-from profreport.record.model import JSON, Run
+from profreport.record.model import Run
 from profreport.record.section import Section, required, required_factory
 from profreport.sweep import document
 from profreport.sweep.model import Sweep
-
-
-@dataclass(frozen=True)
-class PointComparison:
-    label: str
-    base_status: str
-    head_status: str
-    comparison: Comparison | None = None
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class SweepComparison(GateOutcome):
-    base_label: str
-    head_label: str
-    thresholds: Thresholds
-    points: list[PointComparison]
-    only_in_base: list[str] = field(default_factory=list)
-    only_in_head: list[str] = field(default_factory=list)
-    regressions: list[Regression] = field(default_factory=list)
-
-    @property
-    def inconclusive(self) -> list[str]:
-        """Each point's inconclusive latencies, named by the point."""
-        return [
-            f"{p.label}: {line}"
-            for p in self.points
-            if p.comparison is not None
-            for line in p.comparison.inconclusive
-        ]
 
 
 @dataclass(frozen=True)
@@ -66,11 +35,11 @@ class PointEntry(Section):
     head_status: str = required("")
     note: str = ""
     # the two runs compared (a profreport.compare/1 document), where both sides have one
-    comparison: JSON | None = required(None, null=True)
+    comparison: Comparison | None = required(None, null=True)
 
 
 @dataclass(frozen=True)
-class SweepCompareDocument(Section):
+class SweepComparison(Section):
     """Two sweep records compared point by point (`profreport.sweep-compare/1`): what
     `profreport compare --format json` writes for two sweep.json files."""
 
@@ -80,37 +49,13 @@ class SweepCompareDocument(Section):
     schema: str = SCHEMA
     base: str = required("")  # where the base sweep came from, as the caller named it
     head: str = required("")
-    thresholds: JSON = required_factory(dict)  # the gates applied (as in profreport.compare/1)
+    thresholds: Thresholds = required_factory(Thresholds)  # the gates applied
     points: tuple[PointEntry, ...] = required(())
     only_in_base: tuple[str, ...] = required(())  # points of one sweep only, by label
     only_in_head: tuple[str, ...] = required(())
-    regressions: tuple[JSON, ...] = required(())  # mode, metric and message of each
+    regressions: tuple[Regression, ...] = required(())
     regressed: bool = required(False)
     inconclusive: tuple[str, ...] = required(())  # latencies the gates could not judge
-
-
-def sweep_compare_document(c: SweepComparison) -> SweepCompareDocument:
-    """The comparison as the document `profreport compare --format json` writes."""
-    return SweepCompareDocument(
-        base=c.base_label,
-        head=c.head_label,
-        thresholds=vars(c.thresholds),
-        points=tuple(
-            PointEntry(
-                point=p.label,
-                base_status=p.base_status,
-                head_status=p.head_status,
-                note=p.note,
-                comparison=p.comparison.to_dict() if p.comparison else None,
-            )
-            for p in c.points
-        ),
-        only_in_base=tuple(c.only_in_base),
-        only_in_head=tuple(c.only_in_head),
-        regressions=tuple(vars(r) for r in c.regressions),
-        regressed=c.regressed,
-        inconclusive=tuple(c.inconclusive),
-    )
 
 
 def compare_sweeps(
@@ -127,7 +72,7 @@ def compare_sweeps(
     thresholds = thresholds or Thresholds()
     head_points = {p.point.key: p for p in head.points}
     base_keys = {p.point.key for p in base.points}
-    out: list[PointComparison] = []
+    out: list[PointEntry] = []
     regressions: list[Regression] = []
     for bp in base.points:
         hp = head_points.get(bp.point.key)
@@ -141,14 +86,12 @@ def compare_sweeps(
                     b_run, h_run, thresholds, f"{base_label}:{bp.id}", f"{head_label}:{hp.id}"
                 )
             except CompareError as exc:
-                out.append(
-                    PointComparison(label, bp.status, hp.status, note=f"not compared: {exc}")
-                )
+                out.append(PointEntry(label, bp.status, hp.status, f"not compared: {exc}"))
                 continue
             regressions += [
                 Regression(r.mode, r.metric, f"{label}: {r.message}") for r in c.regressions
             ]
-            out.append(PointComparison(label, bp.status, hp.status, c))
+            out.append(PointEntry(label, bp.status, hp.status, comparison=c))
             continue
         note = "no run record on " + " and ".join(
             side for side, run in (("base", b_run), ("head", h_run)) if run is None
@@ -158,15 +101,22 @@ def compare_sweeps(
             regressions.append(
                 Regression("*", "status", f"{label}: was ok, now {hp.status}: {error}")
             )
-        out.append(PointComparison(label, bp.status, hp.status, note=note))
+        out.append(PointEntry(label, bp.status, hp.status, note))
     return SweepComparison(
-        base_label,
-        head_label,
-        thresholds,
-        out,
-        only_in_base=[p.label for p in base.points if p.point.key not in head_points],
-        only_in_head=[p.label for p in head.points if p.point.key not in base_keys],
-        regressions=regressions,
+        base=base_label,
+        head=head_label,
+        thresholds=thresholds,
+        points=tuple(out),
+        only_in_base=tuple(p.label for p in base.points if p.point.key not in head_points),
+        only_in_head=tuple(p.label for p in head.points if p.point.key not in base_keys),
+        regressions=tuple(regressions),
+        regressed=bool(regressions),
+        inconclusive=tuple(
+            f"{p.point}: {line}"
+            for p in out
+            if p.comparison is not None
+            for line in p.comparison.inconclusive
+        ),
     )
 
 

@@ -10,7 +10,7 @@ from profreport.format import md_cell, md_line
 from profreport.record import dumps
 from profreport.render import compare as run_compare
 from profreport.render.jinja import render_page
-from profreport.sweep.compare import SweepComparison, sweep_compare_document
+from profreport.sweep.compare import SweepComparison
 
 
 def _outcome(c: SweepComparison) -> str:
@@ -27,17 +27,17 @@ def _outcome(c: SweepComparison) -> str:
 def render_markdown(c: SweepComparison) -> str:
     mark = "❌" if c.regressed else "✅"
     lines = [
-        f"## {md_line(f'profreport compare: sweep {c.base_label} → {c.head_label}')}",
+        f"## {md_line(f'profreport compare: sweep {c.base} → {c.head}')}",
         "",
         f"{mark} **{md_cell(_outcome(c))}** over {len(c.points)} matched points",
         "",
     ]
     for p in c.points:
         if p.comparison is not None:
-            lines += [f"#### {md_line(p.label)}", "", run_compare.render_markdown(p.comparison)]
+            lines += [f"#### {md_line(p.point)}", "", run_compare.render_markdown(p.comparison)]
         else:
             lines += [
-                f"#### {md_line(p.label)}",
+                f"#### {md_line(p.point)}",
                 "",
                 f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}",
                 "",
@@ -51,17 +51,17 @@ def render_markdown(c: SweepComparison) -> str:
 
 
 def render_json(c: SweepComparison) -> str:
-    return dumps(sweep_compare_document(c).to_json())
+    return dumps(c.to_json())
 
 
 def build_view(c: SweepComparison) -> dict[str, Any]:
     return {
-        "title": f"profreport compare: sweep {c.base_label} → {c.head_label}",
+        "title": f"profreport compare: sweep {c.base} → {c.head}",
         "outcome": _outcome(c),
         "outcome_class": "regressed" if c.regressed else "clean",
         "points": [
             {
-                "label": p.label,
+                "label": p.point,
                 "status": f"{p.base_status} → {p.head_status}",
                 "note": p.note,
                 "view": run_compare.build_compare_view(p.comparison) if p.comparison else None,
