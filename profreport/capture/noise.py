@@ -45,10 +45,11 @@ def snapshot() -> Snapshot:
     except (OSError, AttributeError):
         load1 = None
     try:
-        machine = psutil.cpu_times()._asdict()
+        times = psutil.cpu_times()
         own = psutil.Process().cpu_times()
     except (psutil.Error, OSError):
         return Snapshot(load1)
+    machine = {name: getattr(times, name) for name in times._fields}
     total = sum(v for k, v in machine.items() if k not in _COUNTED_TWICE)
     idle = sum(machine.get(k, 0.0) for k in _IDLE)
     return Snapshot(load1, total - idle, total, own.user + own.system, children_cpu_s())
