@@ -32,7 +32,6 @@ from profreport.analysis.trace_document import (
     CountChange,
     CounterSummary,
     KernelChange,
-    KernelEntry,
     OpChange,
     PerStepChanges,
     PerStepCounts,
@@ -106,31 +105,12 @@ def trace_summary(
         launch_api_counts=counts.launch_api_counts,
         kernels_by_op=counts.kernels_by_op,
         distinct_kernels=len(counts.table),
-        top_kernels=tuple(_top_kernel(r) for r in counts.table[:top]),
+        top_kernels=tuple(kernel_entry(r) for r in counts.table[:top]),
         inductor_kernels=tuple(counts.inductor_kernels) or None,
         counter_ranges=tuple(counts.counter_ranges) or None,
         counters=CounterSummary.from_json(counts.counters) if counts.counters else None,
         events=events,
         time_breakdown=time,
-    )
-
-
-def _top_kernel(row: KernelRow) -> KernelEntry:
-    """One of a trace's top kernels: the analysis document's shape of :func:`kernel_entry`."""
-    derived_counters: dict[str, Any] = (
-        derived(row.counter_totals) if row.counter_totals is not None else {}
-    )
-    return KernelEntry(
-        name=row.name,
-        kind=row.kind,
-        calls=row.calls,
-        time_us=row.time_us,
-        launched_by=row.launched_by,
-        launched_by_top=row.launched_by_top,
-        bytes=row.bytes,
-        counters=row.counters or None,
-        counter_totals=row.counter_totals,
-        **derived_counters,
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
-from profreport.record.model import JSON, Section
+from profreport.record.model import JSON, KernelRow, Section
 from profreport.record.section import omitted
 
 SCHEMA = "profreport.analysis/1"
@@ -46,24 +46,6 @@ class PerStepCounts(Section):
     graph_launches: int | None = None
     kernel_time_us: float | None = None
     steps: int = 0
-
-
-@dataclass(frozen=True)
-class KernelEntry(Section):
-    """One kernel of a trace's top kernels (trace_compare.kernel_entry as written)."""
-
-    name: str = ""
-    kind: str = ""
-    calls: int = 0
-    time_us: float | None = None
-    launched_by: str | None = None
-    launched_by_top: str | None = None
-    bytes: int | None = omitted()
-    counters: JSON | None = omitted()
-    counter_totals: JSON | None = omitted()
-    flops: float | None = omitted()
-    dram_bytes_read: float | None = omitted()
-    dram_bytes_written: float | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -105,7 +87,7 @@ class TraceSummary(Section):
     launch_api_counts: Mapping[str, int] = field(default_factory=dict)
     kernels_by_op: Mapping[str, int] = field(default_factory=dict)
     distinct_kernels: int = 0
-    top_kernels: tuple[KernelEntry, ...] = ()
+    top_kernels: tuple[KernelRow, ...] = ()  # trace_compare.kernel_entry, as a run writes rows
     inductor_kernels: tuple[JSON, ...] | None = omitted()
     counter_ranges: tuple[JSON, ...] | None = omitted()
     counters: CounterSummary | None = omitted()

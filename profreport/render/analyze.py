@@ -13,11 +13,11 @@ from profreport.analysis.trace_document import (
     CountChange,
     CounterSummary,
     KernelChange,
-    KernelEntry,
     TraceComparison,
     TraceSummary,
 )
 from profreport.format import md_cell, md_line, md_table
+from profreport.record.model import KernelRow
 from profreport.record.section import JSONObject
 from profreport.render.analyze_time import METHOD as TIME_METHOD
 from profreport.render.analyze_time import time_compare_view, time_markdown, time_view
@@ -109,7 +109,7 @@ def counters_view(t: TraceSummary) -> JSONObject | None:
     }
 
 
-def _counter_kernel(k: KernelEntry) -> dict[str, str]:
+def _counter_kernel(k: KernelRow) -> dict[str, str]:
     return {
         "name": short(k.name),
         "full_name": k.name,
