@@ -146,4 +146,10 @@ class Comparison(GateOutcome):
         ]
 
     def to_dict(self) -> JSONObject:
-        return {"schema": SCHEMA, **asdict(self), **self.outcome()}
+        return {"schema": SCHEMA, **asdict(self, dict_factory=_fields), **self.outcome()}
+
+
+def _fields(items: list[tuple[str, object]]) -> JSONObject:
+    """A dataclass's fields as `asdict` writes them, less a Section's own bookkeeping (the kernel
+    diff's rows are Sections: the analysis document writes them too)."""
+    return {k: v for k, v in items if k not in ("json_keys", "extra")}

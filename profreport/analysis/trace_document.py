@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from profreport.analysis.kernel_diff import KernelChange
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, KernelRow, Section
 from profreport.record.section import omitted
@@ -151,26 +152,6 @@ class PerStepChanges(Section):
 
 
 @dataclass(frozen=True)
-class KernelChange(Section):
-    """A kernel whose calls or time changed (or that only one side has)."""
-
-    name: str = ""
-    kind: str = ""
-    status: str = ""  # removed | added | changed
-    # how base's row was paired with this one (analysis/kernel_diff: name | generated name),
-    # and base's name for it; None: only one side has the kernel
-    matched_by: str | None = None
-    baseline_name: str | None = None
-    baseline_calls: int = 0
-    calls: int = 0
-    delta_calls: int = 0
-    baseline_time_us: float | None = None
-    time_us: float | None = None
-    delta_time_us: float | None = None
-    launched_by: str | None = None
-
-
-@dataclass(frozen=True)
 class OpChange(Section):
     """Kernels launched by one CPU op, where the count differs."""
 
@@ -200,7 +181,10 @@ class TraceComparison(Section):
     note: str | None = omitted()
     totals: TotalChanges = field(default_factory=TotalChanges)
     per_step: PerStepChanges = field(default_factory=PerStepChanges)
+    # the kernels that differ, by impact (analysis/kernel_diff, over the whole trace), and how
+    # many pairs its strategies found
     kernels: tuple[KernelChange, ...] = ()
+    kernels_paired: int = 0
     launching_ops: tuple[OpChange, ...] = ()
     time_breakdown: TimeChanges | None = omitted()
 
