@@ -81,7 +81,7 @@ from profreport.analysis.kernel_definitions import (
     aoti_shim_op,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
-from profreport.record.model import KernelRow
+from profreport.record.model import KernelRow, Section
 from profreport.record.section import JSONObject
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS
@@ -115,14 +115,16 @@ def _cat_class(cat: str) -> int:
 
 
 @dataclass(frozen=True)
-class StepCounts:
-    name: str
-    kernels: int
-    launches: int
-    memcpy: int
-    memset: int
-    graph_launches: int
-    kernel_time_us: float | None
+class StepCounts(Section):
+    """One ProfilerStep's counts, as `analyze`'s document writes them too."""
+
+    name: str = ""
+    kernels: int = 0
+    launches: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    graph_launches: int = 0
+    kernel_time_us: float | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ shape of a kernel row that the run record's kernel tables share.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict
 from typing import Any
 
 from profreport.analysis.change import Change
@@ -34,7 +33,6 @@ from profreport.analysis.trace_document import (
     OpChange,
     PerStepChanges,
     PerStepCounts,
-    StepCount,
     StepsPair,
     TimeChanges,
     TotalChanges,
@@ -99,7 +97,7 @@ def trace_summary(
         device_activity=counts.device_activity,
         **totals,
         notes=tuple(counts.notes),
-        steps=tuple(StepCount(**asdict(s)) for s in counts.steps),
+        steps=tuple(counts.steps),
         per_step=PerStepCounts.from_json(per_step(counts)),
         launch_api_counts=counts.launch_api_counts,
         kernels_by_op=counts.kernels_by_op,

@@ -16,24 +16,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from profreport.analysis.kernel_diff import KernelChange
+from profreport.analysis.kernels import StepCounts
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, KernelRow, Section
-from profreport.record.section import omitted
+from profreport.record.section import omitted, schema_of
 
 SCHEMA = "profreport.analysis/1"
-
-
-@dataclass(frozen=True)
-class StepCount(Section):
-    """One ProfilerStep's counts (analysis.kernels.StepCounts as written)."""
-
-    name: str = ""
-    kernels: int = 0
-    launches: int = 0
-    memcpy: int = 0
-    memset: int = 0
-    graph_launches: int = 0
-    kernel_time_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +71,7 @@ class TraceSummary(Section):
     kernel_time_us: float | None = None
     unlinked_kernels: int | None = None
     notes: tuple[str, ...] = ()
-    steps: tuple[StepCount, ...] = ()
+    steps: tuple[StepCounts, ...] = ()
     per_step: PerStepCounts = field(default_factory=PerStepCounts)
     launch_api_counts: Mapping[str, int] = field(default_factory=dict)
     kernels_by_op: Mapping[str, int] = field(default_factory=dict)
@@ -112,21 +100,6 @@ class StepsPair(Section):
     value: int = 0
 
 
-# The whole-trace counts a comparison states, and the per-step ones (in document order).
-TOTAL_FIELDS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "graph_launches",
-    "memcpy_bytes",
-    "memset_bytes",
-    "kernel_time_us",
-    "unlinked_kernels",
-)
-PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
-
-
 @dataclass(frozen=True)
 class TotalChanges(Section):
     kernels: CountChange = field(default_factory=CountChange)
@@ -149,6 +122,11 @@ class PerStepChanges(Section):
     graph_launches: CountChange = field(default_factory=CountChange)
     kernel_time_us: CountChange = field(default_factory=CountChange)
     steps: StepsPair = field(default_factory=StepsPair)
+
+
+# The whole-trace counts a comparison states, and the per-step ones (in document order).
+TOTAL_FIELDS = tuple(f.name for f in schema_of(TotalChanges))
+PER_STEP_FIELDS = tuple(f.name for f in schema_of(PerStepChanges) if f.name != "steps")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import orjson
 
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.trace_document import (
+    PER_STEP_FIELDS,
     AnalysisDocument,
     CountChange,
     CounterSummary,
@@ -184,7 +185,7 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
         "per_step": [
             _delta_row(label, getattr(per_step, key), style)
             for key, label, style in ROWS
-            if key in _PER_STEP_KEYS
+            if key in PER_STEP_FIELDS
         ],
         "kernel_diff": mode_view(
             ModeKernelDiff("", c.kernels, c.kernels_paired), top, per="trace", title=KERNELS_TITLE
@@ -195,11 +196,6 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
         ],
         "time": None if c.time_breakdown is None else time_compare_view(c.time_breakdown),
     }
-
-
-_PER_STEP_KEYS = frozenset(
-    {"kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us"}
-)
 
 
 def _steps_text(n: int) -> str:
