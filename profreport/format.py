@@ -58,6 +58,16 @@ _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _BLOCK_START = re.compile(r"^(?:[#+-]|\d{1,9}(?=[.)]))")
 
 
+NAME_WIDTH = 90
+
+
+def short(name: str | None, width: int = NAME_WIDTH) -> str:
+    """A long name (a generated or templated kernel's) cut to `width` characters."""
+    if name is None:
+        return "–"
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def _one_line(value: object) -> str:
     return _LINE_BREAKS.sub(" ", str(value)).strip()
 

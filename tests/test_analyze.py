@@ -69,10 +69,12 @@ def test_json_steps_and_comparison():
     assert cmp["totals"]["launches"]["delta"] == -13
     assert cmp["totals"]["memcpy_bytes"]["delta"] == -5120
     assert cmp["per_step"]["steps"] == {"baseline": 2, "value": 1}
-    kernels = {k["name"]: k for k in cmp["kernels"]}
+    kernels = {(k["head"] or k["base"])["name"]: k for k in cmp["kernels"]}
     added = kernels["triton_poi_fused_add_cos_sin_0"]
-    assert (added["status"], added["baseline_calls"], added["calls"]) == ("added", 0, 1)
-    assert len(kernels) == 13 + 1  # every mi250 kernel/memcpy removed, the triton one added
+    assert (added["status"], added["base"], added["head"]["calls"]) == ("appeared", None, 1)
+    assert added["calls_change"] == 1 and added["time_us_change"] == added["head"]["time_us"]
+    # every mi250 kernel/memcpy disappeared, the triton one appeared; none paired
+    assert len(kernels) == 13 + 1 and cmp["kernels_paired"] == 0
     ops = {o["op"]: o["delta"] for o in cmp["launching_ops"]}
     assert ops["triton_poi_fused_add_cos_sin_0"] == 1
     assert ops["aten::addmm"] == -2

@@ -130,9 +130,9 @@ def test_rows_carry_per_step_changes_and_structural_rows_come_first():
         ("a", "time only"),  # Δ time 400 µs, same work: after every structural row
     ]  # "same" (identical numbers) is paired but no row
     b, new, a = rows
-    assert (b.calls_per_step_change, b.time_us_per_step_change, b.bytes_change) == (1, 1.0, 0)
-    assert (new.calls_per_step_change, new.bytes_change, new.matched_by) == (3, 64, None)
-    assert a.time_us_per_step_change == 400.0 and a.bytes_source == "modeled"
+    assert (b.calls_change, b.time_us_change, b.bytes_change) == (1, 1.0, 0)
+    assert (new.calls_change, new.bytes_change, new.matched_by) == (3, 64, None)
+    assert a.time_us_change == 400.0 and a.bytes_source == "modeled"
 
 
 def test_bytes_change_is_measured_only_where_both_sides_were_measured():
@@ -234,10 +234,10 @@ def test_compare_of_two_models_names_what_appeared_and_disappeared():
     assert eager is not None
     appeared = {r.name: r for r in eager.of_status("appeared")}
     assert set(appeared) == {"aten::gelu", "aten::native_layer_norm"}
-    assert appeared["aten::gelu"].calls_per_step_change == 1
+    assert appeared["aten::gelu"].calls_change == 1
     assert appeared["aten::gelu"].bytes_change == 32 * 1024  # 32 x 128 floats, read + written
     ((relu),) = eager.of_status("disappeared")
-    assert (relu.name, relu.calls_per_step_change, relu.bytes_change) == ("aten::relu", -1, -32768)
+    assert (relu.name, relu.calls_change, relu.bytes_change) == ("aten::relu", -1, -32768)
     compile_ = cmp.modes[1].kernel_diff
     assert compile_ is not None
     kinds = sorted((c.kind, c.eager_ops) for c in compile_.fusion_changes)
@@ -326,9 +326,7 @@ def test_hostile_kernel_names_render_as_text():
     diff = ModeKernelDiff("compile", rows, paired)
     md = "\n".join(kernel_diff_markdown([mode_view(diff)]))
     assert "<script>" not in md and "\\|" in md
-    html = render_page(
-        "_kernel_diff.html.j2", kernel_diffs=[mode_view(diff)], kernel_diff_source="src"
-    )
+    html = render_page("_kernel_diff.html.j2", v=mode_view(diff))
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
@@ -383,16 +381,16 @@ def test_analyze_two_traces_pairs_renamed_inductor_kernels():
     assert main(args, out=out, err=io.StringIO()) == 0
     (cmp,) = json.loads(out.getvalue())["comparison"]
     renamed = {
-        k["baseline_name"]: (k["name"], k["matched_by"], k["status"])
+        k["base"]["name"]: (k["head"]["name"], k["matched_by"], k["status"])
         for k in cmp["kernels"]
-        if k["baseline_name"] != k["name"]
+        if k["base"] and k["head"] and k["base"]["name"] != k["head"]["name"]
     }
     assert renamed == {
-        "graph_0_cpp_fused_gelu_0": ("graph_0_cpp_fused_gelu_1", "generated name", "changed"),
+        "graph_0_cpp_fused_gelu_0": ("graph_0_cpp_fused_gelu_1", "generated name", "time only"),
         "graph_0_cpp_fused_native_layer_norm_1": (
             "graph_0_cpp_fused_native_layer_norm_0",
             "generated name",
-            "changed",
+            "time only",
         ),
     }
 
@@ -452,4 +450,10 @@ def test_analyze_markdown_says_how_renamed_kernels_were_paired():
         str(traces / "norm_gelu_block.compile.pt.trace.json.gz"),
     ]
     assert main(args, out=out, err=io.StringIO()) == 0
-    assert "| generated name (base: graph_0_cpp_fused_gelu_0) |" in out.getvalue()
+    md = out.getvalue()
+    # the same row and wording as compare's: head's name, base's in brackets, and how they paired
+    assert (
+        "| graph_0_cpp_fused_gelu_1 (base: graph_0_cpp_fused_gelu_0) | time only | generated name |"
+        in md
+    )
+    assert "3 paired (2 by generated name, 1 by name)" in md

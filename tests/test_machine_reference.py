@@ -172,7 +172,7 @@ def test_kernel_time_is_also_shown_relative_to_a_machine_that_moved():
     """Issue 40: eager's convolution 20.38 -> 6.87 ms per step with nothing changed."""
 
     def side(time_us: float) -> KernelSide:
-        return KernelSide(name="conv", kind="cpu", calls_per_step=1, time_us_per_step=time_us)
+        return KernelSide(name="conv", kind="cpu", calls=1, time_us=time_us)
 
     row = KernelChange("time only", "name", side(20380.0), side(6870.0), 0, -13510.0, None, None)
     diff = ModeKernelDiff(mode="eager", rows=(row,), paired=1, fusion_changes=(), note="")

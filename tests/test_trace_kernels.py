@@ -666,10 +666,10 @@ def test_cpu_definition_counts_nnc_fused_kernels(tmp_path):
 
 
 def test_per_step_upper_median():
-    from profreport.analysis.kernels import StepCount, TraceCounts
+    from profreport.analysis.kernels import StepCounts, TraceCounts
 
     steps = [
-        StepCount(f"ProfilerStep#{i}", k, k + 1, 0, 0, 0, float(k))
+        StepCounts(f"ProfilerStep#{i}", k, k + 1, 0, 0, 0, float(k))
         for i, k in enumerate([9, 4, 4, 5])
     ]
     c = TraceCounts("device", {}, 22, 0, 0, 26, 0, 0, 0, 22.0, 0, steps, [], {})

@@ -49,7 +49,7 @@ def kernels_by_name(mode: ModeResult) -> dict[str, KernelExpectation]:
     places: dict[str, list[tuple[str, ...]]] = {}
     for side in mode_kernels(mode):
         key = kernel_key(side.name)
-        calls[key] = calls.get(key, 0.0) + side.calls_per_step
+        calls[key] = calls.get(key, 0.0) + side.calls
         places.setdefault(key, []).append(side.modules)
     return {
         k: KernelExpectation(calls_per_step=_per_step(calls[k]), modules=union(places[k]) or None)

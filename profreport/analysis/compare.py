@@ -353,7 +353,7 @@ def _new_kernels(mode: str, kernels: ModeKernelDiff, pattern: str | None) -> lis
         Regression(
             mode,
             "new_kernel",
-            f"{mode}: new kernel {row.name} ({row.calls_per_step_change:+g} per step) matches "
+            f"{mode}: new kernel {row.name} ({row.calls_change:+g} per step) matches "
             f"the new-kernel pattern {pattern!r}",
         )
         for row in kernels.of_status("appeared")

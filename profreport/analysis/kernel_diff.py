@@ -1,6 +1,8 @@
-"""The review diff: which kernels appeared, disappeared or changed between base and head.
+"""The kernel diff: which kernels appeared, disappeared or changed between base and head.
 
-Pure functions over two kernel tables (a run mode's, or a trace's). Rows are paired by a list of
+Pure functions over two kernel tables: a run mode's (`compare`, `ab`: per profiled step) or a
+trace's (`analyze A B`: over the whole trace); one row type for both, which the
+`profreport.analysis/1` document writes as it is. Rows are paired by a list of
 strategies tried in order, each a key on one kernel: the exact name; the eager ops the kernel
 computes (the fusion map: Inductor names its generated kernels after the ops and a counter that
 moves between builds, `cpp_fused_add_gelu_0` vs `_1`); the generated name without that counter
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
-from profreport.record.model import FusionMap, ModeResult
-from profreport.record.section import Section
+from profreport.record.model import FusionMap, ModeResult, Section
+from profreport.record.section import omitted, required
 
 MatchedBy = Literal["name", "eager ops", "generated name", "module"]
 RowStatus = Literal["appeared", "disappeared", "changed", "time only"]
@@ -32,34 +34,36 @@ TIME_SOURCE = "profiler"
 
 @dataclass(frozen=True)
 class KernelSide(Section):
-    """One kernel row of one side: its calls, profiler time and bytes per step, and the eager
-    ops it computes (from the mode's fusion map; () where there is none)."""
+    """One kernel row of one side: its calls, profiler time and bytes (per profiled step in a
+    run's diff, over the whole trace in a trace's), and the eager ops it computes (from the
+    mode's fusion map; () where there is none)."""
 
-    name: str
-    kind: str  # kernel | memcpy | memset | cpu
-    calls_per_step: float
-    time_us_per_step: float | None  # profiler time
-    modeled_bytes: int | None = None  # read + written per step (analysis/kernel_bytes)
-    bytes_shared_by: int | None = None  # kernels sharing one operation's modeled bytes
-    measured_bytes: int | None = None  # Nsight Compute's DRAM read + written per step
+    name: str = required("")
+    kind: str = required("")  # kernel | memcpy | memset | cpu
+    calls: float = required(0.0)
+    time_us: float | None = required(None, null=True)  # profiler time
+    modeled_bytes: int | None = omitted()  # read + written (analysis/kernel_bytes)
+    bytes_shared_by: int | None = omitted()  # kernels sharing one operation's modeled bytes
+    measured_bytes: int | None = omitted()  # Nsight Compute's DRAM read + written
     eager_ops: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()  # where in the model (analysis/attribution); () not recorded
+    launched_by: str | None = omitted()  # a trace's row: the op that launched the kernel
 
 
 @dataclass(frozen=True)
 class KernelChange(Section):
-    """One kernel in base and/or head, how the two were paired, and head - base per step (a
-    missing side counts as zero calls, time and bytes; None where a present side has no
-    number)."""
+    """One kernel in base and/or head, how the two were paired, and head - base (a missing
+    side counts as zero calls, time and bytes; None where a present side has no number)."""
 
-    status: RowStatus
-    matched_by: MatchedBy | None  # None: only one side has the kernel
-    base: KernelSide | None
-    head: KernelSide | None
-    calls_per_step_change: float
-    time_us_per_step_change: float | None
-    bytes_change: int | None
-    bytes_source: str | None  # modeled | measured (both sides measured): what bytes_change is
+    status: RowStatus = required("changed")
+    # how base's row was paired with head's; None: only one side has the kernel
+    matched_by: MatchedBy | None = required(None, null=True)
+    base: KernelSide | None = required(None, null=True)
+    head: KernelSide | None = required(None, null=True)
+    calls_change: float = required(0.0)
+    time_us_change: float | None = required(None, null=True)
+    bytes_change: int | None = omitted()
+    bytes_source: str | None = omitted()  # modeled | measured (both sides measured)
 
     @property
     def name(self) -> str:
@@ -160,9 +164,14 @@ def _difference(base: float | None, head: float | None) -> float | None:
     return None if base is None or head is None else head - base
 
 
-def _bytes_change(base: KernelSide | None, head: KernelSide | None) -> tuple[int | None, str]:
-    """head - base bytes per step: measured where both present sides were measured."""
+def _bytes_change(
+    base: KernelSide | None, head: KernelSide | None
+) -> tuple[int | None, str | None]:
+    """head - base bytes: measured where both present sides were measured; (None, None)
+    where no side has bytes (a trace's rows)."""
     sides = [s for s in (base, head) if s is not None]
+    if all(s.measured_bytes is None and s.modeled_bytes is None for s in sides):
+        return None, None
     if all(s.measured_bytes is not None for s in sides):
         b = base.measured_bytes if base is not None else 0
         h = head.measured_bytes if head is not None else 0
@@ -175,11 +184,9 @@ def _bytes_change(base: KernelSide | None, head: KernelSide | None) -> tuple[int
 def kernel_change(
     base: KernelSide | None, head: KernelSide | None, matched_by: MatchedBy | None
 ) -> KernelChange:
-    """One row of the diff: its status and head - base per step."""
-    calls = (head.calls_per_step if head else 0.0) - (base.calls_per_step if base else 0.0)
-    time = _difference(
-        base.time_us_per_step if base else 0.0, head.time_us_per_step if head else 0.0
-    )
+    """One row of the diff: its status and head - base."""
+    calls = (head.calls if head else 0.0) - (base.calls if base else 0.0)
+    time = _difference(base.time_us if base else 0.0, head.time_us if head else 0.0)
     delta_bytes, source = _bytes_change(base, head)
     status: RowStatus
     if base is None:
@@ -196,7 +203,7 @@ def kernel_change(
 def _impact(row: KernelChange) -> tuple[int, float, int, str]:
     return (
         row.status == "time only",
-        -abs(row.time_us_per_step_change or 0.0),
+        -abs(row.time_us_change or 0.0),
         -abs(row.bytes_change or 0),
         row.name,
     )
@@ -213,7 +220,7 @@ def diff_kernels(
     rows = [
         change
         for change in (kernel_change(b, h, how) for b, h, how in pairs)
-        if change.status != "time only" or change.time_us_per_step_change != 0
+        if change.status != "time only" or change.time_us_change != 0
     ]
     rows += [kernel_change(b, None, None) for b in only_base]
     rows += [kernel_change(None, h, None) for h in only_head]
@@ -262,8 +269,8 @@ def mode_kernels(mode: ModeResult) -> tuple[KernelSide, ...]:
             KernelSide(
                 name=row.name,
                 kind=row.kind,
-                calls_per_step=calls,
-                time_us_per_step=time,
+                calls=calls,
+                time_us=time,
                 modeled_bytes=modeled,
                 bytes_shared_by=row.bytes_shared_by,
                 measured_bytes=measured.get(row.name),

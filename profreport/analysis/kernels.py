@@ -81,8 +81,8 @@ from profreport.analysis.kernel_definitions import (
     aoti_shim_op,
 )
 from profreport.analysis.kernel_records import counter_ranges, device_info, inductor_records
-from profreport.record.model import KernelRow
-from profreport.record.section import JSONObject, Section
+from profreport.record.model import KernelRow, Section
+from profreport.record.section import JSONObject
 from profreport.traceio import Trace
 from profreport.traceio.categories import CPU_OP_CATS, DEVICE_KINDS, RUNTIME_CATS
 
@@ -92,7 +92,7 @@ __all__ = [
     "DEVICE_DEFINITION_TEXT",
     "FORWARDING_OPS",
     "KernelRow",  # the run record's row (profreport.record.model): one class for both
-    "StepCount",
+    "StepCounts",
     "TraceCounts",
     "count_kernels",
     "cpu_kernel_rows",
@@ -115,16 +115,16 @@ def _cat_class(cat: str) -> int:
 
 
 @dataclass(frozen=True)
-class StepCount(Section):
-    """One ProfilerStep's counts."""
+class StepCounts(Section):
+    """One ProfilerStep's counts, as `analyze`'s document writes them too."""
 
-    name: str
-    kernels: int
-    launches: int
-    memcpy: int
-    memset: int
-    graph_launches: int
-    kernel_time_us: float | None
+    name: str = ""
+    kernels: int = 0
+    launches: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    graph_launches: int = 0
+    kernel_time_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class TraceCounts:
     memset_bytes: int
     kernel_time_us: float | None  # None: no kernel durations recorded (counter ranges only)
     unlinked_kernels: int
-    steps: list[StepCount]
+    steps: list[StepCounts]
     table: list[KernelRow]
     launch_api_counts: dict[str, int]
     kernels_by_op: dict[str, int] = field(default_factory=dict)  # launching op -> kernels
@@ -318,7 +318,7 @@ def _count_device(
     )
     timed = not counter_kernels and common.device_activity != "not recorded"
     step_counts = [
-        StepCount(n, int(k), int(la), int(mc), int(ms), int(g), float(t) if timed else None)
+        StepCounts(n, int(k), int(la), int(mc), int(ms), int(g), float(t) if timed else None)
         for n, k, la, mc, ms, g, t in columns
     ]
     # Kernels per launching op; kernels with a launch but no op, or no launch, are labelled.
@@ -544,7 +544,7 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared
     per_step_kernels = np.bincount(k_step[in_step], minlength=n_steps)[:n_steps]
     per_step_ns = np.bincount(k_step[in_step], weights=dur[in_step], minlength=n_steps)[:n_steps]
     step_counts = [
-        StepCount(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
+        StepCounts(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
         for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
     ]
     # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level),

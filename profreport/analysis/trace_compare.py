@@ -13,7 +13,7 @@ from typing import Any
 
 from profreport.analysis.change import Change
 from profreport.analysis.counters import derived
-from profreport.analysis.kernel_diff import KernelSide, pair_kernels
+from profreport.analysis.kernel_diff import KernelSide, diff_kernels
 from profreport.analysis.kernels import (
     CPU_DEFINITION_TEXT,
     DEVICE_DEFINITION_TEXT,
@@ -30,8 +30,6 @@ from profreport.analysis.trace_document import (
     AnalysisDocument,
     CountChange,
     CounterSummary,
-    KernelChange,
-    KernelEntry,
     OpChange,
     PerStepChanges,
     PerStepCounts,
@@ -104,31 +102,12 @@ def trace_summary(
         launch_api_counts=counts.launch_api_counts,
         kernels_by_op=counts.kernels_by_op,
         distinct_kernels=len(counts.table),
-        top_kernels=tuple(_top_kernel(r) for r in counts.table[:top]),
+        top_kernels=tuple(kernel_entry(r) for r in counts.table[:top]),
         inductor_kernels=tuple(counts.inductor_kernels) or None,
         counter_ranges=tuple(counts.counter_ranges) or None,
         counters=CounterSummary.from_json(counts.counters) if counts.counters else None,
         events=events,
         time_breakdown=time,
-    )
-
-
-def _top_kernel(row: KernelRow) -> KernelEntry:
-    """One of a trace's top kernels: the analysis document's shape of :func:`kernel_entry`."""
-    derived_counters: dict[str, Any] = (
-        derived(row.counter_totals) if row.counter_totals is not None else {}
-    )
-    return KernelEntry(
-        name=row.name,
-        kind=row.kind,
-        calls=row.calls,
-        time_us=row.time_us,
-        launched_by=row.launched_by,
-        launched_by_top=row.launched_by_top,
-        bytes=row.bytes,
-        counters=row.counters or None,
-        counter_totals=row.counter_totals,
-        **derived_counters,
     )
 
 
@@ -177,13 +156,17 @@ def compare_counts(
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
     base_step, other_step = per_step(base), per_step(other)
+    kernels, paired = diff_kernels(
+        [_trace_side(r) for r in base.table], [_trace_side(r) for r in other.table]
+    )
     return TraceComparison(
         baseline=base_path,
         path=path,
         note=note,
         totals=_total_changes(base_sum, other_sum),
         per_step=_per_step_changes(base_step, other_step),
-        kernels=tuple(_kernel_differences(base.table, other.table)),
+        kernels=kernels,
+        kernels_paired=paired,
         launching_ops=tuple(_op_differences(base.kernels_by_op, other.kernels_by_op)),
         time_breakdown=None if base_time is None or time is None else time_changes(base_time, time),
     )
@@ -241,59 +224,10 @@ def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeCha
     )
 
 
-def _pairing_side(row: KernelRow) -> KernelSide:
-    """What the kernel diff's strategies pair a trace's row by: its name and kind (a trace has
-    no fusion map). The numbers reported are the row's own whole-trace totals."""
-    return KernelSide(row.name, row.kind, calls_per_step=0.0, time_us_per_step=None)
-
-
-def _kernel_differences(base: list[KernelRow], other: list[KernelRow]) -> list[KernelChange]:
-    """Kernels whose call count or time changed (including ones only one side has), paired by
-    the kernel diff's strategies (analysis/kernel_diff: the name, else an Inductor-generated
-    name without its counter); `matched_by` says which, `baseline_name` what base called it."""
-    rows_of: dict[int, KernelRow] = {}
-    sides: dict[str, list[KernelSide]] = {"base": [], "other": []}
-    for which, table in (("base", base), ("other", other)):
-        for row in table:
-            side = _pairing_side(row)
-            rows_of[id(side)] = row
-            sides[which].append(side)
-    pairs, only_base, only_other = pair_kernels(sides["base"], sides["other"])
-    found: list[tuple[KernelRow | None, KernelRow | None, str | None]] = [
-        (rows_of[id(b)], rows_of[id(o)], how) for b, o, how in pairs
-    ]
-    found += [(rows_of[id(b)], None, None) for b in only_base]
-    found += [(None, rows_of[id(o)], None) for o in only_other]
-    rows: list[KernelChange] = []
-    deltas: list[tuple[float, int]] = []
-    for rb, ro, how in found:
-        shown = ro if ro is not None else rb
-        if shown is None:
-            continue
-        calls_b, calls_o = (rb.calls if rb else 0), (ro.calls if ro else 0)
-        time_b, time_o = (rb.time_us if rb else 0.0), (ro.time_us if ro else 0.0)
-        if rb is not None and ro is not None and calls_b == calls_o and time_b == time_o:
-            continue
-        dt = Change(time_b, time_o).difference
-        rows.append(
-            KernelChange(
-                name=shown.name,
-                kind=shown.kind,
-                status="removed" if ro is None else "added" if rb is None else "changed",
-                matched_by=how,
-                baseline_name=rb.name if rb is not None else None,
-                baseline_calls=calls_b,
-                calls=calls_o,
-                delta_calls=calls_o - calls_b,
-                baseline_time_us=time_b,
-                time_us=time_o,
-                delta_time_us=None if dt is None else round(dt, 3),
-                launched_by=shown.launched_by,
-            )
-        )
-        deltas.append((abs(dt or 0.0), abs(calls_o - calls_b)))
-    order = sorted(range(len(rows)), key=lambda i: (-deltas[i][0], -deltas[i][1], rows[i].name))
-    return [rows[i] for i in order]
+def _trace_side(row: KernelRow) -> KernelSide:
+    """A trace's row as a side of the kernel diff: its whole-trace calls and time (a trace has
+    no fusion map: rows pair by name, else an Inductor-generated name without its counter)."""
+    return KernelSide(row.name, row.kind, row.calls, row.time_us, launched_by=row.launched_by)
 
 
 def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[OpChange]:

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from profreport.analysis.kernels import StepCount
+from profreport.analysis.kernel_diff import KernelChange
+from profreport.analysis.kernels import StepCounts
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
-from profreport.record.model import JSON, Section
-from profreport.record.section import omitted
+from profreport.record.model import JSON, KernelRow, Section
+from profreport.record.section import omitted, schema_of
 
 SCHEMA = "profreport.analysis/1"
 
@@ -34,24 +35,6 @@ class PerStepCounts(Section):
     graph_launches: int | None = None
     kernel_time_us: float | None = None
     steps: int = 0
-
-
-@dataclass(frozen=True)
-class KernelEntry(Section):
-    """One kernel of a trace's top kernels (trace_compare.kernel_entry as written)."""
-
-    name: str = ""
-    kind: str = ""
-    calls: int = 0
-    time_us: float | None = None
-    launched_by: str | None = None
-    launched_by_top: str | None = None
-    bytes: int | None = omitted()
-    counters: JSON | None = omitted()
-    counter_totals: JSON | None = omitted()
-    flops: float | None = omitted()
-    dram_bytes_read: float | None = omitted()
-    dram_bytes_written: float | None = omitted()
 
 
 @dataclass(frozen=True)
@@ -88,12 +71,12 @@ class TraceSummary(Section):
     kernel_time_us: float | None = None
     unlinked_kernels: int | None = None
     notes: tuple[str, ...] = ()
-    steps: tuple[StepCount, ...] = ()
+    steps: tuple[StepCounts, ...] = ()
     per_step: PerStepCounts = field(default_factory=PerStepCounts)
     launch_api_counts: Mapping[str, int] = field(default_factory=dict)
     kernels_by_op: Mapping[str, int] = field(default_factory=dict)
     distinct_kernels: int = 0
-    top_kernels: tuple[KernelEntry, ...] = ()
+    top_kernels: tuple[KernelRow, ...] = ()  # trace_compare.kernel_entry, as a run writes rows
     inductor_kernels: tuple[JSON, ...] | None = omitted()
     counter_ranges: tuple[JSON, ...] | None = omitted()
     counters: CounterSummary | None = omitted()
@@ -115,21 +98,6 @@ class CountChange(Section):
 class StepsPair(Section):
     baseline: int = 0
     value: int = 0
-
-
-# The whole-trace counts a comparison states, and the per-step ones (in document order).
-TOTAL_FIELDS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "graph_launches",
-    "memcpy_bytes",
-    "memset_bytes",
-    "kernel_time_us",
-    "unlinked_kernels",
-)
-PER_STEP_FIELDS = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
 
 
 @dataclass(frozen=True)
@@ -156,24 +124,9 @@ class PerStepChanges(Section):
     steps: StepsPair = field(default_factory=StepsPair)
 
 
-@dataclass(frozen=True)
-class KernelChange(Section):
-    """A kernel whose calls or time changed (or that only one side has)."""
-
-    name: str = ""
-    kind: str = ""
-    status: str = ""  # removed | added | changed
-    # how base's row was paired with this one (analysis/kernel_diff: name | generated name),
-    # and base's name for it; None: only one side has the kernel
-    matched_by: str | None = None
-    baseline_name: str | None = None
-    baseline_calls: int = 0
-    calls: int = 0
-    delta_calls: int = 0
-    baseline_time_us: float | None = None
-    time_us: float | None = None
-    delta_time_us: float | None = None
-    launched_by: str | None = None
+# The whole-trace counts a comparison states, and the per-step ones (in document order).
+TOTAL_FIELDS = tuple(f.name for f in schema_of(TotalChanges))
+PER_STEP_FIELDS = tuple(f.name for f in schema_of(PerStepChanges) if f.name != "steps")
 
 
 @dataclass(frozen=True)
@@ -206,7 +159,10 @@ class TraceComparison(Section):
     note: str | None = omitted()
     totals: TotalChanges = field(default_factory=TotalChanges)
     per_step: PerStepChanges = field(default_factory=PerStepChanges)
+    # the kernels that differ, by impact (analysis/kernel_diff, over the whole trace), and how
+    # many pairs its strategies found
     kernels: tuple[KernelChange, ...] = ()
+    kernels_paired: int = 0
     launching_ops: tuple[OpChange, ...] = ()
     time_breakdown: TimeChanges | None = omitted()
 

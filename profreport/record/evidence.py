@@ -42,6 +42,8 @@ class KernelRow(Section):
     bytes: int | None = omitted()  # bytes a memcpy/memset moved, as the trace records them
     counters: JSON | None = omitted()  # CUPTI range counters, mean per range
     counter_totals: Mapping[str, float] | None = omitted()  # additive counters, summed
+    dram_bytes_read: float | None = omitted()  # from counter_totals (analysis/counters)
+    dram_bytes_written: float | None = omitted()  # from counter_totals (analysis/counters)
     # findings: modeled bytes (analysis/kernel_bytes)
     bytes_read: ByteCount | None = finding()
     bytes_written: ByteCount | None = finding()

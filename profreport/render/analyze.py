@@ -8,23 +8,25 @@ from typing import Any
 
 import orjson
 
+from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.trace_document import (
+    PER_STEP_FIELDS,
     AnalysisDocument,
     CountChange,
     CounterSummary,
-    KernelChange,
-    KernelEntry,
     TraceComparison,
     TraceSummary,
 )
-from profreport.format import md_cell, md_line, md_table
+from profreport.format import md_cell, md_line, md_table, short
+from profreport.record.model import KernelRow
 from profreport.record.section import JSONObject
 from profreport.render.analyze_time import METHOD as TIME_METHOD
 from profreport.render.analyze_time import time_compare_view, time_markdown, time_view
+from profreport.render.kernel_diff import mode_markdown, mode_view
 
-NAME_WIDTH = 90
 TEMPLATE_NAME = "analyze.html.j2"
 EMPTY_TRACE = "The trace holds no events."
+KERNELS_TITLE = "Kernels that changed"
 ROWS = (
     ("kernels", "kernels", "int"),
     ("launches", "launch calls", "int"),
@@ -66,12 +68,6 @@ def _human_bytes(n: int) -> str:
     return f"{n:,} B" if unit == "B" else f"{n:,} B ({size:.1f} {unit})"
 
 
-def short(name: str | None, width: int = NAME_WIDTH) -> str:
-    if name is None:
-        return "–"
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
 # Fields a trace cannot know, by its device activity, and what their cells say instead.
 MISSING = {
     "not recorded": (
@@ -109,7 +105,7 @@ def counters_view(t: TraceSummary) -> JSONObject | None:
     }
 
 
-def _counter_kernel(k: KernelEntry) -> dict[str, str]:
+def _counter_kernel(k: KernelRow) -> dict[str, str]:
     return {
         "name": short(k.name),
         "full_name": k.name,
@@ -189,47 +185,17 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
         "per_step": [
             _delta_row(label, getattr(per_step, key), style)
             for key, label, style in ROWS
-            if key in _PER_STEP_KEYS
+            if key in PER_STEP_FIELDS
         ],
-        "kernels": [
-            {
-                "name": short(k.name),
-                "full_name": k.name,
-                "status": k.status,
-                "matched_by": _matched(k),
-                "calls": f"{k.baseline_calls:,} → {k.calls:,}",
-                "time_us": _arrow(k.baseline_time_us, k.time_us),
-                "delta_time_us": fmt(k.delta_time_us, "delta"),
-            }
-            for k in c.kernels[:top]
-        ],
-        "kernels_changed": len(c.kernels),
+        "kernel_diff": mode_view(
+            ModeKernelDiff("", c.kernels, c.kernels_paired), top, per="trace", title=KERNELS_TITLE
+        ),
         "ops": [
             (short(o.op, 60), fmt(o.baseline_kernels), fmt(o.kernels), fmt(o.delta, "delta"))
             for o in c.launching_ops[:top]
         ],
         "time": None if c.time_breakdown is None else time_compare_view(c.time_breakdown),
     }
-
-
-_PER_STEP_KEYS = frozenset(
-    {"kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us"}
-)
-
-
-def _matched(k: KernelChange) -> str:
-    """How the row's base and head were paired (analysis/kernel_diff), naming base's kernel when
-    it had another name; "—" for a kernel only one side has. A document written before the
-    field existed paired changed rows by name."""
-    how = k.matched_by if k.matched_by is not None else "name" if k.status == "changed" else None
-    if how is None:
-        return "—"
-    base = k.baseline_name
-    return f"{how} (base: {short(base)})" if base and base != k.name else how
-
-
-def _arrow(before: float | None, after: float | None) -> str:
-    return f"{fmt(before, 'us')} → {fmt(after, 'us')}"
 
 
 def _steps_text(n: int) -> str:
@@ -277,14 +243,8 @@ def render_markdown(doc: AnalysisDocument, top: int = 15) -> str:
         out += md_table(["whole trace", "baseline", "this", "Δ", "ratio"], c["totals"], "lrrrr")
         out += ["", f"Per step (median; {md_cell(c['steps'])}):", ""]
         out += md_table(["per step", "baseline", "this", "Δ", "ratio"], c["per_step"], "lrrrr")
-        out += ["", f"Kernels that changed: {c['kernels_changed']} (largest time change first)", ""]
-        changed = [
-            (k["name"], k["status"], k["matched_by"], k["calls"], k["time_us"], k["delta_time_us"])
-            for k in c["kernels"]
-        ]
-        header = ["kernel", "status", "matched by", "calls", "time (µs)", "Δ time"]
-        out += md_table(header, changed, "lllrrr")
-        out += ["", "Kernels per launching CPU op (where different):", ""]
+        out += ["", *mode_markdown(c["kernel_diff"])]
+        out += ["Kernels per launching CPU op (where different):", ""]
         out += [*md_table(["op", "baseline", "this", "Δ"], c["ops"], "lrrr"), ""]
         out += time_markdown(c["time"])
     out += ["## Method", ""]

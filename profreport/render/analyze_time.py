@@ -6,41 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
+from profreport.analysis.trace_compare import TIME_PARTS
 from profreport.analysis.trace_document import CountChange, TimeChanges
 from profreport.format import md_cell, md_table
 from profreport.record.model import StepTime
+from profreport.render.methods import method_templates
+from profreport.render.time_view import PART_LABELS
 
-# Every part a step can have, its label, and whether it is a count (else µs).
-STEP_PARTS = (
-    ("wall_us", "step wall time", False),
-    ("op_us", "CPU kernels", False),
-    ("launch_us", "launch calls", False),
-    ("runtime_us", "other runtime calls", False),
-    ("dispatch_us", "dispatch (ops outside kernels)", False),
-    ("wrapper_us", "wrappers (other profiled ranges)", False),
-    ("python_us", "Python and unprofiled", False),
-    ("device_busy_us", "device busy", False),
-    ("host_wait_us", "device idle: host wait", False),
-    ("kernel_wait_us", "device idle: kernel wait", False),
-    ("other_idle_us", "device idle: other", False),
-    ("dispatched_ops", "dispatched ops", True),
-    ("launches", "launch calls (count)", True),
-)
-METHOD = (
-    "Where the time goes. Whole trace (device traces), as Holistic Trace Analysis 0.5 measures "
-    "it: from the first to the last device event (with two or more ProfilerSteps, only work "
-    "launched before the last step began), idle = time no kernel, copy, fill or stream sync "
-    "record runs; compute = kernels other than communication, memory and sync by name; per "
-    "stream, each gap before an event is host wait when its launch call began after the "
-    "previous event ended, kernel wait when under 30 µs, else other. Per ProfilerStep: the "
-    "thread that recorded it, each instant counted once for the first of CPU kernel, launch "
-    "call, other runtime call, dispatcher op, other profiled range that holds it, else Python; "
-    "and the device's view of the step (its work by launch, the leading and trailing gaps as "
-    "host wait). Bound, from the step of median wall time: device-bound when kernels take "
-    ">= 80% of it, launch-bound when launching (dispatch on CPU) dominates the rest, else "
-    "host-bound. Times are exact unless --hta-rounding (HTA rounds starts up and ends down to "
-    "whole µs)."
-)
+# the paragraph of `analyze`'s method section: render/methods.md, the one source of the method text
+METHOD = method_templates()["trace_time"]
+COUNTS = ("dispatched_ops", "launches")  # parts that are counts (the others µs)
 
 
 def _us(value: float | None) -> str:
@@ -52,11 +27,11 @@ def _us(value: float | None) -> str:
 def _parts(step: StepTime) -> list[tuple[str, str]]:
     """(label, value) of each part the step has (a part of the other definition is None)."""
     rows = []
-    for key, label, count in STEP_PARTS:
+    for key in TIME_PARTS:
         value = getattr(step, key)
-        if value is None or (count and key == "launches" and step.op_us is not None):
+        if value is None or (key == "launches" and step.op_us is not None):
             continue
-        rows.append((label, f"{value:,}" if count else _us(value)))
+        rows.append((PART_LABELS[key], f"{value:,}" if key in COUNTS else _us(value)))
     return rows
 
 
@@ -134,8 +109,9 @@ def _change_row(label: str, d: CountChange, count: bool) -> tuple[str, str, str,
 
 def time_compare_view(c: TimeChanges) -> dict[str, Any]:
     """Two traces' median steps part by part, and their whole-trace idle shares."""
-    labels = {key: (label, count) for key, label, count in STEP_PARTS}
-    rows = [_change_row(labels[k][0], d, labels[k][1]) for k, d in c.step.items() if k in labels]
+    rows = [
+        _change_row(PART_LABELS[k], d, k in COUNTS) for k, d in c.step.items() if k in PART_LABELS
+    ]
     idle = c.idle_pct
     if idle is not None:
         rows.append(

@@ -1,12 +1,13 @@
-"""The kernel diff of a comparison, laid out: per mode a view-model of formatted rows (the top
-rows, the rest to fold), its Markdown lines, and the HTML partial's context
-(templates/_kernel_diff.html.j2). The rows come from analysis/kernel_diff.py."""
+"""The kernel diff laid out, the one renderer of its rows for `compare`, `ab` (per mode, per
+profiled step) and `analyze A B` (per trace pair, over the whole trace): a view-model of
+formatted rows (the top rows, the rest to fold), its Markdown lines, and the HTML partial's
+context (templates/_kernel_diff.html.j2). The rows come from analysis/kernel_diff.py."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from profreport.analysis.kernel_diff import (
     MODELED,
@@ -15,7 +16,7 @@ from profreport.analysis.kernel_diff import (
     KernelSide,
     ModeKernelDiff,
 )
-from profreport.format import fmt_bytes, md_cell, md_table
+from profreport.format import fmt_bytes, md_cell, md_table, short
 
 TOP_ROWS = 10  # rows shown before the rest folds under <details>
 
@@ -32,10 +33,15 @@ class KernelDiffRowView(TypedDict):
 
 class KernelDiffModeView(TypedDict):
     mode: str
+    title: str
+    anchor: str  # the section's HTML id ("" for none)
     summary: str
     fusion_changes: list[str]
     note: str
+    calls_header: str
+    time_header: str
     bytes_header: str
+    show_bytes: bool  # some row has bytes (a trace's rows have none)
     show_eager_ops: bool  # some row has a place or eager ops (module attribution, fusion map)
     top: list[KernelDiffRowView]
     rest: list[KernelDiffRowView]
@@ -101,9 +107,9 @@ def _relative_time(r: KernelChange, machine_factor: float | None) -> str:
     b, h = r.base, r.head
     if machine_factor is None or b is None or h is None:
         return ""
-    if not b.time_us_per_step or h.time_us_per_step is None:
+    if not b.time_us or h.time_us is None:
         return ""
-    relative = h.time_us_per_step / machine_factor / b.time_us_per_step - 1
+    relative = h.time_us / machine_factor / b.time_us - 1
     return f"; {relative:+.0%} relative to the machine reference"
 
 
@@ -112,15 +118,12 @@ def _row(
 ) -> KernelDiffRowView:
     b, h = r.base, r.head
     calls = _cells(
-        _num(b.calls_per_step) if b else "",
-        _num(h.calls_per_step) if h else "",
-        _signed(r.calls_per_step_change),
-        r,
+        _num(b.calls) if b else "", _num(h.calls) if h else "", _signed(r.calls_change), r
     )
     time = _cells(
-        _us(b.time_us_per_step) if b else "",
-        _us(h.time_us_per_step) if h else "",
-        _signed_us(r.time_us_per_step_change) + _relative_time(r, machine_factor),
+        _us(b.time_us) if b else "",
+        _us(h.time_us) if h else "",
+        _signed_us(r.time_us_change) + _relative_time(r, machine_factor),
         r,
     )
     size = _cells(
@@ -148,7 +151,7 @@ def _row(
     }
 
 
-def _summary(diff: ModeKernelDiff) -> str:
+def _summary(diff: ModeKernelDiff, show_bytes: bool) -> str:
     counts = Counter(r.status for r in diff.rows)
     how = Counter(r.matched_by for r in diff.rows if r.matched_by is not None)
     parts = [f"{counts[s]} {s}" for s in ("appeared", "disappeared", "changed") if counts[s]]
@@ -156,25 +159,43 @@ def _summary(diff: ModeKernelDiff) -> str:
     paired = ", ".join(f"{n} by {by}" for by, n in how.most_common())
     text = f"{work}; {diff.paired} paired ({paired})" if diff.paired else f"{work}; none paired"
     if counts["time only"]:
-        text += f"; {counts['time only']} with the same calls and bytes (profiler time only)"
+        same = "calls and bytes" if show_bytes else "calls"
+        text += f"; {counts['time only']} with the same {same} (profiler time only)"
     return text
 
 
+# What a diff's calls and time are counted over: a profiled step (a run's modes) or the whole
+# trace (`analyze A B`), as its headers say.
+Per = Literal["step", "trace"]
+OVER = {"step": " / step", "trace": ", whole trace"}
+
+
 def mode_view(
-    diff: ModeKernelDiff, top: int = TOP_ROWS, machine_factor: float | None = None
+    diff: ModeKernelDiff,
+    top: int = TOP_ROWS,
+    machine_factor: float | None = None,
+    per: Per = "step",
+    title: str | None = None,
 ) -> KernelDiffModeView:
-    """One mode's kernel diff as formatted strings: structural changes first, `top` rows shown;
-    with `machine_factor` (the machine references moved), each time change relative to it too."""
+    """One kernel diff as formatted strings: structural changes first, `top` rows shown; with
+    `machine_factor` (the machine references moved), each time change relative to it too.
+    `title`: the section's heading (the mode's name by default)."""
     sources = {r.bytes_source for r in diff.rows if r.bytes_source is not None}
     mixed = len(sources) > 1
     rows = [_row(r, mixed, machine_factor) for r in diff.rows]
     rest = rows[top:]
+    over = OVER[per]
     return {
         "mode": diff.mode,
-        "summary": _summary(diff),
+        "title": diff.mode if title is None else title,
+        "anchor": "" if title is not None else f"kernel-diff-{diff.mode}",
+        "summary": _summary(diff, bool(sources)),
         "fusion_changes": [c.summary for c in diff.fusion_changes],
         "note": diff.note,
-        "bytes_header": "bytes / step" + (f" ({next(iter(sources))})" if len(sources) == 1 else ""),
+        "calls_header": f"calls{over}",
+        "time_header": f"time{over}",
+        "bytes_header": f"bytes{over}" + (f" ({next(iter(sources))})" if len(sources) == 1 else ""),
+        "show_bytes": bool(sources),
         "show_eager_ops": any(r["eager_ops"] for r in rows),
         "top": rows[:top],
         "rest": rest,
@@ -204,13 +225,35 @@ SOURCE_LINE = (
 )
 
 
-def _md_rows(rows: list[KernelDiffRowView], eager_ops: bool) -> list[list[str]]:
+def _md_rows(rows: list[KernelDiffRowView], v: KernelDiffModeView) -> list[list[str]]:
     return [
-        [r["kernel"], r["status"], r["matched_by"]]
-        + ([r["eager_ops"]] if eager_ops else [])
-        + [r["calls"], r["time"], r["bytes"]]
+        [short(r["kernel"]), r["status"], r["matched_by"]]
+        + ([r["eager_ops"]] if v["show_eager_ops"] else [])
+        + [r["calls"], r["time"]]
+        + ([r["bytes"]] if v["show_bytes"] else [])
         for r in rows
     ]
+
+
+def mode_markdown(v: KernelDiffModeView) -> list[str]:
+    """One kernel diff in Markdown: its summary, fusion changes and rows (the rest folded)."""
+    lines = [f"**{md_cell(v['title'])}**: {md_cell(v['summary'])}", ""]
+    lines += [f"- {md_cell(c)}" for c in v["fusion_changes"]]
+    if v["note"]:
+        lines.append(f"- {md_cell(v['note'])}")
+    if v["fusion_changes"] or v["note"]:
+        lines.append("")
+    ops, size = v["show_eager_ops"], v["show_bytes"]
+    header = ["kernel", "status", "matched by", *(["where / eager ops"] if ops else [])]
+    header += [v["calls_header"], f"{v['time_header']} (profiler)"]
+    header += [v["bytes_header"]] if size else []
+    align = "lll" + ("l" if ops else "") + "rr" + ("r" if size else "")
+    if v["top"]:
+        lines += [*md_table(header, _md_rows(v["top"], v), align), ""]
+    if v["rest"]:
+        lines += [f"<details><summary>{md_cell(v['rest_label'])}</summary>", ""]
+        lines += [*md_table(header, _md_rows(v["rest"], v), align), "", "</details>", ""]
+    return lines
 
 
 def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####") -> list[str]:
@@ -219,20 +262,6 @@ def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####")
         return []
     lines = [f"{heading} Kernel by kernel", ""]
     for v in views:
-        lines += [f"**{md_cell(v['mode'])}**: {md_cell(v['summary'])}", ""]
-        lines += [f"- {md_cell(c)}" for c in v["fusion_changes"]]
-        if v["note"]:
-            lines.append(f"- {md_cell(v['note'])}")
-        if v["fusion_changes"] or v["note"]:
-            lines.append("")
-        ops = v["show_eager_ops"]
-        header = ["kernel", "status", "matched by", *(["where / eager ops"] if ops else [])]
-        header += ["calls / step", "time / step (profiler)", v["bytes_header"]]
-        align = "lll" + ("l" if ops else "") + "rrr"
-        if v["top"]:
-            lines += [*md_table(header, _md_rows(v["top"], ops), align), ""]
-        if v["rest"]:
-            lines += [f"<details><summary>{md_cell(v['rest_label'])}</summary>", ""]
-            lines += [*md_table(header, _md_rows(v["rest"], ops), align), "", "</details>", ""]
+        lines += mode_markdown(v)
     lines.append(f"<sub>{md_cell(SOURCE_LINE)}</sub>")
     return [*lines, ""]

@@ -9,25 +9,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.analysis.profiler_cost import MedianStep, mode_median_step
+from profreport.analysis.profiler_cost import CPU_PARTS, DEVICE_PARTS, MedianStep, mode_median_step
 from profreport.record.model import ModeResult, Run
 from profreport.render.methods import method_templates
 
-# The parts of a step the chart stacks, bottom up, by definition: (field, label); the inferred
-# ops (cpu) are stacked on the CPU kernels.
-CPU_PARTS = (
-    ("op_us", "CPU kernels"),
-    ("inferred_us", "inferred ops (no profiler record)"),
-    ("dispatch_us", "dispatch"),
-    ("wrapper_us", "wrappers"),
-    ("python_us", "Python"),
-)
-DEVICE_PARTS = (
-    ("device_busy_us", "device busy"),
-    ("host_wait_us", "idle: host wait"),
-    ("kernel_wait_us", "idle: kernel wait"),
-    ("other_idle_us", "idle: other"),
-)
+# Every part a step can have (record StepTime's fields, and the inferred ops), as the report's
+# chart and `analyze` label it: the one label table for a step's time parts.
+PART_LABELS = {
+    "wall_us": "step wall time",
+    "op_us": "CPU kernels",
+    "inferred_us": "inferred ops (no profiler record)",
+    "launch_us": "launch calls",
+    "runtime_us": "other runtime calls",
+    "dispatch_us": "dispatch",
+    "wrapper_us": "wrappers",
+    "python_us": "Python",
+    "device_busy_us": "device busy",
+    "host_wait_us": "idle: host wait",
+    "kernel_wait_us": "idle: kernel wait",
+    "other_idle_us": "idle: other",
+    "dispatched_ops": "dispatched ops",
+    "launches": "launch calls (count)",
+}
 # the method paragraph: render/methods.md, the one source of the method text
 METHOD = method_templates()["time"]
 
@@ -37,20 +40,21 @@ def _ms(us: float | None) -> str:
 
 
 def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
-    """(field, label, µs) of each stacked part of a median step (the inferred part only where
-    the mode's graph runs ops the profiler cannot see)."""
+    """(field, label, µs) of each stacked part of a median step, bottom up (the inferred part
+    only where the mode's graph runs ops the profiler cannot see)."""
     if not median.cpu:
-        return tuple(
-            (key, label, float(getattr(median.step, key) or 0.0)) for key, label in DEVICE_PARTS
+        keys: tuple[str, ...] = DEVICE_PARTS
+    else:  # the inferred ops stacked on the CPU kernels
+        op, *host = CPU_PARTS
+        keys = (op, *(("inferred_us",) if median.inferred_ops else ()), *host)
+    return tuple(
+        (
+            key,
+            PART_LABELS[key],
+            median.inferred_us if key == "inferred_us" else float(getattr(median.step, key) or 0.0),
         )
-    out = []
-    for key, label in CPU_PARTS:
-        if key == "inferred_us":
-            if median.inferred_ops:
-                out.append((key, label, median.inferred_us))
-            continue
-        out.append((key, label, float(getattr(median.step, key) or 0.0)))
-    return tuple(out)
+        for key in keys
+    )
 
 
 def _profiled(median: MedianStep, mode: ModeResult) -> str:
