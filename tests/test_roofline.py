@@ -12,7 +12,7 @@ from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
-from profreport.record.model import Ceilings, Latency, ModeResult
+from profreport.record.model import Ceilings, Latency, OkMode
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -93,8 +93,8 @@ def _row(name, read, written, time_us, flops=None, op=None, shared=1, calls=1.0)
 def attach_roofline(mode: dict, roofs, eager: dict | None = None):
     """kernel_roofline over a mode written as JSON: its rows get the fields in place (what these
     tests check), and the floor is returned."""
-    typed_eager = ModeResult.from_json(eager) if eager is not None else None
-    found = kernel_roofline(ModeResult.from_json(mode), roofs, typed_eager)
+    typed_eager = OkMode.from_json(eager) if eager is not None else None
+    found = kernel_roofline(OkMode.from_json(mode), roofs, typed_eager)
     if found is None:
         return None
     for row, typed in zip(mode["kernels"]["table"], found.rows, strict=True):
