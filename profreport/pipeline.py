@@ -78,6 +78,7 @@ from profreport.record.model import (
     Bytes,
     Ceilings,
     Device,
+    FailedMode,
     InputSpec,
     KernelCounts,
     KernelDefinition,
@@ -85,12 +86,15 @@ from profreport.record.model import (
     MachineLoad,
     MachineReference,
     MeasuredBytes,
+    ModeEntry,
     ModelInfo,
     ModeResult,
+    OkMode,
     OutputCheck,
     ProfileSchedule,
     Run,
     Settings,
+    SkippedMode,
     TensorIO,
     TimingNoise,
     TimingSettings,
@@ -285,15 +289,16 @@ def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
 
 
 def _mark_failed(
-    entry: ModeResult, name: str, exc: BaseException, device: torch.device
-) -> ModeResult:
-    """`entry` recorded as failed with `exc`, once the mode's global state is reset."""
+    entry: ModeEntry, name: str, exc: BaseException, device: torch.device
+) -> FailedMode:
+    """`entry` recorded as failed with `exc`, once the mode's global state is reset (its
+    modeled bytes go: only a mode that ran records them)."""
     error_full = full_error(exc)
     cleanup_error = _clean_up_after_failure(name, device)
     if cleanup_error is not None:
         error_full += f"\n\nclean-up after the failure raised too: {cleanup_error}"
-    return entry.adding(
-        status="failed",
+    return entry.without("bytes").recast(
+        FailedMode,
         error=_error_line(exc),
         error_full=error_full,
         traceback="".join(traceback.format_exception(exc, limit=8)),
@@ -607,12 +612,12 @@ class RunCollector:
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
             _announce_duration(reference, options, progress)
             for name in options.modes:
-                entry = ModeResult(status="ok", error=None, compile_s=None, output_check=None)
+                entry = ModeEntry(error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
                 if unavailable is None and context_lost is not None:
                     unavailable = f"not run: {context_lost}"
                 if unavailable is not None:  # e.g. a mode that needs a GPU, on a CPU-only machine
-                    modes[name] = entry.adding(status="skipped", error=unavailable)
+                    modes[name] = entry.recast(SkippedMode, error=unavailable)
                     continue
                 start = interrupts.mark()
                 try:
@@ -629,10 +634,10 @@ class RunCollector:
         return self.stage
 
     def _prepare_mode(
-        self, name: str, entry: ModeResult, reference: _Reference | None
-    ) -> tuple[ModeResult, PreparedMode]:
-        """Build, check, profile and size one mode; _ModeFailed (with the entry so far) when
-        any step raises."""
+        self, name: str, entry: ModeEntry, reference: _Reference | None
+    ) -> tuple[OkMode, PreparedMode]:
+        """Build, check, profile and size one mode (its bytes modeled, and not yet measured);
+        _ModeFailed (with the entry so far) when any step raises."""
         setup, phases, sync = self.setup, self.phases, self.sync
         model, device, progress = setup.model, setup.device, setup.progress
         try:
@@ -668,9 +673,12 @@ class RunCollector:
             progress(f"{name}: modeling memory traffic")
             with phases.phase("bytes"):
                 self._bytes_work[name] = _bytes_work(prepared, model, sync)
+                modeled = self._modeled_bytes(name)
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
-        return entry, prepared
+        why = UNMEASURED if setup.options.measure_bytes else NOT_REQUESTED
+        unmeasured = replace(modeled, measured=unavailable_bytes(why))
+        return entry.recast(OkMode, bytes=unmeasured), prepared
 
     def _light_pass(
         self,
@@ -719,20 +727,17 @@ class RunCollector:
         return estimate(work.calls, work.method, work.not_modeled, work.attribution)
 
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
-        """Hand the evidence so far to the setup's checkpoint: the modes done, each that ran
-        with its modeled bytes (measured bytes come last) and, before the timing, `not_timed`."""
+        """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
+        come last) and, before the timing, `not_timed` for each that ran."""
         checkpoint, run = self.setup.checkpoint, self._run
         if checkpoint is None or run is None:
             return
-        why = UNMEASURED if self.setup.options.measure_bytes else NOT_REQUESTED
-        so_far = {}
-        for name, mode in modes.items():
-            if mode.ok and name in self._bytes_work:
-                unmeasured = replace(self._modeled_bytes(name), measured=unavailable_bytes(why))
-                mode = mode.adding(bytes=unmeasured)
-                if not_timed is not None:
-                    mode = mode.adding(not_timed=not_timed)
-            so_far[name] = mode
+        so_far = {
+            name: mode.adding(not_timed=not_timed)
+            if isinstance(mode, OkMode) and not_timed is not None
+            else mode
+            for name, mode in modes.items()
+        }
         run = replace(run, modes=so_far).adding(ceilings=self._ceilings, phases_s=self._phases_s())
         checkpoint(run)
 
@@ -756,15 +761,13 @@ class RunCollector:
                 progress("measuring memory bandwidth and matmul rate again (the machine was busy)")
                 ceilings = measured_again(device, DTYPES[dtype], ceilings)
         modes = dict(stage.modes)
-        for name in self._bytes_work:
-            if name not in stage.prepared_modes:  # it failed while being timed
+        for name, mode in stage.modes.items():
+            if not isinstance(mode, OkMode):  # it did not run, or failed while being timed
                 continue
-            with phases.phase("bytes"):
-                est = self._modeled_bytes(name)
             if options.measure_bytes:
                 progress(f"{name}: measuring DRAM bytes with Nsight Compute")
             measured = _measured_bytes(name, setup.model, device, dtype, options)
-            modes[name] = modes[name].adding(bytes=dataclasses.replace(est, measured=measured))
+            modes[name] = mode.adding(bytes=dataclasses.replace(mode.bytes, measured=measured))
         run = dataclasses.replace(run, modes=modes).adding(ceilings=ceilings)
         if stage.timing_noise is not None:
             run = run.adding(timing_noise=stage.timing_noise)
@@ -778,7 +781,7 @@ class RunCollector:
 class _ModeFailed(Exception):
     """A mode raised while being prepared: its record entry so far, and what it raised."""
 
-    def __init__(self, entry: ModeResult, error: BaseException) -> None:
+    def __init__(self, entry: ModeEntry, error: BaseException) -> None:
         super().__init__(str(error))
         self.entry, self.error = entry, error
 

@@ -140,7 +140,7 @@ def profreport_expect(
         try:
             if update:
                 eager = result.run.modes.get("eager")
-                if eager is not None and not eager.ok:
+                if eager is not None and eager.status != "ok":
                     pytest.fail(
                         f"eager failed ({eager.error}): {target} not written", pytrace=False
                     )

@@ -268,7 +268,7 @@ def mode_failures(run: Run, strict: bool) -> tuple[int, tuple[ModeFailure, ...]]
     failures = tuple(
         ModeFailure(name, m.status, m.error or m.status, strict or name == "eager")
         for name, m in run.modes.items()
-        if not m.ok
+        if m.status != "ok"
     )
     broken = any(f.mode == "eager" for f in failures) or len(failures) == len(run.modes)
     return (EXIT_GATE if broken or (strict and failures) else EXIT_OK), failures

@@ -23,7 +23,7 @@ from profreport.analysis.trace_compare import compare_counts
 from profreport.modes import PreparedMode, mode_analyses
 from profreport.pipeline import _kernel_counts
 from profreport.record import Run, parse
-from profreport.record.model import Bytes, KernelCounts, KernelRow, ModeResult, OpBytes
+from profreport.record.model import Bytes, KernelCounts, KernelRow, OkMode, OpBytes
 from profreport.traceio import load_trace
 from tests.test_trace_kernels import api, dev, op, write_trace
 
@@ -134,8 +134,8 @@ def _export_counted_today() -> Run:
 
 def test_export_gemm_rows_take_the_bytes_and_modules_of_their_op():
     run = _export_counted_today()
-    export = {r.name: r for r in run.modes["export"].ok_kernels.table}
-    compiled = {r.name: r for r in run.modes["compile"].ok_kernels.table}
+    export = {r.name: r for r in run.modes["export"].kernels.table}
+    compiled = {r.name: r for r in run.modes["compile"].kernels.table}
     for name in SHIM_OPS.values():
         row, twin = export[name], compiled[name]
         assert row.calls_per_step == twin.calls_per_step
@@ -200,7 +200,7 @@ def test_on_cuda_the_kernels_a_shim_launches_are_counted_and_take_its_ops_bytes(
     assert (counts.definition, counts.kernels, counts.launches) == ("device", 1, 1)
     (row,) = counts.table
     assert row.launched_by == "aoti_torch_cuda_mm_out"
-    mode = ModeResult(
+    mode = OkMode(
         kernels=KernelCounts(per_step=1, table=(row,)),
         bytes=Bytes(
             read=4096,

@@ -31,7 +31,7 @@ from profreport.record.model import (
     FusionMap,
     KernelCounts,
     KernelRow,
-    ModeResult,
+    OkMode,
     Run,
     TensorIO,
 )
@@ -178,7 +178,7 @@ def _eager_mode():
         KernelRow(name="aten::gelu", kind="cpu", calls_per_step=3.0, time_us_per_step=9.0),
     )
     rows = tuple(r.adding(bytes_op=r.name) for r in rows)
-    return ModeResult(
+    return OkMode(
         kernels=KernelCounts(per_step=9, table=rows),
         bytes=Bytes(read=0, written=0, source="modeled", method="", sequence=tuple(seq)),
     )
@@ -198,7 +198,7 @@ def _compile_mode():
     )
     rows = (rows[0].adding(bytes_op="aten::addmm"), rows[1])
     fusion = FusionMap(groups=tuple(groups), per_kernel={})
-    return ModeResult(
+    return OkMode(
         kernels=KernelCounts(per_step=9, table=rows),
         bytes=Bytes(read=0, written=0, source="modeled", method=""),
     ).adding(fusion=fusion)
@@ -211,7 +211,7 @@ def test_kernel_rows_list_the_modules_and_lines_of_their_calls():
     compiled = kernel_places(_compile_mode())
     assert compiled[1].modules == ("mixers.0", "mixers.1", "mixers.2")
     assert compiled[1].source_lines == ("m.py:13",)
-    no_places = ModeResult(
+    no_places = OkMode(
         kernels=KernelCounts(per_step=1, table=(KernelRow(name="aten::mul", kind="cpu"),)),
         bytes=Bytes(read=0, written=0, source="modeled", method=""),
     )
@@ -262,7 +262,7 @@ def test_top_savings_rank_modules_by_saved_bytes():
 
 
 def test_no_module_tree_when_no_mode_recorded_modules():
-    bare = ModeResult(
+    bare = OkMode(
         kernels=KernelCounts(per_step=1, table=()),
         bytes=Bytes(read=0, written=0, sequence=(TensorIO("aten::mul", 1, 1),)),
     )

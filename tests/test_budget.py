@@ -32,7 +32,7 @@ from profreport.record.expectation import (
     dumps,
     parse,
 )
-from profreport.record.model import KernelCounts, KernelRow, ModeResult, Run
+from profreport.record.model import FailedMode, KernelCounts, KernelRow, ModeResult, OkMode, Run
 from profreport.render import html, markdown
 from profreport.render.budget import budget_markdown, budget_text, budget_view, row_line
 from tests.conftest import RECORDED_GATED_RUN
@@ -119,7 +119,7 @@ def test_generated_names_lose_their_graph_prefix_and_counter():
         return KernelRow(name=name, kind="cpu", calls=3, calls_per_step=1.0, time_us_per_step=1.0)
 
     table = (row("graph_0_cpp_fused_add_0"), row("graph_1_cpp_fused_add_3"), row("aten::mm"))
-    mode = ModeResult(kernels=KernelCounts(per_step=3, steps=3, table=table))
+    mode = OkMode(kernels=KernelCounts(per_step=3, steps=3, table=table))
     found = kernels_by_name(mode)
     assert {k: v.calls_per_step for k, v in found.items()} == {"aten::mm": 1, "cpp_fused_add": 2}
 
@@ -178,7 +178,7 @@ def test_tolerances_of_a_mode_override_the_files_key_by_key():
 def test_a_mode_expected_ok_that_failed_is_a_breach_and_the_reverse_is_reported():
     run = _run("relu_block")
     budget = expectation_of(run)
-    failed = run.modes["compile"].adding(status="failed", error="RuntimeError: broke")
+    failed = run.modes["compile"].recast(FailedMode, error="RuntimeError: broke")
     check = check_budget(budget, _with_mode(run, "compile", failed), "b")
     (breach,) = check.breaches
     assert (breach.kind, breach.expected, breach.actual, breach.error) == (

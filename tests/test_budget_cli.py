@@ -146,7 +146,7 @@ def test_a_run_without_latency_timing_never_times_and_says_why(monkeypatch):
         raise AssertionError("timed")
 
     monkeypatch.setattr(pipeline, "measure_latency", never)
-    modes = {"eager": pipeline.ModeResult(), "compile": pipeline.ModeResult()}
+    modes = {"eager": pipeline.OkMode(), "compile": pipeline.OkMode()}
     stage = pipeline.TimingStage(dict(modes), dict.fromkeys(modes), lambda: None)
     options = api.run_options(["eager", "compile"], time_latency=False)
     pipeline._time_modes(stage, (), None, options, lambda _msg: None)

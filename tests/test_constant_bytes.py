@@ -18,7 +18,7 @@ from torch._inductor.virtualized import V
 
 from profreport.analysis.bytes_model import model_from_inductor_nodes
 from profreport.capture.inductor_sizes import NodeSizes, node_buffer_bytes
-from profreport.record import ModeResult
+from profreport.record import OkMode
 from profreport.render.viewmodel import _compiler_view
 
 F32, I64 = 4, 8
@@ -158,7 +158,7 @@ def test_the_report_names_constant_lookups_apart():
         "indirect_reads": [r.to_json() for r in sizes.indirect_reads],
     }
     summary = _compiler_view(
-        ModeResult.from_json({"compiler": {"inductor_nodes": [node]}, "kernels": {"table": []}})
+        OkMode.from_json({"compiler": {"inductor_nodes": [node]}, "kernels": {"table": []}})
     )["inductor_summary"]
     assert (
         "1 graph constant access(es) through an index tensor modeled as the elements touched "

@@ -18,7 +18,7 @@ from profreport.capture import cuda_context
 from profreport.capture.timing import TimingConfig
 from profreport.modes import PreparedMode, mode_for
 from profreport.record import Run, load
-from profreport.record.model import ModeResult
+from profreport.record.model import OkMode
 from tests.conftest import FAST, run_dir_in
 
 ILLEGAL = "CUDA error: an illegal memory access was encountered"
@@ -61,7 +61,7 @@ def test_clean_up_that_raises_is_recorded_not_raised(monkeypatch):
 
     monkeypatch.setattr(mode_for("compile"), "reset_after_failure", reset)
     monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
-    entry = pipeline._mark_failed(ModeResult(status="ok"), "compile", _illegal_address(), CUDA)
+    entry = pipeline._mark_failed(OkMode(), "compile", _illegal_address(), CUDA)
 
     assert entry.status == "failed"
     assert entry.error == f"AcceleratorError: {ILLEGAL}"
@@ -81,9 +81,7 @@ def test_clean_up_still_runs_every_step(monkeypatch):
 
     monkeypatch.setattr(mode_for("compile"), "reset_after_failure", reset)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
-    entry = pipeline._mark_failed(
-        ModeResult(status="ok"), "compile", RuntimeError("CUDA out of memory"), CUDA
-    )
+    entry = pipeline._mark_failed(OkMode(), "compile", RuntimeError("CUDA out of memory"), CUDA)
     assert calls == ["reset", "empty_cache"]
     assert entry.error_full is not None
     assert entry.error_full.endswith("raised too: RuntimeError: dynamo reset failed")
@@ -143,7 +141,7 @@ def test_generate_after_an_illegal_address_writes_the_report(
 
 
 def _stage(prepared: dict[str, PreparedMode]) -> pipeline.TimingStage:
-    modes = {name: ModeResult(status="ok") for name in prepared}
+    modes = {name: OkMode() for name in prepared}
     return pipeline.TimingStage(modes, prepared, lambda: None)
 
 

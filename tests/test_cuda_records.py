@@ -115,7 +115,7 @@ def test_an_nnc_kernel_takes_its_fusion_groups_bytes_and_gets_a_floor():
     run = _run("gated-residual")
     for name in ("script", "trace"):
         mode = run.modes[name]
-        (row,) = mode.ok_kernels.table
+        (row,) = mode.kernels.table
         assert row.name == "fused_sigmoid_tanh_mul_mul_add_relu_sub"
         assert (row.bytes_read, row.bytes_written) == (512 * MiB, 256 * MiB)
         assert row.bound == "memory"
@@ -138,5 +138,5 @@ def test_each_cuda_record_renders(label):
     assert "NVIDIA H200" in page
     for name, mode in run.modes.items():
         if mode.status == "ok" and name != "eager":
-            eager = run.modes["eager"].ok_kernels.per_step
-            assert f"| {name} | ok | {eager} → {mode.ok_kernels.per_step} (launches" in md, name
+            eager = run.modes["eager"].kernels.per_step
+            assert f"| {name} | ok | {eager} → {mode.kernels.per_step} (launches" in md, name

@@ -73,7 +73,7 @@ def test_why_not_fused_rows_are_distinct_and_count_their_repeats(llama):
 
 
 def test_a_folded_row_names_every_module_it_stands_for():
-    from profreport.record.model import FusionGroup, FusionMap, ModeResult, WhyNotFused
+    from profreport.record.model import FusionGroup, FusionMap, OkMode, WhyNotFused
     from profreport.render.viewmodel import _fusion_rows
     from profreport.render.why_view import why_rows
 
@@ -94,7 +94,7 @@ def test_a_folded_row_names_every_module_it_stands_for():
             source_lines=("model.py:13",),
         )
 
-    mode = ModeResult(
+    mode = OkMode(
         status="ok",
         why_not_fused=(why(0), why(1)),
         fusion=FusionMap(groups=(group(0), group(1))),

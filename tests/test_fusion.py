@@ -12,7 +12,7 @@ from profreport.capture.opio import record_tensor_io
 from profreport.models import load_model
 from profreport.pipeline import RunOptions, RunSetup, collect_run
 from profreport.record import load
-from profreport.record.model import InductorNode, ModeResult, ScriptFusionGroup, TensorIO
+from profreport.record.model import InductorNode, OkMode, ScriptFusionGroup, TensorIO
 from tests.conftest import generate_run
 
 F32 = 4
@@ -339,7 +339,7 @@ def test_kernel_rows_take_their_operations_bytes():
             ]
         },
     }
-    a, b, c = (row.to_json() for row in kernel_bytes(ModeResult.from_json(mode)))
+    a, b, c = (row.to_json() for row in kernel_bytes(OkMode.from_json(mode)))
     assert (a["bytes_read"], a["bytes_written"], a["bytes_op"], a["bytes_shared_by"]) == (
         300,
         100,

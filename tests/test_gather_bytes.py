@@ -11,7 +11,7 @@ from profreport.analysis.bytes_model import model_from_inductor_nodes, model_fro
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.modes import prepare_mode
-from profreport.record import ModeResult
+from profreport.record import OkMode
 from profreport.render.viewmodel import _compiler_view
 from tests.independent_bytes import GatherAwareReads
 
@@ -184,7 +184,7 @@ def test_compiled_lookup_fused_into_layer_norm_counts_rows_not_the_table():
     assert table.scheduler_bytes == 102_400_000  # what Inductor's sizing gave the fused node
     assert table.counted_bytes == 4 * 64 * 512 * F32
     summary = _compiler_view(
-        ModeResult.from_json(
+        OkMode.from_json(
             {"compiler": {"inductor_nodes": [n.to_json() for n in nodes]}, "kernels": {"table": []}}
         )
     )["inductor_summary"]
@@ -282,7 +282,7 @@ def test_fused_kernel_reading_a_slice_counts_the_slice_not_the_buffer():
     assert table.full_bytes == table.scheduler_bytes == 1024 * 64 * F32
     assert table.counted_bytes == 128 * 64 * F32
     summary = _compiler_view(
-        ModeResult.from_json(
+        OkMode.from_json(
             {"compiler": {"inductor_nodes": [n.to_json() for n in nodes]}, "kernels": {"table": []}}
         )
     )["inductor_summary"]

@@ -18,7 +18,7 @@ from profreport import cli, env, files, pipeline
 from profreport.capture.timing import TimingConfig, TimingFailed, measure_latency
 from profreport.modes import PreparedMode
 from profreport.record import load
-from profreport.record.model import ModeResult
+from profreport.record.model import OkMode
 from tests.conftest import FAST, run_dir_in
 
 REPO = Path(__file__).resolve().parent.parent
@@ -360,7 +360,7 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
         "eager": PreparedMode("eager", lambda x: x + 1),
         "trace": PreparedMode("trace", oom),
     }
-    modes = {"eager": ModeResult(status="ok"), "trace": ModeResult(status="ok")}
+    modes = {"eager": OkMode(), "trace": OkMode()}
     options = pipeline.RunOptions(
         timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
     )

@@ -143,7 +143,7 @@ def test_a_mode_that_matches_passes_and_the_report_says_so(monkeypatch):
 
 
 def test_view_model_of_output_checks_and_of_an_old_record():
-    from profreport.record import ModeResult, Run
+    from profreport.record import OkMode, Run
     from profreport.render.viewmodel import build_view, output_check_view
 
     differs = {
@@ -157,18 +157,17 @@ def test_view_model_of_output_checks_and_of_an_old_record():
             "note": "tensor 1: dtype float64, eager's float32",
         }
     }
-    assert output_check_view("compile", ModeResult.from_json(differs)) == {
+    assert output_check_view("compile", OkMode.from_json(differs)) == {
         "state": "DIFFERS",
         "text": "DIFFERS: max abs err 0.5, rel 0.12 (rtol 0.0001, atol 1e-05; 2 tensors)",
         "differs": True,
         "note": "tensor 1: dtype float64, eager's float32",
     }
     assert (
-        output_check_view("eager", ModeResult.from_json({"output_check": None}))["text"]
-        == "reference"
+        output_check_view("eager", OkMode.from_json({"output_check": None}))["text"] == "reference"
     )
     # a record from before
-    assert output_check_view("trace", ModeResult.from_json({}))["text"] == "not checked"
+    assert output_check_view("trace", OkMode.from_json({}))["text"] == "not checked"
 
     repr_error = (
         "RuntimeError: Tracer cannot infer type of Out(x=tensor([[1.0, 2.0],\n [3.0, 4.0]]))"

@@ -20,7 +20,7 @@ from profreport.modes import PreparedMode
 from profreport.modes.cudagraphs import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernel_counts
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import OkMode, Run
 from profreport.traceio import load_trace
 from tests.counter_trace import x_event
 
@@ -148,10 +148,10 @@ def test_export_counts_the_weights_it_holds_as_constants_like_compile():
 def test_export_verdict_names_the_package_size_and_build_time():
     entry = {"compiler": {"package_bytes": 3 * 2**20, "aot_build_s": 12.34, "export_s": 0.056}}
     assert (
-        package_clause(ModeResult.from_json(entry))
+        package_clause(OkMode.from_json(entry))
         == "AOTInductor package 3.00 MiB, built in 12.3 s (export 0.06 s)"
     )
-    assert package_clause(ModeResult.from_json({"compiler": {}})) == ""
+    assert package_clause(OkMode.from_json({"compiler": {}})) == ""
 
 
 class GraphBreak(nn.Module):
@@ -224,20 +224,18 @@ def test_compile_cudagraphs_reports_one_graph_launch_replaying_many_kernels(tmp_
     }
     k = entry["kernels"]
     assert (k["per_step"], k["launches"], k["graph_launches"], k["memcpy"]) == (4, 1, 1, 1)
-    assert cuda_graph_evidence(ModeResult.from_json(entry)) == (
+    assert cuda_graph_evidence(OkMode.from_json(entry)) == (
         "4 kernel(s)/step from 1 launch call(s), 1 of them CUDA graph launch(es): "
         "3 launch call(s)/step saved against one launch per kernel"
     )
     entry["fusion"] = {"groups": []}
-    verdict = modes.get_mode("compile-cudagraphs").fusion_evidence(
-        ModeResult.from_json(entry), Run()
-    )
+    verdict = modes.get_mode("compile-cudagraphs").fusion_evidence(OkMode.from_json(entry), Run())
     assert verdict.endswith("3 launch call(s)/step saved against one launch per kernel")
 
 
 def test_a_compile_run_without_graph_launches_says_so():
     entry = {"kernels": {"per_step": 5, "launches": 5, "graph_launches": 0}}
-    assert cuda_graph_evidence(ModeResult.from_json(entry)) == (
+    assert cuda_graph_evidence(OkMode.from_json(entry)) == (
         "no CUDA graph launch recorded (5 kernel(s), 5 launch(es)/step)"
     )
 

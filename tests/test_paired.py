@@ -12,7 +12,7 @@ import pytest
 from profreport.analysis import paired
 from profreport.analysis.verdict import _latency_clause
 from profreport.capture import noise
-from profreport.record.model import MachineLoad, ModeResult, Speedup
+from profreport.record.model import MachineLoad, OkMode, Speedup
 
 QUIET = MachineLoad(other_busy_share=0.01)
 
@@ -158,7 +158,7 @@ def test_busy_machine_makes_a_small_effect_inconclusive():
     assert guard.tripped
     why = sp["compile"].inconclusive
     assert why.startswith("other processes used 30% of the machine's CPU time")
-    clause = _latency_clause(ModeResult(speedup_vs_eager=sp["compile"]))
+    clause = _latency_clause(OkMode(speedup_vs_eager=sp["compile"]))
     assert clause.startswith("latency inconclusive: other processes used 30%")
     assert "faster" not in clause and "slower" not in clause
 
@@ -301,7 +301,7 @@ def test_a_tight_interval_with_scattered_rounds_is_not_beyond_noise():
 def test_verdict_keeps_a_direction_beyond_the_band_and_says_so():
     sp = {"median": 3.0, "ci95": [2.5, 3.5], "noise": "other processes used 50%"}
     assert _latency_clause(
-        ModeResult.from_json({"speedup_vs_eager": {**sp, "inconclusive": None}})
+        OkMode.from_json({"speedup_vs_eager": {**sp, "inconclusive": None}})
     ) == ("3.00x faster than eager (95% CI 2.50-3.50, beyond the noise band)")
 
 
@@ -318,7 +318,7 @@ def test_a_difference_inside_the_timers_resolution_is_not_called():
 
     def clause(lo, median, hi):
         sp = {"median": median, "ci95": [lo, hi], "inconclusive": None}
-        return _latency_clause(ModeResult.from_json({"speedup_vs_eager": sp}))
+        return _latency_clause(OkMode.from_json({"speedup_vs_eager": sp}))
 
     assert clause(1.002, 1.005, 1.008) == (
         "latency within 1%, the paired timer's A/A resolution (speedup 1.005, 95% CI 1.002-1.008)"

@@ -21,6 +21,7 @@ from profreport.record.model import (
     KernelRow,
     KernelTime,
     ModeResult,
+    OkMode,
     ProfilerCost,
     Run,
     StepTime,
@@ -161,7 +162,7 @@ def _mode(light: bool) -> ModeResult:
                 KernelTime(name="aten::gelu", calls=4.0, time_us=24.0, events=0.0),
             ),
         )
-    return ModeResult(
+    return OkMode(
         kernels=KernelCounts(per_step=7, table=rows),
         bytes=Bytes(read=0, written=0, source="modeled", method="", sequence=tuple(seq)),
         time_breakdown=breakdown,
@@ -252,7 +253,7 @@ def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profil
         "eager": PreparedMode("eager", fn=lambda t: t * 2),
         "trace": PreparedMode("trace", fn=broken),
     }
-    modes = {name: ModeResult(status="ok") for name in prepared}
+    modes = {name: OkMode() for name in prepared}
     assert collector._light_pass(modes, prepared, None) is None
     assert (modes["trace"].status, modes["trace"].error) == (
         "failed",

@@ -5,6 +5,7 @@ order of its keys means nothing (declared fields in declaration order, then unkn
 import dataclasses
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,17 @@ import pytest
 from profreport.record import (
     SCHEMA,
     Bytes,
+    FailedMode,
     KernelCounts,
-    ModeResult,
+    OkMode,
     RecordError,
     Run,
+    SkippedMode,
     dumps,
     load_run,
     parse,
 )
+from profreport.record.section import DocumentError
 
 BEFORE = Path(__file__).parent / "data" / "run1_simple_cpu_before.json.gz"
 
@@ -36,7 +40,7 @@ def test_a_run1_record_from_before_loads_with_attributes(document):
     assert run.model.inputs[0].shape == (8, 32, 56, 56)
     assert list(run.modes) == ["eager", "script", "trace", "optimize", "compile"]
     compile_ = run.mode("compile")
-    assert isinstance(compile_, ModeResult) and compile_.ok
+    assert isinstance(compile_, OkMode) and compile_.status == "ok"
     assert isinstance(compile_.kernels, KernelCounts) and compile_.kernels.per_step == 3
     assert isinstance(compile_.bytes, Bytes)
     assert compile_.bytes.traffic == compile_.bytes.read + compile_.bytes.written == 24305920
@@ -103,14 +107,49 @@ def test_a_failed_mode_has_only_what_was_recorded():
     }
     run = parse(doc)
     trace = run.mode("trace")
-    assert (trace.ok, trace.error, trace.kernels, trace.bytes) == (
-        False,
+    assert (type(trace), trace.error, trace.kernels, trace.bytes) == (
+        FailedMode,
         "RuntimeError: no",
         None,
         None,
     )
     assert trace.has("error") and not trace.has("kernels")
     assert run.to_json() == doc
+
+
+def test_each_mode_is_read_as_the_class_its_status_names(document):
+    modes = dict(document["modes"])
+    modes["script"] = {"status": "failed", "error": "RuntimeError: no"}
+    modes["trace"] = {"status": "skipped", "error": "needs a GPU"}
+    run = parse({**document, "modes": modes})
+    kinds = {name: type(mode) for name, mode in run.modes.items()}
+    assert kinds == {
+        "eager": OkMode,
+        "script": FailedMode,
+        "trace": SkippedMode,
+        "optimize": OkMode,
+        "compile": OkMode,
+    }
+    assert list(run.ok_modes) == ["eager", "optimize", "compile"]
+    assert run.to_json()["modes"] == modes  # the same keys written back
+
+
+def test_an_unknown_status_is_refused_in_one_line_naming_it(document):
+    modes = {**document["modes"], "eager": {**document["modes"]["eager"], "status": "fine"}}
+    wrong = {**document, "modes": modes}
+    found = 'expected one of ok, failed, skipped, found "fine"'
+    with pytest.raises(RecordError, match=re.escape(f"modes.eager.status: {found}")):
+        parse(wrong)
+    with pytest.raises(DocumentError, match=re.escape(f"status: {found}")):
+        Run.from_json(wrong)  # even unchecked: no class to read it as
+
+
+def test_a_mode_recast_as_failed_keeps_its_evidence_and_says_failed(document):
+    ran = parse(document).mode("compile")
+    failed = ran.recast(FailedMode, error="RuntimeError: later")
+    assert isinstance(failed, FailedMode) and failed.status == "failed"
+    assert failed.kernels == ran.kernels and failed.error == "RuntimeError: later"
+    assert failed.to_json() == {**ran.to_json(), "status": "failed", "error": "RuntimeError: later"}
 
 
 def test_a_document_that_is_not_a_run_record_is_refused():

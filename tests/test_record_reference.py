@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from profreport.record.model import ModeResult
+from profreport.record.model import ModeEntry, OkMode
 from profreport.record.reference import reference_markdown, section_markdown
 
 PAGE = Path(__file__).parent.parent / "docs" / "record.md"
@@ -13,10 +13,14 @@ def test_the_checked_in_record_reference_is_up_to_date():
 
 
 def test_a_section_table_names_type_requirement_and_the_declarations_comment():
-    table = section_markdown(ModeResult)
+    table = section_markdown(ModeEntry)
     assert "| `status` | one of `ok`, `failed`, `skipped` | yes |" in table
-    assert "| `kernels` | [KernelCounts](#kernelcounts) or null | when status is ok |" in table
+    assert "| `kernels` | [KernelCounts](#kernelcounts) or null |  |" in table
     assert "absent when the mode failed while timed" in table  # the comment beside latency_ms
+    ok = section_markdown(OkMode)  # what a mode that ran adds to every mode's fields
+    assert "Every field of [ModeEntry](#modeentry), and:" in ok
+    assert "| `kernels` | [KernelCounts](#kernelcounts) | yes |" in ok
+    assert "latency_ms" not in ok
 
 
 def test_the_checked_in_expectation_reference_is_up_to_date():

@@ -12,7 +12,7 @@ from profreport.analysis.derive import derive, derived_run, with_findings
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
-from profreport.record.model import Ceilings, Latency, ModeResult
+from profreport.record.model import Ceilings, Latency, OkMode
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -93,8 +93,8 @@ def _row(name, read, written, time_us, flops=None, op=None, shared=1, calls=1.0)
 def attach_roofline(mode: dict, roofs, eager: dict | None = None):
     """kernel_roofline over a mode written as JSON: its rows get the fields in place (what these
     tests check), and the floor is returned."""
-    typed_eager = ModeResult.from_json(eager) if eager is not None else None
-    found = kernel_roofline(ModeResult.from_json(mode), roofs, typed_eager)
+    typed_eager = OkMode.from_json(eager) if eager is not None else None
+    found = kernel_roofline(OkMode.from_json(mode), roofs, typed_eager)
     if found is None:
         return None
     for row, typed in zip(mode["kernels"]["table"], found.rows, strict=True):
@@ -271,12 +271,12 @@ def test_a_live_run_whose_median_beats_its_floor_measures_the_ceilings_again():
         return Ceilings.from_json(_ceilings())
 
     as_read = derive_findings(evidence)  # no remeasure (a record read back): flagged, kept
-    assert {m.roofline.consistent for m in as_read.modes.values() if m.ok} == {False}
+    assert {m.roofline.consistent for m in as_read.ok_modes.values()} == {False}
     progress: list[str] = []
     live = derive_findings(evidence, remeasure=again, progress=progress.append)
     assert seen == [1e8] and progress[0].startswith("a median beat its floor")
     assert live.ceilings.memory_bandwidth.value == 10e9
-    assert {m.roofline.consistent for m in live.modes.values() if m.ok} == {True}
+    assert {m.roofline.consistent for m in live.ok_modes.values()} == {True}
     # a run whose medians sit above their floors is not measured again
     assert derive_findings(evidence_of(live), remeasure=again).ceilings == live.ceilings
     assert seen == [1e8]

@@ -111,12 +111,19 @@ def test_both_accept_another_tools_keys_and_a_mode_that_did_not_run():
 
 
 def test_the_schema_describes_fields_from_their_declarations():
-    mode = json_schema(Run)["$defs"]["ModeResult"]
+    defs = json_schema(Run)["$defs"]
+    mode = defs["ModeEntry"]
     assert mode["properties"]["latency_ms"]["description"].startswith("absent when the mode")
     assert mode["properties"]["verdict"]["description"] == "finding"
     assert mode["properties"]["status"] == {"enum": ["ok", "failed", "skipped"]}
-    (rule,) = mode["allOf"]  # kernels and bytes: when the status is ok
-    assert rule["then"]["required"] == ["kernels", "bytes"]
+    # a mode is one of three classes, told apart by its status; one that ran has its counts
+    variants = defs["Run"]["properties"]["modes"]["additionalProperties"]["oneOf"]
+    assert [v["$ref"].split("/")[-1] for v in variants] == ["OkMode", "FailedMode", "SkippedMode"]
+    ok = defs["OkMode"]
+    assert ok["allOf"] == [{"$ref": "#/$defs/ModeEntry"}]
+    assert ok["properties"]["status"] == {"enum": ["ok"]}
+    assert ok["required"] == ["status", "kernels", "bytes"]
+    assert defs["FailedMode"]["required"] == ["status"]
 
 
 def test_a_points_request_and_result_validate(tmp_path):

@@ -17,7 +17,7 @@ from profreport.analysis.derive import derived_run, with_findings
 from profreport.analysis.profiler_cost import median_step
 from profreport.analysis.speedup_breakdown import AGREE_SHARE, bytes_credit_us, time_findings
 from profreport.modes import mode_analyses
-from profreport.record.model import Ceilings, ModeResult, Run, TimeBreakdown
+from profreport.record.model import Ceilings, ModeResult, OkMode, Run, TimeBreakdown
 
 DATA = Path(__file__).parent / "data"
 GB = 1e9
@@ -95,7 +95,7 @@ def _mode(
         doc["latency_ms"] = {"median": timed_ms, "p10": timed_ms, "p90": timed_ms}
     if speedup is not None:
         doc["speedup_vs_eager"] = {"median": speedup[0], "ci95": list(speedup[1:])}
-    return ModeResult.from_json(doc)
+    return OkMode.from_json(doc)
 
 
 def _ceilings(bandwidth: float) -> Ceilings:
@@ -226,9 +226,7 @@ def test_without_ceilings_or_comparable_bytes_the_bytes_share_is_unknown():
         f.detail
     )
     partial = _light_mode((1.667, 1.5, 1.9))
-    partial = partial.adding(
-        bytes=partial.ok_bytes.adding(not_modeled=("prim::mkldnn_convolution",))
-    )
+    partial = partial.adding(bytes=partial.bytes.adding(not_modeled=("prim::mkldnn_convolution",)))
     g = time_findings("compile", partial, LIGHT_EAGER, _ceilings(20 * GB))
     assert g is not None and g.bytes_saved is None and g.bytes_credit_us is None
     assert g.detail is not None and "modeled traffic not comparable" in g.detail
@@ -241,7 +239,7 @@ def test_ops_the_profiler_cannot_see_are_inferred_kernel_time_not_host_overhead(
     true.update(dispatch_us=10.0, wrapper_us=700.0, python_us=40.0)
     events = {"op": 2, "dispatch": 2, "wrapper": 6, "python": 1}
     mode = _mode([_profiled(true, events)] * 5, 100_000_000, speedup=(2.0, 1.9, 2.1), cost=COST)
-    mode = mode.adding(kernels=mode.ok_kernels.adding(unrecorded=("prim::mkldnn_convolution",)))
+    mode = mode.adding(kernels=mode.kernels.adding(unrecorded=("prim::mkldnn_convolution",)))
     f = time_findings("optimize", mode, LIGHT_EAGER, None)
     assert f is not None
     assert f.inferred_ops == ("prim::mkldnn_convolution",) and f.inferred_us == 700.0
@@ -266,7 +264,7 @@ def test_eager_gets_its_bound_only_and_old_records_get_nothing():
     f = time_findings("eager", LIGHT_EAGER, LIGHT_EAGER, _ceilings(20 * GB))
     assert f is not None and f.clause == "" and f.saved_us is None and f.bound
     assert f.profiler_cost_us == 2005.0 and f.steps == 5
-    old = ModeResult.from_json({"status": "ok"})
+    old = OkMode.from_json({"status": "ok"})
     assert time_findings("compile", old, EAGER, None) is None
 
 

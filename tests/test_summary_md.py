@@ -104,9 +104,9 @@ def test_a_recorded_decoder_lm_summary_fits_with_its_headline_visible():
     visible = outside_details(md)
     assert len(visible) <= VISIBLE_CHARS and len(md) < TOTAL_CHARS
     rows = [line for line in visible.splitlines() if line.startswith("| ")]
-    eager = run.modes["eager"].ok_kernels.per_step
+    eager = run.modes["eager"].kernels.per_step
     for name, row in zip(["eager", "trace", "compile"], rows[1:], strict=True):
-        kernels = run.modes[name].ok_kernels.per_step
+        kernels = run.modes[name].kernels.per_step
         expected = str(eager) if name == "eager" else f"{eager} → {kernels}"
         assert row.startswith(f"| {name} | ok | {expected} |"), row
     # compile's 58 why-not-fused entries are 34 rows (one per layer-alike entry), + trace's one

@@ -14,7 +14,7 @@ import pytest
 from profreport.cli import main
 from profreport.modes import mode_analyses
 from profreport.record import load
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import OkMode, Run
 from profreport.sweep import document, render, summary
 from profreport.sweep.compare import compare_sweeps
 from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
@@ -106,7 +106,7 @@ def test_config_file(tmp_path):
 
 def test_peak_memory_is_read_only_where_recorded():
     def peak(entry):
-        return peak_memory_bytes(ModeResult.from_json(entry))
+        return peak_memory_bytes(OkMode.from_json(entry))
 
     assert peak({"status": "ok"}) is None  # a record from before peak memory
     assert peak({"peak_memory": {"bytes": 2048, "source": "profiler", "scope": "call"}}) == 2048

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from profreport.record.model import FusionGroup, KernelRow, ModeResult, TensorIO
+from profreport.record.model import FusionGroup, KernelRow, OkMode, TensorIO
 
 ROOT_LABEL = "(model)"
 
@@ -50,14 +50,11 @@ def _places(calls: Sequence[TensorIO]) -> tuple[tuple[str, ...], tuple[str, ...]
     return modules, lines
 
 
-def kernel_places(mode: ModeResult) -> tuple[KernelRow, ...]:
+def kernel_places(mode: OkMode) -> tuple[KernelRow, ...]:
     """The kernel rows of `mode` (after kernel_bytes) with `modules` and `source_lines` where the
     mode recorded them; rows with no recorded place keep None ("not recorded")."""
-    if mode.kernels is None:
-        raise ValueError("kernel places need a mode with a kernel table")
-    sequence = mode.bytes.sequence if mode.bytes is not None else ()
     by_op: dict[str, list[TensorIO]] = {}
-    for call in sequence:
+    for call in mode.bytes.sequence:
         if call.module is not None:
             by_op.setdefault(call.op.removeprefix("extern "), []).append(call)
     by_kernel: dict[str, list[FusionGroup]] = {}

@@ -26,7 +26,7 @@ from profreport.record.expectation import (
     ModeExpectation,
     Tolerances,
 )
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import ModeResult, OkMode, Run
 
 BreachKind = Literal[
     "status", "kernels per step", "bytes per step", "fused group", "kernel", "speedup"
@@ -201,18 +201,18 @@ def _check_mode(name: str, e: ModeExpectation, m: ModeResult, allowed: Allowed) 
     if e.status != "ok":
         note = (
             f"runs now; the file expects it {e.status} (--update-expect records its counts)"
-            if m.ok
+            if isinstance(m, OkMode)
             else ""
         )
         return ModeCheck(name, "within budget", note=note)
-    if not m.ok:
+    if not isinstance(m, OkMode):
         breach = Breach(name, "status", "status", "ok", m.status, error=m.error)
         return ModeCheck(name, "over budget", (breach,))
     changes = kernel_changes(dict(e.kernels or {}), kernels_by_name(m))
     where = _places(changes)
     counted: tuple[tuple[BreachKind, int, int, Callable[[int, int, float], bool]], ...] = (
-        ("kernels per step", e.kernels_per_step or 0, m.ok_kernels.per_step, _over_count),
-        ("bytes per step", e.bytes_per_step or 0, m.ok_bytes.traffic, _over_pct),
+        ("kernels per step", e.kernels_per_step or 0, m.kernels.per_step, _over_count),
+        ("bytes per step", e.bytes_per_step or 0, m.bytes.traffic, _over_pct),
     )
     tolerance: dict[BreachKind, float] = {
         "kernels per step": allowed.kernels_per_step,

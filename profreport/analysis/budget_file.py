@@ -22,7 +22,7 @@ from profreport.record.expectation import (
     ModeExpectation,
     Tolerances,
 )
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import ModeResult, OkMode, Run
 
 
 def kernel_key(name: str) -> str:
@@ -43,7 +43,7 @@ def _per_step(x: float) -> float:
     return int(rounded) if rounded.is_integer() else rounded
 
 
-def kernels_by_name(mode: ModeResult) -> dict[str, KernelExpectation]:
+def kernels_by_name(mode: OkMode) -> dict[str, KernelExpectation]:
     """A mode's kernel table by budget name (kernel_key), calls per step summed, sorted."""
     calls: dict[str, float] = {}
     places: dict[str, list[tuple[str, ...]]] = {}
@@ -57,7 +57,7 @@ def kernels_by_name(mode: ModeResult) -> dict[str, KernelExpectation]:
     }
 
 
-def fused_groups(mode: ModeResult) -> dict[str, FusedGroupExpectation]:
+def fused_groups(mode: OkMode) -> dict[str, FusedGroupExpectation]:
     """A mode's fused groups (its fusion map's groups where one kernel computes several eager
     calls) by their eager ops, counted per forward, sorted."""
     found: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {}
@@ -78,12 +78,12 @@ def fused_groups(mode: ModeResult) -> dict[str, FusedGroupExpectation]:
 def mode_expectation(mode: ModeResult) -> ModeExpectation:
     """What a run's mode (with findings) puts in the file: its status and, when it ran, its
     counts; nothing a person sets."""
-    if not mode.ok:
+    if not isinstance(mode, OkMode):
         return ModeExpectation(status=mode.status)
     return ModeExpectation(
         status="ok",
-        kernels_per_step=mode.ok_kernels.per_step,
-        bytes_per_step=mode.ok_bytes.traffic,
+        kernels_per_step=mode.kernels.per_step,
+        bytes_per_step=mode.bytes.traffic,
         fused_groups=fused_groups(mode),
         kernels=kernels_by_name(mode),
     )

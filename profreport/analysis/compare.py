@@ -46,7 +46,7 @@ from profreport.record.model import (
     KernelCounts,
     Latency,
     MachineLoad,
-    ModeResult,
+    OkMode,
     PeakMemory,
     Run,
     Section,
@@ -307,15 +307,10 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     return f"{mode}: {text}"
 
 
-def _measured(mode: ModeResult, name: str) -> tuple[KernelCounts, Bytes]:
-    """An ok mode's kernel counts and modeled bytes (a validated record always has both)."""
-    if mode.kernels is None or mode.bytes is None:
-        raise CompareError(f"mode {name!r} is ok but its record has no kernel counts or bytes")
-    return mode.kernels, mode.bytes
-
-
 def _mode_metrics(
     name: str,
+    b: OkMode,
+    h: OkMode,
     base: Run,
     head: Run,
     thresholds: Thresholds,
@@ -323,15 +318,12 @@ def _mode_metrics(
     load: MachineLoad | None,
     machine: MachineChange | None,
 ) -> list[MetricChange]:
-    b, h = base.mode(name), head.mode(name)
-    b_kernels, b_bytes = _measured(b, name)
-    h_kernels, h_bytes = _measured(h, name)
     noise = [f"base: {r}" for r in record_noise(base, name)]
     noise += [f"head: {r}" for r in record_noise(head, name)]
     return [
-        _kernels(b_kernels, h_kernels, thresholds.max_kernel_increase),
-        _launches(b_kernels, h_kernels),
-        _bytes(b_bytes, h_bytes, thresholds.max_bytes_increase_pct),
+        _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
+        _launches(b.kernels, h.kernels),
+        _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
         _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
         _latency(
             b.latency_ms,
@@ -396,8 +388,10 @@ def compare_runs(
         b, h = base.mode(name), head.mode(name)
         metrics: list[MetricChange] = []
         kernels = None
-        if b.ok and h.ok:
-            metrics = _mode_metrics(name, base, head, thresholds, resamples, paired_load, machine)
+        if isinstance(b, OkMode) and isinstance(h, OkMode):
+            metrics = _mode_metrics(
+                name, b, h, base, head, thresholds, resamples, paired_load, machine
+            )
             kernels = mode_kernel_diff(name, b, h)
             regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [
@@ -405,7 +399,7 @@ def compare_runs(
                 for m in metrics
                 if m.regression
             ]
-        elif b.ok and thresholds.any_set:
+        elif isinstance(b, OkMode) and thresholds.any_set:
             # A mode that worked and now does not is worse than any number: gate on it too.
             error = h.error or h.status
             regressions.append(Regression(name, "status", f"{name}: was ok, now {error}"))

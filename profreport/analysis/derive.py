@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
@@ -40,7 +40,9 @@ from profreport.record.model import (
     FusionMap,
     KernelCounts,
     KernelRow,
+    ModeEntry,
     ModeResult,
+    OkMode,
     RooflineFloor,
     Run,
     WhyNotFused,
@@ -51,8 +53,9 @@ from profreport.text import error_line
 # Mode and kernel row fields that hold findings, not evidence (declared with `finding()`):
 # dropped before deriving, so nothing stale (an older release's fusion map or verdict) can leak
 # into today's analysis.
-FINDING_KEYS = ModeResult.finding_keys()
+FINDING_KEYS = ModeEntry.finding_keys()
 ROW_FINDING_FIELDS = KernelRow.finding_keys()
+_M = TypeVar("_M", bound=ModeEntry)
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,9 @@ class Findings:
         return self.modes[mode].verdict
 
 
-def _with_table(
-    mode: ModeResult, rows: Callable[[KernelCounts], Iterable[KernelRow]]
-) -> ModeResult:
-    """`mode` with its kernel table replaced by `rows(kernels)` (unchanged without kernels)."""
+def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -> _M:
+    """`mode` with its kernel table replaced by `rows(kernels)` (unchanged without kernels: a
+    mode that failed before it was profiled, or did not run)."""
     kernels = mode.kernels
     if kernels is None:
         return mode
@@ -91,7 +93,7 @@ def _with_table(
     )
 
 
-def _stripped(mode: ModeResult) -> ModeResult:
+def _stripped(mode: _M) -> _M:
     """`mode` without its stored findings (its own and its kernel rows')."""
     return _with_table(
         mode.without(*FINDING_KEYS), lambda k: (r.without(*ROW_FINDING_FIELDS) for r in k.table)
@@ -105,22 +107,7 @@ def evidence_of(record: Run | Mapping[str, Any]) -> Run:
     return dataclasses.replace(run, modes={n: _stripped(m) for n, m in run.modes.items()})
 
 
-def missing_evidence(mode: ModeResult | None) -> str | None:
-    """What a mode that ran lacks for its findings to be derived (a record written by another
-    tool): its kernel table or its modeled bytes; None when it has both, or did not run."""
-    if mode is None or not mode.ok:
-        return None
-    if mode.kernels is None:
-        return "a kernel table"
-    if mode.bytes is None:
-        return "modeled bytes"
-    return None
-
-
-Step = Callable[[ModeResult], ModeResult]
-
-
-def _derived(mode: ModeResult, finding: str, step: Step) -> ModeResult:
+def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
     """`step(mode)`: one finding of a mode. Once one of its findings has failed, the mode's
     later ones are not derived (each may read the one before, and a finding read off a missing
     one would be a wrong one). A step that raises is a profreport bug: recorded as the mode's
@@ -142,30 +129,30 @@ def _derived(mode: ModeResult, finding: str, step: Step) -> ModeResult:
 
 def _measured(
     name: str,
-    mode: ModeResult,
-    eager: ModeResult | None,
+    mode: OkMode,
+    eager: OkMode | None,
     roofs: Roofs | None,
     analyses: ModeAnalyses,
     ceilings: Ceilings | None,
-) -> ModeResult:
+) -> OkMode:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
     roofline and floor, and where its step time went (when the record has its breakdown)."""
     analysis = analysis_of(analyses, name)
 
-    def fusion(m: ModeResult) -> ModeResult:
+    def fusion(m: OkMode) -> OkMode:
         return m.adding(fusion=analysis.fusion_map(m, eager) if name != "eager" and eager else None)
 
-    def time(m: ModeResult) -> ModeResult:
+    def time(m: OkMode) -> OkMode:
         timing = time_findings(name, m, eager, ceilings)
         return m if timing is None else m.adding(time_findings=timing)
 
-    def roofline(m: ModeResult) -> ModeResult:
+    def roofline(m: OkMode) -> OkMode:
         found = kernel_roofline(m, roofs, None if name == "eager" else eager)
         if found is None:
             return m
         return _with_table(m, lambda _: found.rows).adding(roofline=found.floor)
 
-    steps: tuple[tuple[str, Step], ...] = (
+    steps: tuple[tuple[str, Callable[[OkMode], OkMode]], ...] = (
         ("fusion", fusion),
         ("kernel_bytes", lambda m: _with_table(m, lambda _: kernel_bytes(m))),
         ("kernel_places", lambda m: _with_table(m, lambda _: kernel_places(m))),
@@ -180,39 +167,28 @@ def _measured(
 def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     """The typed run with today's findings in place of the stored ones (each mode's `fusion`,
     `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
-    renderers and comparisons read. A mode that ran without the evidence its findings come from
-    (its own kernels and bytes, and eager's: a record written by another tool) keeps them as
-    stored: nothing is derived for it, nothing invented. A finding that raises is recorded as
-    the mode's `failed_finding` (see `_derived`; `failed_findings` lists them for the caller to
-    report). `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
+    renderers and comparisons read. A finding that raises is recorded as the mode's
+    `failed_finding` (see `_derived`; `failed_findings` lists them for the caller to report).
+    `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
-    stored = run.modes
-    eager = stored.get("eager")
-    eager_lacks = missing_evidence(eager)
-    baseline = _stripped(eager) if eager is not None and eager.ok else None
+    eager = run.modes.get("eager")
+    baseline = _stripped(eager) if isinstance(eager, OkMode) else None
     roofs = Roofs.from_record(run.ceilings)
-    kept = {
-        name
-        for name, mode in stored.items()
-        if missing_evidence(mode) is not None or (mode.ok and eager_lacks is not None)
+    modes: dict[str, ModeResult] = {
+        name: _measured(name, _stripped(mode), baseline, roofs, analyses, run.ceilings)
+        if isinstance(mode, OkMode)
+        else _stripped(mode)
+        for name, mode in run.modes.items()
     }
-    modes: dict[str, ModeResult] = {}
-    for name, mode in stored.items():
-        if name in kept:
-            modes[name] = mode
-        elif mode.ok:
-            modes[name] = _measured(name, _stripped(mode), baseline, roofs, analyses, run.ceilings)
-        else:
-            modes[name] = _stripped(mode)
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
     run = dataclasses.replace(run, modes=dict(modes))
     for name, mode in run.modes.items():
-        if name in kept:
-            continue
         analysis = analysis_of(analyses, name)
 
         def why(m: ModeResult, name: str = name, analysis: ModeAnalysis = analysis) -> ModeResult:
-            found = analysis.why_not_fused(m, run) if m.ok and name != "eager" else None
+            found = None
+            if isinstance(m, OkMode) and name != "eager":
+                found = analysis.why_not_fused(m, run)
             return m if found is None else m.adding(why_not_fused=tuple(found))
 
         def verdict(
@@ -264,7 +240,7 @@ def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
         found[name] = ModeFindings(
             verdict=mode.verdict or "",
             fusion=mode.fusion,
-            kernel_rows=mode.kernels.table if mode.ok and mode.kernels is not None else (),
+            kernel_rows=mode.kernels.table if isinstance(mode, OkMode) else (),
             why_not_fused=mode.why_not_fused,
             roofline=mode.roofline,
             failed=mode.failed_finding,

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from profreport.format import fmt_bytes
-from profreport.record.model import FusionGroup, ModeResult, Run
+from profreport.record.model import FusionGroup, OkMode, Run
 
 
 def _short(op: str) -> str:
@@ -47,7 +47,7 @@ def _fused_sets(fused: Sequence[FusionGroup]) -> str:
     return text
 
 
-def torchscript_evidence(mode: ModeResult, run: Run, kind: str) -> str:
+def torchscript_evidence(mode: OkMode, run: Run, kind: str) -> str:
     """TorchScript fusion groups (NNC, ...) in the optimized graph, or why there are none and
     what else makes its calls differ from eager's (`kind`: "traced" or "scripted")."""
     device = run.device.type
@@ -79,14 +79,14 @@ def _decomposed_clause(eager_ops: list[str]) -> str:
     )
 
 
-def _graph_differences(mode: ModeResult, run: Run, kind: str) -> str:
+def _graph_differences(mode: OkMode, run: Run, kind: str) -> str:
     """Why an unfused TorchScript graph runs other calls than eager: addmm split by
     DecomposeOps, and what the graph holds that eager's Python did not run (or the reverse)."""
     from profreport.analysis.fusion_optimize import dispatch_differences
     from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 
     eager = run.modes.get("eager")
-    if eager is None or not eager.ok or eager.bytes is None or mode.bytes is None:
+    if not isinstance(eager, OkMode):
         return ""
     eager_calls, mode_calls = eager.bytes.sequence, mode.bytes.sequence
     if not eager_calls or not mode_calls:
@@ -102,7 +102,7 @@ def _graph_differences(mode: ModeResult, run: Run, kind: str) -> str:
     return "; ".join(parts)
 
 
-def optimize_evidence(mode: ModeResult, run: Run) -> str:
+def optimize_evidence(mode: OkMode, run: Run) -> str:
     """What freeze + optimize_for_inference folded, fused, added or replaced; then what TorchScript
     itself changed (addmm run as mm + add), and how the graph it started from differs from eager."""
     from profreport.analysis import fusion_optimize as fo
@@ -164,7 +164,7 @@ def optimize_evidence(mode: ModeResult, run: Run) -> str:
     return "; ".join(parts)
 
 
-def inductor_evidence(mode: ModeResult, run: Run) -> str:
+def inductor_evidence(mode: OkMode, run: Run) -> str:
     """The eager ops each Inductor kernel fused, layout conversions, traffic saved, breaks."""
     groups = mode.fusion.groups if mode.fusion is not None else ()
     fused = [g for g in groups if g.counts_as_fused]

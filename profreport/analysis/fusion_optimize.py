@@ -42,7 +42,7 @@ from profreport.analysis.fusion import (
 from profreport.record.model import (
     FusionGroup,
     FusionMap,
-    ModeResult,
+    OkMode,
     ScriptFusionGroup,
     TensorIO,
 )
@@ -73,7 +73,7 @@ _LAYOUT_FAMILIES = frozenset({"to_mkldnn", "to_dense", "reorder_conv2d_weight"})
 _FOLDABLE = frozenset({"batch_norm", "dropout", "feature_dropout"})
 
 
-def graph_kind(mode: ModeResult) -> str:
+def graph_kind(mode: OkMode) -> str:
     """How the optimize mode's graph was made: "traced" when scripting failed, else "scripted"."""
     notes = (mode.compiler.notes if mode.compiler is not None else None) or ()
     return (

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from profreport.analysis.kernel_definitions import aoti_shim_op
-from profreport.record.model import KernelRow, KernelTraffic, ModeResult, ScriptFusionGroup
+from profreport.record.model import KernelRow, KernelTraffic, OkMode, ScriptFusionGroup
 
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
 _DISPATCH_NAME = {
@@ -51,7 +51,7 @@ def nnc_kernel_name(group: ScriptFusionGroup) -> str:
     return "_".join(["fused", *(op.split("::")[1] for op in group.ops if op.startswith("aten::"))])
 
 
-def _nnc_traffic(mode: ModeResult) -> dict[str, KernelTraffic]:
+def _nnc_traffic(mode: OkMode) -> dict[str, KernelTraffic]:
     """The modeled bytes of each NNC kernel name (groups of one name summed)."""
     groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
     found: dict[str, KernelTraffic] = {}
@@ -78,14 +78,12 @@ def _nnc_match(name: str, traffic: dict[str, KernelTraffic]) -> KernelTraffic | 
     return begun[0] if len(begun) == 1 else None
 
 
-def kernel_bytes(mode: ModeResult) -> tuple[KernelRow, ...]:
+def kernel_bytes(mode: OkMode) -> tuple[KernelRow, ...]:
     """The kernel rows of `mode` (in table order) with their modeled bytes: `bytes_read`,
     `bytes_written`, `bytes_op` and `bytes_shared_by`, and the operation's FLOPs (`flops`,
     `flops_per_byte`) where torch's flop counter has a formula; rows with no matching operation
     get None, never 0. Inductor's generated kernels take their bytes from the fusion map
-    (`per_kernel`). `mode` needs its kernel table and its bytes table."""
-    if mode.kernels is None or mode.bytes is None:
-        raise ValueError("kernel bytes need a mode with kernels and modeled bytes")
+    (`per_kernel`)."""
     ops = {r.op: r for r in mode.bytes.table}
     # compile's library calls are recorded as "extern <op>": findable by the op's own name.
     ops.update({r.op.removeprefix("extern "): r for r in mode.bytes.table})

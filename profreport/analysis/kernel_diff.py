@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
-from profreport.record.model import FusionMap, ModeResult, Section
+from profreport.record.model import FusionMap, OkMode, Section
 from profreport.record.section import omitted, required
 
 MatchedBy = Literal["name", "eager ops", "generated name", "module"]
@@ -244,13 +244,13 @@ def _eager_ops_by_kernel(fusion: FusionMap | None) -> dict[str, tuple[str, ...]]
     return {k: tuple(op for sig in sigs for op in sig) for k, sigs in seen.items()}
 
 
-def mode_kernels(mode: ModeResult) -> tuple[KernelSide, ...]:
+def mode_kernels(mode: OkMode) -> tuple[KernelSide, ...]:
     """A derived mode's kernel rows as diff sides (its table, with today's modeled bytes)."""
-    kernels = mode.ok_kernels
+    kernels = mode.kernels
     steps = kernels.steps or 1
     ops = _eager_ops_by_kernel(mode.fusion)
     measured: dict[str, int] = {}
-    if mode.bytes is not None and mode.bytes.measured is not None:
+    if mode.bytes.measured is not None:
         for m in mode.bytes.measured.kernels:
             if m.read is not None and m.written is not None:
                 measured[m.name] = m.read + m.written
@@ -281,7 +281,7 @@ def mode_kernels(mode: ModeResult) -> tuple[KernelSide, ...]:
     return tuple(sides)
 
 
-def mode_kernel_diff(name: str, base: ModeResult, head: ModeResult) -> ModeKernelDiff:
+def mode_kernel_diff(name: str, base: OkMode, head: OkMode) -> ModeKernelDiff:
     """The kernel diff of one mode that ran on both sides (both derived: fusion maps and
     modeled bytes in place)."""
     rows, paired = diff_kernels(mode_kernels(base), mode_kernels(head))

@@ -12,19 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from profreport.record.model import FusionMap, ModeResult, Run, WhyNotFused
+from profreport.record.model import FusionMap, OkMode, Run, WhyNotFused
 
 
 class ModeAnalysis(Protocol):
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+    def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
         """The fusion map from the typed record's evidence, or None (nothing to map)."""
         ...
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         """The verdict's clause about what the compiler fused ("" when there is nothing to say)."""
         ...
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
+    def why_not_fused(self, mode: OkMode, run: Run) -> list[WhyNotFused] | None:
         """Why ops stayed apart, with evidence, or None when the mode reports nothing."""
         ...
 
@@ -36,13 +36,13 @@ ModeAnalyses = Mapping[str, ModeAnalysis]
 class NoAnalysis:
     """A mode the analysis was not handed: its evidence is shown as recorded, nothing derived."""
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+    def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
         return None
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return ""
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
+    def why_not_fused(self, mode: OkMode, run: Run) -> list[WhyNotFused] | None:
         return None
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from profreport.analysis.attribution import group_module
 from profreport.analysis.profiler_cost import kernel_time_per_call, mode_median_step
-from profreport.record.model import FusionGroup, KernelRow, ModeResult, Run
+from profreport.record.model import FusionGroup, KernelRow, ModeResult, OkMode, Run
 
 TIME_METHOD = (
     "profiler time apportioned: each call at its kernel row's mean time per call (per step)"
@@ -96,7 +96,7 @@ def time_method(mode: ModeResult) -> str:
     return TIME_METHOD if _light_times(mode) is None else LIGHT_TIME_METHOD
 
 
-def mode_work(mode: ModeResult) -> list[Work] | None:
+def mode_work(mode: OkMode) -> list[Work] | None:
     """The placed calls of one mode; None when the mode recorded no modules."""
     light = _light_times(mode)
 
@@ -105,7 +105,7 @@ def mode_work(mode: ModeResult) -> list[Work] | None:
             return _table_time(row)
         return None if row is None else light.get(row.name)
 
-    rows = mode.kernels.table if mode.kernels is not None else ()
+    rows = mode.kernels.table
     by_name = {r.name: r for r in rows}
     by_op: dict[str, KernelRow] = {}
     for r in rows:
@@ -119,7 +119,7 @@ def mode_work(mode: ModeResult) -> list[Work] | None:
             Work(group_module(g), g.kernel_bytes, _row_time(_group_row(g, by_name, by_op)))
             for g in groups
         ]
-    sequence = mode.bytes.sequence if mode.bytes is not None else ()
+    sequence = mode.bytes.sequence
     if not any(c.module is not None for c in sequence):
         return None
     return [
@@ -214,9 +214,7 @@ def module_tree(run: Run) -> ModuleNode | None:
     """The model's module tree with each mode's work; None when no mode recorded modules."""
     root = ModuleNode("", "")
     found = False
-    for name, mode in run.modes.items():
-        if not mode.ok:
-            continue
+    for name, mode in run.ok_modes.items():
         work = mode_work(mode)
         if work is None:
             continue
@@ -254,9 +252,9 @@ class TreeShare:
 def tree_shares(run: Run, tree: ModuleNode) -> list[TreeShare]:
     """Each mode of ``tree``: the share of its median step its modules hold."""
     unplaced = next((c for c in tree.children if c.path == UNPLACED), None)
-    out = []
+    out, ran = [], run.ok_modes
     for name, totals in tree.modes.items():
-        step = mode_median_step(run.modes[name])
+        step = mode_median_step(ran[name])
         if step is None:
             continue
         loose = unplaced.modes.get(name) if unplaced is not None else None
@@ -289,8 +287,8 @@ def top_savings(run: Run, limit: int = 5) -> list[ModuleSaving]:
     """The modules (a group's innermost common module) whose fused groups saved the most
     modeled bytes, over every mode with a fusion map; largest first."""
     totals: dict[tuple[str, str], list[FusionGroup]] = {}
-    for name, mode in run.modes.items():
-        for g in mode.fusion.groups if mode.ok and mode.fusion is not None else ():
+    for name, mode in run.ok_modes.items():
+        for g in mode.fusion.groups if mode.fusion is not None else ():
             module = group_module(g)
             if g.fused and module is not None and g.saved_bytes is not None:
                 totals.setdefault((module, name), []).append(g)

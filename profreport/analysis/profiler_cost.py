@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profreport.analysis.step_events import PYTHON
-from profreport.record.model import ModeResult, ProfilerCost, StepTime, TimeBreakdown
+from profreport.record.model import OkMode, ProfilerCost, StepTime, TimeBreakdown
 
 CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
 HOST_PARTS = ("launch_us", "runtime_us", "dispatch_us", "wrapper_us", "python_us")
@@ -194,12 +194,12 @@ def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> M
     )
 
 
-def mode_median_step(mode: ModeResult) -> MedianStep | None:
+def mode_median_step(mode: OkMode) -> MedianStep | None:
     """`median_step` of a mode's time breakdown, with the ops its graph runs unseen."""
     if mode.time_breakdown is None:
         return None
-    unseen = mode.kernels.unrecorded if mode.kernels is not None else ()
-    return median_step(mode.time_breakdown, tuple(dict.fromkeys(unseen)))
+    unseen = tuple(dict.fromkeys(mode.kernels.unrecorded))
+    return median_step(mode.time_breakdown, unseen)
 
 
 def kernel_time_per_call(breakdown: TimeBreakdown) -> Mapping[str, float]:

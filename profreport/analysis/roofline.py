@@ -32,7 +32,7 @@ from profreport.record.model import (
     KernelRow,
     KernelsByBound,
     Latency,
-    ModeResult,
+    OkMode,
     OpBytes,
     RooflineFloor,
 )
@@ -181,7 +181,7 @@ class ModeRoofline:
 
 
 def kernel_roofline(
-    mode: ModeResult, roofs: Roofs | None, eager: ModeResult | None = None
+    mode: OkMode, roofs: Roofs | None, eager: OkMode | None = None
 ) -> ModeRoofline | None:
     """The kernel rows of `mode` (rows carrying modeled bytes, analysis/kernel_bytes) with
     their roofline fields (achieved rates, bound, % of ceiling, note), in table order, and the
@@ -189,9 +189,7 @@ def kernel_roofline(
     library call may borrow."""
     if roofs is None:
         return None
-    if mode.kernels is None:
-        raise ValueError("a roofline needs a mode with a kernel table")
-    eager_ops = {r.op: r for r in eager.bytes.table} if eager and eager.bytes else {}
+    eager_ops = {r.op: r for r in eager.bytes.table} if eager else {}
     rows = mode.kernels.table
     found: list[KernelRow] = [r.adding(**_NO_ROOFLINE) for r in rows]
     floor_s, with_bytes = 0.0, 0

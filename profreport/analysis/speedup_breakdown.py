@@ -22,7 +22,7 @@ import math
 
 from profreport.analysis.profiler_cost import MedianStep, mode_median_step
 from profreport.analysis.time_breakdown import bound_of
-from profreport.record.model import Ceilings, ModeResult, TimeFindings
+from profreport.record.model import Ceilings, ModeResult, OkMode, TimeFindings
 
 AGREE_SHARE = 0.25  # of eager's timed median: the Done-when of issue 35
 
@@ -51,10 +51,8 @@ def _bandwidth(ceilings: Ceilings | None) -> float | None:
     return ceilings.memory_bandwidth.value
 
 
-def _bytes_saved(mode: ModeResult, eager: ModeResult) -> int | None:
+def _bytes_saved(mode: OkMode, eager: OkMode) -> int | None:
     """Modeled traffic eager - mode; None when either side left kernels unmodeled."""
-    if mode.bytes is None or eager.bytes is None:
-        return None
     if mode.bytes.not_modeled or eager.bytes.not_modeled:
         return None
     return eager.bytes.traffic - mode.bytes.traffic
@@ -114,7 +112,7 @@ def payback_calls(mode: ModeResult, saved_us: float | None) -> float | None:
 
 
 def time_findings(
-    name: str, mode: ModeResult, eager: ModeResult | None, ceilings: Ceilings | None
+    name: str, mode: OkMode, eager: OkMode | None, ceilings: Ceilings | None
 ) -> TimeFindings | None:
     """The bound of ``mode``'s median step and, against eager's, what its timed saving is made
     of; None when the record has no time breakdown for the mode (records written before)."""
@@ -237,7 +235,7 @@ def _clause(f: TimeFindings, mode: ModeResult, step: MedianStep) -> str:
 
 
 def _detail(
-    f: TimeFindings, mode: ModeResult, eager: ModeResult, base: MedianStep, step: MedianStep
+    f: TimeFindings, mode: ModeResult, eager: OkMode, base: MedianStep, step: MedianStep
 ) -> str:
     """The whole decomposition, for the "Where the time goes" section."""
     saved, profiled = f.saved_us or 0.0, f.profiled_saved_us or 0.0
@@ -295,14 +293,14 @@ def payback_text(compile_s: float, calls: float, saved_us: float) -> str:
     )
 
 
-def _bytes_words(f: TimeFindings, work: str, eager: ModeResult) -> str:
+def _bytes_words(f: TimeFindings, work: str, eager: OkMode) -> str:
     if f.bytes_saved is None:
         return "the bytes' share is unknown (modeled traffic not comparable)"
     if f.bandwidth_bytes_per_s is None or f.bytes_bound_us is None:
         return "the bytes' share is unknown (bandwidth not measured)"
     if f.bytes_saved <= 0:
         return "no modeled bytes saved"
-    before = eager.bytes.traffic if eager.bytes is not None else 0
+    before = eager.bytes.traffic
     fewer = f"the {f.bytes_saved / before:.0%} fewer modeled bytes" if before else "the bytes"
     rate = f"at {f.bandwidth_bytes_per_s / 1e9:.3g} GB/s measured"
     work_saved = f.work_saved_us or 0.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
 from profreport.analysis.paired import beyond_resolution, resolution_note
 from profreport.format import fmt_bytes
-from profreport.record.model import Bytes, FailedFinding, KernelCounts, ModeResult, Run
+from profreport.record.model import FailedFinding, ModeResult, OkMode, Run
 
 
 def _latency_clause(mode: ModeResult) -> str:
@@ -65,11 +65,6 @@ def output_clause(mode: ModeResult) -> str:
     )
 
 
-def _evidence(mode: ModeResult) -> tuple[KernelCounts, Bytes]:
-    """A mode that ran: its kernels and bytes (derive checks they are there)."""
-    return mode.ok_kernels, mode.ok_bytes
-
-
 def failed_finding_verdict(name: str, failed: FailedFinding) -> str:
     """The sentence in a verdict's place when deriving one of the mode's findings raised: which
     finding, what it raised, and that it is profreport's bug (the evidence stands)."""
@@ -83,23 +78,21 @@ def failed_finding_verdict(name: str, failed: FailedFinding) -> str:
 def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> str:
     """The mode's verdict sentence; `analysis` says what its compiler fused (in its own words)."""
     mode = run.modes[name]
-    if mode.status == "failed":
-        return f"{name}: failed - {mode.error}"
-    if mode.status == "skipped":
-        return f"{name}: skipped - {mode.error}"
-    kernels, traffic = _evidence(mode)
-    k = kernels.per_step
+    if not isinstance(mode, OkMode):
+        return f"{name}: {mode.status} - {mode.error}"
+    traffic = mode.bytes
+    k = mode.kernels.per_step
     total = traffic.read + traffic.written
     eager = run.modes.get("eager")
-    if name == "eager" or eager is None or not eager.ok:
+    if name == "eager" or not isinstance(eager, OkMode):
         lat = mode.latency_ms.median if mode.latency_ms is not None else None
         lat_s = f", median {lat:.3f} ms" if lat is not None else ""
         base = "baseline" if name == "eager" else "no eager baseline to compare"
         differs = output_clause(mode)
         base = f"{differs}; {base}" if differs else base
         return f"{name}: {base} - {k} kernels per step, {fmt_bytes(total)} modeled traffic{lat_s}"
-    eager_kernels, eager_traffic = _evidence(eager)
-    ek = eager_kernels.per_step
+    eager_traffic = eager.bytes
+    ek = eager.kernels.per_step
     etotal = eager_traffic.read + eager_traffic.written
     if k < ek:
         kernels_text = f"{ek} eager kernels ran as {k} kernel{'s' if k != 1 else ''}"

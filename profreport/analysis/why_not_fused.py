@@ -25,7 +25,7 @@ from profreport.record.model import (
     CompilerEvidence,
     FusionGroup,
     GraphBreak,
-    ModeResult,
+    OkMode,
     Run,
     WhyKind,
     WhyNotFused,
@@ -205,7 +205,7 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
     return found
 
 
-def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list[WhyNotFused]:
+def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[WhyNotFused]:
     """Graph breaks, and for each pair of adjacent kernel calls in the fusion map
     why they stayed apart; fused kernels and layout conversions with what caused them."""
     compiler = entry.compiler or CompilerEvidence()
@@ -338,7 +338,7 @@ def inductor_why_not(entry: ModeResult, run: Run, mode: str = "compile") -> list
     return found
 
 
-def torchscript_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
+def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     """Why TorchScript's fuser took no (or only some) eager ops."""
     fusion_groups = (entry.compiler.fusion_groups if entry.compiler is not None else None) or ()
     device = run.device.type
@@ -352,7 +352,7 @@ def torchscript_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
     eager = run.modes.get("eager")
     eager_calls = [
         c.op.split("::")[-1]
-        for c in (eager.bytes.sequence if eager is not None and eager.bytes is not None else ())
+        for c in (eager.bytes.sequence if isinstance(eager, OkMode) else ())
         if c.op not in BOOKKEEPING_OPS
     ]
     eager_ops = list(dict.fromkeys(eager_calls))
@@ -418,7 +418,7 @@ _SPLIT_BY = {
 }
 
 
-def optimize_why_not(entry: ModeResult, run: Run) -> list[WhyNotFused]:
+def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     """Which freeze + optimize_for_inference patterns applied (from the fusion map) and which
     visibly did not (a convolution followed by a ReLU that stayed a separate call)."""
     found = []

@@ -184,8 +184,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.measure_bytes:
         reasons = {
             m.bytes.measured.reason or ""
-            for m in run.modes.values()
-            if m.ok and m.bytes and m.bytes.measured and not m.bytes.measured.available
+            for m in run.ok_modes.values()
+            if m.bytes.measured and not m.bytes.measured.available
         }
         for reason in sorted(reasons):
             print(f"warning: measured bytes not available: {reason}", file=err)

@@ -29,7 +29,7 @@ from profreport.record.model import (
     CompilerEvidence,
     FusionMap,
     KernelRow,
-    ModeResult,
+    OkMode,
     Run,
     WhyNotFused,
 )
@@ -96,20 +96,20 @@ class CompileMode(Mode):
 
         return [r.name for r in kernel_table if is_inductor_kernel(r.name)]
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+    def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
         from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 
         return compile_fusion(
             (mode.compiler.inductor_nodes if mode.compiler is not None else None) or (),
-            eager.ok_bytes.sequence,
+            eager.bytes.sequence,
             BOOKKEEPING_OPS,
-            self.generated_kernels(mode.ok_kernels.table),
+            self.generated_kernels(mode.kernels.table),
         )
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return inductor_evidence(mode, run)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
+    def why_not_fused(self, mode: OkMode, run: Run) -> list[WhyNotFused] | None:
         return inductor_why_not(mode, run, self.name)
 
     def reset_after_failure(self) -> None:

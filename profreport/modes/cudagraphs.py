@@ -6,13 +6,13 @@ reason."""
 from __future__ import annotations
 
 from profreport.modes.compile import CompileMode
-from profreport.record.model import KernelCounts, ModeResult, Run
+from profreport.record.model import OkMode, Run
 
 
-def cuda_graph_evidence(mode: ModeResult) -> str:
+def cuda_graph_evidence(mode: OkMode) -> str:
     """The launch-count clause: kernels per step against the launch calls that started them, and
     how many of those were graph launches (one graph launch replays many kernels)."""
-    kernels = mode.kernels or KernelCounts()
+    kernels = mode.kernels
     per_step, launches = kernels.per_step, kernels.launches
     graphs = kernels.graph_launches or 0
     if not graphs:
@@ -33,5 +33,5 @@ class CudaGraphsMode(CompileMode):
             return None
         return f"CUDA graphs need a CUDA device (this run is on {device_type})"
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return f"{super().fusion_evidence(mode, run)}; {cuda_graph_evidence(mode)}"

@@ -24,7 +24,7 @@ from typing import Any
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
 from profreport.modes.compile import CompileMode
-from profreport.record.model import CompilerEvidence, ModeResult, Run
+from profreport.record.model import CompilerEvidence, OkMode, Run
 from profreport.text import MAX_LINE_CHARS, one_line
 
 # Settings the package is built with: no FX-graph cache hit that would skip code generation (and
@@ -129,11 +129,11 @@ class ExportMode(CompileMode):
             sync()
         return PreparedMode(self.name, loaded, compile_s=compile_s, compiler=compiler)
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return "; ".join(filter(None, [super().fusion_evidence(mode, run), package_clause(mode)]))
 
 
-def package_clause(mode: ModeResult) -> str:
+def package_clause(mode: OkMode) -> str:
     """The package's size and what building it cost (measured here, once)."""
     compiler = mode.compiler
     if compiler is None or compiler.package_bytes is None:

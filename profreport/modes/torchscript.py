@@ -14,7 +14,7 @@ from profreport.analysis.fusion_evidence import optimize_evidence, torchscript_e
 from profreport.analysis.fusion_optimize import graph_kind, optimize_fusion
 from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
-from profreport.record.model import FusionMap, ModeResult, Run, WhyNotFused
+from profreport.record.model import FusionMap, OkMode, Run, WhyNotFused
 
 
 def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
@@ -35,14 +35,14 @@ class _TorchScriptGroups(Mode):
 
     graph_kind = "scripted"  # how the graph is made, as a verdict names it
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+    def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
         groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
-        return script_fusion(groups, eager.ok_bytes.sequence)
+        return script_fusion(groups, eager.bytes.sequence)
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return torchscript_evidence(mode, run, self.graph_kind)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
+    def why_not_fused(self, mode: OkMode, run: Run) -> list[WhyNotFused] | None:
         return torchscript_why_not(mode, run)
 
 
@@ -111,11 +111,11 @@ class OptimizeMode(Mode):
         )
         return PreparedMode(self.name, optimized, compiler=compiler)
 
-    def fusion_map(self, mode: ModeResult, eager: ModeResult) -> FusionMap | None:
+    def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
         compiler = mode.compiler
         return optimize_fusion(
-            eager.ok_bytes.sequence,
-            mode.ok_bytes.sequence,
+            eager.bytes.sequence,
+            mode.bytes.sequence,
             _bookkeeping(),
             compiler.op_counts_before if compiler is not None else None,
             graph_kind(mode),
@@ -123,8 +123,8 @@ class OptimizeMode(Mode):
             (compiler.fusion_groups if compiler is not None else None) or (),
         )
 
-    def fusion_evidence(self, mode: ModeResult, run: Run) -> str:
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return optimize_evidence(mode, run)
 
-    def why_not_fused(self, mode: ModeResult, run: Run) -> list[WhyNotFused] | None:
+    def why_not_fused(self, mode: OkMode, run: Run) -> list[WhyNotFused] | None:
         return optimize_why_not(mode, run)

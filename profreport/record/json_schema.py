@@ -32,8 +32,22 @@ _TYPES = {
 }
 
 
+def base_of(cls: type[Section]) -> type[Section] | None:
+    """The Section `cls` extends (a mode's `ModeEntry`), else None."""
+    base = cls.__bases__[0]
+    return base if issubclass(base, Section) and base is not Section else None
+
+
+def own_fields(cls: type[Section]) -> list[FieldSpec]:
+    """The fields `cls` declares itself: all of them, or (a class extending another Section)
+    those its own body declares again."""
+    own = vars(cls).get("__annotations__", {})
+    return [s for s in schema_of(cls) if base_of(cls) is None or s.name in own]
+
+
 def sections(root: type[Section]) -> list[type[Section]]:
-    """`root` and every Section class reachable from its fields, in order of first mention."""
+    """`root` and every Section class reachable from its fields (and bases), in order of
+    first mention."""
     order: list[type[Section]] = []
     pending = [root]
     while pending:
@@ -41,11 +55,13 @@ def sections(root: type[Section]) -> list[type[Section]]:
         if cls in order:
             continue
         order.append(cls)
+        pending[:0] = [base] if (base := base_of(cls)) is not None else []
         for spec in schema_of(cls):
             shape: Shape | None = spec.shape
             while shape is not None:
                 if shape.section is not None:
                     pending.append(shape.section)
+                pending += [c for _, v in shape.variants for c in (base_of(v), v) if c]
                 shape = shape.item
     return order
 
@@ -86,6 +102,8 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
     out: JSONObject
     if shape.kind == "section" and shape.section is not None:
         out = {"$ref": f"#/$defs/{shape.section.__name__}"}
+    elif shape.kind == "union":  # each variant's own tag value tells them apart
+        out = {"oneOf": [{"$ref": f"#/$defs/{cls.__name__}"} for _, cls in shape.variants]}
     elif shape.kind == "list":
         out = {"type": "array"}
         if shape.item is not None:
@@ -107,7 +125,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
             out[bound] = shape.minimum.value
     if not nullable:
         return out
-    if "type" in out and "$ref" not in out:
+    if "type" in out:
         return {**out, "type": [out["type"], "null"]}
     return {"anyOf": [out, {"type": "null"}]}
 
@@ -121,9 +139,10 @@ def _field_schema(spec: FieldSpec, what: str) -> JSONObject:
 
 
 def class_schema(cls: type[Section]) -> JSONObject:
-    """One `$defs` entry: the object `cls` describes."""
+    """One `$defs` entry: the object `cls` describes (a class extending another: all of its
+    base, and its own fields)."""
     comments = descriptions(cls)
-    specs = schema_of(cls)
+    specs = own_fields(cls)
     out: JSONObject = {"type": "object"}
     doc = class_description(cls)
     if doc:
@@ -141,7 +160,9 @@ def class_schema(cls: type[Section]) -> JSONObject:
     for spec in specs:
         if isinstance(spec.required, tuple):
             conditions.setdefault(spec.required, []).append(spec)
-    rules = [
+    base = base_of(cls)
+    rules: list[JSONObject] = [{"$ref": f"#/$defs/{base.__name__}"}] if base is not None else []
+    rules += [
         {
             "if": {"properties": {key: {"const": value}}, "required": [key]},
             "then": {

@@ -80,6 +80,7 @@ __all__ = [
     "EagerCall",
     "Environment",
     "FailedFinding",
+    "FailedMode",
     "Fusers",
     "FusionGroup",
     "FusionMap",
@@ -98,11 +99,13 @@ __all__ = [
     "MachineReference",
     "MeasuredBytes",
     "MeasuredKernel",
+    "ModeEntry",
     "ModeNoise",
     "ModeResult",
     "ModelInfo",
     "NoiseSignals",
     "NoiseThresholds",
+    "OkMode",
     "OpBytes",
     "OutputCheck",
     "PairedRatios",
@@ -116,6 +119,7 @@ __all__ = [
     "ScriptFusionGroup",
     "Section",
     "Settings",
+    "SkippedMode",
     "Speedup",
     "Status",
     "StepTime",
@@ -327,10 +331,11 @@ Status = Literal["ok", "failed", "skipped"]
 
 
 @dataclass(frozen=True)
-class ModeResult(Section):
-    """One mode of a run: evidence (compiler, kernels, bytes, latency, output check) and stored
-    findings (`fusion`, `roofline`, `why_not_fused`, `verdict`: a copy for other tools;
-    readers derive their own)."""
+class ModeEntry(Section):
+    """What every mode of a run records, whatever its status: evidence (compiler, kernels,
+    bytes, latency, output check) and stored findings (`fusion`, `roofline`, `why_not_fused`,
+    `verdict`: a copy for other tools; readers derive their own). A mode is read as the class
+    its `status` names: OkMode, FailedMode or SkippedMode."""
 
     status: Status = required("ok")
     error: str | None = None  # one line
@@ -338,14 +343,14 @@ class ModeResult(Section):
     output_check: OutputCheck | None = None  # None for eager (the reference)
     compiler: CompilerEvidence | None = omitted()
     trace: str | None = omitted()  # the Kineto trace, relative to the run folder
-    kernels: KernelCounts | None = required(None, when=("status", "ok"), omit=True)
+    kernels: KernelCounts | None = omitted()
     peak_memory: PeakMemory | None = omitted()
     latency_ms: Latency | None = omitted()  # absent when the mode failed while timed
     # where the profiled step's time went (analysis/time_breakdown); absent in records before
     time_breakdown: TimeBreakdown | None = omitted()
     not_timed: str | None = omitted()  # why an ok mode has no latency (its CUDA context was lost)
     speedup_vs_eager: Speedup | None = omitted()
-    bytes: Bytes | None = required(None, when=("status", "ok"), omit=True)
+    bytes: Bytes | None = omitted()
     error_full: str | None = omitted()  # a failed mode: the whole message
     traceback: str | None = omitted()
     fusion: FusionMap | None = finding()
@@ -355,23 +360,33 @@ class ModeResult(Section):
     verdict: str | None = finding()
     failed_finding: FailedFinding | None = finding()  # deriving a finding above raised (a bug)
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
-    @property
-    def ok_kernels(self) -> KernelCounts:
-        """`kernels` of a mode that ran: every ok mode has them (record.validate)."""
-        if self.kernels is None:
-            raise ValueError(f"a mode with status {self.status!r} has no kernel counts")
-        return self.kernels
+@dataclass(frozen=True)
+class OkMode(ModeEntry):
+    """A mode that ran: its kernel counts and modeled bytes are always there."""
 
-    @property
-    def ok_bytes(self) -> Bytes:
-        """`bytes` of a mode that ran: every ok mode has them (record.validate)."""
-        if self.bytes is None:
-            raise ValueError(f"a mode with status {self.status!r} has no modeled bytes")
-        return self.bytes
+    status: Literal["ok"] = required("ok")
+    kernels: KernelCounts = required_factory(KernelCounts)
+    bytes: Bytes = required_factory(Bytes)
+
+
+@dataclass(frozen=True)
+class FailedMode(ModeEntry):
+    """A mode that raised (`error`, `error_full`, `traceback`), with the evidence captured
+    before it did."""
+
+    status: Literal["failed"] = required("failed")
+
+
+@dataclass(frozen=True)
+class SkippedMode(ModeEntry):
+    """A mode that was not run (`error`: why; e.g. it needs a GPU)."""
+
+    status: Literal["skipped"] = required("skipped")
+
+
+# a mode of a run, read as the class its `status` names
+ModeResult = OkMode | FailedMode | SkippedMode
 
 
 @dataclass(frozen=True)
@@ -402,6 +417,6 @@ class Run(Section):
         return self.modes[name]
 
     @property
-    def ok_modes(self) -> dict[str, ModeResult]:
+    def ok_modes(self) -> dict[str, OkMode]:
         """The modes that ran (status "ok"), in record order."""
-        return {name: mode for name, mode in self.modes.items() if mode.ok}
+        return {name: mode for name, mode in self.modes.items() if isinstance(mode, OkMode)}

@@ -10,9 +10,15 @@ from __future__ import annotations
 import sys
 
 from profreport.record import expectation
-from profreport.record.json_schema import class_description, descriptions, sections
+from profreport.record.json_schema import (
+    base_of,
+    class_description,
+    descriptions,
+    own_fields,
+    sections,
+)
 from profreport.record.model import Run
-from profreport.record.section import FieldSpec, Section, Shape, schema_of
+from profreport.record.section import FieldSpec, Section, Shape
 
 _TYPES = {
     "text": "string",
@@ -33,8 +39,9 @@ Generated from `profreport/record/` (model.py, evidence.py, findings.py) by
 One JSON object per run, written once by `profreport generate` (or `RunResult.save`) and read by
 every renderer and comparison through the same classes (`profreport.record.load_run`). A field's
 type is its schema: `profreport render` refuses a record whose field has another type, naming
-the field. **Required**: *yes* = every record has the key; *when status is ok* = every mode that
-ran has it. A type "or null" may be null; any other field may be left out. Keys a class does not
+the field. **Required**: *yes* = every object of that class has the key. A mode is read as the
+class its `status` names: every mode that ran (an OkMode) has its `kernels` and `bytes`. A type
+"or null" may be null; any other field may be left out. Keys a class does not
 declare (another tool's) are kept as they are. The same description as a JSON Schema, to check
 a run.json without profreport: [schemas/run.schema.json](schemas/run.schema.json).
 
@@ -52,6 +59,9 @@ def _link(cls: type[Section]) -> str:
 def _type(shape: Shape) -> str:
     if shape.kind == "section" and shape.section is not None:
         text = _link(shape.section)
+    elif shape.kind == "union":
+        links = [_link(cls) for _, cls in shape.variants]
+        text = f"{', '.join(links[:-1])} or {links[-1]}"
     elif shape.kind == "list":
         text = "list" if shape.item is None else f"list of {_type(shape.item)}"
     elif shape.kind == "map":
@@ -82,8 +92,11 @@ def section_markdown(cls: type[Section]) -> str:
     lines = [f"## {cls.__name__}", ""]
     if doc:
         lines += [doc, ""]
+    base = base_of(cls)
+    if base is not None:
+        lines += [f"Every field of {_link(base)}, and:", ""]
     lines += ["| key | type | required | what it is |", "|---|---|---|---|"]
-    for spec in schema_of(cls):
+    for spec in own_fields(cls):
         what = comments.get(spec.name, "")
         if spec.finding:
             what = "finding" + (f": {what}" if what else "")

@@ -4,7 +4,9 @@ writing, validation and schema, all read from the dataclass's own type hints.
 A `Section` subclass is a frozen dataclass; its field types say everything: a field typed as
 another Section is a JSON object read into that class, `tuple[X, ...]` or `list[X]` a list (of
 X), `Mapping[str, X]` an object whose values are X, `tuple[float, float]` a list of two numbers,
-`Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed.
+`Literal[...]` one of those values, `JSON` (`Mapping[str, Any]`) an object kept as parsed, and
+a union of Sections (`OkMode | FailedMode | SkippedMode`) an object read as the one whose own
+single-valued `Literal` field (`status`) it has (`recast` turns one into another).
 `from_json`, `to_json`, `problems` (what `record.validate` reports) and the generated reference
 (record/reference.py, docs/record.md) all read that one description, so a new field is one
 annotated line.
@@ -124,9 +126,10 @@ def finding() -> Any:
 
 @dataclass(frozen=True)
 class Shape:
-    """What a JSON value must look like: `kind` is section, list, pair, map, text, path,
+    """What a JSON value must look like: `kind` is section, union, list, pair, map, text, path,
     integer, number, flag, choice or any; `item` the shape of a list's items or a map's values;
-    `minimum` a number's lower bound."""
+    `minimum` a number's lower bound; a union's `variants` are the Sections it may be, each
+    chosen by its own value of the field `tag`."""
 
     kind: str
     nullable: bool = False
@@ -135,6 +138,8 @@ class Shape:
     choices: tuple[object, ...] = ()
     minimum: Minimum | None = None
     as_list: bool = False  # a `list[X]` field: read as a list, not a tuple
+    tag: str = ""
+    variants: tuple[tuple[object, type[Section]], ...] = ()
 
     @property
     def noun(self) -> str:
@@ -151,16 +156,30 @@ class Shape:
             return None
         if self.kind == "section" and self.section is not None:
             return self.section.from_json(value)
+        if self.kind == "union":
+            tag = value.get(self.tag, self.variants[0][0])
+            variant = self.variant(tag)
+            if variant is None:
+                raise DocumentError(f"{self.tag}: {self.tag_noun}, found {_found(tag)}")
+            return variant.from_json(value)
         if self.kind == "path":
             return Path(value)
         if self.kind in ("list", "pair"):
             item = self.item
-            nested = item is not None and item.kind in ("section", "list", "pair", "map")
+            nested = item is not None and item.kind in ("section", "union", "list", "pair", "map")
             items = (item.read(v) for v in value) if item is not None and nested else value
             return list(items) if self.as_list else tuple(items)
-        if self.kind == "map" and self.item is not None and self.item.kind == "section":
+        if self.kind == "map" and self.item is not None and self.item.kind in ("section", "union"):
             return {k: self.item.read(v) for k, v in value.items()}
         return value
+
+    def variant(self, tag: Any) -> type[Section] | None:
+        """The class a union's object whose tag field is `tag` is (None: none)."""
+        return next((cls for value, cls in self.variants if value == tag), None)
+
+    @property
+    def tag_noun(self) -> str:
+        return "expected one of " + ", ".join(str(value) for value, _ in self.variants)
 
 
 def _is_number(value: Any) -> bool:
@@ -169,6 +188,7 @@ def _is_number(value: Any) -> bool:
 
 _NOUNS = {
     "section": "an object",
+    "union": "an object",
     "map": "an object",
     "list": "a list",
     "pair": "a list of two numbers",
@@ -181,6 +201,7 @@ _NOUNS = {
 }
 _ACCEPTS: dict[str, Callable[[Any], bool]] = {
     "section": lambda v: isinstance(v, dict),
+    "union": lambda v: isinstance(v, dict),
     "map": lambda v: isinstance(v, dict),
     "list": lambda v: isinstance(v, list),
     "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
@@ -208,6 +229,8 @@ def shape_of(hint: Any) -> Shape:
         rest = [a for a in args if a is not type(None)]
         if len(rest) == 1:
             inner = shape_of(rest[0])
+        elif all(isinstance(a, type) and issubclass(a, Section) for a in rest):
+            inner = _union(rest)
         elif all(shape_of(a).kind in ("integer", "number") for a in rest):
             inner = Shape("number")
         else:
@@ -237,6 +260,20 @@ def shape_of(hint: Any) -> Shape:
         value = args[1] if len(args) == 2 else Any
         return Shape("map", item=None if value is Any else shape_of(value))
     raise TypeError(f"no JSON shape for the type hint {hint!r}")
+
+
+def _union(classes: list[Any]) -> Shape:
+    """A union of Sections: the first field each declares as a different single `Literal`
+    value tells which one an object is."""
+    hints = [typing.get_type_hints(cls) for cls in classes]
+    for name in hints[0]:
+        values = [typing.get_args(h.get(name)) for h in hints]
+        tags = [v[0] for v in values if len(v) == 1]
+        if len(tags) == len(classes) == len(set(tags)) and all(
+            typing.get_origin(h.get(name)) is Literal for h in hints
+        ):
+            return Shape("union", tag=name, variants=tuple(zip(tags, classes, strict=True)))
+    raise TypeError(f"no Literal field tells {classes} apart")
 
 
 @dataclass(frozen=True)
@@ -343,6 +380,14 @@ def _value_problems(
     item = shape.item
     if shape.kind == "section" and shape.section is not None:
         yield from problems(shape.section, value, where, closed)
+    elif shape.kind == "union":
+        tag, variant = _where(where, shape.tag), shape.variant(value.get(shape.tag))
+        if shape.tag not in value:
+            yield f"{tag}: missing ({shape.tag_noun})"
+        elif variant is None:
+            yield f"{tag}: {shape.tag_noun}, found {_found(value[shape.tag])}"
+        else:
+            yield from problems(variant, value, where, closed)
     elif shape.kind == "list" and item is not None:
         for i, v in enumerate(value):
             yield from _value_problems(item, v, f"{where}[{i}]", item.nullable, closed)
@@ -506,6 +551,13 @@ class Section:
             json_keys=tuple(k for k in self._own_keys() if k not in keys),
             extra={k: v for k, v in self.extra.items() if k not in keys},
         )
+
+    def recast(self, cls: type[_T], **values: Any) -> _T:
+        """This object's document read as `cls` (another variant of its union: a mode that
+        failed), its tag set to the one `cls` declares, with `values` added."""
+        specs = schema_of(cls)
+        tags = {s.name: s.shape.choices[0] for s in specs if len(s.shape.choices) == 1}
+        return cls.from_json(self.to_json()).adding(**tags, **values)
 
     def adding(self: _T, **values: Any) -> _T:
         """A copy with `values` set and written (None too); a key this class does not declare

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 from profreport.format import fmt_bytes
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import ModeResult, OkMode, Run
 from profreport.render.palette import mode_color
 from profreport.text import one_line
 
@@ -68,18 +68,18 @@ def short_text(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
-def _measured_total(mode: ModeResult) -> int | None:
-    m = mode.ok_bytes.measured
+def _measured_total(mode: OkMode) -> int | None:
+    m = mode.bytes.measured
     if m is None or not m.available or m.read is None or m.written is None:
         return None
     return m.read + m.written
 
 
-def _bytes_cell(mode: ModeResult, eager: ModeResult | None) -> HeadlineCell:
+def _bytes_cell(mode: OkMode, eager: OkMode | None) -> HeadlineCell:
     """The traffic change against eager, measured (Nsight Compute) where both modes have it,
     else modeled; eager (or a run without eager) shows its own total. The detail starts with
     the source, which the Markdown cell keeps."""
-    traffic = mode.ok_bytes
+    traffic = mode.bytes
     if eager is None:
         measured = _measured_total(mode)
         if measured is not None:
@@ -89,10 +89,10 @@ def _bytes_cell(mode: ModeResult, eager: ModeResult | None) -> HeadlineCell:
     if mode_measured is not None and eager_measured:
         mode_total, eager_total, source = mode_measured, eager_measured, "measured"
     else:
-        if traffic.not_modeled or eager.ok_bytes.not_modeled:
+        if traffic.not_modeled or eager.bytes.not_modeled:
             return _cell("n/a", "partial model: not comparable", "muted")
         mode_total = traffic.read + traffic.written
-        eager_total = eager.ok_bytes.read + eager.ok_bytes.written
+        eager_total = eager.bytes.read + eager.bytes.written
         source = "modeled"
     if not eager_total:
         return _cell("n/a", f"{source}: eager moved no bytes", "muted")
@@ -133,7 +133,7 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
 
 
 def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
-    if not mode.ok:
+    if not isinstance(mode, OkMode):
         return {
             "mode": name,
             "color": mode_color(name),
@@ -145,9 +145,9 @@ def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> H
             "output": None,
             "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
         }
-    baseline = eager if name != "eager" and eager is not None and eager.ok else None
-    kernels = mode.ok_kernels
-    eager_kernels = None if baseline is None else baseline.ok_kernels
+    baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
+    kernels = mode.kernels
+    eager_kernels = None if baseline is None else baseline.kernels
     return {
         "mode": name,
         "color": mode_color(name),

@@ -28,14 +28,14 @@ def build_charts(run: Run) -> dict[str, Markup]:
     out = {
         "kernels": charts.bar_chart(
             names,
-            [m.ok_kernels.per_step for m in ok.values()],
+            [m.kernels.per_step for m in ok.values()],
             f"{kernel_label} per step",
             "count (profiler)",
         ),
         "bytes": charts.stacked_bytes_chart(
             names,
-            [m.ok_bytes.read / 2**20 for m in ok.values()],
-            [m.ok_bytes.written / 2**20 for m in ok.values()],
+            [m.bytes.read / 2**20 for m in ok.values()],
+            [m.bytes.written / 2**20 for m in ok.values()],
             "Memory traffic per step",
         ),
     }

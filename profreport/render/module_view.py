@@ -87,8 +87,8 @@ def module_tree_view(run: Run) -> ModuleTreeView | None:
     modes = [m for m in run.modes if m in tree.modes]
     not_recorded = [
         (name, m.bytes.attribution)
-        for name, m in run.modes.items()
-        if m.ok and name not in tree.modes and m.bytes is not None and m.bytes.attribution
+        for name, m in run.ok_modes.items()
+        if name not in tree.modes and m.bytes.attribution
     ]
     methods = dict.fromkeys(time_method(run.modes[m]) for m in modes)
     return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from profreport.analysis.roofline import BOUND_NAMES, Roofs
 from profreport.format import fmt_bytes, fmt_ms
-from profreport.record.model import Ceiling, KernelRow, ModeResult, Run
+from profreport.record.model import Ceiling, KernelRow, ModeResult, OkMode, Run
 from profreport.render.roofline_chart import Point
 from profreport.render.views import FloorCells, KernelCells
 
@@ -102,7 +102,7 @@ def peak_cells(mode: ModeResult, eager: ModeResult | None) -> dict[str, str]:
     peak = None if mode.peak_memory is None else mode.peak_memory.bytes
     base = None if eager is None or eager.peak_memory is None else eager.peak_memory.bytes
     ratio = "-"
-    if peak and base and eager is not None and eager.ok:
+    if peak and base and isinstance(eager, OkMode):
         ratio = f"{base / peak:.2f}"
     return {
         "peak": fmt_bytes(peak) if peak is not None else "n/a",
@@ -128,7 +128,7 @@ def chart_points(run: Run) -> list[Point]:
     points = []
     for name, mode in run.ok_modes.items():
         seen: set[str] = set()
-        for row in mode.ok_kernels.table:
+        for row in mode.kernels.table:
             bw, time_us = row.achieved_bytes_per_s, row.time_us_per_step
             if bw is None or not time_us:
                 continue

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from profreport.analysis.attribution import ROOT_LABEL
-from profreport.record.model import KernelRow, ModeResult, Run
+from profreport.record.model import KernelRow, ModeResult, OkMode, Run
 
 KERNEL_COLUMNS = [
     "name",
@@ -57,12 +57,12 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _ok_mode(run: Run, mode: str) -> ModeResult:
+def _ok_mode(run: Run, mode: str) -> OkMode:
     modes = run.modes
     if mode not in modes:
         raise KeyError(f"mode {mode!r} is not in this run (have {', '.join(modes)})")
     entry = modes[mode]
-    if not entry.ok:
+    if not isinstance(entry, OkMode):
         raise ValueError(f"mode {mode!r} has no kernel table: {entry.error or entry.status}")
     return entry
 
@@ -78,7 +78,7 @@ def _kernel_record(row: KernelRow) -> dict[str, object]:
 
 def kernel_frame(run: Run, mode: str) -> pd.DataFrame:
     """One row per distinct kernel of `mode`, as in `modes.<mode>.kernels.table`."""
-    rows = _ok_mode(run, mode).ok_kernels.table
+    rows = _ok_mode(run, mode).kernels.table
     return pd.DataFrame([_kernel_record(r) for r in rows], columns=KERNEL_COLUMNS)
 
 
@@ -119,19 +119,19 @@ def summary_frame(run: Run) -> pd.DataFrame:
     """One row per mode: the numbers of the summary table, unformatted."""
     rows = []
     eager = run.modes.get("eager")
-    eager_peak = _peak(eager) if eager is not None and eager.ok else None
+    eager_peak = _peak(eager) if isinstance(eager, OkMode) else None
     for name, m in run.modes.items():
         row: dict[str, object] = {c: None for c in SUMMARY_COLUMNS}
         row.update(mode=name, status=m.status, verdict=m.verdict)
-        if m.ok:
+        if isinstance(m, OkMode):
             lat = m.latency_ms
             sp = m.speedup_vs_eager
             row.update(
-                kernels_per_step=m.ok_kernels.per_step,
-                launches_per_step=m.ok_kernels.launches,
-                bytes_read=m.ok_bytes.read,
-                bytes_written=m.ok_bytes.written,
-                bytes_partial=bool(m.ok_bytes.not_modeled),
+                kernels_per_step=m.kernels.per_step,
+                launches_per_step=m.kernels.launches,
+                bytes_read=m.bytes.read,
+                bytes_written=m.bytes.written,
+                bytes_partial=bool(m.bytes.not_modeled),
                 latency_median_ms=None if lat is None else lat.median,
                 latency_iqr_ms=None if lat is None else lat.iqr,
                 latency_n=None if lat is None else lat.n,

@@ -20,7 +20,7 @@ def scalars(run: Run) -> dict[str, float]:
     """The scalar tags and values written for a run: `<metric>/<mode>`, ok modes only."""
     out: dict[str, float] = {}
     for name, m in run.ok_modes.items():
-        kernels, traffic = m.ok_kernels, m.ok_bytes
+        kernels, traffic = m.kernels, m.bytes
         out[f"kernels_per_step/{name}"] = float(kernels.per_step)
         out[f"launches_per_step/{name}"] = float(kernels.launches)
         out[f"bytes_read_per_step/{name}"] = float(traffic.read)

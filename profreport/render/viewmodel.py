@@ -20,6 +20,7 @@ from profreport.record.model import (
     InductorNode,
     ModelInfo,
     ModeResult,
+    OkMode,
     Run,
     Settings,
 )
@@ -91,12 +92,12 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
         "finding_failed": mode.failed_finding is not None,
         "why_count": len(mode.why_not_fused or ()),
     }
-    if not mode.ok:
+    if not isinstance(mode, OkMode):
         # a record written before error lines were cleaned may still hold a tensor repr
         row["error"] = one_line(mode.error or "")
         row["verdict"] = without_tensor_reprs(row["verdict"])
         return row
-    k, b = mode.ok_kernels, mode.ok_bytes
+    k, b = mode.kernels, mode.bytes
     lat = mode.latency_ms
     row.update(
         {
@@ -123,8 +124,8 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "memory": peak_cells(mode, eager),
         }
     )
-    if eager is not None and eager.ok and name != "eager":
-        row["kernel_delta"] = k.per_step - eager.ok_kernels.per_step
+    if isinstance(eager, OkMode) and name != "eager":
+        row["kernel_delta"] = k.per_step - eager.kernels.per_step
     return row
 
 
@@ -146,9 +147,9 @@ def _verdict(mode: ModeResult) -> str:
     return "" if mode.verdict is None else mode.verdict
 
 
-def _kernel_rows(mode: ModeResult) -> list[KernelRowView]:
+def _kernel_rows(mode: OkMode) -> list[KernelRowView]:
     rows: list[KernelRowView] = []
-    for r in mode.ok_kernels.table[:TOP_KERNELS]:
+    for r in mode.kernels.table[:TOP_KERNELS]:
         rows.append(
             {
                 "name": r.name,
@@ -187,7 +188,7 @@ def _flops(x: float | None) -> str:
     return f"{x:.0f} FLOP"
 
 
-def _bytes_rows(mode: ModeResult) -> list[BytesRowView]:
+def _bytes_rows(mode: OkMode) -> list[BytesRowView]:
     return [
         {
             "op": r.op,
@@ -197,7 +198,7 @@ def _bytes_rows(mode: ModeResult) -> list[BytesRowView]:
             "flops": _flops(r.flops),
             "intensity": "-" if r.flops_per_byte is None else f"{r.flops_per_byte:.2f}",
         }
-        for r in mode.ok_bytes.table
+        for r in mode.bytes.table
     ]
 
 
@@ -239,8 +240,8 @@ def _kernel_shape(kernels: Sequence[str]) -> tuple[str, ...]:
     return tuple(without_serials(k) if is_inductor_kernel(k) else k for k in kernels)
 
 
-def _measured_view(mode: ModeResult) -> MeasuredView:
-    m = mode.ok_bytes.measured
+def _measured_view(mode: OkMode) -> MeasuredView:
+    m = mode.bytes.measured
     if m is None or not m.available:
         reason = None if m is None else m.reason
         return {"available": False, "reason": reason or "not requested (--measure-bytes)"}
@@ -296,7 +297,7 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     return "".join(notes)
 
 
-def _compiler_view(mode: ModeResult) -> CompilerView:
+def _compiler_view(mode: OkMode) -> CompilerView:
     c = mode.compiler or CompilerEvidence(json_keys=())
     view: CompilerView = {
         "notes": list(c.notes or ()),
@@ -333,7 +334,7 @@ def _compiler_view(mode: ModeResult) -> CompilerView:
             for n in nodes
         ]
         view["inductor_kernels"] = [
-            r.name for r in mode.ok_kernels.table if is_inductor_kernel(r.name)
+            r.name for r in mode.kernels.table if is_inductor_kernel(r.name)
         ]
         view["inductor_summary"] = (
             f"{c.graphs or 0} graph(s), {c.graph_breaks or 0} graph break(s), "
@@ -390,12 +391,12 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
         "failed_traceback": None if mode.failed_finding is None else mode.failed_finding.traceback,
         "payback": "",
     }
-    if mode.ok:
+    if isinstance(mode, OkMode):
         d["kernels"] = _kernel_rows(mode)
-        d["kernel_count"] = len(mode.ok_kernels.table)
+        d["kernel_count"] = len(mode.kernels.table)
         d["bytes"] = _bytes_rows(mode)
-        d["bytes_method"] = mode.ok_bytes.method
-        d["not_modeled"] = list(mode.ok_bytes.not_modeled or ())
+        d["bytes_method"] = mode.bytes.method
+        d["not_modeled"] = list(mode.bytes.not_modeled or ())
         d["fusion"] = _fusion_rows(mode)
         d["fusion_source"] = (mode.fusion.source if mode.fusion is not None else None) or ""
         d["measured"] = _measured_view(mode)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profreport.record.model import Latency, ModeResult, Run, Speedup
+from profreport.record.model import Latency, ModeResult, OkMode, Run, Speedup
 from profreport.record.section import JSONObject, read_json
 from profreport.sweep.grid import Point
 from profreport.sweep.model import PointStatus, Sweep, SweepPoint, SweepRow
@@ -54,14 +54,14 @@ def peak_memory_bytes(mode: ModeResult) -> int | None:
     return peak.bytes if peak is not None and peak.bytes else None
 
 
-def _figures(mode: ModeResult) -> SweepRow:
+def _figures(mode: OkMode) -> SweepRow:
     """The row figures of a mode that ran: kernels, bytes, latency, speedup, compile time."""
     lat, sp = mode.latency_ms, mode.speedup_vs_eager
     return SweepRow(
         status="ok",
-        kernels_per_step=mode.ok_kernels.per_step,
-        bytes_per_step=mode.ok_bytes.traffic,
-        bytes_partial=bool(mode.ok_bytes.not_modeled),
+        kernels_per_step=mode.kernels.per_step,
+        bytes_per_step=mode.bytes.traffic,
+        bytes_partial=bool(mode.bytes.not_modeled),
         latency_ms=None
         if lat is None
         else Latency(median=lat.median, iqr=lat.iqr, p10=lat.p10, p90=lat.p90),
@@ -89,10 +89,10 @@ def mode_rows(
         m = run.modes[name] if run is not None else None
         if m is None:
             row = SweepRow(status=outcome.status, error=outcome.error)
-        elif not m.ok or m.kernels is None or m.bytes is None:
-            row = SweepRow(status=m.status, error=m.error or m.status)
-        else:
+        elif isinstance(m, OkMode):
             row = _figures(m)
+        else:
+            row = SweepRow(status=m.status, error=m.error or m.status)
         rows.append(
             dataclasses.replace(
                 row,
