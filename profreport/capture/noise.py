@@ -49,9 +49,8 @@ def snapshot() -> Snapshot:
         own = psutil.Process().cpu_times()
     except (psutil.Error, OSError):
         return Snapshot(load1)
-    machine = {name: getattr(times, name) for name in times._fields}
-    total = sum(v for k, v in machine.items() if k not in _COUNTED_TWICE)
-    idle = sum(machine.get(k, 0.0) for k in _IDLE)
+    total = sum(getattr(times, k) for k in times._fields if k not in _COUNTED_TWICE)
+    idle = sum(getattr(times, k, 0.0) for k in _IDLE)
     return Snapshot(load1, total - idle, total, own.user + own.system, children_cpu_s())
 
 
