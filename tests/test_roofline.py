@@ -280,3 +280,21 @@ def test_a_live_run_whose_median_beats_its_floor_measures_the_ceilings_again():
     # a run whose medians sit above their floors is not measured again
     assert derive_findings(evidence_of(live), remeasure=again).ceilings == live.ceilings
     assert seen == [1e8]
+
+
+def test_a_convolutions_direct_flops_bound_nothing():
+    """oneDNN ran simple's 3x3 convolution at 1.5-1.9x the measured matmul rate in direct-FLOP
+    terms on CI (Winograd-like algorithms do fewer multiplications): every mode's median fell
+    under a floor that counted those FLOPs. A convolution is bounded by its bytes; its achieved
+    direct-FLOP rate is still shown."""
+    from profreport.analysis.roofline import DIRECT_CONVOLUTION, is_convolution
+
+    as_matmul = kernel_bound(MiB, 2e9, 1, 1e-3, ROOFS)  # 2 ms of FLOPs run in 1 ms: 200%
+    assert as_matmul.bound == "compute" and as_matmul.ceiling_pct == pytest.approx(200.0)
+    conv = kernel_bound(MiB, 2e9, 1, 1e-3, ROOFS, flops_bound=False)
+    assert conv.bound == "cache" and conv.bound_s == pytest.approx(MiB / 100e9)
+    assert conv.achieved_flops_per_s == pytest.approx(2e12)
+    for name in ("aten::convolution", "aten::_convolution", "prim::mkldnn_convolution"):
+        assert is_convolution(KernelRow(name=name, bytes_op=name))
+    assert not is_convolution(KernelRow(name="aten::addmm", bytes_op="aten::addmm"))
+    assert DIRECT_CONVOLUTION.startswith("direct-convolution FLOPs bound nothing")

@@ -41,6 +41,22 @@ from profreport.record.model import (
 # achieved rates of one copy and one matmul kernel, which other kernels can exceed a little.
 FLOOR_TOLERANCE = 0.05
 
+# A convolution's FLOPs are the direct algorithm's (2 x MACs of the sliding window); its library
+# may compute it with far fewer multiplications (Winograd: 2.25x to 4x fewer for a 3x3 kernel;
+# FFT), so they bound no time: oneDNN ran simple's 3x3 convolution at 1.5-1.9x the measured
+# matmul rate in direct-FLOP terms on the 2-vCPU CI machine, which put every mode's median under
+# its floor. A convolution's floor is its bytes; its achieved direct-FLOP rate is still shown.
+DIRECT_CONVOLUTION = (
+    "direct-convolution FLOPs bound nothing: its library may compute it with fewer "
+    "multiplications (Winograd, FFT)"
+)
+
+
+def is_convolution(row: KernelRow) -> bool:
+    """A convolution op (aten::convolution and its backends, an Inductor extern call of one)."""
+    return "convolution" in str(row.bytes_op or row.name).lower()
+
+
 BOUND_NAMES = {
     "memory": "memory bandwidth",
     "cache": "in-cache bandwidth",
@@ -112,12 +128,18 @@ class KernelBound:
 
 
 def kernel_bound(
-    traffic: int, flops: float | None, calls: float, time_s: float | None, roofs: Roofs
+    traffic: int,
+    flops: float | None,
+    calls: float,
+    time_s: float | None,
+    roofs: Roofs,
+    flops_bound: bool = True,
 ) -> KernelBound:
-    """The bound of a kernel moving `traffic` bytes in `calls` calls per step."""
+    """The bound of a kernel moving `traffic` bytes in `calls` calls per step. `flops_bound`
+    False: its FLOPs are shown as an achieved rate but bound nothing (see DIRECT_CONVOLUTION)."""
     name, bandwidth = roofs.bandwidth(traffic / max(calls, 1.0))
     memory_s = traffic / bandwidth
-    compute_s = flops / roofs.flops_per_s if flops else 0.0
+    compute_s = flops / roofs.flops_per_s if flops and flops_bound else 0.0
     bound_s = max(memory_s, compute_s)
     bound = None if bound_s == 0 else ("compute" if compute_s > memory_s else name)
     return KernelBound(traffic, flops, time_s, name, bound_s, bound)
@@ -200,18 +222,21 @@ def kernel_roofline(
         flops, borrowed = first.flops, ""
         if flops is None and mode is not eager:
             flops, borrowed = _eager_flops(first, eager_ops)
+        convolution = is_convolution(first)
         bound = kernel_bound(
             int(first.bytes_read or 0) + int(first.bytes_written or 0),
             flops,
             float(first.calls_per_step or 1.0),
             _group_time_s(group),
             roofs,
+            flops_bound=not convolution,
         )
         floor_s += bound.bound_s
         with_bytes += len(group)
         if bound.bound is not None:
             by_bound[bound.bound] += len(group)
-        note = "; ".join(n for n in (borrowed, _note(group, bound)) if n)
+        direct = DIRECT_CONVOLUTION if convolution and flops else ""
+        note = "; ".join(n for n in (borrowed, direct, _note(group, bound)) if n)
         for i in indexes:
             found[i] = rows[i].adding(
                 achieved_bytes_per_s=bound.achieved_bytes_per_s,
