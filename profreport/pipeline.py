@@ -806,11 +806,11 @@ def derive_findings(
     finding that raised is recorded as its mode's `failed_finding`), and the seconds that took
     added to `phases_s` as `fusion_map`.
 
-    A measured median more than the tolerance below its floor (analysis/roofline) says the
-    ceilings were measured too low (a busy moment the load check did not see: another VM on the
-    host, a clock that had not ramped up): with `remeasure` (a live run), they are measured
-    once more, merged best-of, and the findings derived again. A floor still beaten after that
-    stays flagged inconsistent in the record."""
+    A measured median more than the tolerance below its floor (analysis/roofline) says a
+    ceiling or the bytes model is wrong for this run. With `remeasure` (a live run) the ceilings
+    are measured once more, merged best-of, and the findings derived again, which rules out a
+    ceiling measured in a slow moment the load check did not see; a floor still beaten after
+    that stays flagged inconsistent in the record."""
     start = clock()
     run = derived_run(evidence, mode_analyses())
     if remeasure is not None and evidence.ceilings is not None and _floor_beaten(run):
