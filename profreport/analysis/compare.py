@@ -230,8 +230,9 @@ def _latency(
         gate = paired_gate(bs, hs, limit_pct, load)
         lo, hi = gate.ratio.ci95
         note = f"paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f})"
-        if resolution_note((lo, hi)):
-            note = f"{note}: {resolution_note((lo, hi))}"
+        within = resolution_note((lo, hi))
+        if within:
+            note = f"{note}: {within}"
         regression, inconclusive, paired = gate.regression, gate.inconclusive, gate
         if inconclusive:
             note = f"latency inconclusive: {inconclusive}; {note}"

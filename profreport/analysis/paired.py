@@ -287,7 +287,7 @@ def lacks_only_rounds(base_ms: Sequence[float], other_ms: Sequence[float]) -> bo
 # ---------------------------------------------------------------- generate: speedups + guard
 
 
-def beyond_resolution(ci95: tuple[float, float] | Sequence[float]) -> int:
+def beyond_resolution(ci95: Sequence[float]) -> int:
     """+1 when the whole interval of a ratio lies above 1 + RESOLUTION, -1 when below
     1 / (1 + RESOLUTION), else 0: what the timer can tell apart from identical code."""
     lo, hi = ci95[0], ci95[1]
@@ -298,7 +298,7 @@ def beyond_resolution(ci95: tuple[float, float] | Sequence[float]) -> int:
     return 0
 
 
-def resolution_note(ci95: tuple[float, float] | Sequence[float]) -> str:
+def resolution_note(ci95: Sequence[float]) -> str:
     """For an interval that excludes 1 but not the resolution band: the words that say so."""
     if beyond_resolution(ci95) == 0 and (ci95[0] > 1.0 or ci95[1] < 1.0):
         return f"within {RESOLUTION:.0%}, the paired timer's A/A resolution"

@@ -32,11 +32,9 @@ def _latency_clause(mode: ModeResult) -> str:
         return (
             f"{1 / sp.median:.2f}x slower than eager (95% CI of speedup {lo:.2f}-{hi:.2f}{noisy})"
         )
-    if resolution_note((lo, hi)):
-        return (
-            f"latency {resolution_note((lo, hi))} (speedup {sp.median:.3f}, "
-            f"95% CI {lo:.3f}-{hi:.3f})"
-        )
+    within = resolution_note((lo, hi))
+    if within:
+        return f"latency {within} (speedup {sp.median:.3f}, 95% CI {lo:.3f}-{hi:.3f})"
     return f"latency unchanged within noise (speedup {sp.median:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
 
