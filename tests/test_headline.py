@@ -116,3 +116,20 @@ def test_short_text_cuts_at_a_word():
     assert short_text("alpha beta gamma delta", 14) == "alpha beta…"
     assert short_text("x" * 50, 10) == "x" * 9 + "…"  # one long word: cut, and marked
     assert short_text("first line\nsecond", 20) == "first line"  # one line: the first
+
+
+def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
+    """The verdict says 'within 1%' for such an interval (analysis/paired.RESOLUTION); the
+    headline once painted MobileNetV2's optimize 0.99x (95% CI 0.98-1.00) red beside it."""
+    from profreport.record.model import OkMode
+    from profreport.render.headline import _speedup_cell
+
+    def cell(lo, median, hi):
+        sp = {"median": median, "ci95": [lo, hi], "inconclusive": None}
+        return _speedup_cell(OkMode.from_json({"speedup_vs_eager": sp}))
+
+    inside = cell(0.981, 0.988, 0.996)
+    assert inside["tone"] == "neutral" and inside["detail"].startswith("within 1%: 95% CI")
+    assert cell(0.9, 0.95, 0.98)["tone"] == "bad"
+    assert cell(1.02, 1.05, 1.08)["tone"] == "good"
+    assert cell(0.99, 1.0, 1.01)["detail"].startswith("no change: ")
