@@ -139,20 +139,6 @@ def innermost_container_loop(
     return parent
 
 
-def mark_ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Boolean mask of every row that is a (strict) ancestor of one of ``rows``."""
-    marked = np.zeros(parent.shape[0], dtype=bool)
-    cur = parent[rows]
-    cur = cur[cur >= 0]
-    while cur.size:
-        cur = np.unique(cur)
-        cur = cur[~marked[cur]]
-        marked[cur] = True
-        cur = parent[cur]
-        cur = cur[cur >= 0]
-    return marked
-
-
 def outermost_ancestor(parent: np.ndarray, rows: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     """For each of ``rows``, its outermost strict ancestor with ``eligible`` set, else ``-1``."""
     best = np.full(rows.shape[0], -1, dtype=np.int64)
