@@ -1,14 +1,37 @@
 """The bytes model checked by hand: every expected number is derived here from shapes."""
 
+from collections.abc import Sequence
+
 import torch
 
-from profreport.analysis.bytes_model import model_from_inductor_nodes, model_from_tensor_io
+from profreport.analysis.bytes_model import (
+    DISPATCH_METHOD,
+    INDUCTOR_METHOD,
+    calls_from_tensor_io,
+    estimate,
+    inductor_calls,
+)
 from profreport.analysis.kernels import BOOKKEEPING_OPS
-from profreport.capture.opio import record_tensor_io
+from profreport.capture.opio import OpIO, record_tensor_io
 from profreport.models import load_model
-from profreport.record.model import InductorNode
+from profreport.record.model import Bytes, InductorNode
 
 F32 = 4
+
+
+def model_from_tensor_io(
+    ops: Sequence[OpIO], bookkeeping: frozenset[str], unseen_kernels: Sequence[str] = ()
+) -> Bytes:
+    """Bytes of one forward from the dispatcher's view, as the dispatch bytes source makes them
+    (profreport.modes.bytes_sources, then the pipeline's estimate)."""
+    return estimate(calls_from_tensor_io(ops, bookkeeping), DISPATCH_METHOD, unseen_kernels)
+
+
+def model_from_inductor_nodes(nodes: Sequence[InductorNode]) -> Bytes:
+    """Bytes of one forward of a torch.compile'd model from Inductor's scheduler nodes, as the
+    Inductor bytes source makes them."""
+    calls, unsized = inductor_calls(nodes)
+    return estimate(calls, INDUCTOR_METHOD, unsized)
 
 
 def _numel(*shape):

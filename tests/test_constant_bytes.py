@@ -16,10 +16,10 @@ import torch
 from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import V
 
-from profreport.analysis.bytes_model import model_from_inductor_nodes
 from profreport.capture.inductor_sizes import NodeSizes, node_buffer_bytes
 from profreport.record import OkMode
 from profreport.render.viewmodel import _compiler_view
+from tests.test_bytes_model import model_from_inductor_nodes
 
 F32, I64 = 4, 8
 VOCAB, DIM, TOKENS = 1000, 64, 32

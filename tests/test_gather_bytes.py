@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from profreport.analysis.bytes_model import model_from_inductor_nodes, model_from_tensor_io
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
 from profreport.modes import prepare_mode
 from profreport.record import OkMode
 from profreport.render.viewmodel import _compiler_view
 from tests.independent_bytes import GatherAwareReads
+from tests.test_bytes_model import model_from_inductor_nodes, model_from_tensor_io
 
 F32, I64 = 4, 8
 

@@ -132,13 +132,6 @@ INDUCTOR_METHOD = (
 )
 
 
-def model_from_tensor_io(
-    ops: Sequence[OpIO], bookkeeping: frozenset[str], unseen_kernels: Sequence[str] = ()
-) -> Bytes:
-    """Bytes of one forward from the dispatcher's view of every operation."""
-    return estimate(calls_from_tensor_io(ops, bookkeeping), DISPATCH_METHOD, unseen_kernels)
-
-
 def inductor_calls(nodes: Sequence[InductorNode]) -> tuple[list[TensorIO], list[str]]:
     """One call per Inductor scheduler node (generated or extern kernel); unsized nodes apart."""
     calls, unsized = [], []
@@ -160,10 +153,3 @@ def inductor_calls(nodes: Sequence[InductorNode]) -> tuple[list[TensorIO], list[
             call = call.adding(lines=lines)
         calls.append(call)
     return calls, unsized
-
-
-def model_from_inductor_nodes(nodes: Sequence[InductorNode]) -> Bytes:
-    """Bytes of one forward of a torch.compile'd model from Inductor's scheduler nodes
-    (one node per generated or extern kernel, read and written buffers sized by Inductor)."""
-    calls, unsized = inductor_calls(nodes)
-    return estimate(calls, INDUCTOR_METHOD, unsized)
