@@ -14,7 +14,7 @@ from typing import ClassVar, Protocol
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.machine_reference import MachineChange
 from profreport.analysis.paired import PairedGate
-from profreport.record.section import Section, required, required_factory
+from profreport.record.section import Section, required, required_factory, schema_of
 
 SCHEMA = "profreport.compare/1"
 
@@ -40,16 +40,7 @@ class Thresholds(Section):
 
     @property
     def any_set(self) -> bool:
-        return any(
-            v is not None
-            for v in (
-                self.max_kernel_increase,
-                self.max_bytes_increase_pct,
-                self.max_latency_regression_pct,
-                self.max_peak_memory_increase_pct,
-                self.new_kernel_pattern,
-            )
-        )
+        return any(getattr(self, f.name) is not None for f in schema_of(Thresholds))
 
 
 @dataclass(frozen=True)
