@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from profreport.analysis.fusion import sum_known
 from profreport.format import fmt_bytes
 from profreport.record.model import FusionMap
 from profreport.record.section import Section
@@ -100,18 +101,6 @@ def _scaled(n: int, per_call: int | None) -> int | None:
     return None if per_call is None else n * per_call
 
 
-def _bytes_of(
-    parts: Sequence[tuple[str, ...]], sigs: dict[tuple[str, ...], _Signature]
-) -> int | None:
-    total = 0
-    for part in parts:
-        b = sigs[part].bytes_per_call
-        if b is None:
-            return None
-        total += b
-    return total
-
-
 def _regroupings(
     kind: Literal["fused", "split"],
     wholes: Counter[tuple[str, ...]],
@@ -136,7 +125,10 @@ def _regroupings(
         cover = found[0]
         together = whole_sigs[ops].kernels
         apart = tuple(dict.fromkeys(k for p in cover for k in part_sigs[p].kernels))
-        one, several = whole_sigs[ops].bytes_per_call, _bytes_of(cover, part_sigs)
+        one, several = (
+            whole_sigs[ops].bytes_per_call,
+            sum_known(part_sigs[p].bytes_per_call for p in cover),
+        )
         per = None if one is None or several is None else one - several
         n = len(found)
         if kind == "fused":
@@ -162,72 +154,41 @@ def fusion_changes(base: FusionMap, head: FusionMap) -> tuple[FusionChange, ...]
     head fuses that base ran apart (and the reverse), new and gone kernels, and kernels called
     more or fewer times per step. Largest modeled-bytes change first."""
     b_sigs, h_sigs = _signatures(base), _signatures(head)
-    head_extra: Counter[tuple[str, ...]] = Counter()
-    base_extra: Counter[tuple[str, ...]] = Counter()
-    for ops in h_sigs.keys() | b_sigs.keys():
-        h = h_sigs[ops].calls if ops in h_sigs else 0
-        b = b_sigs[ops].calls if ops in b_sigs else 0
-        if h > b:
-            head_extra[ops] = h - b
-        elif b > h:
-            base_extra[ops] = b - h
+    b_calls = Counter({ops: sig.calls for ops, sig in b_sigs.items()})
+    h_calls = Counter({ops: sig.calls for ops, sig in h_sigs.items()})
+    head_extra, base_extra = h_calls - b_calls, b_calls - h_calls
     out = _regroupings("fused", head_extra, base_extra, h_sigs, b_sigs)
     out += _regroupings("split", base_extra, head_extra, b_sigs, h_sigs)
-    for ops, n in head_extra.items():
-        if n <= 0:
-            continue
-        s = h_sigs[ops]
-        delta = _scaled(n, s.bytes_per_call)
-        if ops not in b_sigs:
-            kind: FusionChangeKind = "new"
-            summary = (
-                f"head's {_ops_text(ops)} is a new kernel ({', '.join(s.kernels)}; "
-                f"+{n} per step, {_signed_bytes(delta)})"
+    # What the regroupings left: calls only one side makes (sign: of head - base).
+    for sign, extra, sigs, other in (
+        (1, head_extra, h_sigs, b_sigs),
+        (-1, base_extra, b_sigs, h_sigs),
+    ):
+        for ops, n in extra.items():
+            if n <= 0:
+                continue
+            s = sigs[ops]
+            delta = _scaled(sign * n, s.bytes_per_call)
+            kernels, bytes_text = ", ".join(s.kernels), _signed_bytes(delta)
+            kind: FusionChangeKind
+            if ops not in other:
+                kind = "new" if sign > 0 else "gone"
+                summary = (
+                    f"head's {_ops_text(ops)} is a new kernel ({kernels}; +{n} per step, "
+                    f"{bytes_text})"
+                    if sign > 0
+                    else f"base's {_ops_text(ops)} kernel ({kernels}) is gone in head "
+                    f"(−{n} per step, {bytes_text})"
+                )
+            else:
+                kind = "more calls" if sign > 0 else "fewer calls"
+                summary = (
+                    f"head runs {_ops_text(ops)} ({kernels}) {n} {kind.split()[0]} time"
+                    f"{'s' if n > 1 else ''} per step than base ({bytes_text})"
+                )
+            sides = (other[ops].kernels if ops in other else (), s.kernels)
+            base_kernels, head_kernels = sides if sign > 0 else sides[::-1]
+            out.append(
+                FusionChange(kind, ops, base_kernels, head_kernels, sign * n, delta, summary)
             )
-        else:
-            kind = "more calls"
-            summary = (
-                f"head runs {_ops_text(ops)} ({', '.join(s.kernels)}) {n} more time"
-                f"{'s' if n > 1 else ''} per step than base ({_signed_bytes(delta)})"
-            )
-        out.append(
-            FusionChange(
-                kind,
-                ops,
-                b_sigs[ops].kernels if ops in b_sigs else (),
-                s.kernels,
-                n,
-                delta,
-                summary,
-            )
-        )
-    for ops, n in base_extra.items():
-        if n <= 0:
-            continue
-        s = b_sigs[ops]
-        per = s.bytes_per_call
-        delta = None if per is None else -n * per
-        if ops not in h_sigs:
-            kind = "gone"
-            summary = (
-                f"base's {_ops_text(ops)} kernel ({', '.join(s.kernels)}) is gone in head "
-                f"(−{n} per step, {_signed_bytes(delta)})"
-            )
-        else:
-            kind = "fewer calls"
-            summary = (
-                f"head runs {_ops_text(ops)} ({', '.join(s.kernels)}) {n} fewer time"
-                f"{'s' if n > 1 else ''} per step than base ({_signed_bytes(delta)})"
-            )
-        out.append(
-            FusionChange(
-                kind,
-                ops,
-                s.kernels,
-                h_sigs[ops].kernels if ops in h_sigs else (),
-                -n,
-                delta,
-                summary,
-            )
-        )
     return tuple(sorted(out, key=lambda c: (-abs(c.bytes_change or 0), c.summary)))
