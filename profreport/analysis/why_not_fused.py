@@ -286,54 +286,27 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
             found.append(_at(e, a, b))
             continue
         graphs = (_graph_of(a), _graph_of(b))
+        logged = [r for r in refusals if set(pair) <= set(r.ops)]
         if None not in graphs and graphs[0] != graphs[1]:
             breaks = int(compiler.graph_breaks or 0)
-            found.append(
-                _at(
-                    _entry(
-                        "split",
-                        pair,
-                        f"{pair[0]} -> {pair[1]} stayed apart: they are in different compiled graphs"
-                        + (" (split by the graph break above)" if breaks else ""),
-                        "fusion map",
-                        f"kernels {a.kernels[0]} (graph {graphs[0]}) and {b.kernels[0]} "
-                        f"(graph {graphs[1]})",
-                    ),
-                    a,
-                    b,
-                )
+            why = "they are in different compiled graphs" + (
+                " (split by the graph break above)" if breaks else ""
             )
-            continue
-        logged = [r for r in refusals if set(pair) <= set(r.ops)]
-        if logged:
-            found.append(
-                _at(
-                    _entry(
-                        "split",
-                        pair,
-                        f"{pair[0]} -> {pair[1]} stayed apart: "
-                        + "; ".join(r.evidence.split(": ", 1)[-1] for r in logged),
-                        "Inductor scheduler fusion log",
-                        "\n".join(r.evidence for r in logged),
-                    ),
-                    a,
-                    b,
-                )
+            source = "fusion map"
+            evidence = (
+                f"kernels {a.kernels[0]} (graph {graphs[0]}) and {b.kernels[0]} (graph {graphs[1]})"
             )
-            continue
-        found.append(
-            _at(
-                _entry(
-                    "split",
-                    pair,
-                    f"{pair[0]} -> {pair[1]} stayed apart: no reason recorded",
-                    "fusion map",
-                    f"kernels {a.kernels[0]} and {b.kernels[0]}",
-                ),
-                a,
-                b,
-            )
+        elif logged:
+            why = "; ".join(r.evidence.split(": ", 1)[-1] for r in logged)
+            source = "Inductor scheduler fusion log"
+            evidence = "\n".join(r.evidence for r in logged)
+        else:
+            why, source = "no reason recorded", "fusion map"
+            evidence = f"kernels {a.kernels[0]} and {b.kernels[0]}"
+        split = _entry(
+            "split", pair, f"{pair[0]} -> {pair[1]} stayed apart: {why}", source, evidence
         )
+        found.append(_at(split, a, b))
     found.extend(refusals)  # every distinct decision, as the scheduler logged it
     return found
 
@@ -425,63 +398,40 @@ def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     groups = entry.fusion.groups if entry.fusion is not None else ()
     src = "fusion map (dispatched ops, eager vs optimized)"
     for g in groups:
+        ops = list(g.eager_ops)
         if g.note.startswith("folded"):
-            found.append(
-                _entry(
-                    "applied",
-                    list(g.eager_ops),
-                    f"folded away by freezing: {', '.join(g.eager_ops)}",
-                    src,
-                    g.note,
-                )
-            )
-        elif len(g.eager_ops) > 1 and g.kernels:
+            e = _entry("applied", ops, f"folded away by freezing: {', '.join(ops)}", src, g.note)
+        elif len(ops) > 1 and g.kernels:
             by = (
                 f"one {g.kernels[0]} kernel (TorchScript's fuser)"
                 if g.kernels[0].startswith("prim::")
                 else f"library call {g.kernels[0]}"
             )
-            found.append(
-                _entry(
-                    "applied",
-                    list(g.eager_ops),
-                    f"{' + '.join(g.eager_ops)} fused into {by}",
-                    src,
-                    f"optimized op {g.kernels[0]}",
-                )
+            e = _entry(
+                "applied",
+                ops,
+                f"{' + '.join(ops)} fused into {by}",
+                src,
+                f"optimized op {g.kernels[0]}",
             )
-        elif g.eager_ops and not g.kernels:
+        elif ops and not g.kernels:
             # eager calls paired with nothing optimized (unmatched, or never in the graph): the
             # map says what it can tell, and claims no pattern
-            found.append(
-                _entry(
-                    "unmatched",
-                    list(g.eager_ops),
-                    f"{' + '.join(g.eager_ops)}: {g.note}",
-                    src,
-                    g.note,
-                )
-            )
+            e = _entry("unmatched", ops, f"{' + '.join(ops)}: {g.note}", src, g.note)
         elif g.note.startswith("added"):
-            found.append(
-                _entry(
-                    "applied",
-                    [],
-                    f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)",
-                    src,
-                    g.note,
-                )
-            )
+            added = f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)"
+            e = _entry("applied", [], added, src, g.note)
         elif g.note in _SPLIT_BY:
-            found.append(
-                _entry(
-                    "split",
-                    list(g.eager_ops),
-                    f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own",
-                    src,
-                    f"dispatched {' + '.join(g.kernels)} where eager called addmm",
-                )
+            e = _entry(
+                "split",
+                ops,
+                f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own",
+                src,
+                f"dispatched {' + '.join(g.kernels)} where eager called addmm",
             )
+        else:
+            continue
+        found.append(e)
     conv_alone = [
         g
         for g in groups
