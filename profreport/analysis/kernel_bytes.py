@@ -16,7 +16,7 @@ ended with a hash when long, so a kernel matches the group whose name it is or b
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 
 from profreport.analysis.kernel_definitions import aoti_shim_op
 from profreport.record.model import KernelRow, KernelTraffic, OkMode, ScriptFusionGroup
@@ -93,10 +93,7 @@ def kernel_bytes(mode: OkMode) -> tuple[KernelRow, ...]:
     matches: dict[str, str | None] = {}
     for row in mode.kernels.table:
         matches[row.name] = next((c for c in _candidates(row) if c in ops), None)
-    shared: dict[str, int] = defaultdict(int)
-    for op in matches.values():
-        if op is not None:
-            shared[op] += 1
+    shared = Counter(op for op in matches.values() if op is not None)
     found: list[KernelRow] = []
     for row in mode.kernels.table:
         op = matches[row.name]
@@ -113,27 +110,16 @@ def kernel_bytes(mode: OkMode) -> tuple[KernelRow, ...]:
                     flops_per_byte=None if o.flops is None or total == 0 else o.flops / total,
                 )
             )
-        elif row.name in by_kernel:
-            traffic = by_kernel[row.name]
-            found.append(
-                row.adding(
-                    bytes_read=traffic.read,
-                    bytes_written=traffic.written,
-                    bytes_op="Inductor scheduler node(s)",
-                    bytes_shared_by=1,
-                )
+            continue
+        traffic, source = by_kernel.get(row.name), "Inductor scheduler node(s)"
+        if traffic is None:
+            traffic, source = _nnc_match(row.name, nnc), "TorchScript fusion group (graph types)"
+        found.append(
+            row.adding(
+                bytes_read=None if traffic is None else traffic.read,
+                bytes_written=None if traffic is None else traffic.written,
+                bytes_op=None if traffic is None else source,
+                bytes_shared_by=0 if traffic is None else 1,
             )
-        elif (group := _nnc_match(row.name, nnc)) is not None:
-            found.append(
-                row.adding(
-                    bytes_read=group.read,
-                    bytes_written=group.written,
-                    bytes_op="TorchScript fusion group (graph types)",
-                    bytes_shared_by=1,
-                )
-            )
-        else:
-            found.append(
-                row.adding(bytes_read=None, bytes_written=None, bytes_op=None, bytes_shared_by=0)
-            )
+        )
     return tuple(found)
