@@ -63,16 +63,9 @@ def dram_bytes(metrics: Mapping[str, float]) -> tuple[float | None, float | None
 
 def derived(totals: Mapping[str, float]) -> dict[str, float]:
     """FLOPs and DRAM bytes from additive counter totals; keys only for what was recorded."""
-    out: dict[str, float] = {}
-    f = flops(totals)
-    if f is not None:
-        out["flops"] = f
     read, written = dram_bytes(totals)
-    if read is not None:
-        out["dram_bytes_read"] = read
-    if written is not None:
-        out["dram_bytes_written"] = written
-    return out
+    found = {"flops": flops(totals), "dram_bytes_read": read, "dram_bytes_written": written}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def summarize(ranges: list[JSONObject]) -> JSONObject | None:

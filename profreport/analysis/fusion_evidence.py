@@ -8,18 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from profreport.analysis.fusion import short_op
 from profreport.format import fmt_bytes
 from profreport.record.model import FusionGroup, OkMode, Run
 
 
-def _short(op: str) -> str:
-    return op.split("::", 1)[-1]
-
-
 def _counted(verb: str, ops: list[str]) -> str:
-    counts: dict[str, int] = {}
-    for op in ops:
-        counts[op] = counts.get(op, 0) + 1
+    counts = Counter(ops)
     return verb + " " + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
@@ -31,9 +26,7 @@ _SHOWN_OPS = 6
 def _fused_sets(fused: Sequence[FusionGroup]) -> str:
     """ "[a + b] x2, [c + d + e + 3 more] and 5 more fused kernel(s)": the eager ops of each fused
     kernel (the first few; identical sets once, with a count), for the first few kernels."""
-    counts: dict[tuple[str, ...], int] = {}
-    for g in fused:
-        counts[g.eager_ops] = counts.get(g.eager_ops, 0) + 1
+    counts = Counter(g.eager_ops for g in fused)
     sets = []
     for ops, n in list(counts.items())[:_SHOWN_GROUPS]:
         shown = " + ".join(ops[:_SHOWN_OPS])
@@ -54,7 +47,7 @@ def torchscript_evidence(mode: OkMode, run: Run, kind: str) -> str:
     fusers = run.env.fusers
     groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
     if groups:
-        sets = "; ".join(" + ".join(_short(o) for o in g.ops) for g in groups)
+        sets = "; ".join(" + ".join(short_op(o) for o in g.ops) for g in groups)
         return f"TorchScript fused {len(groups)} group(s): {sets}"
     if device == "cpu" and not (fusers is not None and fusers.nnc_can_fuse_on_cpu):
         why = (

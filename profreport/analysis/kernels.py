@@ -44,7 +44,7 @@ cross a module boundary as a dozen loose parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from statistics import median_high
 
 import numpy as np
 
@@ -152,9 +152,6 @@ class TraceCounts:
     device_activity: str = "recorded"
     counters: JSONObject | None = None  # trace-wide counter totals and derived figures
     notes: list[str] = field(default_factory=list)
-
-
-_N = TypeVar("_N", int, float)
 
 
 @dataclass
@@ -374,10 +371,10 @@ def per_step(counts: TraceCounts) -> dict[str, float | None]:
         out["kernel_time_us"] = counts.kernel_time_us
         out["steps"] = 0
     else:
-        out = {k: _median_high([getattr(s, k) for s in counts.steps]) for k in keys}
+        out = {k: median_high([getattr(s, k) for s in counts.steps]) for k in keys}
         times = [s.kernel_time_us for s in counts.steps]
         known = [t for t in times if t is not None]
-        out["kernel_time_us"] = _median_high(known) if len(known) == len(times) else None
+        out["kernel_time_us"] = median_high(known) if len(known) == len(times) else None
         out["steps"] = len(counts.steps)
     if counts.device_activity == "not recorded":
         out.update(dict.fromkeys(UNRECORDED_FIELDS & out.keys()))
@@ -388,11 +385,6 @@ def per_step(counts: TraceCounts) -> dict[str, float | None]:
 UNRECORDED_FIELDS = frozenset(
     {"kernels", "memcpy", "memset", "memcpy_bytes", "memset_bytes", "unlinked_kernels"}
 )
-
-
-def _median_high(values: list[_N]) -> _N:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 def dispatcher_mask(trace: Trace, include_bookkeeping: bool) -> np.ndarray:
