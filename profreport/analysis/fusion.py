@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from profreport.analysis._pairing import pair_with_eager
 from profreport.record.model import (
@@ -65,28 +66,6 @@ def short_op(op: str) -> str:
     return op.split("::", 1)[-1]
 
 
-class _EagerCalls:
-    """Eager op calls in execution order, handed out by name in order of first use."""
-
-    def __init__(self, sequence: Sequence[TensorIO]) -> None:
-        self._by_name: dict[str, list[TensorIO]] = defaultdict(list)
-        for call in sequence:
-            self._by_name[call.op].append(call)
-        self._next: Counter[str] = Counter()
-
-    def take(self, op: str) -> TensorIO | None:
-        calls = self._by_name.get(op, [])
-        i = self._next[op]
-        self._next[op] += 1
-        return calls[i] if i < len(calls) else None
-
-    def untaken(self) -> list[TensorIO]:
-        rest = []
-        for op, calls in self._by_name.items():
-            rest.extend(calls[self._next[op] :])
-        return rest
-
-
 def traffic(call: TensorIO | None) -> int | None:
     """A call's modeled bytes, read + written (None: no call, or a side not sized)."""
     if call is None or call.read is None or call.written is None:
@@ -94,16 +73,12 @@ def traffic(call: TensorIO | None) -> int | None:
     return call.read + call.written
 
 
-def _sum_flops(calls: Sequence[TensorIO]) -> float | None:
-    """The calls' FLOPs summed; None when any has no formula (or there are no calls)."""
-    flops = [c.flops for c in calls]
-    if not flops or any(f is None for f in flops):
-        return None
-    return sum(f for f in flops if f is not None)
+_N = TypeVar("_N", int, float)
 
 
-def sum_known(values: Iterable[int | None]) -> int | None:
-    total = 0
+def sum_known(values: Iterable[_N | None]) -> _N | None:
+    """The values summed; None when any is None."""
+    total: _N = 0
     for v in values:
         if v is None:
             return None
@@ -286,7 +261,8 @@ def compile_fusion(
             [label],
             sum_known(traffic(e) for e in eager_calls),
             kernel_bytes,
-            _sum_flops(eager_calls),
+            # the calls' FLOPs; None when any has no formula (or there are no calls)
+            sum_known(e.flops for e in eager_calls) if eager_calls else None,
             "; ".join(notes),
         )
         group = dataclasses.replace(
@@ -324,8 +300,13 @@ def script_fusion(
 ) -> FusionMap:
     """Fusion map of a TorchScript mode from the fusion groups in its optimized graph (each
     group's kernel bytes: the tensors crossing its boundary)."""
-    calls = _EagerCalls(eager_sequence)
-    groups = [script_group(g, [calls.take(op) for op in g.ops]) for g in fusion_groups]
+    calls: dict[str, list[TensorIO]] = defaultdict(list)  # eager calls in order, by op
+    for call in eager_sequence:
+        calls[call.op].append(call)
+    groups = [
+        script_group(g, [calls[op].pop(0) if calls[op] else None for op in g.ops])
+        for g in fusion_groups
+    ]
     return summarize_groups(groups, "TorchScript optimized graph (fusion groups)")
 
 

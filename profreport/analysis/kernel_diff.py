@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from profreport.analysis.change import Change
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
 from profreport.record.model import FusionMap, OkMode, Section
 from profreport.record.section import omitted, required
@@ -160,10 +161,6 @@ def pair_kernels(
     return pairs, left_base, left_head
 
 
-def _difference(base: float | None, head: float | None) -> float | None:
-    return None if base is None or head is None else head - base
-
-
 def _bytes_change(
     base: KernelSide | None, head: KernelSide | None
 ) -> tuple[int | None, str | None]:
@@ -186,7 +183,7 @@ def kernel_change(
 ) -> KernelChange:
     """One row of the diff: its status and head - base."""
     calls = (head.calls if head else 0.0) - (base.calls if base else 0.0)
-    time = _difference(base.time_us if base else 0.0, head.time_us if head else 0.0)
+    time = Change(base.time_us if base else 0.0, head.time_us if head else 0.0).difference
     delta_bytes, source = _bytes_change(base, head)
     status: RowStatus
     if base is None:
@@ -249,11 +246,11 @@ def mode_kernels(mode: OkMode) -> tuple[KernelSide, ...]:
     kernels = mode.kernels
     steps = kernels.steps or 1
     ops = _eager_ops_by_kernel(mode.fusion)
-    measured: dict[str, int] = {}
-    if mode.bytes.measured is not None:
-        for m in mode.bytes.measured.kernels:
-            if m.read is not None and m.written is not None:
-                measured[m.name] = m.read + m.written
+    measured = {
+        m.name: m.read + m.written
+        for m in (mode.bytes.measured.kernels if mode.bytes.measured is not None else ())
+        if m.read is not None and m.written is not None
+    }
     sides = []
     for row in kernels.table:
         calls = row.calls_per_step if row.calls_per_step is not None else row.calls / steps
