@@ -218,8 +218,8 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
         common.launch_api_counts = {}
         return _count_cpu(trace, cpu_rows, steps, common)
     codes = dev_code[dev_rows]
-    common.device_activity = "recorded"
-    notes: list[str] = []
+    notes = common.notes
+    paired = None
     if not np.any(codes == 1) and range_rows.size:
         # No kernel events: each counter range is one kernel launch (Kineto's auto-range mode).
         common.device_activity = "counters"
@@ -238,10 +238,6 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     elif not dev_rows.size and not range_rows.size:
         common.device_activity = "not recorded"
         notes.append(NOT_RECORDED_NOTE)
-        paired = None
-    else:
-        paired = None
-    common.notes = notes
     return _count_device(
         trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
     )

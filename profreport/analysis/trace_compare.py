@@ -155,7 +155,13 @@ def compare_counts(
             "the counts do not measure the same thing"
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
-    base_step, other_step = per_step(base), per_step(other)
+    base_step: dict[str, Any] = per_step(base)
+    other_step: dict[str, Any] = per_step(other)
+    totals: dict[str, Any] = {
+        f: _delta(getattr(base_sum, f), getattr(other_sum, f)) for f in TOTAL_FIELDS
+    }
+    steps: dict[str, Any] = {f: _delta(base_step[f], other_step[f]) for f in PER_STEP_FIELDS}
+    steps["steps"] = StepsPair(baseline=base_step["steps"], value=other_step["steps"])
     kernels, paired = diff_kernels(
         [_trace_side(r) for r in base.table], [_trace_side(r) for r in other.table]
     )
@@ -163,24 +169,13 @@ def compare_counts(
         baseline=base_path,
         path=path,
         note=note,
-        totals=_total_changes(base_sum, other_sum),
-        per_step=_per_step_changes(base_step, other_step),
+        totals=TotalChanges(**totals),
+        per_step=PerStepChanges(**steps),
         kernels=kernels,
         kernels_paired=paired,
         launching_ops=tuple(_op_differences(base.kernels_by_op, other.kernels_by_op)),
         time_breakdown=None if base_time is None or time is None else time_changes(base_time, time),
     )
-
-
-def _total_changes(base: TraceSummary, other: TraceSummary) -> TotalChanges:
-    changes: dict[str, Any] = {f: _delta(getattr(base, f), getattr(other, f)) for f in TOTAL_FIELDS}
-    return dataclasses.replace(TotalChanges(), **changes)
-
-
-def _per_step_changes(base: dict[str, Any], other: dict[str, Any]) -> PerStepChanges:
-    changes: dict[str, Any] = {f: _delta(base[f], other[f]) for f in PER_STEP_FIELDS}
-    steps = StepsPair(baseline=base["steps"], value=other["steps"])
-    return dataclasses.replace(PerStepChanges(), **changes, steps=steps)
 
 
 # The parts of a median step compared between two traces, in the order they are shown.
