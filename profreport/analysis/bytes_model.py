@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from profreport.analysis.attribution import common_module
+from profreport.analysis.fusion import sum_known
 from profreport.capture.opio import OpIO, TensorRef
 from profreport.record.model import Bytes, InductorNode, OpBytes, TensorIO
 
@@ -79,10 +80,9 @@ def calls_from_tensor_io(ops: Sequence[OpIO], bookkeeping: frozenset[str]) -> li
     return calls
 
 
-def _add_flops(a: float | None, b: float | None, first: bool) -> float | None:
-    if first:
-        return b
-    return None if a is None or b is None else a + b
+def _sum_traffic(calls: Sequence[TensorIO]) -> tuple[int, int]:
+    """(read, written) bytes of `calls`, an unsized side counted as 0."""
+    return sum(c.read or 0 for c in calls), sum(c.written or 0 for c in calls)
 
 
 def _intensity(read: int, written: int, flops: float | None) -> float | None:
@@ -98,20 +98,16 @@ def estimate(
     attribution: str | None = None,
 ) -> Bytes:
     """Totals and a per-op table (largest traffic first) from the calls of one forward."""
-    agg: dict[str, list[Any]] = {}
+    by_op: dict[str, list[TensorIO]] = {}
     for c in calls:
-        entry = agg.setdefault(c.op, [0, 0, 0, None])
-        entry[3] = _add_flops(entry[3], c.flops, entry[0] == 0)
-        entry[0] += 1
-        entry[1] += c.read or 0
-        entry[2] += c.written or 0
-    table = sorted(
-        (OpBytes(op, n, r, w, f, _intensity(r, w, f)) for op, (n, r, w, f) in agg.items()),
-        key=lambda row: row.read + row.written,
-        reverse=True,
-    )
-    read = sum(c.read or 0 for c in calls)
-    written = sum(c.written or 0 for c in calls)
+        by_op.setdefault(c.op, []).append(c)
+    table = []
+    for op, op_calls in by_op.items():
+        r, w = _sum_traffic(op_calls)
+        f = sum_known(c.flops for c in op_calls)  # None when any call has no FLOP formula
+        table.append(OpBytes(op, len(op_calls), r, w, f, _intensity(r, w, f)))
+    table.sort(key=lambda row: row.read + row.written, reverse=True)
+    read, written = _sum_traffic(calls)
     est = Bytes(
         read=read,
         written=written,
