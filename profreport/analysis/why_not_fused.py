@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import re
 
+from profreport.analysis.fusion import short_op
 from profreport.analysis.fusion_optimize import DECOMPOSED, LINEAR_SPLIT
 from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 from profreport.record.model import (
@@ -174,25 +175,24 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
     found: list[WhyNotFused] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
     for r in refusals:
-        sides = []
-        for name in (r.first, r.second):
-            side = list(
-                dict.fromkeys(op for part in name.split("_") for op in ops_of.get(part, []))
-            )
-            sides.append((name, side))
-        finals = [
-            {final_of.get(part) for part in name.split("_")} - {None}
-            for name in (r.first, r.second)
+        names = (r.first, r.second)
+        sides = [
+            list(dict.fromkeys(op for part in name.split("_") for op in ops_of.get(part, [])))
+            for name in names
         ]
+        finals = [{final_of.get(part) for part in name.split("_")} - {None} for name in names]
         if finals[0] & finals[1]:
             continue  # refused once, yet in one kernel in the end: not why anything stayed apart
-        ops = list(dict.fromkeys(op for _, side in sides for op in side))
+        ops = list(dict.fromkeys(op for side in sides for op in side))
         reason = r.log.split(": ", 1)[-1]
         key = (tuple(ops), reason)
         if key in seen:
             continue
         seen.add(key)
-        named = [f"{name} ({' + '.join(side)})" if side else name for name, side in sides]
+        named = [
+            f"{name} ({' + '.join(side)})" if side else name
+            for name, side in zip(names, sides, strict=True)
+        ]
         found.append(
             _entry(
                 "refused",
@@ -316,15 +316,14 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     fusion_groups = (entry.compiler.fusion_groups if entry.compiler is not None else None) or ()
     device = run.device.type
     fusers = run.env.fusers
-    found = []
-    for g in fusion_groups:
-        ops = [op.split("::")[-1] for op in g.ops]
-        found.append(
-            _entry("fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g.kind}")
-        )
+    fused = [[short_op(op) for op in g.ops] for g in fusion_groups]
+    found = [
+        _entry("fused", ops, f"{' + '.join(ops)} fused", "TorchScript graph", f"node {g.kind}")
+        for g, ops in zip(fusion_groups, fused, strict=True)
+    ]
     eager = run.modes.get("eager")
     eager_calls = [
-        c.op.split("::")[-1]
+        short_op(c.op)
         for c in (eager.bytes.sequence if isinstance(eager, OkMode) else ())
         if c.op not in BOOKKEEPING_OPS
     ]
@@ -355,11 +354,10 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     elif fusion_groups:
         # ops the fuser left out: TorchScript records no reason, so none is stated
         left = list(eager_calls)
-        for g in fusion_groups:
-            for op in g.ops:
-                if op.split("::")[-1] in left:
-                    left.remove(op.split("::")[-1])
-        groups = "; ".join(" + ".join(op.split("::")[-1] for op in g.ops) for g in fusion_groups)
+        for op in itertools.chain.from_iterable(fused):
+            if op in left:
+                left.remove(op)
+        groups = "; ".join(" + ".join(ops) for ops in fused)
         for op in dict.fromkeys(left):
             found.append(
                 _entry(
