@@ -172,10 +172,6 @@ def _kernels(base: KernelCounts, head: KernelCounts, limit: int | None) -> Metri
     )
 
 
-def _launches(base: KernelCounts, head: KernelCounts) -> MetricChange:
-    return _metric("launches_per_step", "profiler", Change(base.launches, head.launches))
-
-
 def _bytes(base: Bytes, head: Bytes, limit_pct: float | None) -> MetricChange:
     partial = [side for side, b in (("base", base), ("head", head)) if b.not_modeled]
     return _relative(
@@ -323,7 +319,7 @@ def _mode_metrics(
     noise += [f"head: {r}" for r in record_noise(head, name)]
     return [
         _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
-        _launches(b.kernels, h.kernels),
+        _metric("launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)),
         _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
         _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
         _latency(

@@ -56,15 +56,13 @@ def flops(metrics: Mapping[str, float]) -> float | None:
     return sum((2.0 if op == "fma" else 1.0) * v for (_, op), (_, v) in terms.items())
 
 
-def dram_bytes(metrics: Mapping[str, float]) -> tuple[float | None, float | None]:
-    """(read, written) DRAM bytes, each ``None`` when its counter was not recorded."""
-    return metrics.get(DRAM_READ), metrics.get(DRAM_WRITE)
-
-
 def derived(totals: Mapping[str, float]) -> dict[str, float]:
     """FLOPs and DRAM bytes from additive counter totals; keys only for what was recorded."""
-    read, written = dram_bytes(totals)
-    found = {"flops": flops(totals), "dram_bytes_read": read, "dram_bytes_written": written}
+    found = {
+        "flops": flops(totals),
+        "dram_bytes_read": totals.get(DRAM_READ),
+        "dram_bytes_written": totals.get(DRAM_WRITE),
+    }
     return {k: v for k, v in found.items() if v is not None}
 
 
