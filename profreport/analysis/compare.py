@@ -81,12 +81,7 @@ def _identity(run: Run, label: str) -> RunIdentity:
 def _as_stored(section: Section, name: str) -> Any:
     """`section.<name>` as its document held it, None when the key was absent: a record written
     before a field existed (memory_format, inputs) differs from one that has it."""
-    if not section.has(name):
-        return None
-    value = getattr(section, name)
-    if isinstance(value, tuple):
-        return [v.to_json() if isinstance(v, Section) else v for v in value]
-    return value
+    return section.to_json().get(name)
 
 
 # What makes numbers less comparable but is a legitimate thing to compare: (what, section, field).
