@@ -72,8 +72,9 @@ def _at(entry: WhyNotFused, *groups: FusionGroup) -> WhyNotFused:
     return entry.adding(modules=modules, source_lines=tuple(dict.fromkeys(lines)))
 
 
-def _rule(kind: WhyKind, ops: list[str], reason: str, rule: str) -> WhyNotFused:
-    return _entry(kind, ops, reason, f"rule {rule}", RULES[rule])
+def _rule(kind: WhyKind, ops: list[str], reason: str, rule: str, seen: str = "") -> WhyNotFused:
+    """An entry resting on a documented rule; `seen`: what the record shows, before the rule."""
+    return _entry(kind, ops, reason, f"rule {rule}", seen + RULES[rule])
 
 
 _GRAPH = re.compile(r"^graph_(\d+)_")
@@ -237,8 +238,8 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
                 f"{', '.join(ops)} before it runs; it is work eager does not do, and it keeps "
                 f"the library call apart from what precedes it",
                 "inductor-layout",
+                f"kernel {kernel} ({g.note}); ",
             )
-            e = dataclasses.replace(e, evidence=f"kernel {kernel} ({g.note}); " + e.evidence)
             if device == "cpu" and not channels_last and "convolution" in ops:
                 e = dataclasses.replace(
                     e,
@@ -271,11 +272,7 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
                 f"that Inductor does not fuse into on {device or 'this device'} in this "
                 "configuration",
                 "inductor-extern",
-            )
-            e = dataclasses.replace(
-                e,
-                evidence=f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; "
-                + e.evidence,
+                f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; ",
             )
             if device == "cuda":
                 e = dataclasses.replace(
@@ -344,11 +341,8 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
             eager_ops,
             f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here",
             "nnc-cpu-llvm",
-        )
-        e = dataclasses.replace(
-            e,
-            evidence=f"env.fusers: llvm_available={fusers.llvm_available}, "
-            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; " + e.evidence,
+            f"env.fusers: llvm_available={fusers.llvm_available}, "
+            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; ",
         )
         found.append(e)
     elif fusion_groups:
