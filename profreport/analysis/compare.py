@@ -270,33 +270,25 @@ def _latency(
 
 def _regression_message(mode: str, m: MetricChange) -> str:
     pct = fmt_pct(m.change_pct)
+    limit = f"limit {m.limit}"
     if m.metric == "kernels_per_step":
-        text = f"kernels per step {m.base:g} -> {m.head:g} ({m.change:+g}), limit {m.limit}"
-    elif m.metric == "bytes_per_step":
-        text = (
-            f"modeled bytes per step {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), "
-            f"limit {m.limit}"
+        return f"{mode}: kernels per step {m.base:g} -> {m.head:g} ({m.change:+g}), {limit}"
+    if m.metric in ("bytes_per_step", "peak_memory_bytes"):
+        what = "modeled bytes per step" if m.metric == "bytes_per_step" else "peak memory"
+        return f"{mode}: {what} {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), {limit}"
+    moved = f"{mode}: latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)}"
+    if m.paired is not None:
+        ratio = m.paired.ratio
+        return (
+            f"{moved} ({pct}), {limit}, paired head/base {ratio.median:.3f}, "
+            f"95% CI from {ratio.ci95[0]:.3f}"
         )
-    elif m.metric == "peak_memory_bytes":
-        text = f"peak memory {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), limit {m.limit}"
-    elif m.paired is not None:
-        lo = m.paired.ratio.ci95[0]
-        text = (
-            f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct}), limit {m.limit}, "
-            f"paired head/base {m.paired.ratio.median:.3f}, 95% CI from {lo:.3f}"
+    if m.relative_change_pct is not None:
+        return (
+            f"{moved} ({pct} raw, {fmt_pct(m.relative_change_pct)} relative to the machine "
+            f"reference), {limit}, beyond what the reference moved"
         )
-    elif m.relative_change_pct is not None:
-        text = (
-            f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct} raw, "
-            f"{fmt_pct(m.relative_change_pct)} relative to the machine reference), limit "
-            f"{m.limit}, beyond what the reference moved"
-        )
-    else:
-        text = (
-            f"latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)} ({pct}), limit {m.limit}, "
-            "95% intervals do not overlap"
-        )
-    return f"{mode}: {text}"
+    return f"{moved} ({pct}), {limit}, 95% intervals do not overlap"
 
 
 def _mode_metrics(
