@@ -108,11 +108,8 @@ def model_differences(base: Run, head: Run) -> list[str]:
     passed as an object)."""
     b, h = base.model, head.model
     out = []
-    for what, b_value, h_value in (
-        ("name", b.name, h.name),
-        ("spec", b.spec, h.spec),
-        ("parameters", b.parameters, h.parameters),
-    ):
+    for what in ("name", "spec", "parameters"):
+        b_value, h_value = getattr(b, what), getattr(h, what)
         if b_value is not None and h_value is not None and b_value != h_value:
             if isinstance(b_value, int) and isinstance(h_value, int):
                 out.append(f"{what}: base {b_value:,}, head {h_value:,} ({h_value - b_value:+,})")
