@@ -125,10 +125,8 @@ def _regroupings(
         cover = found[0]
         together = whole_sigs[ops].kernels
         apart = tuple(dict.fromkeys(k for p in cover for k in part_sigs[p].kernels))
-        one, several = (
-            whole_sigs[ops].bytes_per_call,
-            sum_known(part_sigs[p].bytes_per_call for p in cover),
-        )
+        one = whole_sigs[ops].bytes_per_call
+        several = sum_known(part_sigs[p].bytes_per_call for p in cover)
         per = None if one is None or several is None else one - several
         n = len(found)
         if kind == "fused":
