@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import profreport
-from profreport.analysis.derive import derive, derived_run, with_findings
+from profreport.analysis.derive import derive, derived_run
 from profreport.format import md_code
 from profreport.modes import mode_analyses
 from profreport.modes.compile_logs import capturing_compiler_logs
@@ -84,7 +84,7 @@ def test_graph_break_has_dynamo_reason_user_line_and_source(branchy):
 
 
 def test_graph_break_shows_in_every_output_escaped(branchy):
-    validate(with_findings(branchy, mode_analyses()))
+    validate(derived_run(branchy, mode_analyses()).to_json())
     record = derived_run(branchy, mode_analyses())
     page = html.render(record)
     assert 'href="#why-compile"' in page and 'id="why-compile"' in page

@@ -47,7 +47,6 @@ from profreport.record.model import (
     Run,
     WhyNotFused,
 )
-from profreport.record.section import JSONObject
 from profreport.text import error_line
 
 # Mode and kernel row fields that hold findings, not evidence (declared with `finding()`):
@@ -93,18 +92,11 @@ def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -
     )
 
 
-def _stripped(mode: _M) -> _M:
+def stripped(mode: _M) -> _M:
     """`mode` without its stored findings (its own and its kernel rows')."""
     return _with_table(
         mode.without(*FINDING_KEYS), lambda k: (r.without(*ROW_FINDING_FIELDS) for r in k.table)
     )
-
-
-def evidence_of(record: Run | Mapping[str, Any]) -> Run:
-    """The run as collection writes it, before anything is derived: every stored finding
-    dropped (a run.json written with findings, read back as evidence)."""
-    run = record if isinstance(record, Run) else Run.from_json(record)
-    return dataclasses.replace(run, modes={n: _stripped(m) for n, m in run.modes.items()})
 
 
 def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
@@ -172,12 +164,12 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
     eager = run.modes.get("eager")
-    baseline = _stripped(eager) if isinstance(eager, OkMode) else None
+    baseline = stripped(eager) if isinstance(eager, OkMode) else None
     roofs = Roofs.from_record(run.ceilings)
     modes: dict[str, ModeResult] = {
-        name: _measured(name, _stripped(mode), baseline, roofs, analyses, run.ceilings)
+        name: _measured(name, stripped(mode), baseline, roofs, analyses, run.ceilings)
         if isinstance(mode, OkMode)
-        else _stripped(mode)
+        else stripped(mode)
         for name, mode in run.modes.items()
     }
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
@@ -246,10 +238,3 @@ def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
             failed=mode.failed_finding,
         )
     return Findings(MappingProxyType(found))
-
-
-def with_findings(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> JSONObject:
-    """The run.json document of `record` with today's findings written where run/1 keeps them
-    (`fusion`, `roofline`, `why_not_fused`, `verdict`, and each kernel row's bytes and roofline
-    fields)."""
-    return derived_run(record, analyses).to_json()

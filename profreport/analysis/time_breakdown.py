@@ -121,7 +121,6 @@ class _HostEvents:
 
     parts: tuple[_LaneIndex, ...]  # in HOST_PARTS order
     dispatcher: _LaneIndex  # every dispatcher op (kernels and bookkeeping)
-    launches: _LaneIndex
     rows: tuple[np.ndarray, ...]  # each part's rows, in HOST_PARTS order
 
     @classmethod
@@ -142,7 +141,6 @@ class _HostEvents:
         return cls(
             tuple(_LaneIndex(trace, r, times) for r in rows),
             _LaneIndex(trace, ops[is_dispatcher], times),
-            _LaneIndex(trace, runtime[is_launch], times),
             rows,
         )
 
@@ -189,7 +187,7 @@ def _step_times(
             "wrapper_us": us(parts["wrapper"]),
             "python_us": us(wall - sum(parts.values())),
             "dispatched_ops": host.dispatcher.started(lane, lo, hi),
-            "launches": host.launches.started(lane, lo, hi),
+            "launches": host.parts[1].started(lane, lo, hi),  # HOST_PARTS[1]: launch calls
         }
         if charged is not None:
             values["events"] = charged.counts(lane, lo, hi)
