@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from profreport import cli
-from profreport.analysis.derive import derive, derived_run
+from profreport.analysis.derive import derived_run
+from profreport.api import RunResult
 from profreport.modes import mode_analyses
 from profreport.record import validate
 
@@ -59,12 +60,12 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
     assert ", relu -> relu_;" in optimize["verdict"]
     optimize["verdict"] = optimize["verdict"].replace(", relu -> relu_;", ";")
     assert derived == expected  # same fusion maps, kernel bytes and verdicts
-    findings = derive(before, mode_analyses())
-    assert findings.verdict("compile") == before["modes"]["compile"]["verdict"]
+    findings = RunResult.of_record(before, BEFORE.parent).findings  # the library's view
+    assert findings.modes["compile"].verdict == before["modes"]["compile"]["verdict"]
     fusion = findings.modes["compile"].fusion
     assert fusion is not None and fusion.to_json() == before["modes"]["compile"]["fusion"]
     rows = before["modes"]["compile"]["kernels"]["table"]
-    assert [k.bytes_read for k in findings.modes["compile"].kernel_rows] == [
+    assert [k.bytes_read for k in findings.ok_modes["compile"].kernels.table] == [
         r["bytes_read"] for r in rows
     ]
     assert findings.modes["eager"].fusion is None

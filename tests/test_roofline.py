@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profreport.analysis.derive import derive, derived_run
+from profreport.analysis.derive import derived_run
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
@@ -192,7 +192,7 @@ def _old_record() -> dict:
 def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     old = _old_record()
     assert "ceilings" not in old
-    found = derive(old, mode_analyses())
+    found = derived_run(old, mode_analyses())
     assert all(f.roofline is None for f in found.modes.values())
     view = build_view(derived_run(old, mode_analyses()))
     assert view["has_roofline"] is False
@@ -201,10 +201,10 @@ def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     ]
     withc = copy.deepcopy(old)
     withc["ceilings"] = _ceilings(memory=1e9, cache=2e9, rate=1e10)
-    derived = derive(withc, mode_analyses())
-    eager = derived.modes["eager"]
+    derived = derived_run(withc, mode_analyses())
+    eager = derived.ok_modes["eager"]
     assert eager.roofline is not None and eager.roofline.floor_ms > 0
-    timed = [r for r in eager.kernel_rows if r.bound]
+    timed = [r for r in eager.kernels.table if r.bound]
     assert timed and all(r.ceiling_pct is not None for r in timed)
     assert "roofline" not in old["modes"]["eager"]  # derive changed nothing in place
 

@@ -4,8 +4,8 @@ Capture stores what was observed (kernel tables, the tensor-I/O sequence, compil
 timing samples, environment). `derived_run(run, analyses)` computes what we conclude from it: each
 mode's fusion map (asked of the mode's analysis, handed in by name: analysis/mode_analysis.py),
 the modeled bytes and roofline of each kernel row, the latency floor, why ops did not fuse, and the
-verdicts; `derive(run, analyses)` gives the same findings on their own. Render, compare, the API and the CLI call them, so an old run.json shows
-today's analysis; the copy of the findings that run.json keeps is for other tools, and is never
+verdicts. Render, compare, the API and the CLI call it, so an old run.json shows today's
+analysis; the copy of the findings that run.json keeps is for other tools, and is never
 read back as truth.
 
 A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
@@ -22,9 +22,7 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
@@ -37,15 +35,12 @@ from profreport.exits import EvidenceSaved
 from profreport.record.model import (
     Ceilings,
     FailedFinding,
-    FusionMap,
     KernelCounts,
     KernelRow,
     ModeEntry,
     ModeResult,
     OkMode,
-    RooflineFloor,
     Run,
-    WhyNotFused,
 )
 from profreport.text import error_line
 
@@ -55,30 +50,6 @@ from profreport.text import error_line
 FINDING_KEYS = ModeEntry.finding_keys()
 ROW_FINDING_FIELDS = KernelRow.finding_keys()
 _M = TypeVar("_M", bound=ModeEntry)
-
-
-@dataclass(frozen=True)
-class ModeFindings:
-    """What one mode's evidence shows: its fusion map (None: eager, a failed mode, no eager
-    baseline, or a mode that maps nothing), its kernel rows with their modeled bytes and
-    roofline fields (in table order), the verdict sentence, why ops did not fuse
-    (analysis/why_not_fused; None: the mode reports nothing, or it did not run) and the mode's
-    latency floor (analysis/roofline; None: the record has no measured ceilings)."""
-
-    verdict: str
-    fusion: FusionMap | None = None
-    kernel_rows: tuple[KernelRow, ...] = ()
-    why_not_fused: tuple[WhyNotFused, ...] | None = None
-    roofline: RooflineFloor | None = None
-    failed: FailedFinding | None = None  # the finding whose derivation raised (a bug)
-
-
-@dataclass(frozen=True)
-class Findings:
-    modes: MappingProxyType[str, ModeFindings] = field(default_factory=lambda: MappingProxyType({}))
-
-    def verdict(self, mode: str) -> str:
-        return self.modes[mode].verdict
 
 
 def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -> _M:
@@ -222,19 +193,3 @@ def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: 
     if failed is not None:
         raise EvidenceSaved(path, f"deriving findings failed ({failed})")
     return run
-
-
-def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
-    """The findings of `record` from its evidence alone (the record is not changed)."""
-    run = derived_run(record, analyses)
-    found = {}
-    for name, mode in run.modes.items():
-        found[name] = ModeFindings(
-            verdict=mode.verdict or "",
-            fusion=mode.fusion,
-            kernel_rows=mode.kernels.table if isinstance(mode, OkMode) else (),
-            why_not_fused=mode.why_not_fused,
-            roofline=mode.roofline,
-            failed=mode.failed_finding,
-        )
-    return Findings(MappingProxyType(found))
