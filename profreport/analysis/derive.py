@@ -10,7 +10,7 @@ read back as truth.
 
 A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
 mode's `failed_finding` (which finding, what it raised, the traceback), the mode's later findings
-are not derived, and `failed_findings` / `failure_summary` give the caller what to report (the CLI
+are not derived, and `failure_summary` gives the caller what to report (the CLI
 exits 3). Nothing here turns a bug into a missing or stale finding.
 
 Speedups (`speedup_vs_eager`) are still the ones computed from the timing samples at capture time:
@@ -75,7 +75,7 @@ def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
     later ones are not derived (each may read the one before, and a finding read off a missing
     one would be a wrong one). A step that raises is a profreport bug: recorded as the mode's
     `failed_finding` (its exception and traceback), which the reports show where the finding
-    would be and every command that derives reports as an internal error (`failed_findings`);
+    would be and every command that derives reports as an internal error (`failure_summary`);
     the evidence is untouched."""
     if mode.failed_finding is not None:
         return mode
@@ -131,7 +131,7 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     """The typed run with today's findings in place of the stored ones (each mode's `fusion`,
     `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
     renderers and comparisons read. A finding that raises is recorded as the mode's
-    `failed_finding` (see `_derived`; `failed_findings` lists them for the caller to report).
+    `failed_finding` (see `_derived`; `failure_summary` lists them for the caller to report).
     `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
     eager = run.modes.get("eager")
@@ -166,23 +166,11 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     return dataclasses.replace(run, modes=modes)
 
 
-def failed_findings(run: Run) -> dict[str, FailedFinding]:
-    """The modes of a derived run whose findings failed to derive (a profreport bug each), with
-    the finding that raised: what a command reports as an internal error."""
-    return {
-        name: mode.failed_finding
-        for name, mode in run.modes.items()
-        if mode.failed_finding is not None
-    }
-
-
 def failure_summary(run: Run) -> str | None:
-    """Which findings of a derived run failed and what each raised, on one line (None: none
-    did): `optimize: why_not_fused raised IndexError: ...; trace: ...`."""
-    failed = failed_findings(run)
-    if not failed:
-        return None
-    return "; ".join(f"{name}: {f.finding} raised {f.error}" for name, f in failed.items())
+    """Which findings of a derived run failed (a profreport bug each) and what each raised, on
+    one line (None: none did): `optimize: why_not_fused raised IndexError: ...; trace: ...`."""
+    failed = [(n, m.failed_finding) for n, m in run.modes.items() if m.failed_finding is not None]
+    return "; ".join(f"{n}: {f.finding} raised {f.error}" for n, f in failed) if failed else None
 
 
 def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: Path) -> Run:
