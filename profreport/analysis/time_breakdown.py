@@ -205,26 +205,20 @@ def _device_step(
     """The device's view of one step: busy, and idle split into host wait, kernel wait, other."""
     span_end = max(hi, int(end.max())) if end.size else hi
     ms, me = merged(start, end)
-    if not ms.size:
-        idle = span_end - lo
-        return {
-            "device_span_us": us(idle),
-            "device_busy_us": 0.0,
-            "host_wait_us": us(idle),
-            "kernel_wait_us": 0.0,
-            "other_idle_us": 0.0,
-        }
-    # the call of the event that opens each busy interval (the earliest-starting one)
-    order = np.argsort(start, kind="stable")
-    opener = np.searchsorted(start[order], ms, side="left")
-    opener_call = call_ts[order][opener]
-    host, kernel, other = gap_kinds(
-        ms[1:] - me[:-1], opener_call[1:], me[:-1], KERNEL_WAIT_US * 1000
-    )
-    host += max(int(ms[0]) - lo, 0) + max(span_end - int(me[-1]), 0)
+    host, kernel, other, busy = span_end - lo, 0, 0, 0  # no work: the device waited throughout
+    if ms.size:
+        # the call of the event that opens each busy interval (the earliest-starting one)
+        order = np.argsort(start, kind="stable")
+        opener = np.searchsorted(start[order], ms, side="left")
+        opener_call = call_ts[order][opener]
+        host, kernel, other = gap_kinds(
+            ms[1:] - me[:-1], opener_call[1:], me[:-1], KERNEL_WAIT_US * 1000
+        )
+        host += max(int(ms[0]) - lo, 0) + max(span_end - int(me[-1]), 0)
+        busy = int((me - ms).sum())
     return {
         "device_span_us": us(span_end - lo),
-        "device_busy_us": us(int((me - ms).sum())),
+        "device_busy_us": us(busy),
         "host_wait_us": us(host),
         "kernel_wait_us": us(kernel),
         "other_idle_us": us(other),
