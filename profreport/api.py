@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from profreport.analysis.budget import BudgetCheck
-    from profreport.analysis.derive import Findings
 
 Progress = Callable[[str], None]
 
@@ -138,11 +137,12 @@ class RunResult:
         return self.run.to_json()
 
     @property
-    def findings(self) -> Findings:
-        """Today's fusion maps, per-kernel bytes and verdicts derived from the record's evidence."""
-        from profreport.analysis.derive import derive
+    def findings(self) -> Run:
+        """Today's fusion maps, per-kernel bytes and verdicts derived from the record's evidence
+        (each mode's `fusion`, `why_not_fused`, `roofline`, `verdict`, its kernel rows' bytes)."""
+        from profreport.analysis.derive import derived_run
 
-        return derive(self.run, mode_analyses())
+        return derived_run(self.run, mode_analyses())
 
     def to_html(self) -> str:
         from profreport.render import html as html_render

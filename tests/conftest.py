@@ -1,10 +1,12 @@
 import atexit
+import dataclasses
 import os
 import shutil
 import sys
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,13 @@ def _no_torch_deprecation_noise():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\..*")
         yield
+
+
+def evidence_of(record: Any) -> Any:
+    """The run as collection writes it, before anything is derived: every stored finding
+    dropped (a run.json written with findings, read back as evidence)."""
+    from profreport.analysis.derive import stripped
+    from profreport.record.model import Run
+
+    run = record if isinstance(record, Run) else Run.from_json(record)
+    return dataclasses.replace(run, modes={n: stripped(m) for n, m in run.modes.items()})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from profreport.analysis.derive import with_findings
+from profreport.analysis.derive import derived_run
 from profreport.modes import mode_analyses
 from profreport.record import Run, load
 from profreport.render.why_view import why_rows
@@ -132,7 +132,7 @@ def _check_report_page(browser, run: Path, tmp_path: Path) -> None:
             assert page.locator(f"#mode-{name}").is_visible()
         # Why not fused: a folded section per mode that has entries, linked from its verdict;
         # one row per distinct entry, the repeats counted on it.
-        derived = Run.from_json(with_findings(record, mode_analyses()))
+        derived = Run.from_json(derived_run(record, mode_analyses()).to_json())
         for name, mode in derived.modes.items():
             entries = mode.why_not_fused or ()
             assert page.locator(f'.verdicts a[href="#why-{name}"]').count() == (1 if entries else 0)

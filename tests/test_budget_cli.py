@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from profreport import api, cli, pipeline
-from profreport.analysis.derive import evidence_of
 from profreport.pytest_plugin import snapshot_path
 from profreport.record import load
-from tests.conftest import FAST, run_dir_in
+from tests.conftest import FAST, evidence_of, run_dir_in
 
 DATA = Path(__file__).parent / "data" / "kernel_diff"
 ROOT = Path(__file__).parent.parent

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from profreport import cli
-from profreport.analysis.derive import derive, with_findings
+from profreport.analysis.derive import derived_run
+from profreport.api import RunResult
 from profreport.modes import mode_analyses
 from profreport.record import validate
 
@@ -33,7 +34,7 @@ def test_the_before_record_is_run1_with_all_five_modes(before):
 
 
 def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
-    derived = with_findings(before, mode_analyses())
+    derived = derived_run(before, mode_analyses()).to_json()
     # a finding newer than the record (why not fused) is added; everything stored is unchanged
     added = {n: m.pop("why_not_fused", None) for n, m in derived["modes"].items()}
     assert {n for n, w in added.items() if w is not None} == {
@@ -59,12 +60,12 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
     assert ", relu -> relu_;" in optimize["verdict"]
     optimize["verdict"] = optimize["verdict"].replace(", relu -> relu_;", ";")
     assert derived == expected  # same fusion maps, kernel bytes and verdicts
-    findings = derive(before, mode_analyses())
-    assert findings.verdict("compile") == before["modes"]["compile"]["verdict"]
+    findings = RunResult.of_record(before, BEFORE.parent).findings  # the library's view
+    assert findings.modes["compile"].verdict == before["modes"]["compile"]["verdict"]
     fusion = findings.modes["compile"].fusion
     assert fusion is not None and fusion.to_json() == before["modes"]["compile"]["fusion"]
     rows = before["modes"]["compile"]["kernels"]["table"]
-    assert [k.bytes_read for k in findings.modes["compile"].kernel_rows] == [
+    assert [k.bytes_read for k in findings.ok_modes["compile"].kernels.table] == [
         r["bytes_read"] for r in rows
     ]
     assert findings.modes["eager"].fusion is None
@@ -77,7 +78,7 @@ def test_stored_findings_are_never_read_back_as_truth(before):
         entry.pop("fusion", None)
         for row in entry["kernels"]["table"]:
             row["bytes_read"] = -1
-    derived = with_findings(stale, mode_analyses())
+    derived = derived_run(stale, mode_analyses()).to_json()
     assert derived["modes"]["compile"]["verdict"] == before["modes"]["compile"]["verdict"]
     assert derived["modes"]["compile"]["fusion"] == before["modes"]["compile"]["fusion"]
     assert (

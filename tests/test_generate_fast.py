@@ -12,11 +12,10 @@ import shutil
 import pytest
 
 from profreport import api, cli
-from profreport.analysis.derive import evidence_of
 from profreport.modes import mode_for
 from profreport.record import load
 from profreport.runner import GenerateRequest, run_point
-from tests.conftest import FAST, RECORDED_GATED_RUN, run_dir_in
+from tests.conftest import FAST, RECORDED_GATED_RUN, evidence_of, run_dir_in
 
 FAILED = {
     "status": "failed",

@@ -9,7 +9,7 @@ import pytest
 
 import profreport
 from profreport.analysis.compare import Thresholds, compare_runs
-from profreport.analysis.derive import derived_run, with_findings
+from profreport.analysis.derive import derived_run
 from profreport.cli import main
 from profreport.models import BUILTIN_MODELS
 from profreport.modes import mode_analyses
@@ -20,7 +20,7 @@ from profreport.render.tables import kernel_frame, summary_frame
 
 
 def _check_floor(run_dir) -> None:
-    record = with_findings(load(run_dir), mode_analyses())
+    record = derived_run(load(run_dir), mode_analyses()).to_json()
     c = record["ceilings"]
     assert c["source"] == "measured"
     for key in ("memory_bandwidth", "cache_bandwidth", "matmul_rate"):

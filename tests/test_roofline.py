@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profreport.analysis.derive import derive, derived_run, with_findings
+from profreport.analysis.derive import derived_run
 from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
@@ -192,7 +192,7 @@ def _old_record() -> dict:
 def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     old = _old_record()
     assert "ceilings" not in old
-    found = derive(old, mode_analyses())
+    found = derived_run(old, mode_analyses())
     assert all(f.roofline is None for f in found.modes.values())
     view = build_view(derived_run(old, mode_analyses()))
     assert view["has_roofline"] is False
@@ -201,10 +201,10 @@ def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
     ]
     withc = copy.deepcopy(old)
     withc["ceilings"] = _ceilings(memory=1e9, cache=2e9, rate=1e10)
-    derived = derive(withc, mode_analyses())
-    eager = derived.modes["eager"]
+    derived = derived_run(withc, mode_analyses())
+    eager = derived.ok_modes["eager"]
     assert eager.roofline is not None and eager.roofline.floor_ms > 0
-    timed = [r for r in eager.kernel_rows if r.bound]
+    timed = [r for r in eager.kernels.table if r.bound]
     assert timed and all(r.ceiling_pct is not None for r in timed)
     assert "roofline" not in old["modes"]["eager"]  # derive changed nothing in place
 
@@ -212,7 +212,7 @@ def test_an_old_record_renders_without_ceilings_and_with_them_when_added():
 def test_view_and_markdown_flag_an_inconsistent_mode():
     rec = _old_record()
     rec["ceilings"] = _ceilings(memory=1e15, cache=1e15, rate=1e18)
-    found = with_findings(rec, mode_analyses())
+    found = derived_run(rec, mode_analyses()).to_json()
     compile_mode = found["modes"]["compile"]
     assert compile_mode["roofline"]["consistent"] is True
     # impossible ceilings: 1 B/s makes every floor far above the measured medians
@@ -258,8 +258,8 @@ def test_chart_points_one_per_timed_kernel_or_shared_group():
 def test_a_live_run_whose_median_beats_its_floor_measures_the_ceilings_again():
     """Ceilings measured in a slow moment put the floor above the median (CI once: eager at
     0.73x its floor); a live run measures them again (merged best-of) and derives once more."""
-    from profreport.analysis.derive import evidence_of
     from profreport.pipeline import derive_findings
+    from tests.conftest import evidence_of
 
     slow = copy.deepcopy(_old_record())
     slow["ceilings"] = _ceilings(memory=1e8, cache=1e8, rate=1e8)  # every mode under its floor

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from profreport import api
-from profreport.analysis.derive import with_findings
+from profreport.analysis.derive import derived_run
 from profreport.modes import mode_analyses
 from profreport.text import error_line
 
@@ -85,7 +85,7 @@ def test_gpt2_script_failure_names_the_cause(gpt2_record):
 
 def test_gpt2_optimize_verdict_says_what_changed_the_calls(gpt2_record):
     """GPT-2's Conv1D calls addmm; TorchScript runs it as mm + add: not freezing's doing."""
-    verdict = with_findings(gpt2_record, mode_analyses())["modes"]["optimize"]["verdict"]
+    verdict = derived_run(gpt2_record, mode_analyses()).to_json()["modes"]["optimize"]["verdict"]
     assert "TorchScript ran addmm x8 as mm + add (DecomposeOps)" in verdict  # 4 per block
     assert "folded away addmm" not in verdict and "folded away all" not in verdict
 
@@ -94,7 +94,7 @@ def test_bert_optimize_verdict_names_the_linear_rewrite(bert_record):
     """BERT's nn.Linear layers: optimize_for_inference's FrozenLinearTranspose makes each a matmul
     by a transposed weight + add (the graph says so: linear before, matmul after); DecomposeOps
     has nothing to do with it."""
-    verdict = with_findings(bert_record, mode_analyses())["modes"]["optimize"]["verdict"]
+    verdict = derived_run(bert_record, mode_analyses()).to_json()["modes"]["optimize"]["verdict"]
     compiler = bert_record["modes"]["optimize"]["compiler"]
     linears = compiler["op_counts_before"]["aten::linear"]
     assert compiler["op_counts"]["aten::matmul"] == linears

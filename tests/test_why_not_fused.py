@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import profreport
-from profreport.analysis.derive import derive, derived_run, with_findings
+from profreport.analysis.derive import derived_run
 from profreport.format import md_code
 from profreport.modes import mode_analyses
 from profreport.modes.compile_logs import capturing_compiler_logs
@@ -35,7 +35,9 @@ def _profile(model, inputs, modes):
 
 def _why(record, mode):
     """The mode's why-not-fused entries as run.json keeps them."""
-    return [e.to_json() for e in derive(record, mode_analyses()).modes[mode].why_not_fused or ()]
+    return [
+        e.to_json() for e in derived_run(record, mode_analyses()).modes[mode].why_not_fused or ()
+    ]
 
 
 class Branchy(nn.Module):
@@ -79,12 +81,12 @@ def test_graph_break_has_dynamo_reason_user_line_and_source(branchy):
     # the ops on either side ran in different compiled graphs, and the finding says why
     across = [e for e in _why(branchy, "compile") if "different compiled graphs" in e["reason"]]
     assert across and across[0]["ops"][0] == "sum"
-    verdict = derive(branchy, mode_analyses()).verdict("compile")
+    verdict = derived_run(branchy, mode_analyses()).modes["compile"].verdict
     assert f"first at test_why_not_fused.py:{_branch_line()}" in verdict
 
 
 def test_graph_break_shows_in_every_output_escaped(branchy):
-    validate(with_findings(branchy, mode_analyses()))
+    validate(derived_run(branchy, mode_analyses()).to_json())
     record = derived_run(branchy, mode_analyses())
     page = html.render(record)
     assert 'href="#why-compile"' in page and 'id="why-compile"' in page

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from profreport.analysis.budget_file import DEFAULT_TOLERANCES, fused_groups, kernels_by_name, union
+from profreport.analysis.budget_file import fused_groups, kernels_by_name, union
 from profreport.analysis.kernel_diff import KernelChange, KernelSide, MatchStrategy, diff_kernels
 from profreport.record.expectation import (
+    DEFAULT_TOLERANCES,
     DeviceExpectation,
     Expectation,
     KernelExpectation,

@@ -11,16 +11,13 @@ from collections.abc import Iterable
 
 from profreport.analysis.kernel_diff import generated_stem, mode_kernels
 from profreport.record.expectation import (
-    DEFAULT_BYTES_PCT,
-    DEFAULT_KERNEL_NAMES,
-    DEFAULT_KERNELS_PER_STEP,
+    DEFAULT_TOLERANCES,
     SCHEMA,
     DeviceExpectation,
     Expectation,
     FusedGroupExpectation,
     KernelExpectation,
     ModeExpectation,
-    Tolerances,
 )
 from profreport.record.model import ModeResult, OkMode, Run
 
@@ -100,13 +97,6 @@ def _refreshed(new: ModeExpectation, old: ModeExpectation | None) -> ModeExpecta
     return dataclasses.replace(
         new, min_speedup=old.min_speedup, tolerances=old.tolerances, note=old.note, extra=old.extra
     )
-
-
-DEFAULT_TOLERANCES = Tolerances(
-    kernels_per_step=DEFAULT_KERNELS_PER_STEP,
-    bytes_pct=DEFAULT_BYTES_PCT,
-    kernel_names=DEFAULT_KERNEL_NAMES,
-)
 
 
 def expectation_of(run: Run, previous: Expectation | None = None) -> Expectation:

@@ -4,13 +4,13 @@ Capture stores what was observed (kernel tables, the tensor-I/O sequence, compil
 timing samples, environment). `derived_run(run, analyses)` computes what we conclude from it: each
 mode's fusion map (asked of the mode's analysis, handed in by name: analysis/mode_analysis.py),
 the modeled bytes and roofline of each kernel row, the latency floor, why ops did not fuse, and the
-verdicts; `derive(run, analyses)` gives the same findings on their own. Render, compare, the API and the CLI call them, so an old run.json shows
-today's analysis; the copy of the findings that run.json keeps is for other tools, and is never
+verdicts. Render, compare, the API and the CLI call it, so an old run.json shows today's
+analysis; the copy of the findings that run.json keeps is for other tools, and is never
 read back as truth.
 
 A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
 mode's `failed_finding` (which finding, what it raised, the traceback), the mode's later findings
-are not derived, and `failed_findings` / `failure_summary` give the caller what to report (the CLI
+are not derived, and `failure_summary` gives the caller what to report (the CLI
 exits 3). Nothing here turns a bug into a missing or stale finding.
 
 Speedups (`speedup_vs_eager`) are still the ones computed from the timing samples at capture time:
@@ -22,9 +22,7 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
@@ -37,17 +35,13 @@ from profreport.exits import EvidenceSaved
 from profreport.record.model import (
     Ceilings,
     FailedFinding,
-    FusionMap,
     KernelCounts,
     KernelRow,
     ModeEntry,
     ModeResult,
     OkMode,
-    RooflineFloor,
     Run,
-    WhyNotFused,
 )
-from profreport.record.section import JSONObject
 from profreport.text import error_line
 
 # Mode and kernel row fields that hold findings, not evidence (declared with `finding()`):
@@ -56,30 +50,6 @@ from profreport.text import error_line
 FINDING_KEYS = ModeEntry.finding_keys()
 ROW_FINDING_FIELDS = KernelRow.finding_keys()
 _M = TypeVar("_M", bound=ModeEntry)
-
-
-@dataclass(frozen=True)
-class ModeFindings:
-    """What one mode's evidence shows: its fusion map (None: eager, a failed mode, no eager
-    baseline, or a mode that maps nothing), its kernel rows with their modeled bytes and
-    roofline fields (in table order), the verdict sentence, why ops did not fuse
-    (analysis/why_not_fused; None: the mode reports nothing, or it did not run) and the mode's
-    latency floor (analysis/roofline; None: the record has no measured ceilings)."""
-
-    verdict: str
-    fusion: FusionMap | None = None
-    kernel_rows: tuple[KernelRow, ...] = ()
-    why_not_fused: tuple[WhyNotFused, ...] | None = None
-    roofline: RooflineFloor | None = None
-    failed: FailedFinding | None = None  # the finding whose derivation raised (a bug)
-
-
-@dataclass(frozen=True)
-class Findings:
-    modes: MappingProxyType[str, ModeFindings] = field(default_factory=lambda: MappingProxyType({}))
-
-    def verdict(self, mode: str) -> str:
-        return self.modes[mode].verdict
 
 
 def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -> _M:
@@ -93,18 +63,11 @@ def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -
     )
 
 
-def _stripped(mode: _M) -> _M:
+def stripped(mode: _M) -> _M:
     """`mode` without its stored findings (its own and its kernel rows')."""
     return _with_table(
         mode.without(*FINDING_KEYS), lambda k: (r.without(*ROW_FINDING_FIELDS) for r in k.table)
     )
-
-
-def evidence_of(record: Run | Mapping[str, Any]) -> Run:
-    """The run as collection writes it, before anything is derived: every stored finding
-    dropped (a run.json written with findings, read back as evidence)."""
-    run = record if isinstance(record, Run) else Run.from_json(record)
-    return dataclasses.replace(run, modes={n: _stripped(m) for n, m in run.modes.items()})
 
 
 def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
@@ -112,7 +75,7 @@ def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
     later ones are not derived (each may read the one before, and a finding read off a missing
     one would be a wrong one). A step that raises is a profreport bug: recorded as the mode's
     `failed_finding` (its exception and traceback), which the reports show where the finding
-    would be and every command that derives reports as an internal error (`failed_findings`);
+    would be and every command that derives reports as an internal error (`failure_summary`);
     the evidence is untouched."""
     if mode.failed_finding is not None:
         return mode
@@ -168,16 +131,16 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     """The typed run with today's findings in place of the stored ones (each mode's `fusion`,
     `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
     renderers and comparisons read. A finding that raises is recorded as the mode's
-    `failed_finding` (see `_derived`; `failed_findings` lists them for the caller to report).
+    `failed_finding` (see `_derived`; `failure_summary` lists them for the caller to report).
     `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
     eager = run.modes.get("eager")
-    baseline = _stripped(eager) if isinstance(eager, OkMode) else None
+    baseline = stripped(eager) if isinstance(eager, OkMode) else None
     roofs = Roofs.from_record(run.ceilings)
     modes: dict[str, ModeResult] = {
-        name: _measured(name, _stripped(mode), baseline, roofs, analyses, run.ceilings)
+        name: _measured(name, stripped(mode), baseline, roofs, analyses, run.ceilings)
         if isinstance(mode, OkMode)
-        else _stripped(mode)
+        else stripped(mode)
         for name, mode in run.modes.items()
     }
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
@@ -203,23 +166,11 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     return dataclasses.replace(run, modes=modes)
 
 
-def failed_findings(run: Run) -> dict[str, FailedFinding]:
-    """The modes of a derived run whose findings failed to derive (a profreport bug each), with
-    the finding that raised: what a command reports as an internal error."""
-    return {
-        name: mode.failed_finding
-        for name, mode in run.modes.items()
-        if mode.failed_finding is not None
-    }
-
-
 def failure_summary(run: Run) -> str | None:
-    """Which findings of a derived run failed and what each raised, on one line (None: none
-    did): `optimize: why_not_fused raised IndexError: ...; trace: ...`."""
-    failed = failed_findings(run)
-    if not failed:
-        return None
-    return "; ".join(f"{name}: {f.finding} raised {f.error}" for name, f in failed.items())
+    """Which findings of a derived run failed (a profreport bug each) and what each raised, on
+    one line (None: none did): `optimize: why_not_fused raised IndexError: ...; trace: ...`."""
+    failed = [(n, m.failed_finding) for n, m in run.modes.items() if m.failed_finding is not None]
+    return "; ".join(f"{n}: {f.finding} raised {f.error}" for n, f in failed) if failed else None
 
 
 def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: Path) -> Run:
@@ -230,26 +181,3 @@ def compared_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses, path: 
     if failed is not None:
         raise EvidenceSaved(path, f"deriving findings failed ({failed})")
     return run
-
-
-def derive(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Findings:
-    """The findings of `record` from its evidence alone (the record is not changed)."""
-    run = derived_run(record, analyses)
-    found = {}
-    for name, mode in run.modes.items():
-        found[name] = ModeFindings(
-            verdict=mode.verdict or "",
-            fusion=mode.fusion,
-            kernel_rows=mode.kernels.table if isinstance(mode, OkMode) else (),
-            why_not_fused=mode.why_not_fused,
-            roofline=mode.roofline,
-            failed=mode.failed_finding,
-        )
-    return Findings(MappingProxyType(found))
-
-
-def with_findings(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> JSONObject:
-    """The run.json document of `record` with today's findings written where run/1 keeps them
-    (`fusion`, `roofline`, `why_not_fused`, `verdict`, and each kernel row's bytes and roofline
-    fields)."""
-    return derived_run(record, analyses).to_json()

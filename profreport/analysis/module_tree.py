@@ -15,6 +15,7 @@ went.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -142,27 +143,23 @@ def _group_row(
 UNPLACED = "(no module recorded)"
 
 
+def _child(node: ModuleNode, path: str, name: str) -> ModuleNode:
+    """`node`'s child at `path`, added when it has none."""
+    child = next((c for c in node.children if c.path == path), None)
+    if child is None:
+        child = ModuleNode(path, name)
+        node.children.append(child)
+    return child
+
+
 def _insert(root: ModuleNode, mode: str, work: Work) -> None:
-    node = root
-    node.modes.setdefault(mode, ModeTotals()).add(work)
+    root.modes.setdefault(mode, ModeTotals()).add(work)
     if work.module is None:
-        unplaced = next((c for c in node.children if c.path == UNPLACED), None)
-        if unplaced is None:
-            unplaced = ModuleNode(UNPLACED, UNPLACED)
-            node.children.append(unplaced)
-        unplaced.modes.setdefault(mode, ModeTotals()).add(work)
+        _child(root, UNPLACED, UNPLACED).modes.setdefault(mode, ModeTotals()).add(work)
         return
-    if not work.module:
-        return
-    path: list[str] = []
-    for part in work.module.split("."):
-        path.append(part)
-        full = ".".join(path)
-        child = next((c for c in node.children if c.path == full), None)
-        if child is None:
-            child = ModuleNode(full, part)
-            node.children.append(child)
-        node = child
+    node, parts = root, work.module.split(".") if work.module else []
+    for i, part in enumerate(parts):
+        node = _child(node, ".".join(parts[: i + 1]), part)
         node.modes.setdefault(mode, ModeTotals()).add(work)
 
 
@@ -177,11 +174,8 @@ def _merge(into: ModuleNode, other: ModuleNode) -> None:
     """Add `other`'s totals to `into`'s, and its children's to theirs (same structure)."""
     for mode, totals in other.modes.items():
         mine = into.modes[mode]
-        mine.calls += totals.calls
-        mine.bytes += totals.bytes
-        mine.bytes_unknown += totals.bytes_unknown
-        mine.time_us += totals.time_us
-        mine.time_unknown += totals.time_unknown
+        for f in dataclasses.fields(ModeTotals):
+            setattr(mine, f.name, getattr(mine, f.name) + getattr(totals, f.name))
     for a, b in zip(into.children, other.children, strict=True):
         _merge(a, b)
 

@@ -85,12 +85,9 @@ class Roofs:
             return None
         cache = ceilings.cache_bandwidth.value if ceilings.cache_bandwidth is not None else None
         llc = ceilings.last_level_cache_bytes
-        return cls(
-            memory,
-            rate,
-            float(cache) if cache and llc else None,
-            int(llc) if cache and llc else None,
-        )
+        if not (cache and llc):
+            return cls(memory, rate)
+        return cls(memory, rate, float(cache), int(llc))
 
     def bandwidth(self, bytes_per_call: float) -> tuple[str, float]:
         """("cache" or "memory", bytes/s) for a kernel moving `bytes_per_call` per call."""

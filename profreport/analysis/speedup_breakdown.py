@@ -45,12 +45,6 @@ def _down(us: float) -> float:
     return math.floor(us * 1000) / 1000
 
 
-def _bandwidth(ceilings: Ceilings | None) -> float | None:
-    if ceilings is None or ceilings.memory_bandwidth is None:
-        return None
-    return ceilings.memory_bandwidth.value
-
-
 def _bytes_saved(mode: OkMode, eager: OkMode) -> int | None:
     """Modeled traffic eager - mode; None when either side left kernels unmodeled."""
     if mode.bytes.not_modeled or eager.bytes.not_modeled:
@@ -139,7 +133,8 @@ def time_findings(
     saved = profiled if timed is None else timed
     eager_timed = None if eager.latency_ms is None else eager.latency_ms.median * 1000
     bytes_saved = _bytes_saved(mode, eager)
-    bandwidth = _bandwidth(ceilings)
+    measured = None if ceilings is None else ceilings.memory_bandwidth
+    bandwidth = None if measured is None else measured.value
     bytes_bound = (
         None
         if bytes_saved is None or bandwidth is None or bandwidth <= 0

@@ -121,7 +121,6 @@ class _HostEvents:
 
     parts: tuple[_LaneIndex, ...]  # in HOST_PARTS order
     dispatcher: _LaneIndex  # every dispatcher op (kernels and bookkeeping)
-    launches: _LaneIndex
     rows: tuple[np.ndarray, ...]  # each part's rows, in HOST_PARTS order
 
     @classmethod
@@ -142,7 +141,6 @@ class _HostEvents:
         return cls(
             tuple(_LaneIndex(trace, r, times) for r in rows),
             _LaneIndex(trace, ops[is_dispatcher], times),
-            _LaneIndex(trace, runtime[is_launch], times),
             rows,
         )
 
@@ -189,7 +187,7 @@ def _step_times(
             "wrapper_us": us(parts["wrapper"]),
             "python_us": us(wall - sum(parts.values())),
             "dispatched_ops": host.dispatcher.started(lane, lo, hi),
-            "launches": host.launches.started(lane, lo, hi),
+            "launches": host.parts[1].started(lane, lo, hi),  # HOST_PARTS[1]: launch calls
         }
         if charged is not None:
             values["events"] = charged.counts(lane, lo, hi)
@@ -207,26 +205,20 @@ def _device_step(
     """The device's view of one step: busy, and idle split into host wait, kernel wait, other."""
     span_end = max(hi, int(end.max())) if end.size else hi
     ms, me = merged(start, end)
-    if not ms.size:
-        idle = span_end - lo
-        return {
-            "device_span_us": us(idle),
-            "device_busy_us": 0.0,
-            "host_wait_us": us(idle),
-            "kernel_wait_us": 0.0,
-            "other_idle_us": 0.0,
-        }
-    # the call of the event that opens each busy interval (the earliest-starting one)
-    order = np.argsort(start, kind="stable")
-    opener = np.searchsorted(start[order], ms, side="left")
-    opener_call = call_ts[order][opener]
-    host, kernel, other = gap_kinds(
-        ms[1:] - me[:-1], opener_call[1:], me[:-1], KERNEL_WAIT_US * 1000
-    )
-    host += max(int(ms[0]) - lo, 0) + max(span_end - int(me[-1]), 0)
+    host, kernel, other, busy = span_end - lo, 0, 0, 0  # no work: the device waited throughout
+    if ms.size:
+        # the call of the event that opens each busy interval (the earliest-starting one)
+        order = np.argsort(start, kind="stable")
+        opener = np.searchsorted(start[order], ms, side="left")
+        opener_call = call_ts[order][opener]
+        host, kernel, other = gap_kinds(
+            ms[1:] - me[:-1], opener_call[1:], me[:-1], KERNEL_WAIT_US * 1000
+        )
+        host += max(int(ms[0]) - lo, 0) + max(span_end - int(me[-1]), 0)
+        busy = int((me - ms).sum())
     return {
         "device_span_us": us(span_end - lo),
-        "device_busy_us": us(int((me - ms).sum())),
+        "device_busy_us": us(busy),
         "host_wait_us": us(host),
         "kernel_wait_us": us(kernel),
         "other_idle_us": us(other),

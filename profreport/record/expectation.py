@@ -13,7 +13,7 @@ one-line diff; docs/expect.md is its reference, generated from these classes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,6 @@ from profreport.record.section import (
 )
 
 SCHEMA = "profreport.expect/1"
-DEFAULT_KERNELS_PER_STEP = 0  # exact
-DEFAULT_BYTES_PCT = 1.0
-DEFAULT_KERNEL_NAMES = 0  # exact
 
 
 REFERENCE_INTRO = """\
@@ -114,6 +111,10 @@ class Tolerances(Section):
     kernels_per_step: int | None = None  # more or fewer kernels per step allowed (default 0)
     bytes_pct: float | None = None  # modeled bytes per step, percent either way (default 1)
     kernel_names: int | None = None  # kernels by name that may appear, go or change (default 0)
+
+
+# What a file and a mode leave out: kernels per step and by name exact, modeled bytes within 1%
+DEFAULT_TOLERANCES = Tolerances(kernels_per_step=0, bytes_pct=1.0, kernel_names=0)
 
 
 @dataclass(frozen=True)
@@ -256,10 +257,3 @@ def _written(value: Any, shape: Shape, indent: int) -> str:
 def dumps(expectation: Expectation) -> str:
     """The file's text: one entry per line, in the order the expectation holds them."""
     return _written(expectation.to_json(), Shape("section", section=Expectation), 0) + "\n"
-
-
-def entries(expectation: Expectation) -> Iterator[tuple[str, str, ModeExpectation]]:
-    """(device kind, mode, its expectation) for every mode of the file."""
-    for kind, device in expectation.devices.items():
-        for mode, entry in device.modes.items():
-            yield kind, mode, entry
