@@ -1,6 +1,7 @@
-"""Renderers for a run comparison: Markdown (pull-request comment), JSON and a small HTML page.
+"""Renderers for a run comparison: Markdown (pull-request comment) and a small HTML page.
 
-All three read one view-model built from the `Comparison` dataclass, so they say the same thing.
+Both read one view-model built from the `Comparison` dataclass, so they say the same thing; its
+JSON is the document itself (render/run_json.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from profreport.format import (
     md_line,
     md_table,
 )
-from profreport.record import dumps
 from profreport.render.jinja import render_page
 from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, kernel_diff_views
 from profreport.render.views import CompareRowView, CompareView, SideView
@@ -253,10 +253,6 @@ def render_markdown(cmp: Comparison) -> str:
     )
     lines += ["", *kernel_diff_markdown(v["kernel_diffs"])]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def render_json(cmp: Comparison) -> str:
-    return dumps(cmp.to_json())
 
 
 def render_html(cmp: Comparison) -> str:

@@ -1,13 +1,12 @@
-"""Renderers of a sweep comparison (Markdown, JSON, HTML): each point's run comparison laid out
-by the run comparison's own view-model, under the point's label. They are the renderer
-registry's SWEEP_COMPARISON entries (profreport.render.registry)."""
+"""Renderers of a sweep comparison (Markdown, HTML): each point's run comparison laid out by the
+run comparison's own view-model, under the point's label. They are the renderer registry's
+SWEEP_COMPARISON entries (profreport.render.registry; its JSON: render/run_json.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from profreport.format import md_cell, md_line
-from profreport.record import dumps
 from profreport.render import compare as run_compare
 from profreport.render.jinja import render_page
 from profreport.sweep.compare import SweepComparison
@@ -48,10 +47,6 @@ def render_markdown(c: SweepComparison) -> str:
     if c.only_in_head:
         lines.append(f"- only in head: {md_cell('; '.join(c.only_in_head))}")
     return "\n".join(lines) + "\n"
-
-
-def render_json(c: SweepComparison) -> str:
-    return dumps(c.to_json())
 
 
 def build_view(c: SweepComparison) -> dict[str, Any]:

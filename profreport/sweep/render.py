@@ -1,7 +1,7 @@
 """Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
-sweep.md, and the summary's JSON copy and terminal lines. All read one view-model, built from the
-typed record (profreport.sweep.model), which every renderer of the registry's sweep entry takes
-(registered by profreport.sweep)."""
+sweep.md, and the summary's terminal lines. All read one view-model, built from the typed record
+(profreport.sweep.model), which every renderer of the registry's sweep entry takes (registered by
+profreport.sweep; sweep.json is the record's own JSON, render/run_json.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 from markupsafe import Markup
 
 from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
-from profreport.record import dumps
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
@@ -227,11 +226,6 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
         "failed": [{"label": f.label, "status": f.status, "error": f.error} for f in s.failed],
         "charts": build_charts(sweep, s.axis),
     }
-
-
-def render_json(sweep: Sweep) -> str:
-    """sweep.json: the sweep record."""
-    return dumps(sweep.to_json())
 
 
 def render_html(sweep: Sweep) -> str:
