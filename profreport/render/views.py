@@ -221,7 +221,6 @@ class SideView(TypedDict):
 class CompareRowView(TypedDict):
     mode: str
     status: str
-    compared: bool
     kernels: str
     launches: str
     bytes: str

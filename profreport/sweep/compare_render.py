@@ -13,14 +13,7 @@ from profreport.sweep.compare import SweepComparison
 
 
 def _outcome(c: SweepComparison) -> str:
-    n = len(c.regressions)
-    if n:
-        return f"{n} regression{'s' if n != 1 else ''} beyond the thresholds"
-    return (
-        "no regression beyond the thresholds"
-        if c.thresholds.any_set
-        else "report only: no thresholds set"
-    )
+    return run_compare.outcome_text(len(c.regressions), c.thresholds.any_set)
 
 
 def render_markdown(c: SweepComparison) -> str:
