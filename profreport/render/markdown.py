@@ -12,7 +12,6 @@ errors and kernel names are user input, and TensorBoard's text plugin renders th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +33,6 @@ FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
-
-
-_FOLDED = re.compile(r"<details>.*?</details>", re.DOTALL)
-
-
-def outside_details(summary_md: str) -> str:
-    """What a reader sees of a summary before opening anything (its `<details>` blocks removed;
-    this renderer never nests them, and escapes `<` in every string from the record)."""
-    return _FOLDED.sub("", summary_md)
 
 
 def _kernels(row: ModeSummaryView) -> str:
