@@ -20,7 +20,7 @@ from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
-from profreport.render.views import ModeSummaryView, OutputView, PageView
+from profreport.render.views import ModeSummaryView, PageView
 
 if TYPE_CHECKING:
     from profreport.analysis.budget import BudgetCheck
@@ -40,20 +40,7 @@ def _kernels(row: ModeSummaryView) -> str:
     return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
-def _output(view: OutputView) -> str:
-    # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
-    return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
-
-
 _CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
-
-
-def _memory(cells: dict[str, str]) -> str:
-    return (
-        cells["peak"]
-        if cells["compression"] == "-"
-        else f"{cells['peak']} ({cells['compression']})"
-    )
 
 
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -162,7 +149,11 @@ def _numbers_table(view: PageView) -> list[str]:
         build = row["compile_s"]
         if row.get("payback_calls"):
             build += f" (paid back after {row['payback_calls']} calls)"
-        cells += [_memory(row["memory"]), build, _output(row["output"])]
+        memory, output = row["memory"], row["output"]
+        compression = "" if memory["compression"] == "-" else f" ({memory['compression']})"
+        # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
+        note = f" ({output['note']})" if output["note"] else ""
+        cells += [memory["peak"] + compression, build, output["text"] + note]
         rows.append(cells)
     return md_table(header, rows, "l" + "r" * (len(header) - 2) + "l")
 

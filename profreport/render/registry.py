@@ -64,10 +64,6 @@ class Renderer(Generic[D]):
             )
         return content
 
-    @property
-    def extension(self) -> str:
-        return self.filename[self.filename.rindex(".") :]
-
 
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (

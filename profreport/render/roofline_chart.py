@@ -61,14 +61,6 @@ def _scatter(
         )
 
 
-def _decade_below(value: float) -> float:
-    return float(10 ** math.floor(math.log10(value)))
-
-
-def _decade_above(value: float) -> float:
-    return float(10 ** (math.floor(math.log10(value)) + 1))
-
-
 def _plain_log_ticks(ax: Axes) -> None:
     """Log axes labelled as plain numbers (math text is off, so no 10^n markup)."""
     for axis in (ax.xaxis, ax.yaxis):
@@ -122,8 +114,8 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     )
     right.set(xscale="log", yscale="log")
     if without:  # whole decades, so that a log axis whose data spans less than one has ticks
-        mib = [p.traffic / 2**20 for p in without]
-        right.set_xlim(_decade_below(min(mib)), _decade_above(max(mib)))
+        decades = [math.floor(math.log10(p.traffic / 2**20)) for p in without]
+        right.set_xlim(10.0 ** min(decades), 10.0 ** (max(decades) + 1))
     right.set_title("Kernels with FLOPs unknown")
     right.set_xlabel("MiB per step (modeled)")
     right.set_ylabel("GB/s (achieved)")
