@@ -122,27 +122,22 @@ NOISE_SOURCE = (
 
 def _thresholds_text(cmp: Comparison) -> str:
     t = cmp.thresholds
-    parts = []
-    if t.max_kernel_increase is not None:
-        parts.append(f"kernels / step +{t.max_kernel_increase}")
-    if t.max_bytes_increase_pct is not None:
-        parts.append(f"modeled bytes +{t.max_bytes_increase_pct:g}%")
-    if t.max_peak_memory_increase_pct is not None:
-        parts.append(f"peak memory +{t.max_peak_memory_increase_pct:g}%")
-    if t.max_latency_regression_pct is not None and _paired(cmp):
+    gates = (
+        (t.max_kernel_increase, "kernels / step +{}"),
+        (t.max_bytes_increase_pct, "modeled bytes +{:g}%"),
+        (t.max_peak_memory_increase_pct, "peak memory +{:g}%"),
+    )
+    parts = [text.format(value) for value, text in gates if value is not None]
+    latency = t.max_latency_regression_pct
+    if latency is not None and _paired(cmp):
+        parts.append(f"latency: paired head/base ratio +{latency:g}% with its 95% interval above 1")
+    elif latency is not None and cmp.machine is not None:
         parts.append(
-            f"latency: paired head/base ratio +{t.max_latency_regression_pct:g}% with its 95% "
-            "interval above 1"
+            f"latency median +{latency:g}% relative to the machine reference, beyond what the "
+            "reference moved"
         )
-    elif t.max_latency_regression_pct is not None and cmp.machine is not None:
-        parts.append(
-            f"latency median +{t.max_latency_regression_pct:g}% relative to the machine "
-            "reference, beyond what the reference moved"
-        )
-    elif t.max_latency_regression_pct is not None:
-        parts.append(
-            f"latency median +{t.max_latency_regression_pct:g}% with non-overlapping 95% intervals"
-        )
+    elif latency is not None:
+        parts.append(f"latency median +{latency:g}% with non-overlapping 95% intervals")
     if t.new_kernel_pattern is not None:
         parts.append(f"no new kernel matching {t.new_kernel_pattern!r}")
     return "; ".join(parts) if parts else "none"
