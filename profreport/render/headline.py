@@ -48,14 +48,11 @@ def _cell(text: str, detail: str = "", tone: Tone = "neutral") -> HeadlineCell:
     return {"text": text, "detail": detail, "tone": tone}
 
 
-def _fewer_is_better(eager: int, mode: int) -> Tone:
-    return "good" if mode < eager else "bad" if mode > eager else "neutral"
-
-
 def _count_cell(eager: int | None, mode: int, unit: str) -> HeadlineCell:
     if eager is None:  # eager itself, or no eager to compare with
         return _cell(str(mode), f"{unit} per step, profiler")
-    return _cell(f"{eager} → {mode}", f"{unit} per step, profiler", _fewer_is_better(eager, mode))
+    tone: Tone = "good" if mode < eager else "bad" if mode > eager else "neutral"  # fewer: better
+    return _cell(f"{eager} → {mode}", f"{unit} per step, profiler", tone)
 
 
 def short_text(text: str, limit: int) -> str:

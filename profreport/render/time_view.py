@@ -80,7 +80,6 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
         median = mode_median_step(mode)
         if median is None:
             continue
-        busy = (mode.time_breakdown.busy if mode.time_breakdown is not None else None) or ()
         rows.append(
             {
                 "mode": name,
@@ -96,7 +95,7 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
                     key: getattr(mode.time_findings, key, None) or ""
                     for key in ("bound", "bound_evidence", "clause", "detail", "basis")
                 },
-                "busy": "; ".join(busy),
+                "busy": "; ".join(getattr(mode.time_breakdown, "busy", None) or ()),
             }
         )
     return rows
