@@ -76,10 +76,8 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _answer(cell: HeadlineCell | None, detail: bool = True) -> str:
-    if cell is None:
-        return ""
-    return f"{cell['text']} ({cell['detail']})" if detail and cell["detail"] else cell["text"]
+def _text(cell: HeadlineCell | None) -> str:
+    return "" if cell is None else cell["text"]
 
 
 def _speedup(cell: HeadlineCell | None) -> str:
@@ -103,7 +101,7 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
         if r["kernels"] is None:
             out.append([r["mode"], r["status"]["text"], r["error"], "", "", ""])
             continue
-        kernels = _answer(r["kernels"], detail=False)
+        kernels = _text(r["kernels"])
         if cuda and r["launches"] is not None:
             kernels += f" (launches {r['launches']['text']})"
         out.append(
@@ -113,7 +111,7 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
                 kernels,
                 _bytes(r["bytes"]),
                 _speedup(r["speedup"]),
-                _answer(r["output"], detail=False),
+                _text(r["output"]),
             ]
         )
     return out
