@@ -31,7 +31,6 @@ class ModuleCellView(TypedDict):
 class ModuleRowView(TypedDict):
     label: str
     path: str
-    repeats: int
     open: bool
     cells: list[ModuleCellView]
     children: list[ModuleRowView]
@@ -72,7 +71,6 @@ def _row(node: ModuleNode, modes: Sequence[str], depth: int) -> ModuleRowView:
     return {
         "label": _label(node),
         "path": node.path,
-        "repeats": node.repeats,
         "open": depth < OPEN_DEPTH,
         "cells": cells,
         "children": [_row(c, modes, depth + 1) for c in node.children],

@@ -64,15 +64,15 @@ def _err(x: float | None) -> str:
 
 
 def output_check_view(name: str, mode: ModeResult) -> OutputView:
-    """The output check of one mode as text: `state` is reference / ok / DIFFERS / not checked."""
+    """The output check of one mode as text, which starts with its state: reference / ok /
+    DIFFERS / not compared / not checked."""
     check = mode.output_check
     if name == "eager":
-        return {"state": "reference", "text": "reference", "differs": False, "note": ""}
+        return {"text": "reference", "differs": False, "note": ""}
     if check is None or not check.to_json():
-        return {"state": "not checked", "text": "not checked", "differs": False, "note": ""}
+        return {"text": "not checked", "differs": False, "note": ""}
     within = check.within_tolerance
-    state = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
-    text = state
+    text = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
     n = check.compared_tensors
     if n:
         text += (
@@ -80,7 +80,7 @@ def output_check_view(name: str, mode: ModeResult) -> OutputView:
             f" (rtol {_err(check.rtol)}, atol {_err(check.atol)};"
             f" {n} tensor{'s' if n != 1 else ''})"
         )
-    return {"state": state, "text": text, "differs": within is False, "note": check.note or ""}
+    return {"text": text, "differs": within is False, "note": check.note or ""}
 
 
 def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> ModeSummaryView:
