@@ -25,15 +25,11 @@ def render_markdown(c: SweepComparison) -> str:
         "",
     ]
     for p in c.points:
+        lines += [f"#### {md_line(p.point)}", ""]
         if p.comparison is not None:
-            lines += [f"#### {md_line(p.point)}", "", run_compare.render_markdown(p.comparison)]
+            lines.append(run_compare.render_markdown(p.comparison))
         else:
-            lines += [
-                f"#### {md_line(p.point)}",
-                "",
-                f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}",
-                "",
-            ]
+            lines += [f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}", ""]
     lines += [f"- ❌ {md_cell(r.message)}" for r in c.regressions]
     if c.only_in_base:
         lines.append(f"- only in base: {md_cell('; '.join(c.only_in_base))}")
