@@ -148,19 +148,16 @@ def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> H
         }
     baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
     kernels = mode.kernels
-    eager_kernels = None if baseline is None else baseline.kernels
     return {
         "mode": name,
         "color": mode_color(name),
         "status": _cell("ok", "", "good"),
         "kernels": _count_cell(
-            None if eager_kernels is None else eager_kernels.per_step, kernels.per_step, "kernels"
+            baseline.kernels.per_step if baseline else None, kernels.per_step, "kernels"
         ),
         "launches": (
             _count_cell(
-                None if eager_kernels is None else eager_kernels.launches,
-                kernels.launches,
-                "launches",
+                baseline.kernels.launches if baseline else None, kernels.launches, "launches"
             )
             if cuda
             else None
