@@ -36,11 +36,6 @@ class Point:
         return self.flops / self.traffic if self.flops and self.traffic else None
 
 
-def _sizes(points: Sequence[Point]) -> list[float]:
-    longest = max(p.time_s for p in points)
-    return [12.0 + 250.0 * p.time_s / longest for p in points]
-
-
 def _scatter(
     ax: Axes,
     points: Sequence[Point],
@@ -69,12 +64,6 @@ def _plain_log_ticks(ax: Axes) -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
-def _bandwidth_roofs(ax: Axes, roofs: Roofs, scale: Callable[[float], float]) -> None:
-    ax.axhline(scale(roofs.memory_bytes_per_s), color="#444", lw=1, ls="-")
-    if roofs.cache_bytes_per_s:
-        ax.axhline(scale(roofs.cache_bytes_per_s), color="#444", lw=1, ls="--")
-
-
 def _roof(
     ax: Axes, lo: float, hi: float, bytes_per_s: float, flops_per_s: float, style: str
 ) -> None:
@@ -88,7 +77,8 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     """The SVG of `points` (kernels with time and modeled bytes) under `roofs`."""
     with_flops = [p for p in points if p.intensity is not None]
     without = [p for p in points if p.intensity is None and p.traffic > 0]
-    sizes = dict(zip((id(p) for p in points), _sizes(points), strict=True)) if points else {}
+    longest = max((p.time_s for p in points), default=1.0)
+    sizes = {id(p): 12.0 + 250.0 * p.time_s / longest for p in points}
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), gridspec_kw={"wspace": 0.35})
     xs = [p.intensity for p in with_flops if p.intensity is not None]
     lo = min([0.01, *xs]) / 2
@@ -108,7 +98,9 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     left.set_title("Kernels with modeled FLOPs")
     left.set_xlabel("FLOP / byte (modeled)")
     left.set_ylabel("GFLOP/s (achieved: modeled FLOPs / profiler time)")
-    _bandwidth_roofs(right, roofs, lambda v: v / 1e9)
+    right.axhline(roofs.memory_bytes_per_s / 1e9, color="#444", lw=1, ls="-")
+    if roofs.cache_bytes_per_s:
+        right.axhline(roofs.cache_bytes_per_s / 1e9, color="#444", lw=1, ls="--")
     _scatter(
         right, without, lambda p: p.traffic / 2**20, lambda p: p.traffic / p.time_s / 1e9, sizes
     )
