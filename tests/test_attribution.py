@@ -36,7 +36,7 @@ from profreport.record.model import (
     TensorIO,
 )
 from profreport.render import html, markdown
-from profreport.render.module_view import group_place_text, module_tree_view
+from profreport.render.module_view import groups_place_text, module_tree_view
 
 MODEL_FILE = Path(__file__).parent / "data" / "models" / "mixer_blocks.py"
 GATE_LINE = next(
@@ -161,8 +161,8 @@ def test_common_module_and_group_title():
     assert common_module([]) == ""
     g = _group(["gelu", "sigmoid", "mul"], ["mixers.1"], ["blocks.py:13"])
     assert group_title(g) == "mixers.1: gelu + sigmoid + mul"
-    assert group_place_text(g) == "mixers.1: gelu + sigmoid + mul at blocks.py:13"
-    assert group_place_text(FusionGroup(eager_ops=("add",), kernels=("k",))) == ""
+    assert groups_place_text([g]) == "mixers.1: gelu + sigmoid + mul at blocks.py:13"
+    assert groups_place_text([FusionGroup(eager_ops=("add",), kernels=("k",))]) == ""
 
 
 def _eager_mode():

@@ -190,7 +190,7 @@ def test_json_and_html_renderings(base):
     head = copy.deepcopy(base)
     head["model"]["inputs"][0]["dtype"] = "<script>x</script>"
     cmp = _compare(base, head, Thresholds(max_kernel_increase=0))
-    data = json.loads(compare_render.render_json(cmp))
+    data = json.loads(compare_render.render(cmp, "json"))
     assert data["schema"] == "profreport.compare/1"
     assert data["regressed"] is False
     assert [m["mode"] for m in data["modes"]] == ["eager", "script", "trace", "optimize", "compile"]

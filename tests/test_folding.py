@@ -11,7 +11,7 @@ from profreport.analysis.derive import derived_run
 from profreport.format import fmt_bytes
 from profreport.modes import mode_analyses
 from profreport.record import parse
-from profreport.render.folding import counted, fold_ops, without_serials
+from profreport.render.folding import fold_ops, grouped, without_serials
 from profreport.render.viewmodel import build_view
 
 LLAMA_RUN = Path(__file__).parent / "data" / "runs" / "hf-llama-2layers-cpu"
@@ -41,8 +41,9 @@ def test_serials_of_generated_kernels_are_dropped_and_nothing_else():
     assert without_serials("layers.1.mlp, x_1 at 42") == "layers.1.mlp, x at 42"
 
 
-def test_counted_keeps_first_seen_order():
-    assert counted(["b", "a", "b", "c", "b"], key=lambda x: x) == [("b", 3), ("a", 1), ("c", 1)]
+def test_grouped_keeps_first_seen_order():
+    groups = grouped(["b", "a", "b", "c", "b"], key=lambda x: x)
+    assert [(same[0], len(same)) for same in groups] == [("b", 3), ("a", 1), ("c", 1)]
 
 
 @pytest.fixture(scope="module")

@@ -313,7 +313,7 @@ def test_comparison_documents_carry_the_kernel_diff():
     html = compare_render.render_html(cmp)
     assert 'id="kernel-diff-compile"' in html and "head fuses gelu + mul" in html
     assert 'id="model-differences"' in html
-    doc = json.loads(compare_render.render_json(cmp))
+    doc = json.loads(compare_render.render(cmp, "json"))
     kd = doc["modes"][1]["kernel_diff"]
     assert kd["fusion_changes"][0]["kind"] == "fused"
     assert {r["status"] for r in kd["rows"]} == {"appeared", "disappeared"}

@@ -158,7 +158,6 @@ def test_view_model_of_output_checks_and_of_an_old_record():
         }
     }
     assert output_check_view("compile", OkMode.from_json(differs)) == {
-        "state": "DIFFERS",
         "text": "DIFFERS: max abs err 0.5, rel 0.12 (rtol 0.0001, atol 1e-05; 2 tensors)",
         "differs": True,
         "note": "tensor 1: dtype float64, eager's float32",

@@ -11,6 +11,7 @@ from profreport.modes import get_mode
 from profreport.record import RecordError, Run, dumps, load, validate
 from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
+from tests.visible_md import outside_details
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_failed_mode_is_shown_with_its_error(record):
 
 def test_markdown_has_one_row_per_mode_and_the_verdicts(record):
     md = markdown.render(Run.from_json(record))
-    visible = markdown.outside_details(md)
+    visible = outside_details(md)
     table = [line for line in visible.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 5  # header + modes
     assert table[0].count(" | ") + 1 <= 6  # at most six columns in a pull-request comment

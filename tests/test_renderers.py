@@ -26,7 +26,6 @@ def test_the_builtin_formats_come_from_the_registry():
     ]
     assert registry.formats(COMPARISON) == ("md", "json", "html")
     assert registry.get(ANALYSIS, "html").filename == "analysis.html"
-    assert registry.get(ANALYSIS, "html").extension == ".html"
     with pytest.raises(ValueError, match="unknown format 'pdf': choose from md, json, html"):
         registry.get(COMPARISON, "pdf")
 

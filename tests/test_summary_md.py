@@ -14,7 +14,8 @@ from profreport.analysis.derive import derived_run
 from profreport.modes import mode_analyses
 from profreport.record import Run, load, parse
 from profreport.render import markdown
-from profreport.render.markdown import TOTAL_CHARS, VISIBLE_CHARS, outside_details
+from profreport.render.markdown import TOTAL_CHARS, VISIBLE_CHARS
+from tests.visible_md import outside_details
 
 LLAMA_RUN = Path(__file__).parent / "data" / "runs" / "hf-llama-2layers-cpu"
 

@@ -20,7 +20,7 @@ from profreport.format import md_line
 from profreport.modes import mode_analyses
 from profreport.record import Run, parse
 from profreport.render import html, markdown
-from profreport.render.markdown import outside_details
+from tests.visible_md import outside_details
 
 RUN_DIR = Path(__file__).parent / "data" / "runs" / "simple-cpu-light"
 

@@ -18,7 +18,6 @@ from profreport.analysis.trace_document import (
     TraceSummary,
 )
 from profreport.format import md_cell, md_line, md_table, short
-from profreport.record.model import KernelRow
 from profreport.record.section import JSONObject
 from profreport.render.analyze_time import METHOD as TIME_METHOD
 from profreport.render.analyze_time import time_compare_view, time_markdown, time_view
@@ -98,21 +97,21 @@ def counters_view(t: TraceSummary) -> JSONObject | None:
         "source": c.source,
         "ranges": fmt(c.ranges),
         "totals": [(label, _counter(v, style)) for label, v, style in derived_rows],
-        "kernels": [_counter_kernel(k) for k in t.top_kernels if k.has("counter_totals")],
+        "kernels": [
+            {
+                "name": short(k.name),
+                "full_name": k.name,
+                "calls": fmt(k.calls),
+                "flops": _counter(k.flops, "count"),
+                "dram_read": _counter(k.dram_bytes_read, "bytes"),
+                "dram_written": _counter(k.dram_bytes_written, "bytes"),
+            }
+            for k in t.top_kernels
+            if k.has("counter_totals")
+        ],
         "metrics": [(name, _counter(v, "count")) for name, v in c.totals.items()],
         "not_additive": ", ".join(c.not_additive),
         "texts": [c.flops_formula, c.dram_text],
-    }
-
-
-def _counter_kernel(k: KernelRow) -> dict[str, str]:
-    return {
-        "name": short(k.name),
-        "full_name": k.name,
-        "calls": fmt(k.calls),
-        "flops": _counter(k.flops, "count"),
-        "dram_read": _counter(k.dram_bytes_read, "bytes"),
-        "dram_written": _counter(k.dram_bytes_written, "bytes"),
     }
 
 

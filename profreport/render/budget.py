@@ -9,7 +9,7 @@ from typing import TypedDict
 
 from profreport.analysis.budget import Breach, BudgetCheck, FusedGroupChange
 from profreport.format import fmt_bytes, md_cell, md_code, md_table
-from profreport.render.kernel_diff import places
+from profreport.render.kernel_diff import places, signed
 
 # How to accept an intended change, said under the rows (the pytest fixture says its own).
 GENERATE_ACCEPT = (
@@ -47,10 +47,6 @@ def _n(x: float | str) -> str:
     return f"{x:g}" if float(x).is_integer() else f"{x:.3g}"
 
 
-def _signed(x: float) -> str:
-    return f"+{_n(x)}" if x >= 0 else f"−{_n(-x)}"
-
-
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -63,7 +59,7 @@ def _kernel_row(b: Breach) -> tuple[str, str, str, str]:
         return "—", _n(b.actual), "new", allowed
     if b.kernel_status == "disappeared":
         return _n(b.expected), "—", "gone", allowed
-    return _n(b.expected), _n(b.actual), _signed(b.actual - b.expected), allowed
+    return _n(b.expected), _n(b.actual), signed(b.actual - b.expected, _n), allowed
 
 
 def breach_row(b: Breach) -> BudgetRowView:
@@ -75,7 +71,7 @@ def breach_row(b: Breach) -> BudgetRowView:
     elif b.kind == "kernels per step":
         assert isinstance(b.expected, (int, float)) and isinstance(b.actual, (int, float))
         what = "kernels / step (profiler)"
-        change = _signed(b.actual - b.expected)
+        change = signed(b.actual - b.expected, _n)
         allowed = "exact" if not b.tolerance else f"±{_n(b.tolerance)}"
     elif b.kind == "bytes per step":
         assert isinstance(b.expected, (int, float)) and isinstance(b.actual, (int, float))
@@ -189,14 +185,12 @@ def row_line(r: BudgetRowView) -> str:
     return f"{r['mode']}: {r['what']}: {r['expected']} → {r['actual']} ({detail}){where}"
 
 
-def headline_line(view: BudgetView) -> str:
-    return f"kernel budget {view['source']} ({view['device']}): {view['outcome']}: {view['counts']}"
-
-
 def budget_text(view: BudgetView) -> list[str]:
     """The check as plain lines: the outcome and counts, one line per breach, the notes and how
     to accept (the terminal, the pytest fixture's message)."""
-    lines = [headline_line(view)]
+    lines = [
+        f"kernel budget {view['source']} ({view['device']}): {view['outcome']}: {view['counts']}"
+    ]
     lines += [f"  over budget: {row_line(r)}" for r in view["rows"]]
     lines += [f"  note: {n}" for n in view["notes"]]
     if view["accept"]:

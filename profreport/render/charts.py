@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from profreport.render.palette import mode_color
@@ -79,42 +80,42 @@ def checked_svg(svg: str) -> str:
     return svg
 
 
-def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> str:
-    fig, ax = plt.subplots(figsize=(4.2, 2.6))
-    bars = ax.bar(modes, values, color=[mode_color(m) for m in modes])
-    ax.bar_label(bars, labels=[f"{v:g}" for v in values], fontsize=8)
+def axes(title: str, ylabel: str, figsize: tuple[float, float] = (4.2, 2.6)) -> tuple[Figure, Axes]:
+    """One chart's figure and axes: titled, its y axis labelled, no top or right spine."""
+    fig, ax = plt.subplots(figsize=figsize)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.spines[["top", "right"]].set_visible(False)
+    return fig, ax
+
+
+def bar_chart(modes: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> str:
+    fig, ax = axes(title, ylabel)
+    bars = ax.bar(modes, values, color=[mode_color(m) for m in modes])
+    ax.bar_label(bars, labels=[f"{v:g}" for v in values], fontsize=8)
     return figure_svg(fig)
 
 
 def stacked_bytes_chart(
     modes: Sequence[str], read_mib: Sequence[float], written_mib: Sequence[float], title: str
 ) -> str:
-    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    fig, ax = axes(title, "MiB per step (modeled)")
     ax.bar(modes, read_mib, color="#1f77b4", label="read")
     ax.bar(modes, written_mib, bottom=read_mib, color="#ff7f0e", label="written")
     for i, (r, w) in enumerate(zip(read_mib, written_mib, strict=True)):
         ax.text(i, r + w, f"{r + w:.1f}", ha="center", va="bottom", fontsize=8)
-    ax.set_title(title)
-    ax.set_ylabel("MiB per step (modeled)")
     ax.legend(frameon=False, fontsize=8)
-    ax.spines[["top", "right"]].set_visible(False)
     return figure_svg(fig)
 
 
 def latency_chart(
     modes: Sequence[str], median: Sequence[float], p10: Sequence[float], p90: Sequence[float]
 ) -> str:
-    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    fig, ax = axes("Latency: median, whiskers p10-p90", "ms per call (measured)")
     lower = [m - lo for m, lo in zip(median, p10, strict=True)]
     upper = [hi - m for m, hi in zip(median, p90, strict=True)]
     ax.bar(modes, median, color=[mode_color(m) for m in modes])
     ax.errorbar(modes, median, yerr=[lower, upper], fmt="none", ecolor="black", capsize=3)
-    ax.set_title("Latency: median, whiskers p10-p90")
-    ax.set_ylabel("ms per call (measured)")
-    ax.spines[["top", "right"]].set_visible(False)
     return figure_svg(fig)
 
 
@@ -124,15 +125,12 @@ _PART_COLORS = ("#1f4e79", "#e69f00", "#9467bd", "#bdbdbd")
 
 def time_breakdown_chart(modes: Sequence[str], parts: Mapping[str, Sequence[float]]) -> str:
     """A stacked bar per mode: where its profiled step's time went, parts bottom up."""
-    fig, ax = plt.subplots(figsize=(4.8, 2.9))
+    fig, ax = axes("Where a profiled step's time goes", "ms per step (profiled)", (4.8, 2.9))
     bottom = [0.0] * len(modes)
     for (label, values), color in zip(parts.items(), _PART_COLORS, strict=False):
         ax.bar(modes, values, bottom=bottom, color=color, label=label)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     for i, total in enumerate(bottom):
         ax.text(i, total, f"{total:.3g}", ha="center", va="bottom", fontsize=8)
-    ax.set_title("Where a profiled step's time goes")
-    ax.set_ylabel("ms per step (profiled)")
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.spines[["top", "right"]].set_visible(False)
     return figure_svg(fig)

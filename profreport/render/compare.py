@@ -1,6 +1,7 @@
-"""Renderers for a run comparison: Markdown (pull-request comment), JSON and a small HTML page.
+"""Renderers for a run comparison: Markdown (pull-request comment) and a small HTML page.
 
-All three read one view-model built from the `Comparison` dataclass, so they say the same thing.
+Both read one view-model built from the `Comparison` dataclass, so they say the same thing; its
+JSON is the document itself (render/run_json.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from profreport.format import (
     md_line,
     md_table,
 )
-from profreport.record import dumps
 from profreport.render.jinja import render_page
 from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, kernel_diff_views
 from profreport.render.views import CompareRowView, CompareView, SideView
@@ -79,7 +79,6 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
     return {
         "mode": mc.mode,
         "status": status,
-        "compared": bool(mc.metrics),
         "kernels": _count(mc.metric("kernels_per_step")),
         "launches": _count(mc.metric("launches_per_step")),
         "bytes": _bytes(mc.metric("bytes_per_step")),
@@ -123,27 +122,22 @@ NOISE_SOURCE = (
 
 def _thresholds_text(cmp: Comparison) -> str:
     t = cmp.thresholds
-    parts = []
-    if t.max_kernel_increase is not None:
-        parts.append(f"kernels / step +{t.max_kernel_increase}")
-    if t.max_bytes_increase_pct is not None:
-        parts.append(f"modeled bytes +{t.max_bytes_increase_pct:g}%")
-    if t.max_peak_memory_increase_pct is not None:
-        parts.append(f"peak memory +{t.max_peak_memory_increase_pct:g}%")
-    if t.max_latency_regression_pct is not None and _paired(cmp):
+    gates = (
+        (t.max_kernel_increase, "kernels / step +{}"),
+        (t.max_bytes_increase_pct, "modeled bytes +{:g}%"),
+        (t.max_peak_memory_increase_pct, "peak memory +{:g}%"),
+    )
+    parts = [text.format(value) for value, text in gates if value is not None]
+    latency = t.max_latency_regression_pct
+    if latency is not None and _paired(cmp):
+        parts.append(f"latency: paired head/base ratio +{latency:g}% with its 95% interval above 1")
+    elif latency is not None and cmp.machine is not None:
         parts.append(
-            f"latency: paired head/base ratio +{t.max_latency_regression_pct:g}% with its 95% "
-            "interval above 1"
+            f"latency median +{latency:g}% relative to the machine reference, beyond what the "
+            "reference moved"
         )
-    elif t.max_latency_regression_pct is not None and cmp.machine is not None:
-        parts.append(
-            f"latency median +{t.max_latency_regression_pct:g}% relative to the machine "
-            "reference, beyond what the reference moved"
-        )
-    elif t.max_latency_regression_pct is not None:
-        parts.append(
-            f"latency median +{t.max_latency_regression_pct:g}% with non-overlapping 95% intervals"
-        )
+    elif latency is not None:
+        parts.append(f"latency median +{latency:g}% with non-overlapping 95% intervals")
     if t.new_kernel_pattern is not None:
         parts.append(f"no new kernel matching {t.new_kernel_pattern!r}")
     return "; ".join(parts) if parts else "none"
@@ -158,16 +152,18 @@ def _side(ident: RunIdentity) -> SideView:
     }
 
 
+def outcome_text(regressions: int, thresholds_set: bool) -> str:
+    """A comparison's outcome in one line (of two runs, or of two sweeps)."""
+    if regressions:
+        return f"{regressions} regression{'s' if regressions != 1 else ''} beyond the thresholds"
+    if thresholds_set:
+        return "no regression beyond the thresholds"
+    return "report only: no thresholds set"
+
+
 def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
-    n = len(cmp.regressions)
-    if n:
-        outcome = f"{n} regression{'s' if n != 1 else ''} beyond the thresholds"
-    elif cmp.thresholds.any_set:
-        outcome = "no regression beyond the thresholds"
-    else:
-        outcome = "report only: no thresholds set"
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
@@ -179,7 +175,7 @@ def build_compare_view(cmp: Comparison) -> CompareView:
         "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),
         "head": _side(cmp.head),
-        "outcome": outcome,
+        "outcome": outcome_text(len(cmp.regressions), cmp.thresholds.any_set),
         "regressed": cmp.regressed,
         "outcome_class": "regressed" if cmp.regressed else "clean",
         "thresholds": _thresholds_text(cmp),
@@ -214,31 +210,25 @@ def render_markdown(cmp: Comparison) -> str:
         lines += ["What differs between the models:", ""]
         lines += [f"- {md_cell(d)}" for d in v["model_differences"]]
         lines.append("")
-    header = ["mode", "status", "kernels / step"]
+    # header -> the row's key, in column order
+    columns = {"mode": "mode", "status": "status", "kernels / step": "kernels"}
     if v["show_launches"]:
-        header.append("launch calls / step")
-    header += [
-        "bytes / step (modeled)",
-        "latency base [95% CI]",
-        "latency head [95% CI]",
-        "latency change",
-        "peak memory",
-        "result",
-    ]
-    rows = []
-    for row in v["rows"]:
-        cells = [row["mode"], row["status"], row["kernels"]]
-        if v["show_launches"]:
-            cells.append(row["launches"])
-        cells += [
-            row["bytes"],
-            row["latency_base"],
-            row["latency_head"],
-            row["latency_change"],
-            row["peak_memory"],
+        columns["launch calls / step"] = "launches"
+    columns |= {
+        "bytes / step (modeled)": "bytes",
+        "latency base [95% CI]": "latency_base",
+        "latency head [95% CI]": "latency_head",
+        "latency change": "latency_change",
+        "peak memory": "peak_memory",
+    }
+    rows = [
+        [
+            *(dict(row)[key] for key in columns.values()),
             MdMarkup(f"**{md_cell(row['result'])}**") if row["regressed"] else row["result"],
         ]
-        rows.append(cells)
+        for row in v["rows"]
+    ]
+    header = [*columns, "result"]
     lines += [*md_table(header, rows, "ll" + "r" * (len(header) - 3) + "l"), ""]
     lines += [f"- ❌ {md_cell(msg)}" for msg in v["regressions"]]
     lines += [f"- ❔ {md_cell(line)} (neither passes nor fails)" for line in v["inconclusive"]]
@@ -253,10 +243,6 @@ def render_markdown(cmp: Comparison) -> str:
     )
     lines += ["", *kernel_diff_markdown(v["kernel_diffs"])]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def render_json(cmp: Comparison) -> str:
-    return dumps(cmp.to_json())
 
 
 def render_html(cmp: Comparison) -> str:

@@ -39,11 +39,6 @@ def without_serials(text: str) -> str:
     return _SERIAL.sub("", text)
 
 
-def counted(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tuple[T, int]]:
-    """Each distinct item (by `key`) once, in first-seen order, with how many times it came."""
-    return [(same[0], len(same)) for same in grouped(items, key)]
-
-
 def grouped(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
     """The items alike by `key`, each group in first-seen order."""
     groups: dict[Hashable, list[T]] = {}

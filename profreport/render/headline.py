@@ -48,14 +48,11 @@ def _cell(text: str, detail: str = "", tone: Tone = "neutral") -> HeadlineCell:
     return {"text": text, "detail": detail, "tone": tone}
 
 
-def _fewer_is_better(eager: int, mode: int) -> Tone:
-    return "good" if mode < eager else "bad" if mode > eager else "neutral"
-
-
 def _count_cell(eager: int | None, mode: int, unit: str) -> HeadlineCell:
     if eager is None:  # eager itself, or no eager to compare with
         return _cell(str(mode), f"{unit} per step, profiler")
-    return _cell(f"{eager} → {mode}", f"{unit} per step, profiler", _fewer_is_better(eager, mode))
+    tone: Tone = "good" if mode < eager else "bad" if mode > eager else "neutral"  # fewer: better
+    return _cell(f"{eager} → {mode}", f"{unit} per step, profiler", tone)
 
 
 def short_text(text: str, limit: int) -> str:
@@ -151,19 +148,16 @@ def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> H
         }
     baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
     kernels = mode.kernels
-    eager_kernels = None if baseline is None else baseline.kernels
     return {
         "mode": name,
         "color": mode_color(name),
         "status": _cell("ok", "", "good"),
         "kernels": _count_cell(
-            None if eager_kernels is None else eager_kernels.per_step, kernels.per_step, "kernels"
+            baseline.kernels.per_step if baseline else None, kernels.per_step, "kernels"
         ),
         "launches": (
             _count_cell(
-                None if eager_kernels is None else eager_kernels.launches,
-                kernels.launches,
-                "launches",
+                baseline.kernels.launches if baseline else None, kernels.launches, "launches"
             )
             if cuda
             else None

@@ -6,7 +6,7 @@ context (templates/_kernel_diff.html.j2). The rows come from analysis/kernel_dif
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, TypedDict
 
 from profreport.analysis.kernel_diff import (
@@ -52,26 +52,17 @@ def _num(x: float) -> str:
     return f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
 
 
-def _signed(x: float) -> str:
-    return f"+{_num(x)}" if x >= 0 else f"−{_num(-x)}"
+def signed(x: float | None, fmt: Callable[[float], str] = _num) -> str:
+    """`x` formatted by `fmt` with its sign, a true minus for a decrease ("n/a" for None)."""
+    if x is None:
+        return "n/a"
+    return f"+{fmt(x)}" if x >= 0 else f"−{fmt(-x)}"
 
 
 def _us(x: float | None) -> str:
     if x is None:
         return "n/a"
     return f"{x / 1000:.2f} ms" if abs(x) >= 1000 else f"{x:.1f} µs"
-
-
-def _signed_us(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"+{_us(x)}" if x >= 0 else f"−{_us(-x)}"
-
-
-def _signed_bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    return f"+{fmt_bytes(n)}" if n >= 0 else f"−{fmt_bytes(-n)}"
 
 
 def _side_bytes(side: KernelSide | None, source: str | None) -> str:
@@ -105,9 +96,7 @@ def _relative_time(r: KernelChange, machine_factor: float | None) -> str:
     """The profiler time's change with the machine's own move (head/base time of the machine
     reference) taken out: `; −5% vs the machine`."""
     b, h = r.base, r.head
-    if machine_factor is None or b is None or h is None:
-        return ""
-    if not b.time_us or h.time_us is None:
+    if machine_factor is None or b is None or h is None or not b.time_us or h.time_us is None:
         return ""
     relative = h.time_us / machine_factor / b.time_us - 1
     return f"; {relative:+.0%} relative to the machine reference"
@@ -118,18 +107,18 @@ def _row(
 ) -> KernelDiffRowView:
     b, h = r.base, r.head
     calls = _cells(
-        _num(b.calls) if b else "", _num(h.calls) if h else "", _signed(r.calls_change), r
+        _num(b.calls) if b else "", _num(h.calls) if h else "", signed(r.calls_change), r
     )
     time = _cells(
         _us(b.time_us) if b else "",
         _us(h.time_us) if h else "",
-        _signed_us(r.time_us_change) + _relative_time(r, machine_factor),
+        signed(r.time_us_change, _us) + _relative_time(r, machine_factor),
         r,
     )
     size = _cells(
         _side_bytes(b, r.bytes_source),
         _side_bytes(h, r.bytes_source),
-        _signed_bytes(r.bytes_change),
+        signed(r.bytes_change, fmt_bytes),
         r,
     )
     if mixed_sources and r.bytes_source:

@@ -12,7 +12,6 @@ errors and kernel names are user input, and TensorBoard's text plugin renders th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
-from profreport.render.views import ModeSummaryView, OutputView, PageView
+from profreport.render.views import ModeSummaryView, PageView
 
 if TYPE_CHECKING:
     from profreport.analysis.budget import BudgetCheck
@@ -36,34 +35,12 @@ TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
 
 
-_FOLDED = re.compile(r"<details>.*?</details>", re.DOTALL)
-
-
-def outside_details(summary_md: str) -> str:
-    """What a reader sees of a summary before opening anything (its `<details>` blocks removed;
-    this renderer never nests them, and escapes `<` in every string from the record)."""
-    return _FOLDED.sub("", summary_md)
-
-
 def _kernels(row: ModeSummaryView) -> str:
     delta = row.get("kernel_delta")
     return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
-def _output(view: OutputView) -> str:
-    # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
-    return f"{view['text']} ({view['note']})" if view["note"] else view["text"]
-
-
 _CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
-
-
-def _memory(cells: dict[str, str]) -> str:
-    return (
-        cells["peak"]
-        if cells["compression"] == "-"
-        else f"{cells['peak']} ({cells['compression']})"
-    )
 
 
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -99,10 +76,8 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _answer(cell: HeadlineCell | None, detail: bool = True) -> str:
-    if cell is None:
-        return ""
-    return f"{cell['text']} ({cell['detail']})" if detail and cell["detail"] else cell["text"]
+def _text(cell: HeadlineCell | None) -> str:
+    return "" if cell is None else cell["text"]
 
 
 def _speedup(cell: HeadlineCell | None) -> str:
@@ -126,7 +101,7 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
         if r["kernels"] is None:
             out.append([r["mode"], r["status"]["text"], r["error"], "", "", ""])
             continue
-        kernels = _answer(r["kernels"], detail=False)
+        kernels = _text(r["kernels"])
         if cuda and r["launches"] is not None:
             kernels += f" (launches {r['launches']['text']})"
         out.append(
@@ -136,7 +111,7 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
                 kernels,
                 _bytes(r["bytes"]),
                 _speedup(r["speedup"]),
-                _answer(r["output"], detail=False),
+                _text(r["output"]),
             ]
         )
     return out
@@ -172,7 +147,11 @@ def _numbers_table(view: PageView) -> list[str]:
         build = row["compile_s"]
         if row.get("payback_calls"):
             build += f" (paid back after {row['payback_calls']} calls)"
-        cells += [_memory(row["memory"]), build, _output(row["output"])]
+        memory, output = row["memory"], row["output"]
+        compression = "" if memory["compression"] == "-" else f" ({memory['compression']})"
+        # cells are escaped, so no bold: a difference reads "DIFFERS", in capitals
+        note = f" ({output['note']})" if output["note"] else ""
+        cells += [memory["peak"] + compression, build, output["text"] + note]
         rows.append(cells)
     return md_table(header, rows, "l" + "r" * (len(header) - 2) + "l")
 

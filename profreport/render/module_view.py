@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from profreport.analysis.attribution import ROOT_LABEL, group_module, group_title
+from profreport.analysis.attribution import ROOT_LABEL, group_module
 from profreport.analysis.module_tree import (
     ModuleNode,
     TreeShare,
@@ -31,7 +31,6 @@ class ModuleCellView(TypedDict):
 class ModuleRowView(TypedDict):
     label: str
     path: str
-    repeats: int
     open: bool
     cells: list[ModuleCellView]
     children: list[ModuleRowView]
@@ -72,7 +71,6 @@ def _row(node: ModuleNode, modes: Sequence[str], depth: int) -> ModuleRowView:
     return {
         "label": _label(node),
         "path": node.path,
-        "repeats": node.repeats,
         "open": depth < OPEN_DEPTH,
         "cells": cells,
         "children": [_row(c, modes, depth + 1) for c in node.children],
@@ -117,26 +115,19 @@ def share_text(s: TreeShare) -> str:
     )
 
 
+def _shown(names: Sequence[str]) -> str:
+    """The first three names, and how many more."""
+    return ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+
+
+def _at(lines: Sequence[str] | None) -> str:
+    return f" at {', '.join(lines[:2])}" if lines else ""
+
+
 def place_text(modules: Sequence[str] | None, lines: Sequence[str] | None) -> str:
     """Where a row ran, "mixers.1 at blocks.py:13" ("" when nothing was recorded); long lists
     are shortened."""
-    parts = []
-    if modules:
-        shown = [m or ROOT_LABEL for m in modules[:3]]
-        more = f" (+{len(modules) - 3} more)" if len(modules) > 3 else ""
-        parts.append(", ".join(shown) + more)
-    if lines:
-        parts.append("at " + ", ".join(lines[:2]))
-    return " ".join(parts)
-
-
-def group_place_text(group: FusionGroup) -> str:
-    """A fusion group named by where it ran: "mixers.1: gelu + sigmoid + mul at blocks.py:13"
-    ("" when the mode recorded no module)."""
-    if not group.modules:
-        return ""
-    lines = group.source_lines or ()
-    return group_title(group) + (f" at {', '.join(lines[:2])}" if lines else "")
+    return ((_shown([m or ROOT_LABEL for m in modules]) if modules else "") + _at(lines)).lstrip()
 
 
 def _merged(places: Iterable[Sequence[str] | None]) -> tuple[str, ...]:
@@ -155,18 +146,16 @@ def groups_place_text(groups: Sequence[FusionGroup]) -> str:
     """Where the groups of one fusion-map row (the same ops in every layer) ran: "mixers.1:
     gelu + mul at m.py:13" for one, "mixers.0, mixers.1, mixers.2: gelu + mul at m.py:13" for
     several ("" when the mode recorded no module)."""
-    if len(groups) == 1:
-        return group_place_text(groups[0])
     modules = [group_module(g) for g in groups]
+    if len(groups) == 1 and modules[0] is None:
+        return ""
     if any(m is None for m in modules):
         return place_text(
             _merged(g.modules for g in groups), _merged(g.source_lines for g in groups)
         )
     names = list(dict.fromkeys(m or ROOT_LABEL for m in modules if m is not None))
-    shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
     ops = " + ".join(groups[0].eager_ops) or "(no eager op)"
-    lines = _merged(g.source_lines for g in groups)
-    return f"{shown}: {ops}" + (f" at {', '.join(lines[:2])}" if lines else "")
+    return f"{_shown(names)}: {ops}" + _at(_merged(g.source_lines for g in groups))
 
 
 def savings_markdown(run: Run) -> list[str]:

@@ -64,10 +64,6 @@ class Renderer(Generic[D]):
             )
         return content
 
-    @property
-    def extension(self) -> str:
-        return self.filename[self.filename.rindex(".") :]
-
 
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (
@@ -75,7 +71,7 @@ _BUILTIN = (
     Renderer("html", RUN, "report.html", "profreport.render.html:render"),
     Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
-    Renderer("json", COMPARISON, "comparison.json", "profreport.render.compare:render_json"),
+    Renderer("json", COMPARISON, "comparison.json", "profreport.render.run_json:render"),
     Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
     Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
     Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),

@@ -36,11 +36,6 @@ class Point:
         return self.flops / self.traffic if self.flops and self.traffic else None
 
 
-def _sizes(points: Sequence[Point]) -> list[float]:
-    longest = max(p.time_s for p in points)
-    return [12.0 + 250.0 * p.time_s / longest for p in points]
-
-
 def _scatter(
     ax: Axes,
     points: Sequence[Point],
@@ -61,26 +56,12 @@ def _scatter(
         )
 
 
-def _decade_below(value: float) -> float:
-    return float(10 ** math.floor(math.log10(value)))
-
-
-def _decade_above(value: float) -> float:
-    return float(10 ** (math.floor(math.log10(value)) + 1))
-
-
 def _plain_log_ticks(ax: Axes) -> None:
     """Log axes labelled as plain numbers (math text is off, so no 10^n markup)."""
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(LogLocator(base=10))
         axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         axis.set_minor_formatter(NullFormatter())
-
-
-def _bandwidth_roofs(ax: Axes, roofs: Roofs, scale: Callable[[float], float]) -> None:
-    ax.axhline(scale(roofs.memory_bytes_per_s), color="#444", lw=1, ls="-")
-    if roofs.cache_bytes_per_s:
-        ax.axhline(scale(roofs.cache_bytes_per_s), color="#444", lw=1, ls="--")
 
 
 def _roof(
@@ -96,7 +77,8 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     """The SVG of `points` (kernels with time and modeled bytes) under `roofs`."""
     with_flops = [p for p in points if p.intensity is not None]
     without = [p for p in points if p.intensity is None and p.traffic > 0]
-    sizes = dict(zip((id(p) for p in points), _sizes(points), strict=True)) if points else {}
+    longest = max((p.time_s for p in points), default=1.0)
+    sizes = {id(p): 12.0 + 250.0 * p.time_s / longest for p in points}
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), gridspec_kw={"wspace": 0.35})
     xs = [p.intensity for p in with_flops if p.intensity is not None]
     lo = min([0.01, *xs]) / 2
@@ -116,14 +98,16 @@ def roofline_chart(points: Sequence[Point], roofs: Roofs) -> str:
     left.set_title("Kernels with modeled FLOPs")
     left.set_xlabel("FLOP / byte (modeled)")
     left.set_ylabel("GFLOP/s (achieved: modeled FLOPs / profiler time)")
-    _bandwidth_roofs(right, roofs, lambda v: v / 1e9)
+    right.axhline(roofs.memory_bytes_per_s / 1e9, color="#444", lw=1, ls="-")
+    if roofs.cache_bytes_per_s:
+        right.axhline(roofs.cache_bytes_per_s / 1e9, color="#444", lw=1, ls="--")
     _scatter(
         right, without, lambda p: p.traffic / 2**20, lambda p: p.traffic / p.time_s / 1e9, sizes
     )
     right.set(xscale="log", yscale="log")
     if without:  # whole decades, so that a log axis whose data spans less than one has ticks
-        mib = [p.traffic / 2**20 for p in without]
-        right.set_xlim(_decade_below(min(mib)), _decade_above(max(mib)))
+        decades = [math.floor(math.log10(p.traffic / 2**20)) for p in without]
+        right.set_xlim(10.0 ** min(decades), 10.0 ** (max(decades) + 1))
     right.set_title("Kernels with FLOPs unknown")
     right.set_xlabel("MiB per step (modeled)")
     right.set_ylabel("GB/s (achieved)")

@@ -124,8 +124,7 @@ def summary_frame(run: Run) -> pd.DataFrame:
         row: dict[str, object] = {c: None for c in SUMMARY_COLUMNS}
         row.update(mode=name, status=m.status, verdict=m.verdict)
         if isinstance(m, OkMode):
-            lat = m.latency_ms
-            sp = m.speedup_vs_eager
+            lat, sp, floor, peak = m.latency_ms, m.speedup_vs_eager, m.roofline, _peak(m)
             row.update(
                 kernels_per_step=m.kernels.per_step,
                 launches_per_step=m.kernels.launches,
@@ -137,10 +136,6 @@ def summary_frame(run: Run) -> pd.DataFrame:
                 latency_n=None if lat is None else lat.n,
                 speedup_vs_eager=sp.median if sp else None,
                 compile_s=m.compile_s,
-            )
-            floor = m.roofline
-            peak = _peak(m)
-            row.update(
                 latency_floor_ms=None if floor is None else floor.floor_ms,
                 x_of_floor=None if floor is None else floor.x_of_floor,
                 floor_consistent=None if floor is None else floor.consistent,

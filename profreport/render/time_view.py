@@ -80,8 +80,6 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
         median = mode_median_step(mode)
         if median is None:
             continue
-        findings = mode.time_findings
-        busy = (mode.time_breakdown.busy if mode.time_breakdown is not None else None) or ()
         rows.append(
             {
                 "mode": name,
@@ -92,12 +90,12 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
                 "parts": [(label, _ms(us)) for _, label, us in parts_of(median)],
                 "ops": median.ops,
                 "ops_label": "dispatched ops" if median.cpu else "launches",
-                "bound": "" if findings is None else findings.bound,
-                "bound_evidence": "" if findings is None else findings.bound_evidence,
-                "clause": "" if findings is None else findings.clause,
-                "detail": "" if findings is None or not findings.detail else findings.detail,
-                "basis": "" if findings is None or findings.basis is None else findings.basis,
-                "busy": "; ".join(busy),
+                # the mode's time findings, "" where it has none
+                **{
+                    key: getattr(mode.time_findings, key, None) or ""
+                    for key in ("bound", "bound_evidence", "clause", "detail", "basis")
+                },
+                "busy": "; ".join(getattr(mode.time_breakdown, "busy", None) or ()),
             }
         )
     return rows

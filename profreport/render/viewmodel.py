@@ -16,7 +16,6 @@ from profreport.files import TIMELINE_NAME
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
-    FusionGroup,
     InductorNode,
     ModelInfo,
     ModeResult,
@@ -24,7 +23,7 @@ from profreport.record.model import (
     Run,
     Settings,
 )
-from profreport.render.folding import fold_ops, without_serials
+from profreport.render.folding import fold_ops, grouped, without_serials
 from profreport.render.headline import headline
 from profreport.render.methods import method_paragraphs, method_values
 from profreport.render.module_view import groups_place_text, place_text
@@ -65,15 +64,15 @@ def _err(x: float | None) -> str:
 
 
 def output_check_view(name: str, mode: ModeResult) -> OutputView:
-    """The output check of one mode as text: `state` is reference / ok / DIFFERS / not checked."""
+    """The output check of one mode as text, which starts with its state: reference / ok /
+    DIFFERS / not compared / not checked."""
     check = mode.output_check
     if name == "eager":
-        return {"state": "reference", "text": "reference", "differs": False, "note": ""}
+        return {"text": "reference", "differs": False, "note": ""}
     if check is None or not check.to_json():
-        return {"state": "not checked", "text": "not checked", "differs": False, "note": ""}
+        return {"text": "not checked", "differs": False, "note": ""}
     within = check.within_tolerance
-    state = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
-    text = state
+    text = {True: "ok", False: "DIFFERS", None: "not compared"}[within]
     n = check.compared_tensors
     if n:
         text += (
@@ -81,14 +80,14 @@ def output_check_view(name: str, mode: ModeResult) -> OutputView:
             f" (rtol {_err(check.rtol)}, atol {_err(check.atol)};"
             f" {n} tensor{'s' if n != 1 else ''})"
         )
-    return {"state": state, "text": text, "differs": within is False, "note": check.note or ""}
+    return {"text": text, "differs": within is False, "note": check.note or ""}
 
 
 def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> ModeSummaryView:
     row: ModeSummaryView = {
         "mode": name,
         "status": mode.status,
-        "verdict": _verdict(mode),
+        "verdict": mode.verdict or "",
         "finding_failed": mode.failed_finding is not None,
         "why_count": len(mode.why_not_fused or ()),
     }
@@ -143,40 +142,32 @@ def _payback_calls(mode: ModeResult) -> str:
     return "" if f is None or f.payback_calls is None else f"{math.ceil(f.payback_calls):,}"
 
 
-def _verdict(mode: ModeResult) -> str:
-    return "" if mode.verdict is None else mode.verdict
-
-
 def _kernel_rows(mode: OkMode) -> list[KernelRowView]:
-    rows: list[KernelRowView] = []
-    for r in mode.kernels.table[:TOP_KERNELS]:
-        rows.append(
-            {
-                "name": r.name,
-                "kind": r.kind,
-                "calls_per_step": _num(r.calls_per_step, "{:g}"),
-                "time_per_step": fmt_ms(
-                    None if r.time_us_per_step is None else r.time_us_per_step / 1000
-                ),
-                "launched_by": r.launched_by or "",
-                "bytes": (
-                    f"{fmt_bytes(r.bytes_read)} / {fmt_bytes(r.bytes_written)}"
-                    if r.bytes_read is not None
-                    else "-"
-                ),
-                "flops": _flops(r.flops),
-                "intensity": "-" if r.flops_per_byte is None else f"{r.flops_per_byte:.2f}",
-                "bytes_note": (
-                    f"op shared by {r.bytes_shared_by} kernels"
-                    if (r.bytes_shared_by or 0) > 1
-                    else ""
-                ),
-                "source": str(r.source) if r.has("source") else "profiler",
-                "roofline": kernel_cells(r),
-                "place": place_text(r.modules, r.source_lines),
-            }
-        )
-    return rows
+    return [
+        {
+            "name": r.name,
+            "kind": r.kind,
+            "calls_per_step": _num(r.calls_per_step, "{:g}"),
+            "time_per_step": fmt_ms(
+                None if r.time_us_per_step is None else r.time_us_per_step / 1000
+            ),
+            "launched_by": r.launched_by or "",
+            "bytes": (
+                f"{fmt_bytes(r.bytes_read)} / {fmt_bytes(r.bytes_written)}"
+                if r.bytes_read is not None
+                else "-"
+            ),
+            "flops": _flops(r.flops),
+            "intensity": "-" if r.flops_per_byte is None else f"{r.flops_per_byte:.2f}",
+            "bytes_note": (
+                f"op shared by {r.bytes_shared_by} kernels" if (r.bytes_shared_by or 0) > 1 else ""
+            ),
+            "source": str(r.source) if r.has("source") else "profiler",
+            "roofline": kernel_cells(r),
+            "place": place_text(r.modules, r.source_lines),
+        }
+        for r in mode.kernels.table[:TOP_KERNELS]
+    ]
 
 
 def _flops(x: float | None) -> str:
@@ -211,11 +202,8 @@ def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
     """The fusion map, each repeated group (the same ops into the same kernels, in every layer)
     once with its count and its bytes summed over the repeats."""
     groups = mode.fusion.groups if mode.fusion is not None else ()
-    by_shape: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[FusionGroup]] = {}
-    for g in groups:
-        by_shape.setdefault((g.eager_ops, _kernel_shape(g.kernels), g.note), []).append(g)
     rows: list[FusionRowView] = []
-    for same in by_shape.values():
+    for same in grouped(groups, key=lambda g: (g.eager_ops, _kernel_shape(g.kernels), g.note)):
         g = same[0]
         saved = _sum([s.saved_bytes for s in same])
         rows.append(
@@ -386,7 +374,7 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
     d: DetailView = {
         "mode": name,
         "status": mode.status,
-        "verdict": _verdict(mode),
+        "verdict": mode.verdict or "",
         "why": why_rows(mode),
         "failed_traceback": None if mode.failed_finding is None else mode.failed_finding.traceback,
         "payback": "",

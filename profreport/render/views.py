@@ -14,8 +14,7 @@ from profreport.render.why_view import WhyRowView
 
 
 class OutputView(TypedDict):
-    state: str  # reference | ok | DIFFERS | not compared | not checked
-    text: str
+    text: str  # starts with reference | ok | DIFFERS | not compared | not checked
     differs: bool
     note: str
 
@@ -221,7 +220,6 @@ class SideView(TypedDict):
 class CompareRowView(TypedDict):
     mode: str
     status: str
-    compared: bool
     kernels: str
     launches: str
     bytes: str

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
-
-from profreport.render.charts import figure_svg  # one SVG writer and checker for every chart
+# one chart setup, SVG writer and checker for every chart
+from profreport.render.charts import axes, figure_svg
 from profreport.render.palette import mode_color
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -33,7 +32,7 @@ def line_chart(
     ylabel: str,
     reference: float | None = None,
 ) -> str:
-    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    fig, ax = axes(title, ylabel, (4.6, 3.0))
     seen: dict[str, int] = {}
     for line in lines:
         n = seen[line.mode] = seen.get(line.mode, -1) + 1
@@ -52,10 +51,7 @@ def line_chart(
         ax.axhline(reference, color="#888", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(ticks)), list(ticks))
     ax.set_xlim(-0.3, max(len(ticks) - 0.7, 0.3))
-    ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.spines[["top", "right"]].set_visible(False)
     if lines:
         ax.legend(frameon=False, fontsize=7)
     return figure_svg(fig)

@@ -1,27 +1,19 @@
-"""Renderers of a sweep comparison (Markdown, JSON, HTML): each point's run comparison laid out
-by the run comparison's own view-model, under the point's label. They are the renderer
-registry's SWEEP_COMPARISON entries (profreport.render.registry)."""
+"""Renderers of a sweep comparison (Markdown, HTML): each point's run comparison laid out by the
+run comparison's own view-model, under the point's label. They are the renderer registry's
+SWEEP_COMPARISON entries (profreport.render.registry; its JSON: render/run_json.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from profreport.format import md_cell, md_line
-from profreport.record import dumps
 from profreport.render import compare as run_compare
 from profreport.render.jinja import render_page
 from profreport.sweep.compare import SweepComparison
 
 
 def _outcome(c: SweepComparison) -> str:
-    n = len(c.regressions)
-    if n:
-        return f"{n} regression{'s' if n != 1 else ''} beyond the thresholds"
-    return (
-        "no regression beyond the thresholds"
-        if c.thresholds.any_set
-        else "report only: no thresholds set"
-    )
+    return run_compare.outcome_text(len(c.regressions), c.thresholds.any_set)
 
 
 def render_markdown(c: SweepComparison) -> str:
@@ -33,25 +25,17 @@ def render_markdown(c: SweepComparison) -> str:
         "",
     ]
     for p in c.points:
+        lines += [f"#### {md_line(p.point)}", ""]
         if p.comparison is not None:
-            lines += [f"#### {md_line(p.point)}", "", run_compare.render_markdown(p.comparison)]
+            lines.append(run_compare.render_markdown(p.comparison))
         else:
-            lines += [
-                f"#### {md_line(p.point)}",
-                "",
-                f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}",
-                "",
-            ]
+            lines += [f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}", ""]
     lines += [f"- ❌ {md_cell(r.message)}" for r in c.regressions]
     if c.only_in_base:
         lines.append(f"- only in base: {md_cell('; '.join(c.only_in_base))}")
     if c.only_in_head:
         lines.append(f"- only in head: {md_cell('; '.join(c.only_in_head))}")
     return "\n".join(lines) + "\n"
-
-
-def render_json(c: SweepComparison) -> str:
-    return dumps(c.to_json())
 
 
 def build_view(c: SweepComparison) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
-sweep.md, and the summary's JSON copy and terminal lines. All read one view-model, built from the
-typed record (profreport.sweep.model), which every renderer of the registry's sweep entry takes
-(registered by profreport.sweep)."""
+sweep.md, and the summary's terminal lines. All read one view-model, built from the typed record
+(profreport.sweep.model), which every renderer of the registry's sweep entry takes (registered by
+profreport.sweep; sweep.json is the record's own JSON, render/run_json.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 from markupsafe import Markup
 
 from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
-from profreport.record import dumps
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
@@ -144,59 +143,42 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
     def pos(s: Series) -> list[int]:
         return [ticks.index(x) for x in s.x]
 
+    def line(s: Series, values: Iterable[float | None]) -> charts.Line:
+        return charts.Line(s.label, s.mode, pos(s), _gaps(values))
+
     speed = [
         _band_line(s, pos(s), [_speedup_band(r) for r in s.rows])
         for s in lines
         if s.mode != "eager" and all(r.speedup_vs_eager is not None for r in s.rows)
     ]
     timed = [s for s in lines if all(r.latency_ms and r.latency_ms.median for r in s.rows)]
-    out = {
-        "speedup": charts.line_chart(
-            speed,
-            labels,
-            "Speedup over eager (band: 95% CI)",
-            xlabel,
-            "x eager (measured)",
-            reference=1.0,
-        ),
-        "kernels": charts.line_chart(
-            [
-                charts.Line(s.label, s.mode, pos(s), _gaps(r.kernels_per_step for r in s.rows))
-                for s in lines
-            ],
-            labels,
+    mib = [
+        line(s, (None if r.bytes_per_step is None else r.bytes_per_step / 2**20 for r in s.rows))
+        for s in lines
+    ]
+    drawn = {  # name: (lines, title, y label)
+        "speedup": (speed, "Speedup over eager (band: 95% CI)", "x eager (measured)"),
+        "kernels": (
+            [line(s, (r.kernels_per_step for r in s.rows)) for s in lines],
             "Kernels per step",
-            xlabel,
             "count (profiler)",
         ),
-        "bytes": charts.line_chart(
-            [
-                charts.Line(
-                    s.label,
-                    s.mode,
-                    pos(s),
-                    _gaps(
-                        None if r.bytes_per_step is None else r.bytes_per_step / 2**20
-                        for r in s.rows
-                    ),
-                )
-                for s in lines
-            ],
-            labels,
-            "Memory traffic per step",
-            xlabel,
-            "MiB (modeled)",
-        ),
-        "latency": charts.line_chart(
+        "bytes": (mib, "Memory traffic per step", "MiB (modeled)"),
+        "latency": (
             [_band_line(s, pos(s), [_latency_band(r) for r in s.rows]) for s in timed],
-            labels,
             "Latency median (band: p10-p90)",
-            xlabel,
             "ms per call (measured)",
         ),
     }
     # Inlined unescaped: each SVG passed render.charts.checked_svg; labels are matplotlib text.
-    return {k: Markup(v) for k, v in out.items()}
+    return {
+        name: Markup(
+            charts.line_chart(
+                drawn_lines, labels, title, xlabel, ylabel, 1.0 if name == "speedup" else None
+            )
+        )
+        for name, (drawn_lines, title, ylabel) in drawn.items()
+    }
 
 
 def build_view(sweep: Sweep) -> dict[str, Any]:
@@ -229,14 +211,29 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
     }
 
 
-def render_json(sweep: Sweep) -> str:
-    """sweep.json: the sweep record."""
-    return dumps(sweep.to_json())
-
-
 def render_html(sweep: Sweep) -> str:
     """sweep.html of a sweep record."""
     return render_page("sweep.html.j2", **build_view(sweep))
+
+
+# sweep.md's tables: header -> the view's key, in column order
+SUMMARY_COLUMNS = {
+    "mode": "mode",
+    "pass rate": "pass_rate",
+    "geomean speedup (measured)": "geomean",
+    "mean compile time (measured)": "compile",
+    "peak-memory compression ratio": "compression",
+}
+ROW_COLUMNS = {
+    "point": "point",
+    "mode": "mode",
+    "status": "status",
+    "kernels / step (profiler)": "kernels",
+    "bytes / step (modeled)": "bytes",
+    "latency median [p10 – p90] (measured)": "latency",
+    "speedup (95% CI)": "speedup",
+    "compile": "compile",
+}
 
 
 def render_markdown(sweep: Sweep) -> str:
@@ -250,44 +247,14 @@ def render_markdown(sweep: Sweep) -> str:
         f"compile times {md_cell(v['compile_cache'])}",
         "",
         *md_table(
-            [
-                "mode",
-                "pass rate",
-                "geomean speedup (measured)",
-                "mean compile time (measured)",
-                "peak-memory compression ratio",
-            ],
-            [
-                [m["mode"], m["pass_rate"], m["geomean"], m["compile"], m["compression"]]
-                for m in v["summary"]
-            ],
+            list(SUMMARY_COLUMNS),
+            [[m[key] for key in SUMMARY_COLUMNS.values()] for m in v["summary"]],
             "lrrrr",
         ),
         "",
         *md_table(
-            [
-                "point",
-                "mode",
-                "status",
-                "kernels / step (profiler)",
-                "bytes / step (modeled)",
-                "latency median [p10 – p90] (measured)",
-                "speedup (95% CI)",
-                "compile",
-            ],
-            [
-                [
-                    r["point"],
-                    r["mode"],
-                    r["status"],
-                    r["kernels"],
-                    r["bytes"],
-                    r["latency"],
-                    r["speedup"],
-                    r["compile"],
-                ]
-                for r in v["rows"]
-            ],
+            list(ROW_COLUMNS),
+            [[r[key] for key in ROW_COLUMNS.values()] for r in v["rows"]],
             "lllrrrrr",
         ),
         "",
