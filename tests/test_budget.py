@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from profreport import record
@@ -28,6 +29,9 @@ from profreport.record.expectation import (
     REFERENCE_INTRO,
     DeviceExpectation,
     ExpectationError,
+    FailedExpectation,
+    OkExpectation,
+    SkippedExpectation,
     Tolerances,
     dumps,
     parse,
@@ -302,6 +306,29 @@ def test_the_documented_example_is_a_valid_file():
     example = REFERENCE_INTRO.split("```json\n", 1)[1].split("```", 1)[0]
     budget = parse(example, "docs/expect.md")
     assert budget.devices["cpu"].modes["compile"].min_speedup == 1.1
+
+
+def test_a_mode_is_read_as_its_status_names_and_only_an_ok_one_must_have_its_counts():
+    schema = json.loads((DATA.parents[2] / "docs" / "schemas" / "expect.schema.json").read_text())
+    published = jsonschema.Draft202012Validator(schema)
+    example = json.loads(REFERENCE_INTRO.split("```json\n", 1)[1].split("```", 1)[0])
+    modes = example["devices"]["cpu"]["modes"]
+    modes |= {"eager": {"status": "failed", "note": "raises here"}, "script": {"status": "skipped"}}
+    budget = parse(json.dumps(example, indent=2), "b.json")
+    kinds = [type(m) for m in budget.devices["cpu"].modes.values()]
+    assert kinds == [OkExpectation, FailedExpectation, SkippedExpectation]
+    assert list(published.iter_errors(example)) == []
+    for name in ("relu_block", "gelu_norm_block", "gelu_mul_fused", "gated-residual"):
+        written = dumps(expectation_of(_run(name)))
+        assert list(published.iter_errors(json.loads(written))) == [], name
+        assert dumps(parse(written, "b.json")) == written
+    del modes["compile"]["kernels_per_step"]
+    text = json.dumps(example, indent=2)
+    line = text.splitlines().index('        "compile": {') + 1
+    assert _problem(text) == (
+        f"b.json:{line}: devices.cpu.modes.compile.kernels_per_step: missing (expected an integer)"
+    )
+    assert [e.validator for e in published.iter_errors(example)] == ["oneOf"]
 
 
 # ---------------------------------------------------------------- what the reviewer sees

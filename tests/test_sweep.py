@@ -349,9 +349,10 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
         ({"tool": "profreport"}, "tool: expected an object"),
     ],
 )
-def test_a_sweep_record_the_typed_record_cannot_read_is_one_line(change, message):
+def test_a_sweep_record_the_typed_record_cannot_read_is_one_line(change, message, tmp_path):
+    (tmp_path / "sweep.json").write_text(json.dumps({**_sweep([], _points("ok")), **change}))
     with pytest.raises(document.SweepRecordError, match=re.escape(message)):
-        document.validate({**_sweep([], _points("ok")), **change}, "sweep.json")
+        document.load(tmp_path)
 
 
 def _cli(*argv):

@@ -15,9 +15,12 @@ from profreport.record.expectation import (
     SCHEMA,
     DeviceExpectation,
     Expectation,
+    ExpectedMode,
+    FailedExpectation,
     FusedGroupExpectation,
     KernelExpectation,
-    ModeExpectation,
+    OkExpectation,
+    SkippedExpectation,
 )
 from profreport.record.model import ModeResult, OkMode, Run
 
@@ -72,13 +75,12 @@ def fused_groups(mode: OkMode) -> dict[str, FusedGroupExpectation]:
     }
 
 
-def mode_expectation(mode: ModeResult) -> ModeExpectation:
+def mode_expectation(mode: ModeResult) -> ExpectedMode:
     """What a run's mode (with findings) puts in the file: its status and, when it ran, its
     counts; nothing a person sets."""
     if not isinstance(mode, OkMode):
-        return ModeExpectation(status=mode.status)
-    return ModeExpectation(
-        status="ok",
+        return FailedExpectation() if mode.status == "failed" else SkippedExpectation()
+    return OkExpectation(
         kernels_per_step=mode.kernels.per_step,
         bytes_per_step=mode.bytes.traffic,
         fused_groups=fused_groups(mode),
@@ -90,7 +92,7 @@ def _mode_order(name: str) -> tuple[bool, str]:
     return (name != "eager", name)  # eager, the reference, first; then by name
 
 
-def _refreshed(new: ModeExpectation, old: ModeExpectation | None) -> ModeExpectation:
+def _refreshed(new: ExpectedMode, old: ExpectedMode | None) -> ExpectedMode:
     """`new` keeping what a person set in `old`."""
     if old is None:
         return new

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from profreport.files import read_text
 from profreport.record.model import Status
@@ -137,22 +137,51 @@ class FusedGroupExpectation(Section):
 
 FusedGroups = Mapping[str, FusedGroupExpectation]
 Kernels = Mapping[str, KernelExpectation]
-_OK = ("status", "ok")
 
 
 @dataclass(frozen=True)
 class ModeExpectation(Section):
-    """What one mode is expected to run. `min_speedup` and `tolerances` are set by a person and
-    kept when the file is refreshed; everything else is written from a run."""
+    """What one mode is expected to run, read as the class its `status` names: OkExpectation,
+    FailedExpectation or SkippedExpectation. `min_speedup` and `tolerances` are set by a person
+    and kept when the file is refreshed; everything else is written from a run."""
 
     status: Status = required("ok")  # a mode expected ok that fails is over budget
-    kernels_per_step: int | None = required(None, when=_OK, omit=True)  # profiler
-    bytes_per_step: ByteCount | None = required(None, when=_OK, omit=True)  # modeled read+written
-    fused_groups: FusedGroups | None = required(None, when=_OK, omit=True)  # by their eager ops
-    kernels: Kernels | None = required(None, when=_OK, omit=True)  # by name
+    kernels_per_step: int | None = omitted()  # profiler
+    bytes_per_step: ByteCount | None = omitted()  # modeled read+written
+    fused_groups: FusedGroups | None = omitted()  # by their eager ops
+    kernels: Kernels | None = omitted()  # by name
     min_speedup: float | None = omitted()  # set by a person: the paired 95% lower bound's minimum
     tolerances: Tolerances | None = omitted()  # set by a person: override the file's
     note: str | None = omitted()  # a person's note, kept
+
+
+@dataclass(frozen=True)
+class OkExpectation(ModeExpectation):
+    """A mode expected to run: its counts are always there."""
+
+    status: Literal["ok"] = required("ok")
+    kernels_per_step: int = required(0)  # profiler
+    bytes_per_step: ByteCount = required(0)  # modeled read+written
+    fused_groups: FusedGroups = required_factory(dict)  # by their eager ops
+    kernels: Kernels = required_factory(dict)  # by name
+
+
+@dataclass(frozen=True)
+class FailedExpectation(ModeExpectation):
+    """A mode expected to fail."""
+
+    status: Literal["failed"] = required("failed")
+
+
+@dataclass(frozen=True)
+class SkippedExpectation(ModeExpectation):
+    """A mode expected not to run (e.g. it needs a GPU)."""
+
+    status: Literal["skipped"] = required("skipped")
+
+
+# a mode of the file, read as the class its `status` names
+ExpectedMode = OkExpectation | FailedExpectation | SkippedExpectation
 
 
 @dataclass(frozen=True)
@@ -161,7 +190,7 @@ class DeviceExpectation(Section):
 
     device: str | None = None  # the device the file was written on (not compared)
     torch: str | None = None  # the torch version it was written with (not compared)
-    modes: Mapping[str, ModeExpectation] = required_factory(dict)  # by mode name
+    modes: Mapping[str, ExpectedMode] = required_factory(dict)  # by mode name
 
 
 @dataclass(frozen=True)
@@ -238,6 +267,8 @@ def _written(value: Any, shape: Shape, indent: int) -> str:
     """`value` (JSON) as the file writes it: a map one entry per line, an object of several
     parts one field per line, any other object and every list on one line."""
     flat = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if shape.kind == "union" and isinstance(value, dict):  # the class its tag names
+        shape = Shape("section", section=shape.variant(value.get(shape.tag)))
     section = shape.section
     if not isinstance(value, dict) or not value:
         return flat

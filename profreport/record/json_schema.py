@@ -1,7 +1,7 @@
 """A document's JSON Schema (draft 2020-12), generated from its classes' field shapes
 (record/section.py): what docs/schemas/*.schema.json publish, so that a CI job or a notebook can
 check a run.json without profreport. It says what `Section.problems` says: a field's type, which
-keys a document must have (a field required only for some status is an if/then on that status),
+keys a document must have (a union of classes is one of them, told apart by its tag field),
 which may be null, and that keys a class does not declare are allowed (another tool's).
 
 Each class is a `$defs` entry named after it, with its docstring as the description; a field's
@@ -131,7 +131,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
 
 
 def _field_schema(spec: FieldSpec, what: str) -> JSONObject:
-    null_ok = spec.null if spec.required is True else spec.shape.nullable
+    null_ok = spec.null if spec.required else spec.shape.nullable
     out = shape_schema(spec.shape, null_ok)
     if spec.finding:
         what = "finding" + (f": {what}" if what else "")
@@ -151,29 +151,14 @@ def class_schema(cls: type[Section]) -> JSONObject:
     if cls.SCHEMA is not None:
         properties["schema"] = {**properties.get("schema", {}), "const": cls.SCHEMA}
     out["properties"] = properties
-    always = [s.name for s in specs if s.required is True]
+    always = [s.name for s in specs if s.required]
     if cls.SCHEMA is not None and "schema" not in always:
         always.insert(0, "schema")
     if always:
         out["required"] = always
-    conditions: dict[tuple[str, str], list[FieldSpec]] = {}
-    for spec in specs:
-        if isinstance(spec.required, tuple):
-            conditions.setdefault(spec.required, []).append(spec)
     base = base_of(cls)
-    rules: list[JSONObject] = [{"$ref": f"#/$defs/{base.__name__}"}] if base is not None else []
-    rules += [
-        {
-            "if": {"properties": {key: {"const": value}}, "required": [key]},
-            "then": {
-                "required": [s.name for s in when],
-                "properties": {s.name: shape_schema(s.shape, s.null) for s in when},
-            },
-        }
-        for (key, value), when in conditions.items()
-    ]
-    if rules:
-        out["allOf"] = rules
+    if base is not None:
+        out["allOf"] = [{"$ref": f"#/$defs/{base.__name__}"}]
     return out
 
 

@@ -74,9 +74,6 @@ def _type(shape: Shape) -> str:
 
 
 def _required(spec: FieldSpec) -> str:
-    if isinstance(spec.required, tuple):
-        key, value = spec.required
-        return f"when {key} is {value}"
     if spec.required:
         return "yes, may be null" if spec.null else "yes"
     return ""

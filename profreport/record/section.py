@@ -32,8 +32,7 @@ and writes it 9x faster (1.9 ms against 18 ms), but a process pays ~80 ms more t
 build the run record's core schema before its first load (144 ms against 62 ms, from a fresh
 process to ready to load), so a command that reads one or a few records (render, compare,
 analyze) is faster here, and only a process that loads some eight such records breaks even.
-What the record needs that pydantic does not give as is would be code of our own on top of it: a field required only for some status (`required(when=...)`: a model
-validator per class), keys written only when set (`omitted`: a field serializer or `exclude_if`
+What the record needs that pydantic does not give as is would be code of our own on top of it: keys written only when set (`omitted`: a field serializer or `exclude_if`
 per field, while other None fields are written as null), kept unknown keys (`extra="allow"`,
 which stdlib dataclasses do not write back: every class would become a BaseModel), strict types
 (lax mode reads "1" as 1, a list as a tuple only in JSON mode) and one-line messages from its
@@ -92,13 +91,10 @@ class DocumentError(ValueError):
 _SKIP = ("json_keys", "extra")
 
 
-def required(
-    default: _V, *, when: tuple[str, str] | None = None, null: bool = False, omit: bool = False
-) -> _V:
-    """A field every document has (`when`: only where another field of the same object has
-    that value, e.g. ("status", "ok")); `null`: it may be null there; `omit`: see `omitted`.
+def required(default: _V, *, null: bool = False, omit: bool = False) -> _V:
+    """A field every document has; `null`: it may be null there; `omit`: see `omitted`.
     The default is for objects built in code."""
-    meta = {"required": when or True, "null": null, "omitted": omit}
+    meta = {"required": True, "null": null, "omitted": omit}
     made: _V = field(default=default, metadata=meta)
     return made
 
@@ -282,16 +278,10 @@ class FieldSpec:
 
     name: str
     shape: Shape
-    required: bool | tuple[str, str]
+    required: bool
     null: bool = False  # a required field that may be null
     omitted: bool = False
     finding: bool = False
-
-    def required_in(self, data: Mapping[str, Any]) -> bool:
-        if isinstance(self.required, tuple):
-            key, value = self.required
-            return data.get(key) == value
-        return self.required
 
 
 _SCHEMAS: dict[type, tuple[FieldSpec, ...]] = {}
@@ -356,11 +346,10 @@ def problems(
     for spec in specs:
         where = _where(path, spec.name)
         if spec.name not in data:
-            if spec.required_in(data):
+            if spec.required:
                 yield f"{where}: missing (expected {spec.shape.noun})"
             continue
-        required = spec.required_in(data)
-        null_ok = spec.null if required else spec.shape.nullable
+        null_ok = spec.null if spec.required else spec.shape.nullable
         yield from _value_problems(spec.shape, data[spec.name], where, null_ok, closed)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from profreport.record.model import Latency, ModeResult, OkMode, Run, Speedup
 from profreport.record.section import JSONObject, read_json
@@ -138,16 +137,12 @@ def pending_entry(point: Point) -> SweepPoint:
     )
 
 
-def validate(data: Any, source: str) -> JSONObject:
-    """`data` if it is a sweep record; SweepRecordError naming the first wrong field if not."""
-    return Sweep.checked(data, source, SweepRecordError)
-
-
 def load(path: Path) -> JSONObject:
-    """Read and validate a sweep record document from sweep.json or its folder."""
+    """Read and validate a sweep record document from sweep.json or its folder (SweepRecordError
+    naming the first wrong field)."""
     if path.is_dir():
         path = path / FILENAME
-    return validate(read_json(path, SweepRecordError), str(path))
+    return Sweep.checked(read_json(path, SweepRecordError), str(path), SweepRecordError)
 
 
 def load_sweep(path: Path) -> Sweep:

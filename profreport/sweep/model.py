@@ -1,7 +1,7 @@
 """The sweep record (`profreport.sweep/1`) as frozen dataclasses: what readers use instead of
 string keys.
 
-`Sweep.from_json(document)` reads a sweep.json document (validated by `document.validate`);
+`Sweep.from_json(document)` reads a sweep.json document (validated by `document.load`);
 `to_json()` gives back the same document: the same keys with the same values (declared fields in
 declaration order, then the unknown keys: key order means nothing).
 Like the run record's classes (profreport.record.model, whose `Section` these extend), keys a class
