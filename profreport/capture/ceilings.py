@@ -337,13 +337,11 @@ def measure(device: torch.device, dtype: torch.dtype, threads: int) -> Ceilings:
     return Ceilings(
         source="measured",
         timer=timer,
-        last_level_cache_bytes=llc,
-        l2_bytes=l2,
         cache_sizes_from=cache_source,
         memory_bandwidth=memory,
         cache_bandwidth=cache,
         matmul_rate=matmul,
-    ).present("last_level_cache_bytes", "l2_bytes")
+    ).adding(last_level_cache_bytes=llc, l2_bytes=l2)
 
 
 CEILING_KEYS = ("memory_bandwidth", "cache_bandwidth", "matmul_rate")
