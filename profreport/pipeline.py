@@ -180,7 +180,7 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
             calls=per_forward * n_steps,
             calls_per_step=float(per_forward),
             source="optimized graph (no profiler record)",
-        ).present("time_us_per_step")
+        ).adding(time_us_per_step=None)
         for name, per_forward in Counter(unrecorded).items()
     ]
     return KernelCounts(
@@ -365,51 +365,86 @@ def _time_modes(
     options: RunOptions,
     progress: Progress,
 ) -> None:
-    """Time the stage's prepared modes together; one that raises is marked failed (and dropped
-    from `prepared_modes`) and the others are timed again without it, in what is left of the
-    `--max-time` budget."""
+    """Time the stage's prepared modes together (`time_stages`), each judged against eager."""
     if not options.time_latency:
         stage.not_timed(NOT_TIMED)
         return
+
+    def on_round(n: int, round_no: int, samples: int) -> None:
+        progress(f"timing {n} modes interleaved: round {round_no}, {samples} samples each")
+
+    # every mode is judged against eager: more rounds while a ratio lacks only rounds
+    def pairs(names: list[str]) -> list[tuple[str, str]]:
+        return [("eager", name) for name in names if name != "eager"]
+
+    time_stages({"": stage}, {"": inputs}, device, options, on_round, pairs)
+
+
+def time_stages(
+    stages: Mapping[str, TimingStage],
+    inputs: Mapping[str, tuple[torch.Tensor, ...]],
+    device: torch.device,
+    options: RunOptions,
+    on_round: Callable[[int, int, int], None],
+    pairs: Callable[[list[str]], list[tuple[str, str]]],
+    order: Callable[[int, list[str]], list[str]] | None = None,
+) -> MachineLoad | None:
+    """Time the prepared modes of every stage (a run's, or each side's of `profreport ab`,
+    its series named `side/mode`) in shared rounds; store each stage's latency and machine
+    reference, and return the machine load over the timing (None: nothing was timed). A mode
+    that raises is marked failed on its stage and the others are timed again without it, in
+    what is left of the `--max-time` budget. `on_round` is told every tenth round the series,
+    the round and the fewest samples a series has; `pairs` names the series judged against
+    each other (more rounds while a ratio lacks only rounds)."""
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
+    # one machine reference for all stages: they are timed in the same rounds
     reference = ReferenceRun(device, options.bootstrap_resamples)
-    while stage.prepared_modes:
-        if stage.context_lost is not None:
-            stage.not_timed(stage.context_lost)
-            return
-        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
+    sync = next(iter(stages.values())).sync
+    while True:
+        lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
+        if lost is not None:  # one process, one CUDA context: no stage can be timed
+            for stage in stages.values():
+                stage.not_timed(lost)
+            return None
         fns: dict[str, Callable[[], Any]] = {
-            name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
+            f"{side}/{mode}" if side else mode: partial(p.fn, *inputs[side])
+            for side, stage in stages.items()
+            for mode, p in stage.prepared_modes.items()
         }
+        if not fns:
+            return None
+        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
 
-        def on_round(
-            round_no: int, results: dict[str, TimingResult], n_modes: int = len(fns)
-        ) -> None:
-            n = min(len(r.samples_ms) for r in results.values())
+        def each_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
-                progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
+                on_round(n, round_no, min(len(r.samples_ms) for r in results.values()))
 
-        # every mode is judged against eager: more rounds while a ratio lacks only rounds
-        pairs = [("eager", name) for name in fns if name != "eager"]
         try:
             with watch() as watched, reference.timed() as timed:
                 timings = measure_latency(
                     fns,
-                    stage.sync,
+                    sync,
                     budget,
-                    on_round=on_round,
-                    wants_more=partial(wants_more_rounds, pairs=pairs),
+                    on_round=each_round,
+                    order=order,
+                    wants_more=partial(wants_more_rounds, pairs=pairs(list(fns))),
                     reference=timed,
                 )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             if not reference.failed(failure):
-                stage.mark_failed(failure.mode, failure.error, device)
+                side, _, mode = failure.mode.rpartition("/")
+                stages[side].mark_failed(mode, failure.error, device)
             continue
-        stage.store_latency(timings, watched.load)
-        stage.machine_reference = reference.record()
-        return
+        machine = reference.record()
+        series = {key.rpartition("/"): result for key, result in timings.items()}
+        for side, stage in stages.items():
+            stage.store_latency(
+                {m: r for (s, _, m), r in series.items() if s == side}, watched.load
+            )
+            stage.machine_reference = machine
+        return watched.load
 
 
 class ReferenceRun:
@@ -472,13 +507,6 @@ def _announce_duration(
     notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
     if notice is not None:
         progress(notice)
-
-
-def _nothing_running_before_timing() -> None:
-    """Every mode is built: stop the compilers' background workers (a failed mode's leftover
-    compile jobs included), so that none of profreport's own processes competes with the timing
-    (the noise guard counts them apart: capture/noise.py)."""
-    stop_compile_workers()
 
 
 def _utc_now() -> datetime:
@@ -627,7 +655,10 @@ class RunCollector:
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
                 self._save_so_far(modes, NOT_TIMED_YET)
-            _nothing_running_before_timing()
+            # every mode is built: stop the compilers' background workers (a failed mode's
+            # leftover compile jobs included), so that none of profreport's own processes
+            # competes with the timing (the noise guard counts them apart: capture/noise.py)
+            stop_compile_workers()
             with phases.phase("time_breakdown"):
                 context_lost = self._light_pass(modes, prepared_modes, context_lost)
         self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
