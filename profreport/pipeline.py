@@ -159,7 +159,7 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
     step = kernel_analysis.per_step(counts)
 
     def count(key: str) -> int:
-        value = step.get(key, 0)
+        value = getattr(step, key)
         if value is None:  # launch calls, no device activity: unknown, never a zero
             raise ValueError(
                 f"{Path(trace.path).name}: the trace recorded no device activity ({key})"

@@ -19,6 +19,7 @@ from profreport.analysis.kernels import (
     DEVICE_DEFINITION_TEXT,
     UNRECORDED_FIELDS,
     KernelRow,
+    PerStepCounts,
     TraceCounts,
     per_step,
 )
@@ -32,7 +33,6 @@ from profreport.analysis.trace_document import (
     CounterSummary,
     OpChange,
     PerStepChanges,
-    PerStepCounts,
     StepsPair,
     TimeChanges,
     TotalChanges,
@@ -98,7 +98,7 @@ def trace_summary(
         **totals,
         notes=tuple(counts.notes),
         steps=tuple(counts.steps),
-        per_step=PerStepCounts.from_json(per_step(counts)),
+        per_step=per_step(counts),
         launch_api_counts=counts.launch_api_counts,
         kernels_by_op=counts.kernels_by_op,
         distinct_kernels=len(counts.table),
@@ -177,9 +177,11 @@ def _total_changes(base: TraceSummary, other: TraceSummary) -> TotalChanges:
     return dataclasses.replace(TotalChanges(), **changes)
 
 
-def _per_step_changes(base: dict[str, Any], other: dict[str, Any]) -> PerStepChanges:
-    changes: dict[str, Any] = {f: _delta(base[f], other[f]) for f in PER_STEP_FIELDS}
-    steps = StepsPair(baseline=base["steps"], value=other["steps"])
+def _per_step_changes(base: PerStepCounts, other: PerStepCounts) -> PerStepChanges:
+    changes: dict[str, Any] = {
+        f: _delta(getattr(base, f), getattr(other, f)) for f in PER_STEP_FIELDS
+    }
+    steps = StepsPair(baseline=base.steps, value=other.steps)
     return dataclasses.replace(PerStepChanges(), **changes, steps=steps)
 
 
