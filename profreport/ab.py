@@ -9,7 +9,6 @@ Each side then finishes as an ordinary run; compare_runs reads the two records.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -118,9 +117,7 @@ def run_ab(
         def tagged(msg: str, side: str = side) -> None:
             progress(f"{side}: {msg}")
 
-        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged)
-        if now is not None:
-            setup = dataclasses.replace(setup, now=now)
+        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged, now)
         collectors[side] = RunCollector(setup)
         # one clear of the compilers' caches for both sides: head's builds keep base's code
         collectors[side].prepare(fresh_compilers=side == "base")

@@ -17,7 +17,6 @@ through profreport.runner, which calls this module: exposing it here would close
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import shutil
 import tempfile
@@ -286,10 +285,9 @@ def collect_evidence(
         run_dir,
         options or run_options(),
         progress or _quiet,
+        now,
         checkpoint=checkpoint,
     )
-    if now is not None:
-        setup = dataclasses.replace(setup, now=now)
     return collect_run(setup)
 
 

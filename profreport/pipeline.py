@@ -205,13 +205,6 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
     )
 
 
-def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> BytesWork:
-    """The operations the mode's bytes model sums, from where the mode says its bytes come from."""
-    source = get_mode(prepared.name).bytes_source
-    assert source is not None  # set when the mode was registered
-    return source.capture(prepared, model.example_inputs, sync)
-
-
 def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> BytesWork:
     """`work` with its prim::mkldnn_convolution calls sized: they compute the same convolution
     on the same shapes as eager's aten::convolution (a folded BatchNorm only adds a C_out-element
@@ -498,21 +491,6 @@ class ReferenceRun:
         )
 
 
-def _announce_duration(
-    reference: _Reference | None, options: RunOptions, progress: Progress
-) -> None:
-    """A heavy run says how long it will take, from eager's first call (run_estimate)."""
-    if reference is None or reference.call_s is None:
-        return
-    notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
-    if notice is not None:
-        progress(notice)
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _quiet(_msg: str) -> None:
     return None
 
@@ -520,9 +498,10 @@ def _quiet(_msg: str) -> None:
 @dataclass(frozen=True)
 class RunSetup:
     """What one run profiles, how, and where its traces go; `now` and `clock` are the run's
-    timestamp and phase clock (tests replace them). `checkpoint` is handed the evidence so far
-    after each mode and after the timing (`generate` writes it to the staged run.json, so a
-    process that dies, by a segfault say, leaves the evidence of the modes that finished)."""
+    timestamp (None: the time it starts, UTC) and phase clock (tests replace them).
+    `checkpoint` is handed the evidence so far after each mode and after the timing
+    (`generate` writes it to the staged run.json, so a process that dies, by a segfault say,
+    leaves the evidence of the modes that finished)."""
 
     model: LoadedModel
     device: torch.device
@@ -530,7 +509,7 @@ class RunSetup:
     run_dir: Path
     options: RunOptions = field(default_factory=RunOptions)
     progress: Progress = _quiet
-    now: Callable[[], datetime] = _utc_now
+    now: Callable[[], datetime] | None = None
     clock: Callable[[], float] = time.perf_counter
     checkpoint: Callable[[Run], None] | None = None
 
@@ -610,10 +589,11 @@ class RunCollector:
         progress, sync, phases = setup.progress, self.sync, self.phases
         device_record = device_info(device)
         cuda = device.type == "cuda"
+        started = setup.now() if setup.now is not None else datetime.now(timezone.utc)
         self._run = Run(
             schema=SCHEMA,
             tool=Tool(name="profreport", version=__version__),
-            created_utc=setup.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            created_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             model=_model_info(model, dtype),
             device=device_record,
             env=collect_env(device),
@@ -638,7 +618,13 @@ class RunCollector:
         context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run
         with torch.no_grad():
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
-            _announce_duration(reference, options, progress)
+            if reference is not None and reference.call_s is not None:
+                # a heavy run says how long it will take, from eager's first call
+                notice = duration_notice(
+                    reference.call_s, len(options.modes), options.profile, options.timing
+                )
+                if notice is not None:
+                    progress(notice)
             for name in options.modes:
                 entry = ModeEntry(error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
@@ -703,7 +689,10 @@ class RunCollector:
                 entry = entry.adding(peak_memory=peak)
             progress(f"{name}: modeling memory traffic")
             with phases.phase("bytes"):
-                self._bytes_work[name] = _bytes_work(prepared, model, sync)
+                # the operations the bytes model sums, from where the mode says they come from
+                source = get_mode(name).bytes_source
+                assert source is not None  # set when the mode was registered
+                self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
                 modeled = self._modeled_bytes(name)
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
@@ -799,14 +788,16 @@ class RunCollector:
                 progress(f"{name}: measuring DRAM bytes with Nsight Compute")
             measured = _measured_bytes(name, setup.model, device, dtype, options)
             modes[name] = mode.adding(bytes=dataclasses.replace(mode.bytes, measured=measured))
-        run = dataclasses.replace(run, modes=modes).adding(ceilings=ceilings)
-        if stage.timing_noise is not None:
-            run = run.adding(timing_noise=stage.timing_noise)
-        if stage.machine_reference is not None:
-            run = run.adding(machine_reference=stage.machine_reference)
-        if self._ab is not None:
-            run = run.adding(ab=self._ab)
-        return run.adding(phases_s=self._phases_s())
+        # a run built here writes its `omitted` fields (timing_noise, ...) only when they are set
+        return dataclasses.replace(
+            run,
+            modes=modes,
+            ceilings=ceilings,
+            timing_noise=stage.timing_noise,
+            machine_reference=stage.machine_reference,
+            ab=self._ab,
+            phases_s=self._phases_s(),
+        )
 
 
 class _ModeFailed(Exception):
