@@ -75,7 +75,6 @@ from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
     AbSide,
-    Bytes,
     Ceilings,
     Device,
     FailedMode,
@@ -693,7 +692,9 @@ class RunCollector:
                 source = get_mode(name).bytes_source
                 assert source is not None  # set when the mode was registered
                 self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
-                modeled = self._modeled_bytes(name)
+                # the mode's modeled bytes (analysis/bytes_model)
+                work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
+                modeled = estimate(work.calls, work.method, work.not_modeled, work.attribution)
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
         why = UNMEASURED if setup.options.measure_bytes else NOT_REQUESTED
@@ -739,12 +740,6 @@ class RunCollector:
         self._ab = AbSide(
             side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
         )
-
-    def _modeled_bytes(self, name: str) -> Bytes:
-        """The mode's modeled bytes (analysis/bytes_model) from the work its bytes source
-        captured."""
-        work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
-        return estimate(work.calls, work.method, work.not_modeled, work.attribution)
 
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
         """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
@@ -835,19 +830,16 @@ def derive_findings(
     that stays flagged inconsistent in the record."""
     start = clock()
     run = derived_run(evidence, mode_analyses())
-    if remeasure is not None and evidence.ceilings is not None and _floor_beaten(run):
+    beaten = any(
+        r is not None and r.consistent is False for r in (m.roofline for m in run.modes.values())
+    )
+    if remeasure is not None and evidence.ceilings is not None and beaten:
         if progress is not None:
             progress("a median beat its floor: measuring memory bandwidth and matmul rate again")
         evidence = evidence.adding(ceilings=remeasure(evidence.ceilings))
         run = derived_run(evidence, mode_analyses())
     phases = {**(run.phases_s or {}), "fusion_map": round(clock() - start, 3)}
     return run.adding(phases_s=phases)
-
-
-def _floor_beaten(run: Run) -> bool:
-    return any(
-        m.roofline is not None and m.roofline.consistent is False for m in run.modes.values()
-    )
 
 
 def ceilings_again(device: torch.device, dtype_name: str) -> Callable[[Ceilings], Ceilings]:

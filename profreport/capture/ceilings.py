@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from profreport.record.model import CacheKey, Ceiling, Ceilings, Device
+from profreport.record.section import problems
 
 CEILINGS_VERSION = 1
 MiB = 2**20
@@ -404,7 +405,7 @@ def _read_cache(path: Path, key: CacheKey) -> Ceilings | None:
     if not isinstance(stored, dict) or stored.get("key") != key.to_json():
         return None
     found = stored.get("ceilings")
-    if not isinstance(found, dict) or any(Ceilings.problems(found)):
+    if not isinstance(found, dict) or any(problems(Ceilings, found)):
         return None
     return Ceilings.from_json(found)
 

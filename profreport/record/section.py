@@ -453,12 +453,6 @@ class Section:
         return cls(**kwargs, json_keys=tuple(data), extra=extra)
 
     @classmethod
-    def problems(cls, data: Mapping[str, Any], where: str = "") -> Iterator[str]:
-        """`<field>: <what is wrong>` for each declared field of `data` that does not have the
-        shape this class declares (see `problems` above)."""
-        return problems(cls, data, where)
-
-    @classmethod
     def checked(
         cls,
         data: Any,
@@ -527,16 +521,12 @@ class Section:
 
     def without(self: _T, *keys: str) -> _T:
         """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
-        declared = {f.name: f for f in dataclasses.fields(self)}
-        defaults: JSONObject = {}
-        for key in keys:
-            f = declared.get(key)
-            if f is None or key in _SKIP:
-                continue
-            if f.default_factory is not dataclasses.MISSING:
-                defaults[key] = f.default_factory()
-            else:
-                defaults[key] = f.default
+        declared = {f.name: f for f in dataclasses.fields(self) if f.name not in _SKIP}
+        defaults = {
+            key: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for key in keys
+            if (f := declared.get(key)) is not None
+        }
         return dataclasses.replace(
             self,
             **defaults,
