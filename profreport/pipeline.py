@@ -527,7 +527,8 @@ class TimingStage:
     context_lost: str | None = None
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
-        """`mode` raised while being timed: recorded as failed, and not timed again."""
+        """`mode` raised while being profiled or timed: recorded as failed, and not run
+        again."""
         self.modes[mode] = _mark_failed(self.modes[mode], mode, exc, device)
         del self.prepared_modes[mode]
         self.context_lost = self.context_lost or lost_after(mode, device)
@@ -644,9 +645,9 @@ class RunCollector:
             # leftover compile jobs included), so that none of profreport's own processes
             # competes with the timing (the noise guard counts them apart: capture/noise.py)
             stop_compile_workers()
+            self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
             with phases.phase("time_breakdown"):
-                context_lost = self._light_pass(modes, prepared_modes, context_lost)
-        self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
+                self._light_pass(self.stage)
         return self.stage
 
     def _prepare_mode(
@@ -701,18 +702,13 @@ class RunCollector:
         unmeasured = replace(modeled, measured=unavailable_bytes(why))
         return entry.recast(OkMode, bytes=unmeasured), prepared
 
-    def _light_pass(
-        self,
-        modes: dict[str, ModeResult],
-        prepared: dict[str, PreparedMode],
-        context_lost: str | None,
-    ) -> str | None:
+    def _light_pass(self, stage: TimingStage) -> None:
         """Every prepared mode's time breakdown from one light pass (light_pass.py); a mode that
-        raises is marked failed and the others profiled again without it. Returns why the
-        device can run nothing more, else None."""
+        raises is marked failed and the others profiled again without it."""
         setup = self.setup
         inputs = setup.model.example_inputs
-        while prepared and context_lost is None:
+        modes, prepared = stage.modes, stage.prepared_modes
+        while prepared and stage.context_lost is None:
             walls = [self._step_walls.get(name, ()) for name in prepared]
             schedule = light_schedule(walls, setup.options.profile.active)
             setup.progress(
@@ -725,15 +721,11 @@ class RunCollector:
                 found = light_pass(fns, setup.device, self.sync, setup.run_dir, schedule)
             except ProfilingFailed as failure:
                 interrupts.reraise_if_interrupted(failure.error, start)
-                name = failure.mode
-                modes[name] = _mark_failed(modes[name], name, failure.error, setup.device)
-                del prepared[name]
-                context_lost = lost_after(name, setup.device)
+                stage.mark_failed(failure.mode, failure.error, setup.device)
                 continue
             for name, breakdown in found.items():
                 modes[name] = modes[name].adding(time_breakdown=breakdown)
             break
-        return context_lost
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""
