@@ -360,17 +360,6 @@ def _resolve_dtype(
     return dtype
 
 
-def _memory_format(inputs: tuple[torch.Tensor, ...]) -> str:
-    for t in inputs:
-        if (
-            t.dim() == 4
-            and not t.is_contiguous()
-            and t.is_contiguous(memory_format=torch.channels_last)
-        ):
-            return "channels_last"
-    return "contiguous"
-
-
 def profile(
     model: nn.Module,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -410,9 +399,14 @@ def profile(
     module = model.to(device=dev, dtype=dt).eval()
     cast = tuple(t.to(device=dev, dtype=dt) if t.is_floating_point() else t.to(dev) for t in inputs)
     doc = (type(model).__doc__ or type(model).__name__).strip().splitlines()[0]
-    loaded = LoadedModel(
-        name or type(model).__name__, doc, module, cast, None, _memory_format(cast)
+    nhwc = any(
+        t.dim() == 4
+        and not t.is_contiguous()
+        and t.is_contiguous(memory_format=torch.channels_last)
+        for t in cast
     )
+    layout = "channels_last" if nhwc else "contiguous"
+    loaded = LoadedModel(name or type(model).__name__, doc, module, cast, None, layout)
     owned = run_dir is None
     folder = Path(tempfile.mkdtemp(prefix="profreport-")) if run_dir is None else Path(run_dir)
     try:
