@@ -100,6 +100,7 @@ from profreport.record.model import (
     Tool,
     WholeTrace,
 )
+from profreport.record.section import schema_of
 from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
@@ -192,14 +193,8 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
         graph_launches=count("graph_launches"),
         steps=count("steps"),
         unrecorded=tuple(unrecorded),
-        whole_trace=WholeTrace(
-            kernels=counts.kernels,
-            launches=counts.launches,
-            memcpy=counts.memcpy,
-            memset=counts.memset,
-            unlinked_kernels=counts.unlinked_kernels,
-            kernel_time_us=counts.kernel_time_us,
-        ),
+        # the trace's own counts, by the same names
+        whole_trace=WholeTrace(**{s.name: getattr(counts, s.name) for s in schema_of(WholeTrace)}),
         table=tuple(table),
     )
 
