@@ -278,23 +278,9 @@ def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
 def _mark_failed(
     entry: ModeEntry, name: str, exc: BaseException, device: torch.device
 ) -> FailedMode:
-    """`entry` recorded as failed with `exc`, once the mode's global state is reset (its
-    modeled bytes go: only a mode that ran records them)."""
-    error_full = full_error(exc)
-    cleanup_error = _clean_up_after_failure(name, device)
-    if cleanup_error is not None:
-        error_full += f"\n\nclean-up after the failure raised too: {cleanup_error}"
-    return entry.without("bytes").recast(
-        FailedMode,
-        error=_error_line(exc),
-        error_full=error_full,
-        traceback="".join(traceback.format_exception(exc, limit=8)),
-    )
-
-
-def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
-    """Reset the failed mode's global state and free the device memory it cached; the error lines
-    of the steps that raised (after a fatal CUDA error every CUDA call does), else None."""
+    """`entry` recorded as failed with `exc`, once the mode's global state is reset and the
+    device memory it cached freed (its modeled bytes go: only a mode that ran records them).
+    A clean-up step that raises (after a fatal CUDA error every CUDA call does) is recorded."""
     steps: list[Callable[[], None]] = [mode_for(name).reset_after_failure]
     if device.type == "cuda":
         steps.append(torch.cuda.empty_cache)
@@ -302,9 +288,17 @@ def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
     for step in steps:
         try:
             step()
-        except Exception as exc:  # recorded: a failed clean-up must not end the run
-            errors.append(_error_line(exc))
-    return "; ".join(errors) or None
+        except Exception as cleanup:  # recorded: a failed clean-up must not end the run
+            errors.append(_error_line(cleanup))
+    error_full = full_error(exc)
+    if errors:
+        error_full += f"\n\nclean-up after the failure raised too: {'; '.join(errors)}"
+    return entry.without("bytes").recast(
+        FailedMode,
+        error=_error_line(exc),
+        error_full=error_full,
+        traceback="".join(traceback.format_exception(exc, limit=8)),
+    )
 
 
 @dataclass
