@@ -30,7 +30,7 @@ import orjson
 import torch
 from torch import nn
 
-from profreport.env import DTYPES
+from profreport.env import DTYPES, resolve_device
 from profreport.files import LIGHT_TRACES, TIMELINE_NAME
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
@@ -333,16 +333,6 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _resolve_device(
-    device: str | torch.device | None, inputs: tuple[torch.Tensor, ...]
-) -> torch.device:
-    from profreport.env import resolve_device
-
-    if device is None:
-        return inputs[0].device
-    return resolve_device(str(device))
-
-
 def _resolve_dtype(
     dtype: str | torch.dtype | None, module: nn.Module, inputs: tuple[torch.Tensor, ...]
 ) -> str:
@@ -389,7 +379,7 @@ def profile(
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_inputs must be a tensor or a tuple of tensors")
     opts = run_options(modes, **options)
-    dev = _resolve_device(device, inputs)
+    dev = inputs[0].device if device is None else resolve_device(str(device))
     dtype_name = _resolve_dtype(dtype, model, inputs)
     dt = DTYPES[dtype_name]
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
