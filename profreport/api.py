@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from profreport.env import DTYPES, resolve_device
-from profreport.files import LIGHT_TRACES, TIMELINE_NAME
+from profreport.files import LIGHT_TRACES, TIMELINE_NAME, write_atomic, write_tensorboard_summary
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, ceilings_again, collect_run, derive_findings
@@ -189,7 +189,6 @@ class RunResult:
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
-        from profreport.files import write_atomic, write_tensorboard_summary
         from profreport.render import tensorboard_summary as tb
         from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
@@ -224,7 +223,6 @@ class RunResult:
     def _write_timeline(self, folder: Path) -> str | None:
         """Write every mode's profiled step as one trace (render/timeline); returns its file
         name, or None when no mode left a trace."""
-        from profreport.files import write_atomic
         from profreport.render import timeline
         from profreport.traceio.documents import read_document
 
@@ -308,7 +306,6 @@ def profile_loaded(
 
 def save_record(run: Run, folder: Path) -> Path:
     """Write `run` as `folder`/run.json (atomically); return its path."""
-    from profreport.files import write_atomic
     from profreport.record import dumps
 
     path = folder / "run.json"
@@ -321,7 +318,6 @@ def save_evidence(evidence: Run, folder: Path) -> Path:
     kernel table (kernels_<mode>.csv, its finding columns empty until the findings are saved).
     A finding that raises then costs one `profreport render`, never the run. Returns run.json's
     path."""
-    from profreport.files import write_atomic
     from profreport.render.tables import kernel_csv
 
     for name in evidence.ok_modes:
