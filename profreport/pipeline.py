@@ -377,6 +377,8 @@ def time_stages(
     what is left of the `--max-time` budget. `on_round` is told every tenth round the series,
     the round and the fewest samples a series has; `pairs` names the series judged against
     each other (more rounds while a ratio lacks only rounds)."""
+    if not any(stage.prepared_modes for stage in stages.values()):
+        return None
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
     # one machine reference for all stages: they are timed in the same rounds
