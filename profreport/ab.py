@@ -43,11 +43,7 @@ def ab_order(round_no: int, names: list[str]) -> list[str]:
     """One round's order: modes rotated by one place per round; base and head of a mode
     adjacent, base first on even rounds and head first on odd ones. A key without its partner
     (a mode that failed on one side) keeps its mode's place."""
-    modes: list[str] = []
-    for name in names:
-        mode = name.split("/", 1)[1]
-        if mode not in modes:
-            modes.append(mode)
+    modes = list(dict.fromkeys(name.split("/", 1)[1] for name in names))  # first-seen order
     shift = round_no % len(modes)
     sides = SIDES if round_no % 2 == 0 else SIDES[::-1]
     present = set(names)
