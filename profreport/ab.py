@@ -9,31 +9,25 @@ Each side then finishes as an ordinary run; compare_runs reads the two records.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
-from profreport import interrupts
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
-from profreport.analysis.paired import wants_more_rounds
-from profreport.capture.noise import watch
-from profreport.capture.timing import TimingFailed, TimingResult, measure_latency
 from profreport.models import LoadedModel
 from profreport.pipeline import (
     Progress,
-    ReferenceRun,
     RunCollector,
     RunOptions,
     RunSetup,
     TimingStage,
     ceilings_again,
     derive_findings,
+    time_stages,
 )
 from profreport.record.model import MachineLoad, Run
 
@@ -49,11 +43,7 @@ def ab_order(round_no: int, names: list[str]) -> list[str]:
     """One round's order: modes rotated by one place per round; base and head of a mode
     adjacent, base first on even rounds and head first on odd ones. A key without its partner
     (a mode that failed on one side) keeps its mode's place."""
-    modes: list[str] = []
-    for name in names:
-        mode = name.split("/", 1)[1]
-        if mode not in modes:
-            modes.append(mode)
+    modes = list(dict.fromkeys(name.split("/", 1)[1] for name in names))  # first-seen order
     shift = round_no % len(modes)
     sides = SIDES if round_no % 2 == 0 else SIDES[::-1]
     present = set(names)
@@ -80,59 +70,22 @@ def time_together(
     options: RunOptions,
     progress: Progress,
 ) -> MachineLoad | None:
-    """Time base and head in shared rounds; store each side's latency in its record; return the
-    machine load over the timing (None: nothing was timed). A mode that raises is marked failed
-    on its side and the rest are timed again without it."""
-    start = interrupts.mark()
+    """Time base and head in shared rounds (pipeline.time_stages, in `ab_order`); store each
+    side's latency in its record; return the machine load over the timing (None: nothing was
+    timed). A mode that raises is marked failed on its side and the rest are timed again
+    without it."""
     stages: dict[str, TimingStage] = {
         side: c.stage for side, c in collectors.items() if c.stage is not None
     }
-    sync = collectors["base"].sync
-    # one machine reference for both sides: they were timed in the same rounds
-    reference = ReferenceRun(device, options.bootstrap_resamples)
-    while True:
-        lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
-        if lost is not None:  # one process, one CUDA context: neither side can be timed
-            for stage in stages.values():
-                stage.not_timed(lost)
-            return None
-        fns: dict[str, Callable[[], Any]] = {
-            key(side, mode): partial(p.fn, *inputs[side])
-            for side in SIDES
-            for mode, p in stages[side].prepared_modes.items()
-        }
-        if not fns:
-            return None
 
-        def on_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
-            if round_no % 10 == 1:
-                done = min(len(r.samples_ms) for r in results.values())
-                progress(f"timing base and head, {n} series interleaved: round {round_no}, {done}")
+    def on_round(n: int, round_no: int, samples: int) -> None:
+        progress(f"timing base and head, {n} series interleaved: round {round_no}, {samples}")
 
-        try:
-            with watch() as watched, reference.timed() as timed:
-                timings = measure_latency(
-                    fns,
-                    sync,
-                    options.timing,
-                    on_round=on_round,
-                    order=ab_order,
-                    wants_more=partial(wants_more_rounds, pairs=compared_pairs(list(fns))),
-                    reference=timed,
-                )
-        except TimingFailed as failure:
-            interrupts.reraise_if_interrupted(failure.error, start)
-            if not reference.failed(failure):
-                side, mode = failure.mode.split("/", 1)
-                stages[side].mark_failed(mode, failure.error, device)
-            continue
-        machine = reference.record()
-        for side in SIDES:
-            own = {k.split("/", 1)[1]: r for k, r in timings.items() if k.startswith(side + "/")}
-            stages[side].store_latency(own, watched.load)
-            stages[side].machine_reference = machine
+    load = time_stages(stages, inputs, device, options, on_round, compared_pairs, ab_order)
+    for side in SIDES:
+        if stages[side].machine_reference is not None:  # timed
             collectors[side].mark_ab(side)
-        return watched.load
+    return load
 
 
 @dataclass
@@ -160,9 +113,7 @@ def run_ab(
         def tagged(msg: str, side: str = side) -> None:
             progress(f"{side}: {msg}")
 
-        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged)
-        if now is not None:
-            setup = dataclasses.replace(setup, now=now)
+        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged, now)
         collectors[side] = RunCollector(setup)
         # one clear of the compilers' caches for both sides: head's builds keep base's code
         collectors[side].prepare(fresh_compilers=side == "base")

@@ -17,7 +17,6 @@ through profreport.runner, which calls this module: exposing it here would close
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import shutil
 import tempfile
@@ -31,8 +30,8 @@ import orjson
 import torch
 from torch import nn
 
-from profreport.env import DTYPES
-from profreport.files import LIGHT_TRACES, TIMELINE_NAME
+from profreport.env import DTYPES, resolve_device
+from profreport.files import LIGHT_TRACES, TIMELINE_NAME, write_atomic, write_tensorboard_summary
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import RunOptions, RunSetup, ceilings_again, collect_run, derive_findings
@@ -190,7 +189,6 @@ class RunResult:
 
         A folder that already holds another run's record is refused (FileExistsError).
         """
-        from profreport.files import write_atomic, write_tensorboard_summary
         from profreport.render import tensorboard_summary as tb
         from profreport.render.registry import RUN, renderers
         from profreport.render.tables import kernel_csv
@@ -225,7 +223,6 @@ class RunResult:
     def _write_timeline(self, folder: Path) -> str | None:
         """Write every mode's profiled step as one trace (render/timeline); returns its file
         name, or None when no mode left a trace."""
-        from profreport.files import write_atomic
         from profreport.render import timeline
         from profreport.traceio.documents import read_document
 
@@ -286,10 +283,9 @@ def collect_evidence(
         run_dir,
         options or run_options(),
         progress or _quiet,
+        now,
         checkpoint=checkpoint,
     )
-    if now is not None:
-        setup = dataclasses.replace(setup, now=now)
     return collect_run(setup)
 
 
@@ -310,7 +306,6 @@ def profile_loaded(
 
 def save_record(run: Run, folder: Path) -> Path:
     """Write `run` as `folder`/run.json (atomically); return its path."""
-    from profreport.files import write_atomic
     from profreport.record import dumps
 
     path = folder / "run.json"
@@ -323,7 +318,6 @@ def save_evidence(evidence: Run, folder: Path) -> Path:
     kernel table (kernels_<mode>.csv, its finding columns empty until the findings are saved).
     A finding that raises then costs one `profreport render`, never the run. Returns run.json's
     path."""
-    from profreport.files import write_atomic
     from profreport.render.tables import kernel_csv
 
     for name in evidence.ok_modes:
@@ -333,16 +327,6 @@ def save_evidence(evidence: Run, folder: Path) -> Path:
 
 def _quiet(_msg: str) -> None:
     return None
-
-
-def _resolve_device(
-    device: str | torch.device | None, inputs: tuple[torch.Tensor, ...]
-) -> torch.device:
-    from profreport.env import resolve_device
-
-    if device is None:
-        return inputs[0].device
-    return resolve_device(str(device))
 
 
 def _resolve_dtype(
@@ -360,17 +344,6 @@ def _resolve_dtype(
     if dtype not in DTYPES:
         raise ValueError(f"unsupported dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     return dtype
-
-
-def _memory_format(inputs: tuple[torch.Tensor, ...]) -> str:
-    for t in inputs:
-        if (
-            t.dim() == 4
-            and not t.is_contiguous()
-            and t.is_contiguous(memory_format=torch.channels_last)
-        ):
-            return "channels_last"
-    return "contiguous"
 
 
 def profile(
@@ -402,7 +375,7 @@ def profile(
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_inputs must be a tensor or a tuple of tensors")
     opts = run_options(modes, **options)
-    dev = _resolve_device(device, inputs)
+    dev = inputs[0].device if device is None else resolve_device(str(device))
     dtype_name = _resolve_dtype(dtype, model, inputs)
     dt = DTYPES[dtype_name]
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
@@ -412,9 +385,14 @@ def profile(
     module = model.to(device=dev, dtype=dt).eval()
     cast = tuple(t.to(device=dev, dtype=dt) if t.is_floating_point() else t.to(dev) for t in inputs)
     doc = (type(model).__doc__ or type(model).__name__).strip().splitlines()[0]
-    loaded = LoadedModel(
-        name or type(model).__name__, doc, module, cast, None, _memory_format(cast)
+    nhwc = any(
+        t.dim() == 4
+        and not t.is_contiguous()
+        and t.is_contiguous(memory_format=torch.channels_last)
+        for t in cast
     )
+    layout = "channels_last" if nhwc else "contiguous"
+    loaded = LoadedModel(name or type(model).__name__, doc, module, cast, None, layout)
     owned = run_dir is None
     folder = Path(tempfile.mkdtemp(prefix="profreport-")) if run_dir is None else Path(run_dir)
     try:

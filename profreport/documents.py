@@ -37,18 +37,11 @@ def schema_files() -> dict[str, str]:
     return {f"{name}.schema.json": schema_text(cls) for name, cls in DOCUMENTS.items()}
 
 
-def write_schemas(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in schema_files().items():
-        path = folder / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
-
-
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m profreport.documents FOLDER")
-    for path in write_schemas(Path(sys.argv[1])):
-        print(path)
+    folder = Path(sys.argv[1])
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in schema_files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+        print(folder / name)

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from profreport.text import exception_chain
+
 _requested = 0  # interrupts delivered to this process through `signals_as_interrupt`
 
 
@@ -26,21 +28,11 @@ def since(start: int) -> bool:
     return _requested != start
 
 
-def _in_chain(exc: BaseException | None) -> bool:
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 def reraise_if_interrupted(exc: BaseException, start: int) -> None:
     """Raise KeyboardInterrupt when `exc` is an interrupt in disguise: one was requested since
     `start`, or a KeyboardInterrupt is among the exceptions that led to `exc` (a notebook's
     Ctrl-C, where no handler of ours counts it)."""
-    if since(start) or _in_chain(exc):
+    if since(start) or any(isinstance(e, KeyboardInterrupt) for e in exception_chain(exc)):
         raise KeyboardInterrupt from exc
 
 

@@ -26,6 +26,7 @@ from profreport.zoo import (
     build_zoo_model,
     is_zoo_spec,
     parse_zoo_spec,
+    with_running_stats,
     zoo_size,
     zoo_spec,
 )
@@ -78,14 +79,7 @@ class ConvBnRelu(nn.Module):
 
 
 def _conv_bn_relu(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    model = ConvBnRelu()
-    # Non-trivial running statistics, so folding BatchNorm is visible in the numbers.
-    with torch.no_grad():
-        for bn in (model.bn1, model.bn2):
-            assert bn.running_mean is not None and bn.running_var is not None
-            bn.running_mean.uniform_(-0.5, 0.5)
-            bn.running_var.uniform_(0.5, 2.0)
-    return model, (torch.randn(batch, 32, 28, 28),)
+    return with_running_stats(ConvBnRelu()), (torch.randn(batch, 32, 28, 28),)
 
 
 class MlpBlock(nn.Module):

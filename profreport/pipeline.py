@@ -75,7 +75,6 @@ from profreport.modes.outputs import FlatOutput, flatten_output
 from profreport.record import SCHEMA
 from profreport.record.model import (
     AbSide,
-    Bytes,
     Ceilings,
     Device,
     FailedMode,
@@ -101,6 +100,7 @@ from profreport.record.model import (
     Tool,
     WholeTrace,
 )
+from profreport.record.section import schema_of
 from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
 from profreport.text import error_line, full_error, one_line
@@ -159,7 +159,7 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
     step = kernel_analysis.per_step(counts)
 
     def count(key: str) -> int:
-        value = step.get(key, 0)
+        value = getattr(step, key)
         if value is None:  # launch calls, no device activity: unknown, never a zero
             raise ValueError(
                 f"{Path(trace.path).name}: the trace recorded no device activity ({key})"
@@ -180,7 +180,7 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
             calls=per_forward * n_steps,
             calls_per_step=float(per_forward),
             source="optimized graph (no profiler record)",
-        ).present("time_us_per_step")
+        ).adding(time_us_per_step=None)
         for name, per_forward in Counter(unrecorded).items()
     ]
     return KernelCounts(
@@ -193,23 +193,10 @@ def _kernel_counts(trace: Trace, prepared: PreparedMode, device: torch.device) -
         graph_launches=count("graph_launches"),
         steps=count("steps"),
         unrecorded=tuple(unrecorded),
-        whole_trace=WholeTrace(
-            kernels=counts.kernels,
-            launches=counts.launches,
-            memcpy=counts.memcpy,
-            memset=counts.memset,
-            unlinked_kernels=counts.unlinked_kernels,
-            kernel_time_us=counts.kernel_time_us,
-        ),
+        # the trace's own counts, by the same names
+        whole_trace=WholeTrace(**{s.name: getattr(counts, s.name) for s in schema_of(WholeTrace)}),
         table=tuple(table),
     )
-
-
-def _bytes_work(prepared: PreparedMode, model: LoadedModel, sync: Callable[[], None]) -> BytesWork:
-    """The operations the mode's bytes model sums, from where the mode says its bytes come from."""
-    source = get_mode(prepared.name).bytes_source
-    assert source is not None  # set when the mode was registered
-    return source.capture(prepared, model.example_inputs, sync)
 
 
 def _derive_unrecorded(work: BytesWork, eager: BytesWork | None) -> BytesWork:
@@ -291,23 +278,9 @@ def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
 def _mark_failed(
     entry: ModeEntry, name: str, exc: BaseException, device: torch.device
 ) -> FailedMode:
-    """`entry` recorded as failed with `exc`, once the mode's global state is reset (its
-    modeled bytes go: only a mode that ran records them)."""
-    error_full = full_error(exc)
-    cleanup_error = _clean_up_after_failure(name, device)
-    if cleanup_error is not None:
-        error_full += f"\n\nclean-up after the failure raised too: {cleanup_error}"
-    return entry.without("bytes").recast(
-        FailedMode,
-        error=_error_line(exc),
-        error_full=error_full,
-        traceback="".join(traceback.format_exception(exc, limit=8)),
-    )
-
-
-def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
-    """Reset the failed mode's global state and free the device memory it cached; the error lines
-    of the steps that raised (after a fatal CUDA error every CUDA call does), else None."""
+    """`entry` recorded as failed with `exc`, once the mode's global state is reset and the
+    device memory it cached freed (its modeled bytes go: only a mode that ran records them).
+    A clean-up step that raises (after a fatal CUDA error every CUDA call does) is recorded."""
     steps: list[Callable[[], None]] = [mode_for(name).reset_after_failure]
     if device.type == "cuda":
         steps.append(torch.cuda.empty_cache)
@@ -315,9 +288,17 @@ def _clean_up_after_failure(name: str, device: torch.device) -> str | None:
     for step in steps:
         try:
             step()
-        except Exception as exc:  # recorded: a failed clean-up must not end the run
-            errors.append(_error_line(exc))
-    return "; ".join(errors) or None
+        except Exception as cleanup:  # recorded: a failed clean-up must not end the run
+            errors.append(_error_line(cleanup))
+    error_full = full_error(exc)
+    if errors:
+        error_full += f"\n\nclean-up after the failure raised too: {'; '.join(errors)}"
+    return entry.without("bytes").recast(
+        FailedMode,
+        error=_error_line(exc),
+        error_full=error_full,
+        traceback="".join(traceback.format_exception(exc, limit=8)),
+    )
 
 
 @dataclass
@@ -365,51 +346,88 @@ def _time_modes(
     options: RunOptions,
     progress: Progress,
 ) -> None:
-    """Time the stage's prepared modes together; one that raises is marked failed (and dropped
-    from `prepared_modes`) and the others are timed again without it, in what is left of the
-    `--max-time` budget."""
+    """Time the stage's prepared modes together (`time_stages`), each judged against eager."""
     if not options.time_latency:
         stage.not_timed(NOT_TIMED)
         return
+
+    def on_round(n: int, round_no: int, samples: int) -> None:
+        progress(f"timing {n} modes interleaved: round {round_no}, {samples} samples each")
+
+    # every mode is judged against eager: more rounds while a ratio lacks only rounds
+    def pairs(names: list[str]) -> list[tuple[str, str]]:
+        return [("eager", name) for name in names if name != "eager"]
+
+    time_stages({"": stage}, {"": inputs}, device, options, on_round, pairs)
+
+
+def time_stages(
+    stages: Mapping[str, TimingStage],
+    inputs: Mapping[str, tuple[torch.Tensor, ...]],
+    device: torch.device,
+    options: RunOptions,
+    on_round: Callable[[int, int, int], None],
+    pairs: Callable[[list[str]], list[tuple[str, str]]],
+    order: Callable[[int, list[str]], list[str]] | None = None,
+) -> MachineLoad | None:
+    """Time the prepared modes of every stage (a run's, or each side's of `profreport ab`,
+    its series named `side/mode`) in shared rounds; store each stage's latency and machine
+    reference, and return the machine load over the timing (None: nothing was timed). A mode
+    that raises is marked failed on its stage and the others are timed again without it, in
+    what is left of the `--max-time` budget. `on_round` is told every tenth round the series,
+    the round and the fewest samples a series has; `pairs` names the series judged against
+    each other (more rounds while a ratio lacks only rounds)."""
+    if not any(stage.prepared_modes for stage in stages.values()):
+        return None
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
+    # one machine reference for all stages: they are timed in the same rounds
     reference = ReferenceRun(device, options.bootstrap_resamples)
-    while stage.prepared_modes:
-        if stage.context_lost is not None:
-            stage.not_timed(stage.context_lost)
-            return
-        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
+    sync = next(iter(stages.values())).sync
+    while True:
+        lost = next((s.context_lost for s in stages.values() if s.context_lost), None)
+        if lost is not None:  # one process, one CUDA context: no stage can be timed
+            for stage in stages.values():
+                stage.not_timed(lost)
+            return None
         fns: dict[str, Callable[[], Any]] = {
-            name: partial(p.fn, *inputs) for name, p in stage.prepared_modes.items()
+            f"{side}/{mode}" if side else mode: partial(p.fn, *inputs[side])
+            for side, stage in stages.items()
+            for mode, p in stage.prepared_modes.items()
         }
+        if not fns:
+            return None
+        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
 
-        def on_round(
-            round_no: int, results: dict[str, TimingResult], n_modes: int = len(fns)
-        ) -> None:
-            n = min(len(r.samples_ms) for r in results.values())
+        def each_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
-                progress(f"timing {n_modes} modes interleaved: round {round_no}, {n} samples each")
+                on_round(n, round_no, min(len(r.samples_ms) for r in results.values()))
 
-        # every mode is judged against eager: more rounds while a ratio lacks only rounds
-        pairs = [("eager", name) for name in fns if name != "eager"]
         try:
             with watch() as watched, reference.timed() as timed:
                 timings = measure_latency(
                     fns,
-                    stage.sync,
+                    sync,
                     budget,
-                    on_round=on_round,
-                    wants_more=partial(wants_more_rounds, pairs=pairs),
+                    on_round=each_round,
+                    order=order,
+                    wants_more=partial(wants_more_rounds, pairs=pairs(list(fns))),
                     reference=timed,
                 )
         except TimingFailed as failure:
             interrupts.reraise_if_interrupted(failure.error, start)
             if not reference.failed(failure):
-                stage.mark_failed(failure.mode, failure.error, device)
+                side, _, mode = failure.mode.rpartition("/")
+                stages[side].mark_failed(mode, failure.error, device)
             continue
-        stage.store_latency(timings, watched.load)
-        stage.machine_reference = reference.record()
-        return
+        machine = reference.record()
+        series = {key.rpartition("/"): result for key, result in timings.items()}
+        for side, stage in stages.items():
+            stage.store_latency(
+                {m: r for (s, _, m), r in series.items() if s == side}, watched.load
+            )
+            stage.machine_reference = machine
+        return watched.load
 
 
 class ReferenceRun:
@@ -463,28 +481,6 @@ class ReferenceRun:
         )
 
 
-def _announce_duration(
-    reference: _Reference | None, options: RunOptions, progress: Progress
-) -> None:
-    """A heavy run says how long it will take, from eager's first call (run_estimate)."""
-    if reference is None or reference.call_s is None:
-        return
-    notice = duration_notice(reference.call_s, len(options.modes), options.profile, options.timing)
-    if notice is not None:
-        progress(notice)
-
-
-def _nothing_running_before_timing() -> None:
-    """Every mode is built: stop the compilers' background workers (a failed mode's leftover
-    compile jobs included), so that none of profreport's own processes competes with the timing
-    (the noise guard counts them apart: capture/noise.py)."""
-    stop_compile_workers()
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _quiet(_msg: str) -> None:
     return None
 
@@ -492,9 +488,10 @@ def _quiet(_msg: str) -> None:
 @dataclass(frozen=True)
 class RunSetup:
     """What one run profiles, how, and where its traces go; `now` and `clock` are the run's
-    timestamp and phase clock (tests replace them). `checkpoint` is handed the evidence so far
-    after each mode and after the timing (`generate` writes it to the staged run.json, so a
-    process that dies, by a segfault say, leaves the evidence of the modes that finished)."""
+    timestamp (None: the time it starts, UTC) and phase clock (tests replace them).
+    `checkpoint` is handed the evidence so far after each mode and after the timing
+    (`generate` writes it to the staged run.json, so a process that dies, by a segfault say,
+    leaves the evidence of the modes that finished)."""
 
     model: LoadedModel
     device: torch.device
@@ -502,7 +499,7 @@ class RunSetup:
     run_dir: Path
     options: RunOptions = field(default_factory=RunOptions)
     progress: Progress = _quiet
-    now: Callable[[], datetime] = _utc_now
+    now: Callable[[], datetime] | None = None
     clock: Callable[[], float] = time.perf_counter
     checkpoint: Callable[[Run], None] | None = None
 
@@ -521,7 +518,8 @@ class TimingStage:
     context_lost: str | None = None
 
     def mark_failed(self, mode: str, exc: BaseException, device: torch.device) -> None:
-        """`mode` raised while being timed: recorded as failed, and not timed again."""
+        """`mode` raised while being profiled or timed: recorded as failed, and not run
+        again."""
         self.modes[mode] = _mark_failed(self.modes[mode], mode, exc, device)
         del self.prepared_modes[mode]
         self.context_lost = self.context_lost or lost_after(mode, device)
@@ -582,10 +580,11 @@ class RunCollector:
         progress, sync, phases = setup.progress, self.sync, self.phases
         device_record = device_info(device)
         cuda = device.type == "cuda"
+        started = setup.now() if setup.now is not None else datetime.now(timezone.utc)
         self._run = Run(
             schema=SCHEMA,
             tool=Tool(name="profreport", version=__version__),
-            created_utc=setup.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            created_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             model=_model_info(model, dtype),
             device=device_record,
             env=collect_env(device),
@@ -610,7 +609,13 @@ class RunCollector:
         context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run
         with torch.no_grad():
             reference = _eager_reference(model, sync) if options.modes != ("eager",) else None
-            _announce_duration(reference, options, progress)
+            if reference is not None and reference.call_s is not None:
+                # a heavy run says how long it will take, from eager's first call
+                notice = duration_notice(
+                    reference.call_s, len(options.modes), options.profile, options.timing
+                )
+                if notice is not None:
+                    progress(notice)
             for name in options.modes:
                 entry = ModeEntry(error=None, compile_s=None, output_check=None)
                 unavailable = mode_for(name).unavailable_reason(device.type)
@@ -627,10 +632,13 @@ class RunCollector:
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
                 self._save_so_far(modes, NOT_TIMED_YET)
-            _nothing_running_before_timing()
+            # every mode is built: stop the compilers' background workers (a failed mode's
+            # leftover compile jobs included), so that none of profreport's own processes
+            # competes with the timing (the noise guard counts them apart: capture/noise.py)
+            stop_compile_workers()
+            self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
             with phases.phase("time_breakdown"):
-                context_lost = self._light_pass(modes, prepared_modes, context_lost)
-        self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
+                self._light_pass(self.stage)
         return self.stage
 
     def _prepare_mode(
@@ -672,26 +680,26 @@ class RunCollector:
                 entry = entry.adding(peak_memory=peak)
             progress(f"{name}: modeling memory traffic")
             with phases.phase("bytes"):
-                self._bytes_work[name] = _bytes_work(prepared, model, sync)
-                modeled = self._modeled_bytes(name)
+                # the operations the bytes model sums, from where the mode says they come from
+                source = get_mode(name).bytes_source
+                assert source is not None  # set when the mode was registered
+                self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
+                # the mode's modeled bytes (analysis/bytes_model)
+                work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
+                modeled = estimate(work.calls, work.method, work.not_modeled, work.attribution)
         except (Exception, SystemExit) as exc:
             raise _ModeFailed(entry, exc) from exc
         why = UNMEASURED if setup.options.measure_bytes else NOT_REQUESTED
         unmeasured = replace(modeled, measured=unavailable_bytes(why))
         return entry.recast(OkMode, bytes=unmeasured), prepared
 
-    def _light_pass(
-        self,
-        modes: dict[str, ModeResult],
-        prepared: dict[str, PreparedMode],
-        context_lost: str | None,
-    ) -> str | None:
+    def _light_pass(self, stage: TimingStage) -> None:
         """Every prepared mode's time breakdown from one light pass (light_pass.py); a mode that
-        raises is marked failed and the others profiled again without it. Returns why the
-        device can run nothing more, else None."""
+        raises is marked failed and the others profiled again without it."""
         setup = self.setup
         inputs = setup.model.example_inputs
-        while prepared and context_lost is None:
+        modes, prepared = stage.modes, stage.prepared_modes
+        while prepared and stage.context_lost is None:
             walls = [self._step_walls.get(name, ()) for name in prepared]
             schedule = light_schedule(walls, setup.options.profile.active)
             setup.progress(
@@ -704,27 +712,17 @@ class RunCollector:
                 found = light_pass(fns, setup.device, self.sync, setup.run_dir, schedule)
             except ProfilingFailed as failure:
                 interrupts.reraise_if_interrupted(failure.error, start)
-                name = failure.mode
-                modes[name] = _mark_failed(modes[name], name, failure.error, setup.device)
-                del prepared[name]
-                context_lost = lost_after(name, setup.device)
+                stage.mark_failed(failure.mode, failure.error, setup.device)
                 continue
             for name, breakdown in found.items():
                 modes[name] = modes[name].adding(time_breakdown=breakdown)
             break
-        return context_lost
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""
         self._ab = AbSide(
             side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
         )
-
-    def _modeled_bytes(self, name: str) -> Bytes:
-        """The mode's modeled bytes (analysis/bytes_model) from the work its bytes source
-        captured."""
-        work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
-        return estimate(work.calls, work.method, work.not_modeled, work.attribution)
 
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
         """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
@@ -768,14 +766,16 @@ class RunCollector:
                 progress(f"{name}: measuring DRAM bytes with Nsight Compute")
             measured = _measured_bytes(name, setup.model, device, dtype, options)
             modes[name] = mode.adding(bytes=dataclasses.replace(mode.bytes, measured=measured))
-        run = dataclasses.replace(run, modes=modes).adding(ceilings=ceilings)
-        if stage.timing_noise is not None:
-            run = run.adding(timing_noise=stage.timing_noise)
-        if stage.machine_reference is not None:
-            run = run.adding(machine_reference=stage.machine_reference)
-        if self._ab is not None:
-            run = run.adding(ab=self._ab)
-        return run.adding(phases_s=self._phases_s())
+        # a run built here writes its `omitted` fields (timing_noise, ...) only when they are set
+        return dataclasses.replace(
+            run,
+            modes=modes,
+            ceilings=ceilings,
+            timing_noise=stage.timing_noise,
+            machine_reference=stage.machine_reference,
+            ab=self._ab,
+            phases_s=self._phases_s(),
+        )
 
 
 class _ModeFailed(Exception):
@@ -813,19 +813,16 @@ def derive_findings(
     that stays flagged inconsistent in the record."""
     start = clock()
     run = derived_run(evidence, mode_analyses())
-    if remeasure is not None and evidence.ceilings is not None and _floor_beaten(run):
+    beaten = any(
+        r is not None and r.consistent is False for r in (m.roofline for m in run.modes.values())
+    )
+    if remeasure is not None and evidence.ceilings is not None and beaten:
         if progress is not None:
             progress("a median beat its floor: measuring memory bandwidth and matmul rate again")
         evidence = evidence.adding(ceilings=remeasure(evidence.ceilings))
         run = derived_run(evidence, mode_analyses())
     phases = {**(run.phases_s or {}), "fusion_map": round(clock() - start, 3)}
     return run.adding(phases_s=phases)
-
-
-def _floor_beaten(run: Run) -> bool:
-    return any(
-        m.roofline is not None and m.roofline.consistent is False for m in run.modes.values()
-    )
 
 
 def ceilings_again(device: torch.device, dtype_name: str) -> Callable[[Ceilings], Ceilings]:

@@ -70,12 +70,6 @@ def snapshot_path(test_file: Path, test_name: str, path: str | Path | None = Non
     return folder / SNAPSHOT_DIR / f"{name}.json"
 
 
-def _device_kind(device: str | torch.device | None, inputs: Sequence[torch.Tensor]) -> str:
-    from profreport.env import resolve_device
-
-    return inputs[0].device.type if device is None else resolve_device(str(device)).type
-
-
 def _load(path: Path) -> Expectation:
     from profreport.record.expectation import ExpectationError, load
 
@@ -114,6 +108,7 @@ def profreport_expect(
         import profreport
         from profreport.analysis.budget import check_budget
         from profreport.analysis.budget_file import expectation_of, needs_timing
+        from profreport.env import resolve_device
         from profreport.files import write_atomic
         from profreport.record.expectation import dumps
         from profreport.render.budget import budget_text, budget_view
@@ -127,11 +122,8 @@ def profreport_expect(
                 "then commit it",
                 pytrace=False,
             )
-        timed = (
-            not update
-            and previous is not None
-            and needs_timing(previous, _device_kind(device, tensors), modes)
-        )
+        kind = tensors[0].device.type if device is None else resolve_device(str(device)).type
+        timed = not update and previous is not None and needs_timing(previous, kind, modes)
         if timed and "eager" not in modes:
             modes = ("eager", *modes)  # a speedup is against eager, timed in the same run
         result = profreport.profile(

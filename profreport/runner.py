@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from profreport.record.model import Run
 
 Progress = Callable[[str], None]
+_T = TypeVar("_T")
 # Given the stream that still reaches the terminal while library output goes to run.log, the
 # progress callable to use for the run (the CLI's is a status line or plain lines).
 ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
@@ -218,12 +219,7 @@ def library_output(log_path: Path, err: TextIO, debug: bool, earlier: str = "") 
         yield terminal
 
 
-Built = TypeVar("Built")
-
-
-def built_off_the_terminal(
-    build: Callable[[], Built], err: TextIO, debug: bool
-) -> tuple[Built, str]:
+def built_off_the_terminal(build: Callable[[], _T], err: TextIO, debug: bool) -> tuple[_T, str]:
     """`build()`'s result and what libraries printed meanwhile: a model's own prints,
     transformers' and Python's warnings while it is built are library output too, kept in a
     temporary log (the run folder is named after the model, so it comes later) whose text
@@ -385,10 +381,7 @@ def _checkpoint(evidence: Run, folder: Path, out: Path) -> None:
     _saved(lambda: api.save_record(evidence, folder), out)
 
 
-Saved = TypeVar("Saved")
-
-
-def _saved(write: Callable[[], Saved], out: Path) -> Saved:
+def _saved(write: Callable[[], _T], out: Path) -> _T:
     """`write()`; a full disk or a folder made read-only meanwhile is no bug but bad input."""
     try:
         return write()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from types import TracebackType
 
-from profreport.text import MAX_LINE_CHARS, error_line, one_line
+from profreport.text import MAX_LINE_CHARS, error_line, exception_chain, one_line
 
 _NO_SOURCE = re.compile(
     r"(?:Failed to get|Can't get) source for <(?:function|class|bound method|built-in function)?"
@@ -26,15 +26,6 @@ _UNCONVERTIBLE_ATTRIBUTE = re.compile(
 )
 _SCHEMA = re.compile(r"^\s*([\w]+::\w+)(?:\.\w+)?\(", re.MULTILINE)
 _EXPECTED = re.compile(r"^\s*(Expected a value of type .*)$", re.MULTILINE)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    found: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in found:
-        found.append(current)
-        current = current.__cause__ or current.__context__
-    return found
 
 
 def _short_path(path: str) -> str:
@@ -105,7 +96,7 @@ def script_failure_line(exc: BaseException, model_name: str) -> str:
     """`torch.jit.script cannot compile <model> (<place>): <cause>`, one line; an exception that
     is not TorchScript's (raised by the model's own code while it was scripted) keeps its own
     `Type: message` line."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     text = "\n".join(str(e) for e in chain)
     cause = next((c for e in chain if (c := _missing_source(e, str(e)))), None)
     place = None if cause else _place(text)

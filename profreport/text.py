@@ -58,15 +58,19 @@ def error_line(exc: BaseException) -> str:
     return one_line(f"{type(exc).__name__}: {first}") if first else type(exc).__name__
 
 
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from (its cause, else its context), each once."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
 def full_error(exc: BaseException) -> str:
     """`Type: whole message` of an exception and of the exceptions it was raised from."""
-    parts = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        parts.append(f"{type(current).__name__}: {current}".rstrip())
-        current = current.__cause__ or current.__context__
+    parts = [f"{type(e).__name__}: {e}".rstrip() for e in exception_chain(exc)]
     return "\n\nraised from\n\n".join(parts)
 
 

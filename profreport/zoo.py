@@ -119,6 +119,18 @@ _RESNET50_DEPTHS = (3, 4, 6, 3)
 _RESNET50_WIDTHS = (256, 512, 1024, 2048)
 
 
+def with_running_stats(model: nn.Module) -> nn.Module:
+    """`model` with non-trivial BatchNorm running statistics, so that folding them is visible
+    in the numbers."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                assert module.running_mean is not None and module.running_var is not None
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return model
+
+
 def _resnet(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     t = _transformers()
     depths: list[int] = []
@@ -131,14 +143,7 @@ def _resnet(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     cfg = t.ResNetConfig(
         depths=depths, hidden_sizes=list(_RESNET50_WIDTHS[: len(depths)]), layer_type="bottleneck"
     )
-    model = t.ResNetModel(cfg)
-    with torch.no_grad():  # non-trivial running statistics, so BatchNorm folding is visible
-        for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                assert module.running_mean is not None and module.running_var is not None
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
-    return model, _image(size)
+    return with_running_stats(t.ResNetModel(cfg)), _image(size)
 
 
 ZOO: dict[str, ZooModel] = {

@@ -94,7 +94,7 @@ def test_each_shim_call_is_the_kernel_of_the_op_it_runs():
 def test_export_and_compile_count_the_same_kernels_of_the_same_graph():
     export = count_kernels(load_trace(_trace_path("export")))
     compiled = count_kernels(load_trace(_trace_path("compile")))
-    assert per_step(export)["kernels"] == per_step(compiled)["kernels"] == 29
+    assert per_step(export).kernels == per_step(compiled).kernels == 29
 
     def library(counts):
         return _per_step_calls([r for r in counts.table if not is_inductor_kernel(r.name)], 3)

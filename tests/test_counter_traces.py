@@ -75,7 +75,7 @@ def test_counter_ranges_invent_no_kernel_time():
     assert c.kernel_time_us is None  # the ranges span 600 us of synthetic time
     assert all(r.time_us is None for r in c.table)
     assert all(s.kernel_time_us is None for s in c.steps)
-    assert per_step(c)["kernel_time_us"] is None
+    assert per_step(c).kernel_time_us is None
     assert any("synthetic timestamps" in n for n in c.notes)
 
 
@@ -187,7 +187,7 @@ def test_launch_calls_without_device_events_say_not_recorded():
     assert c.kernel_time_us is None
     assert c.evidence.startswith("6 launch calls")
     step = per_step(c)
-    assert step["kernels"] is None and step["launches"] == 3
+    assert step.kernels is None and step.launches == 3
     t = document(counter_trace(ranges=False)).to_json()["traces"][0]
     assert (t["kernels"], t["memcpy"], t["launches"]) == (None, None, 6)
     assert "Device activity was not recorded" in t["notes"][0]

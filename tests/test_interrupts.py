@@ -183,7 +183,7 @@ def test_interrupt_while_the_profiler_starts_is_not_a_model_failure(tmp_path, ca
 PHASES = {
     "building": (pipeline, "prepare_mode"),
     "profiling": (pipeline, "profile_mode"),
-    "bytes": (pipeline, "_bytes_work"),
+    "bytes": (pipeline, "estimate"),  # the bytes model, inside the bytes phase
     "timing": (timing, "_time_block"),
     "rendering": (html_render, "render"),  # what RunResult.save renders report.html with
 }

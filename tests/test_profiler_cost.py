@@ -240,7 +240,7 @@ def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profil
 ):
     from profreport.models import LoadedModel
     from profreport.modes import PreparedMode
-    from profreport.pipeline import RunCollector, RunSetup
+    from profreport.pipeline import RunCollector, RunSetup, TimingStage
 
     x = torch.ones(4)
     model = LoadedModel("tiny", "", torch.nn.Identity(), (x,), None)
@@ -253,8 +253,10 @@ def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profil
         "eager": PreparedMode("eager", fn=lambda t: t * 2),
         "trace": PreparedMode("trace", fn=broken),
     }
-    modes = {name: OkMode() for name in prepared}
-    assert collector._light_pass(modes, prepared, None) is None
+    stage = TimingStage({name: OkMode() for name in prepared}, prepared, collector.sync)
+    collector._light_pass(stage)
+    assert stage.context_lost is None
+    modes = stage.modes
     assert (modes["trace"].status, modes["trace"].error) == (
         "failed",
         "RuntimeError: out of memory",

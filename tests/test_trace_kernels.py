@@ -138,8 +138,8 @@ def test_mi250_hip_launches_and_steps():
         ("ProfilerStep#1", 14, 2),
         ("ProfilerStep#2", 0, 0),
     ]
-    assert per_step(c)["kernels"] == 14
-    assert per_step(c)["steps"] == 2
+    assert per_step(c).kernels == 14
+    assert per_step(c).steps == 2
     assert c.kernels_by_op["aten::addmm"] == 2
 
 
@@ -291,7 +291,7 @@ def test_empty_trace_events(tmp_path):
     c = counts_of(tmp_path, [])
     assert c.definition == "cpu"
     assert (c.kernels, c.launches, c.steps, c.table) == (0, 0, [], [])
-    assert per_step(c) == {
+    assert per_step(c).to_json() == {
         "kernels": 0,
         "launches": 0,
         "memcpy": 0,
@@ -603,7 +603,11 @@ def test_cpu_definition_on_a_real_eager_trace(tmp_path):
         "aten::relu": (3, None),
         "aten::max_pool2d_with_indices": (3, "aten::max_pool2d"),
     }
-    assert per_step(c) == per_step(c) | {"kernels": 3, "launches": 0, "steps": 3}
+    assert per_step(c).to_json() == per_step(c).to_json() | {
+        "kernels": 3,
+        "launches": 0,
+        "steps": 3,
+    }
 
 
 RECORD_NNC_CPU_TRACE = textwrap.dedent(
@@ -662,7 +666,7 @@ def test_cpu_definition_counts_nnc_fused_kernels(tmp_path):
     # Only the fused kernel: its aten::empty_strided is bookkeeping, forward is a container.
     assert [(r.name, r.calls, r.launched_by) for r in c.table] == [(fused, 3, None)]
     assert c.kernels_by_op == {fused: 3}
-    assert per_step(c)["kernels"] == 1
+    assert per_step(c).kernels == 1
 
 
 def test_per_step_upper_median():
@@ -673,7 +677,7 @@ def test_per_step_upper_median():
         for i, k in enumerate([9, 4, 4, 5])
     ]
     c = TraceCounts("device", {}, 22, 0, 0, 26, 0, 0, 0, 22.0, 0, steps, [], {})
-    assert per_step(c) == {
+    assert per_step(c).to_json() == {
         "kernels": 5,
         "launches": 6,
         "memcpy": 0,

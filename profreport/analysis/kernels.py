@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median_high
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +93,7 @@ __all__ = [
     "DEVICE_DEFINITION_TEXT",
     "FORWARDING_OPS",
     "KernelRow",  # the run record's row (profreport.record.model): one class for both
+    "PerStepCounts",
     "StepCounts",
     "TraceCounts",
     "count_kernels",
@@ -125,6 +127,19 @@ class StepCounts(Section):
     memset: int = 0
     graph_launches: int = 0
     kernel_time_us: float | None = None
+
+
+@dataclass(frozen=True)
+class PerStepCounts(Section):
+    """Typical per-step numbers (analysis.kernels.per_step); None: not recorded."""
+
+    kernels: int | None = None
+    launches: int | None = None
+    memcpy: int | None = None
+    memset: int | None = None
+    graph_launches: int | None = None
+    kernel_time_us: float | None = None
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -354,27 +369,23 @@ def _label_counts(label_ids: np.ndarray, labels: list[str]) -> dict[str, int]:
     return dict(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def per_step(counts: TraceCounts) -> dict[str, float | None]:
+def per_step(counts: TraceCounts) -> PerStepCounts:
     """Typical per-step numbers: the upper median over ProfilerSteps, or whole-trace totals.
 
     The upper median is a value some step really had (a trailing partial step with no work does
     not drag a two-step trace to zero or to a half-way number).
     """
-    keys = ("kernels", "launches", "memcpy", "memset", "graph_launches")
-    out: dict[str, float | None]
-    if not counts.steps:
-        out = {k: getattr(counts, k) for k in keys}
-        out["kernel_time_us"] = counts.kernel_time_us
-        out["steps"] = 0
-    else:
-        out = {k: median_high([getattr(s, k) for s in counts.steps]) for k in keys}
-        times = [s.kernel_time_us for s in counts.steps]
+    keys = ("kernels", "launches", "memcpy", "memset", "graph_launches", "kernel_time_us")
+    steps = counts.steps
+    values: dict[str, Any] = {k: getattr(counts, k) for k in keys}
+    if steps:
+        values = {k: median_high([getattr(s, k) for s in steps]) for k in keys[:-1]}
+        times = [s.kernel_time_us for s in steps]
         known = [t for t in times if t is not None]
-        out["kernel_time_us"] = median_high(known) if len(known) == len(times) else None
-        out["steps"] = len(counts.steps)
+        values["kernel_time_us"] = median_high(known) if len(known) == len(times) else None
     if counts.device_activity == "not recorded":
-        out.update(dict.fromkeys(UNRECORDED_FIELDS & out.keys()))
-    return out
+        values.update(dict.fromkeys(UNRECORDED_FIELDS & values.keys()))
+    return PerStepCounts(**values, steps=len(steps))
 
 
 # What a trace with launch calls but no device-side events cannot tell: unknown, not zero.

@@ -232,8 +232,8 @@ def baseline_context(eager_ms: Sequence[float]) -> tuple[BaselineSignals, list[s
     moved = moved_rounds(eager_ms)
     peaks = two_peaks(eager_ms)
     signals = BaselineSignals(
-        rounds=len(eager_ms), block_spread=block_spread, moved_rounds=moved, two_peaks=peaks
-    ).present("two_peaks")
+        rounds=len(eager_ms), block_spread=block_spread, moved_rounds=moved
+    ).adding(two_peaks=peaks)
     if block_spread > MAX_BLOCK_SPREAD:
         context.append(f"baseline blocks spread {block_spread:.0%} (IQR/median)")
     if moved > MAX_MOVED_ROUNDS:

@@ -32,7 +32,6 @@ from profreport.analysis.trace_document import (
     CounterSummary,
     OpChange,
     PerStepChanges,
-    PerStepCounts,
     StepsPair,
     TimeChanges,
     TotalChanges,
@@ -98,7 +97,7 @@ def trace_summary(
         **totals,
         notes=tuple(counts.notes),
         steps=tuple(counts.steps),
-        per_step=PerStepCounts.from_json(per_step(counts)),
+        per_step=per_step(counts),
         launch_api_counts=counts.launch_api_counts,
         kernels_by_op=counts.kernels_by_op,
         distinct_kernels=len(counts.table),
@@ -155,13 +154,14 @@ def compare_counts(
             "the counts do not measure the same thing"
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
-    base_step: dict[str, Any] = per_step(base)
-    other_step: dict[str, Any] = per_step(other)
+    base_step, other_step = per_step(base), per_step(other)
     totals: dict[str, Any] = {
         f: _delta(getattr(base_sum, f), getattr(other_sum, f)) for f in TOTAL_FIELDS
     }
-    steps: dict[str, Any] = {f: _delta(base_step[f], other_step[f]) for f in PER_STEP_FIELDS}
-    steps["steps"] = StepsPair(baseline=base_step["steps"], value=other_step["steps"])
+    steps: dict[str, Any] = {
+        f: _delta(getattr(base_step, f), getattr(other_step, f)) for f in PER_STEP_FIELDS
+    }
+    steps["steps"] = StepsPair(baseline=base_step.steps, value=other_step.steps)
     kernels, paired = diff_kernels(
         [_trace_side(r) for r in base.table], [_trace_side(r) for r in other.table]
     )

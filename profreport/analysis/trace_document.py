@@ -16,25 +16,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from profreport.analysis.kernel_diff import KernelChange
-from profreport.analysis.kernels import StepCounts
+from profreport.analysis.kernels import PerStepCounts, StepCounts
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, KernelRow, Section
 from profreport.record.section import omitted, schema_of
 
 SCHEMA = "profreport.analysis/1"
-
-
-@dataclass(frozen=True)
-class PerStepCounts(Section):
-    """Typical per-step numbers (analysis.kernels.per_step); None: not recorded."""
-
-    kernels: int | None = None
-    launches: int | None = None
-    memcpy: int | None = None
-    memset: int | None = None
-    graph_launches: int | None = None
-    kernel_time_us: float | None = None
-    steps: int = 0
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from profreport.record.model import CacheKey, Ceiling, Ceilings, Device
+from profreport.record.section import problems
 
 CEILINGS_VERSION = 1
 MiB = 2**20
@@ -337,13 +338,11 @@ def measure(device: torch.device, dtype: torch.dtype, threads: int) -> Ceilings:
     return Ceilings(
         source="measured",
         timer=timer,
-        last_level_cache_bytes=llc,
-        l2_bytes=l2,
         cache_sizes_from=cache_source,
         memory_bandwidth=memory,
         cache_bandwidth=cache,
         matmul_rate=matmul,
-    ).present("last_level_cache_bytes", "l2_bytes")
+    ).adding(last_level_cache_bytes=llc, l2_bytes=l2)
 
 
 CEILING_KEYS = ("memory_bandwidth", "cache_bandwidth", "matmul_rate")
@@ -406,7 +405,7 @@ def _read_cache(path: Path, key: CacheKey) -> Ceilings | None:
     if not isinstance(stored, dict) or stored.get("key") != key.to_json():
         return None
     found = stored.get("ceilings")
-    if not isinstance(found, dict) or any(Ceilings.problems(found)):
+    if not isinstance(found, dict) or any(problems(Ceilings, found)):
         return None
     return Ceilings.from_json(found)
 

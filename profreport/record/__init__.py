@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from profreport.record.document import (
-    MODE_STATUSES,
     SCHEMA,
     RecordError,
     dumps,
@@ -47,7 +46,6 @@ from profreport.record.model import (
 )
 
 __all__ = [
-    "MODE_STATUSES",
     "SCHEMA",
     "Bytes",
     "CompilerEvidence",

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import typing
 from pathlib import Path
 from typing import Any
 
-from profreport.record.model import Run, Status
+from profreport.record.model import Run
 from profreport.record.section import JSONObject, read_json
 
 SCHEMA = Run.SCHEMA
-MODE_STATUSES: tuple[Status, ...] = typing.get_args(Status)
 
 
 class RecordError(Exception):

@@ -516,18 +516,6 @@ class StepTime(Section):
     # (the part of the range that encloses each: analysis/step_events); absent in records before
     events: Mapping[str, int] | None = omitted()
 
-    @property
-    def device_idle_us(self) -> float | None:
-        if self.device_span_us is None or self.device_busy_us is None:
-            return None
-        return self.device_span_us - self.device_busy_us
-
-    @property
-    def overhead_us(self) -> float:
-        """Host time outside kernels (cpu) or launches (device): dispatch, wrappers, Python,
-        and on a device trace the runtime calls too."""
-        return self.wall_us - (self.op_us or 0.0) - (self.launch_us or 0.0)
-
 
 @dataclass(frozen=True)
 class ProfilerCost(Section):

@@ -21,7 +21,7 @@ Whether a key must be in a document is the field's `required(...)` default (a fi
 default is required too, null where its type admits None); whether a present key may be null
 is whether its type admits None (a `required(...)` field: `required(..., null=True)`).
 An object built in code writes every declared field, less the `omitted()` ones left at None
-(`present(...)` writes some of those too, where a writer's keys depend on the case); an object
+(`adding(key=None)` writes some of those too, where a writer's keys depend on the case); an object
 read from a document writes the keys it had. Either way the declared fields come in declaration
 order, then the kept unknown keys (`extra`): the order of the keys in a document means nothing.
 
@@ -424,10 +424,6 @@ class Section:
     extra: JSON = field(default_factory=dict, kw_only=True, repr=False)
 
     @classmethod
-    def _declared(cls) -> list[str]:
-        return [s.name for s in schema_of(cls)]
-
-    @classmethod
     def finding_keys(cls) -> tuple[str, ...]:
         """The fields that hold findings (see `finding`), in declaration order."""
         return tuple(s.name for s in schema_of(cls) if s.finding)
@@ -444,12 +440,6 @@ class Section:
             else:
                 kwargs[key] = spec.shape.read(value)
         return cls(**kwargs, json_keys=tuple(data), extra=extra)
-
-    @classmethod
-    def problems(cls, data: Mapping[str, Any], where: str = "") -> Iterator[str]:
-        """`<field>: <what is wrong>` for each declared field of `data` that does not have the
-        shape this class declares (see `problems` above)."""
-        return problems(cls, data, where)
 
     @classmethod
     def checked(
@@ -518,22 +508,14 @@ class Section:
             )
         )
 
-    def present(self: _T, *keys: str) -> _T:
-        """A copy that also writes `keys` where they are None."""
-        return dataclasses.replace(self, json_keys=(*self._own_keys(), *keys))
-
     def without(self: _T, *keys: str) -> _T:
         """A copy with `keys` absent: declared fields back to their defaults, extra keys gone."""
-        declared = {f.name: f for f in dataclasses.fields(self)}
-        defaults: JSONObject = {}
-        for key in keys:
-            f = declared.get(key)
-            if f is None or key in _SKIP:
-                continue
-            if f.default_factory is not dataclasses.MISSING:
-                defaults[key] = f.default_factory()
-            else:
-                defaults[key] = f.default
+        declared = {f.name: f for f in dataclasses.fields(self) if f.name not in _SKIP}
+        defaults = {
+            key: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for key in keys
+            if (f := declared.get(key)) is not None
+        }
         return dataclasses.replace(
             self,
             **defaults,
@@ -551,7 +533,7 @@ class Section:
     def adding(self: _T, **values: Any) -> _T:
         """A copy with `values` set and written (None too); a key this class does not declare
         is kept with the unknown keys."""
-        declared = set(self._declared())
+        declared = {s.name for s in schema_of(type(self))}
         own = {k: v for k, v in values.items() if k in declared}
         extra = {**self.extra, **{k: v for k, v in values.items() if k not in declared}}
         keys = (*self._own_keys(), *own)
