@@ -49,8 +49,6 @@ from profreport.traceio.slices import (
 
 __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
 
-MISSING = -1
-
 
 def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trace:
     """Read a trace file (plain or gzip, detected by magic bytes) into a :class:`Trace`.
@@ -131,14 +129,14 @@ def parse_trace(
             except ScanFallback:
                 # The whole-document parse takes ~9 bytes per byte of JSON: ask first.
                 MemoryBudget(path).check(len(raw), doc_in_memory=False, whole=True)
-                builder = RowBuilder()
-                metadata = scan_whole(raw, builder.add_batch)
+                return _parse_reference(raw, path)
         return assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
 
 
-def _parse_reference(raw: bytes, path: str = "<memory>") -> Trace:
-    """The plain way, for tests: one ``orjson.loads`` of the whole document and one loop over
-    its events. :func:`parse_trace` and :func:`load_trace` must give exactly the same Trace."""
+def _parse_reference(raw: bytes | bytearray, path: str = "<memory>") -> Trace:
+    """The plain way (the fallback of :func:`parse_trace`, and the tests' reference): one
+    ``orjson.loads`` of the whole document and one loop over its events. :func:`parse_trace`
+    and :func:`load_trace` must give exactly the same Trace."""
     with _gc_paused():
         builder = RowBuilder()
         with _as_trace_errors(path):
