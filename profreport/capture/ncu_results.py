@@ -165,10 +165,6 @@ def nanoseconds_from(value: str, unit: str) -> float | None:
     return None if scaled is None else float(scaled)
 
 
-def _is_header(fields: list[str]) -> bool:
-    return all(column in fields for column in _REQUIRED_COLUMNS)
-
-
 def parse_ncu_csv(text: str) -> list[NcuKernel]:
     """Kernel launches from `ncu --csv` details-page output, in the order ncu printed them.
 
@@ -184,7 +180,7 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
         # One line at a time: a stray quote in the application's output must not swallow
         # the lines after it.
         fields = next(csv.reader([line]))
-        if _is_header(fields):
+        if all(column in fields for column in _REQUIRED_COLUMNS):  # a header line
             header = fields
             continue
         if header is None or len(fields) != len(header):

@@ -190,10 +190,6 @@ class TensorIOFailed(RuntimeError):
     """An operation raised while one forward's tensor I/O was recorded; the message names it."""
 
 
-def _same_type(a: Any, b: Any) -> bool:
-    return str(a.type) == str(b.type)
-
-
 def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
     """`func`, or the overload of its operator that takes the Python numbers passed where `func`
     says Tensor. A frozen, optimized TorchScript graph calls `aten::remainder.Tensor` with a
@@ -215,7 +211,7 @@ def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
         if len(cparams) != len(params) or any(c.is_out for c in cparams):
             continue
         if all(
-            isinstance(c.type, torch._C.NumberType) if i in numbers else _same_type(c, p)
+            isinstance(c.type, torch._C.NumberType) if i in numbers else str(c.type) == str(p.type)
             for i, (c, p) in enumerate(zip(cparams, params, strict=True))
         ):
             return candidate

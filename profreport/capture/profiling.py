@@ -16,6 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
 from torch.profiler import schedule as profiler_schedule
 
+from profreport.capture.timing import rotated
 from profreport.record.model import ProfileSchedule
 
 
@@ -124,11 +125,6 @@ class LightSession:
     modes: tuple[str, ...] = ()  # in the order given
 
 
-def _rotated(round_no: int, names: list[str]) -> list[str]:
-    shift = round_no % len(names)
-    return names[shift:] + names[:shift]
-
-
 def profile_interleaved(
     fns: Mapping[str, Callable[[], Any]],
     device: torch.device,
@@ -172,7 +168,7 @@ def profile_interleaved(
     plan: list[tuple[str, bool]] = []  # (what runs, whether the step is read)
     for round_no in range(schedule.warmup_rounds + schedule.rounds):
         read = round_no >= schedule.warmup_rounds
-        for name in _rotated(round_no, list(steps)):
+        for name in rotated(round_no, list(steps)):
             repeat = schedule.repeat if name in fns else 1
             plan += [(name, read and i == repeat - 1) for i in range(repeat)]
     trace_path.parent.mkdir(parents=True, exist_ok=True)

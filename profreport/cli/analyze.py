@@ -174,9 +174,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             args.paths, args.definition, args.top, unreadable, args.hta_rounding
         )
     except (InputError, TraceError) as exc:
-        _warn_unreadable(unreadable, err)
         raise UsageError(str(exc)) from exc
-    _warn_unreadable(unreadable, err)
+    finally:
+        for reason in unreadable or ():
+            warn(f"skipped {reason}", err)
     done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
         warn(f"skipped {name}: not a profiler trace", err)
@@ -192,11 +193,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {target}", file=out)
     return done
-
-
-def _warn_unreadable(reasons: list[str] | None, err: TextIO) -> None:
-    for reason in reasons or ():
-        warn(f"skipped {reason}", err)
 
 
 COMMAND = Command("analyze", "analyze Kineto traces (CUDA, ROCm, CPU)", add_arguments, run)

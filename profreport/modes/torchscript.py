@@ -24,12 +24,6 @@ def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
     return trace(module, inputs)
 
 
-def _bookkeeping() -> frozenset[str]:
-    from profreport.analysis.kernels import BOOKKEEPING_OPS
-
-    return frozenset(BOOKKEEPING_OPS)
-
-
 class _TorchScriptGroups(Mode):
     """script and trace: fusion evidence is the optimized graph's fusion groups."""
 
@@ -112,11 +106,13 @@ class OptimizeMode(Mode):
         return PreparedMode(self.name, optimized, compiler=compiler)
 
     def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+
         compiler = mode.compiler
         return optimize_fusion(
             eager.bytes.sequence,
             mode.bytes.sequence,
-            _bookkeeping(),
+            BOOKKEEPING_OPS,
             compiler.op_counts_before if compiler is not None else None,
             graph_kind(mode),
             compiler.op_counts if compiler is not None else None,

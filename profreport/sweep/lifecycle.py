@@ -91,16 +91,6 @@ def execute(
         run_local(spec, todo, root, on_start, on_done)
 
 
-def require_ray() -> None:
-    """Ray is an optional extra: say so before anything is written."""
-    from profreport.sweep.ray_executor import INSTALL_HINT
-
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-
-
 @dataclass
 class SweepRun:
     """One sweep on disk: its folder (`root`), grid and record, saved as it changes."""
@@ -217,8 +207,13 @@ class SweepRun:
 def _check_executor(executor: str) -> None:
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}: choose local or ray")
-    if executor == "ray":
-        require_ray()
+    if executor == "ray":  # Ray is an optional extra: say so before anything is written
+        from profreport.sweep.ray_executor import INSTALL_HINT
+
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError(INSTALL_HINT) from None
 
 
 def run_sweep(

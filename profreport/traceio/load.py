@@ -70,7 +70,10 @@ def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trac
             if size == 0:
                 raise TraceError(f"{path_str}: empty file: {EXPECTED}")
             gzipped = os.pread(fd, 2, 0) == GZIP_MAGIC
-            announced = _gunzipped_size(fd, size) if gzipped else size
+            # The decompressed size a gzip trailer announces (modulo 4 GiB, if it is honest).
+            announced = (
+                int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little") if gzipped else size
+            )
         except OSError as exc:
             raise _read_error(path_str, exc) from None
         # A wrapped (or lying) gzip trailer: at least the file size, perhaps 8 times more.
@@ -196,11 +199,6 @@ def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
         done = 0
         while done < len(view):
             done += os.pwrite(fd, view[done : done + (64 << 20)], pos + done)
-
-
-def _gunzipped_size(fd: int, size: int) -> int:
-    """The decompressed size a gzip trailer announces (modulo 4 GiB, and only if it is honest)."""
-    return int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little")
 
 
 def _inflate(fd: int, budget: MemoryBudget) -> Iterator[bytes]:
