@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,24 @@ def activities_for(device: torch.device) -> list[ProfilerActivity]:
     if device.type == "cuda":
         acts.append(ProfilerActivity.CUDA)
     return acts
+
+
+def cpu_trace_events(
+    run: Callable[[], Any], *, profile_memory: bool = False, with_modules: bool = False
+) -> list[dict[str, Any]]:
+    """The trace events of `run()` under the CPU profiler (with memory events, or module
+    hierarchies), read back from the Chrome trace it exports."""
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=profile_memory, with_modules=with_modules
+    ) as prof:
+        run()
+    with tempfile.TemporaryDirectory(prefix="profreport-") as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get(
+            "traceEvents", []
+        )
+    return events
 
 
 def profile_mode(
