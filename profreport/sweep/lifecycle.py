@@ -68,29 +68,6 @@ def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
     return sweep
 
 
-def execute(
-    executor: str,
-    address: str | None,
-    spec: SweepSpec,
-    todo: list[Point],
-    root: Path,
-    on_start: OnStart,
-    on_done: OnDone,
-) -> None:
-    """Run `todo` with the executor named, reporting each point as it starts and ends."""
-    if executor == "ray":
-        from profreport.sweep import ray_executor
-
-        try:
-            ray_executor.run_ray(spec, todo, root, on_start, on_done, address=address)
-        except ray_executor.RayUnavailable as exc:
-            raise UsageError(str(exc)) from None
-    else:
-        from profreport.sweep.local import run_local
-
-        run_local(spec, todo, root, on_start, on_done)
-
-
 @dataclass
 class SweepRun:
     """One sweep on disk: its folder (`root`), grid and record, saved as it changes."""
@@ -183,8 +160,18 @@ class SweepRun:
             self.record(point, outcome)
             on_done(point, outcome)
 
-        try:
-            execute(self.executor, address, self.spec, self.todo(), self.root, started, done)
+        try:  # with the executor named, reporting each point as it starts and ends
+            if self.executor == "ray":
+                from profreport.sweep import ray_executor
+
+                try:
+                    ray_executor.run_ray(self.spec, self.todo(), self.root, started, done, address)
+                except ray_executor.RayUnavailable as exc:
+                    raise UsageError(str(exc)) from None
+            else:
+                from profreport.sweep.local import run_local
+
+                run_local(self.spec, self.todo(), self.root, started, done)
         except KeyboardInterrupt:
             for p in self.sweep.points:
                 if p.id in running:  # stopped before it finished: --resume runs it again
