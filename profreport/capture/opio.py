@@ -107,11 +107,6 @@ def _ref(t: torch.Tensor) -> TensorRef:
     )
 
 
-def _op_name(func: Any) -> str:
-    name = func._schema.name  # e.g. "aten::max_pool2d_with_indices"
-    return str(name)
-
-
 def _bind(schema: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     """The operator's arguments by schema name (any Python value: tensors, ints, lists...)."""
     bound: dict[str, object] = {}
@@ -259,7 +254,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
                 flops = None
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
-        name = _op_name(func)
+        name = str(schema.name)  # e.g. "aten::max_pool2d_with_indices"
         try:
             found = indirect_target(name, schema, args, kwargs, out)
         except Exception:  # arguments this rule cannot read: the op counts whole, as before
