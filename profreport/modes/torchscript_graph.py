@@ -148,14 +148,17 @@ def jit_graph_after_warmup(
     return graph
 
 
-def traceable(
-    module: nn.Module, inputs: tuple[Any, ...], sync: Sync
-) -> tuple[nn.Module, str | None]:
-    """The module to trace and, when its outputs had to be flattened, what was done.
+def traced(module: nn.Module, inputs: tuple[Any, ...], sync: Sync) -> tuple[Any, str | None]:
+    """`module` traced by torch.jit.trace and, when its outputs had to be flattened, what was
+    done.
 
     One eager call shows the output's structure. A tensor or tuples of tensors trace as they
     are (strict tracing, as before); anything else is wrapped in TensorOutputs."""
-    return with_tensor_outputs(module, warm_up(module, inputs, sync, 1), "torch.jit.trace")
+    target, flattened = with_tensor_outputs(
+        module, warm_up(module, inputs, sync, 1), "torch.jit.trace"
+    )
+    trace: Callable[..., Any] = torch.jit.trace  # untyped in torch's stubs
+    return trace(target, inputs), flattened
 
 
 def prepared_after_warmup(
