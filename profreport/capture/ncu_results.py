@@ -123,12 +123,6 @@ def _sums(launches: list[NcuKernel]) -> tuple[int | None, int | None, float | No
     )
 
 
-def _is_tool_message(line: str) -> bool:
-    # ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
-    stripped = line.lstrip()
-    return stripped.startswith("==") and "==" in stripped[2:]
-
-
 def _parse_number(text: str) -> Decimal | None:
     cleaned = text.strip().replace(",", "")
     if not cleaned or cleaned.lower() in {"n/a", "na", "nan", "-"}:
@@ -175,7 +169,9 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     header: list[str] | None = None
     launches: dict[tuple[str, int], _Launch] = {}
     for line in text.splitlines():
-        if not line.strip() or _is_tool_message(line):
+        stripped = line.lstrip()
+        # blank, or ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
+        if not stripped or (stripped.startswith("==") and "==" in stripped[2:]):
             continue
         # One line at a time: a stray quote in the application's output must not swallow
         # the lines after it.
