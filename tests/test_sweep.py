@@ -286,7 +286,7 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
     import shutil
 
     from profreport.record import dumps
-    from profreport.sweep import lifecycle
+    from profreport.sweep import lifecycle, local
 
     written = []
     real_save = lifecycle.save
@@ -298,7 +298,7 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
 
     interrupt = [True]
 
-    def execute(executor, address, spec, todo, root, on_start, on_done):
+    def run_local(spec, todo, root, on_start, on_done):
         for n, point in enumerate(todo):
             on_start(point)
             if interrupt[0] and n == 1:
@@ -311,7 +311,7 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
                 on_done(point, PointOutcome("failed", "boom", exit_code=2, duration_s=0.5))
 
     monkeypatch.setattr(lifecycle, "save", save)
-    monkeypatch.setattr(lifecycle, "execute", execute)
+    monkeypatch.setattr(local, "run_local", run_local)
     grid = ["--model", "simple", "--model", "mlp-block", "--batch-sizes", "1,2"]
     code, _out, err = _cli("sweep", *grid, "--device", "cpu", "--out", str(tmp_path), "--quiet")
     assert code == 130, err
@@ -431,16 +431,16 @@ def test_a_sweep_is_a_library_call_new_and_resumed(gated_run, tmp_path, monkeypa
     import shutil
 
     import profreport
-    from profreport.sweep import lifecycle
+    from profreport.sweep import local
 
-    def execute(executor, address, spec, todo, root, on_start, on_done):
+    def run_local(spec, todo, root, on_start, on_done):
         for point in todo:
             on_start(point)
             run = root / "points" / point.id / "run"
             shutil.copytree(gated_run, run)
             on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.0, worker="w"))
 
-    monkeypatch.setattr(lifecycle, "execute", execute)
+    monkeypatch.setattr(local, "run_local", run_local)
     seen = []
     spec = profreport.SweepSpec(models=("simple",), batch_sizes=(1, 2))
     done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p, o: seen.append(p.id))

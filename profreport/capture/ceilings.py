@@ -229,21 +229,11 @@ def _matmul(
     )
 
 
-def _with_threads(n: int, run: Callable[[], Ceiling]) -> Ceiling:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        return run()
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _best_variant(variants: dict[str, Callable[[], Ceiling]]) -> Ceiling:
+def _best_variant(runs: dict[str, Ceiling]) -> Ceiling:
     """The same copy measured several ways on CPU: the highest rate is the ceiling, the others
     are kept beside it (`variant`, `other_variants`). On a shared machine a parallel region
     waits for its slowest thread, and libc's memmove avoids the read a cached store makes of the
     line it writes, so no single way is the machine's best."""
-    runs = {name: run() for name, run in variants.items()}
     name = max(runs, key=lambda k: runs[k].value)
     return dataclasses.replace(
         runs[name],
@@ -273,19 +263,17 @@ def _cpu_copies(
     dtype: torch.dtype, source_bytes: Callable[[int], int], threads: int, samples: int
 ) -> Ceiling:
     cpu, sample_s = torch.device("cpu"), SAMPLE_S["cpu"]
-    variants: dict[str, Callable[[], Ceiling]] = {}
-
-    def torch_copy(n: int) -> Callable[[], Ceiling]:
-        return lambda: _with_threads(
-            n, lambda: _copy(cpu, dtype, source_bytes(n), _cpu_seconds, sample_s, samples)
-        )
-
+    runs: dict[str, Ceiling] = {}
+    previous = torch.get_num_threads()
     for n in dict.fromkeys((threads, 1)):
-        variants[f"Tensor.copy_, {n} thread(s)"] = torch_copy(n)
-    variants["libc memmove, 1 thread"] = lambda: _memmove(
-        source_bytes(1), _cpu_seconds, sample_s, samples
-    )
-    return _best_variant(variants)
+        torch.set_num_threads(n)
+        try:
+            ceiling = _copy(cpu, dtype, source_bytes(n), _cpu_seconds, sample_s, samples)
+        finally:
+            torch.set_num_threads(previous)
+        runs[f"Tensor.copy_, {n} thread(s)"] = ceiling
+    runs["libc memmove, 1 thread"] = _memmove(source_bytes(1), _cpu_seconds, sample_s, samples)
+    return _best_variant(runs)
 
 
 def measure(device: torch.device, dtype: torch.dtype, threads: int) -> Ceilings:

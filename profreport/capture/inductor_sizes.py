@@ -51,12 +51,6 @@ class NodeSizes:
     sliced_reads: tuple[ResizedAccess, ...] = ()
 
 
-def _indirect_only(deps: list[Any]) -> bool:
-    from torch._inductor.dependencies import MemoryDep
-
-    return all(isinstance(d, MemoryDep) and d.is_indirect() for d in deps)
-
-
 def _full_bytes(name: str) -> int:
     """Bytes of buffer `name`; a mutation's output names the buffer it mutates."""
     from torch._inductor.utils import get_dtype_size
@@ -161,11 +155,12 @@ def _element_size(name: str) -> int:
 def _sized(deps: Any, accesses: dict[str, int]) -> list[ResizedAccess]:
     """The buffers of one direction (reads or writes) reached only through an indirect index,
     re-sized in `accesses`."""
+    from torch._inductor.dependencies import MemoryDep
     from torch._inductor.utils import sympy_product
 
     resized = []
     for name, found, hint in _per_buffer(deps, accesses):
-        if not _indirect_only(found):
+        if not all(isinstance(d, MemoryDep) and d.is_indirect() for d in found):
             continue
         element = _element_size(name)
         full = _full_bytes(name)

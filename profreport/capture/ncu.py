@@ -53,22 +53,13 @@ def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str
     hip = getattr(torch.version, "hip", None)
     if hip:
         return f"torch is a ROCm build (HIP {hip}): Nsight Compute measures NVIDIA GPUs only"
-    if _resolve_ncu(ncu_path or "ncu") is None:
+    if shutil.which(ncu_path or "ncu") is None:
         if ncu_path and ncu_path != "ncu":
             return f"ncu not found at {ncu_path!r} (install Nsight Compute)"
         return "ncu not found on PATH (install Nsight Compute)"
     if not torch.cuda.is_available():
         return "CUDA is not available to torch (no NVIDIA GPU or driver visible): nothing for ncu to measure"
     return None
-
-
-def _resolve_ncu(ncu: str, path: str | None = None) -> str | None:
-    return shutil.which(ncu, path=path)
-
-
-# ---------------------------------------------------------------------------------------------
-# CSV parsing
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -190,7 +181,7 @@ def measure_mode(
     timeout, no kernels in the CSV) returns available=False with a one-line reason.
     """
     child_env = _child_env(env)
-    resolved = _resolve_ncu(ncu, path=child_env.get("PATH"))
+    resolved = shutil.which(ncu, path=child_env.get("PATH"))
     if resolved is None:
         return unavailable_bytes(f"ncu not found: {ncu!r} (install Nsight Compute)")
     child = child_command(model, mode)

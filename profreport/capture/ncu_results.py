@@ -8,7 +8,7 @@ relies on are described there.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TypeVar
@@ -84,8 +84,7 @@ def measured_bytes(kernels: list[NcuKernel], command: list[str] | None = None) -
     partial sum is never silent."""
     if not kernels:
         return unavailable_bytes("ncu profiled no kernels", command)
-    read = _sum_known(k.dram_read_bytes for k in kernels)
-    written = _sum_known(k.dram_write_bytes for k in kernels)
+    read, written, duration_ns = _sums(kernels)
     rows: dict[str, list[NcuKernel]] = {}
     for kernel in kernels:
         rows.setdefault(kernel.name, []).append(kernel)
@@ -101,37 +100,27 @@ def measured_bytes(kernels: list[NcuKernel], command: list[str] | None = None) -
         read=read,
         written=written,
         total=None if read is None and written is None else (read or 0) + (written or 0),
-        duration_ns=_sum_known_float(k.duration_ns for k in kernels),
+        duration_ns=duration_ns,
         launches=len(kernels),
         launches_missing_values=missing,
         kernels=tuple(
-            MeasuredKernel(
-                name=name,
-                calls=len(launches),
-                read=_sum_known(k.dram_read_bytes for k in launches),
-                written=_sum_known(k.dram_write_bytes for k in launches),
-                duration_ns=_sum_known_float(k.duration_ns for k in launches),
-            )
-            for name, launches in rows.items()
+            MeasuredKernel(name, len(launches), *_sums(launches)) for name, launches in rows.items()
         ),
         command=None if command is None else tuple(command),
     )
 
 
-def _sum_known(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _sum_known_float(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return float(sum(known)) if known else None
-
-
-def _is_tool_message(line: str) -> bool:
-    # ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
-    stripped = line.lstrip()
-    return stripped.startswith("==") and "==" in stripped[2:]
+def _sums(launches: list[NcuKernel]) -> tuple[int | None, int | None, float | None]:
+    """Read bytes, written bytes and duration of `launches`, each summed over the launches
+    whose value ncu reported (None: no launch had it)."""
+    read = [k.dram_read_bytes for k in launches if k.dram_read_bytes is not None]
+    written = [k.dram_write_bytes for k in launches if k.dram_write_bytes is not None]
+    duration = [k.duration_ns for k in launches if k.duration_ns is not None]
+    return (
+        sum(read) if read else None,
+        sum(written) if written else None,
+        float(sum(duration)) if duration else None,
+    )
 
 
 def _parse_number(text: str) -> Decimal | None:
@@ -170,10 +159,6 @@ def nanoseconds_from(value: str, unit: str) -> float | None:
     return None if scaled is None else float(scaled)
 
 
-def _is_header(fields: list[str]) -> bool:
-    return all(column in fields for column in _REQUIRED_COLUMNS)
-
-
 def parse_ncu_csv(text: str) -> list[NcuKernel]:
     """Kernel launches from `ncu --csv` details-page output, in the order ncu printed them.
 
@@ -184,12 +169,14 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     header: list[str] | None = None
     launches: dict[tuple[str, int], _Launch] = {}
     for line in text.splitlines():
-        if not line.strip() or _is_tool_message(line):
+        stripped = line.lstrip()
+        # blank, or ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
+        if not stripped or (stripped.startswith("==") and "==" in stripped[2:]):
             continue
         # One line at a time: a stray quote in the application's output must not swallow
         # the lines after it.
         fields = next(csv.reader([line]))
-        if _is_header(fields):
+        if all(column in fields for column in _REQUIRED_COLUMNS):  # a header line
             header = fields
             continue
         if header is None or len(fields) != len(header):
@@ -231,8 +218,3 @@ def _kernel_from(launch: _Launch) -> NcuKernel:
         duration_ns=value(DURATION_METRIC, nanoseconds_from),
         launch_id=launch.id,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Running ncu
-# ---------------------------------------------------------------------------------------------

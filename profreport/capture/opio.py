@@ -107,11 +107,6 @@ def _ref(t: torch.Tensor) -> TensorRef:
     )
 
 
-def _op_name(func: Any) -> str:
-    name = func._schema.name  # e.g. "aten::max_pool2d_with_indices"
-    return str(name)
-
-
 def _bind(schema: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     """The operator's arguments by schema name (any Python value: tensors, ints, lists...)."""
     bound: dict[str, object] = {}
@@ -190,10 +185,6 @@ class TensorIOFailed(RuntimeError):
     """An operation raised while one forward's tensor I/O was recorded; the message names it."""
 
 
-def _same_type(a: Any, b: Any) -> bool:
-    return str(a.type) == str(b.type)
-
-
 def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
     """`func`, or the overload of its operator that takes the Python numbers passed where `func`
     says Tensor. A frozen, optimized TorchScript graph calls `aten::remainder.Tensor` with a
@@ -215,7 +206,7 @@ def _overload_taking_numbers(func: Any, args: tuple[Any, ...]) -> Any:
         if len(cparams) != len(params) or any(c.is_out for c in cparams):
             continue
         if all(
-            isinstance(c.type, torch._C.NumberType) if i in numbers else _same_type(c, p)
+            isinstance(c.type, torch._C.NumberType) if i in numbers else str(c.type) == str(p.type)
             for i, (c, p) in enumerate(zip(cparams, params, strict=True))
         ):
             return candidate
@@ -263,7 +254,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: u
                 flops = None
         flat_in, _ = tree_flatten((args, kwargs))
         flat_out, _ = tree_flatten(out)
-        name = _op_name(func)
+        name = str(schema.name)  # e.g. "aten::max_pool2d_with_indices"
         try:
             found = indirect_target(name, schema, args, kwargs, out)
         except Exception:  # arguments this rule cannot read: the op counts whole, as before

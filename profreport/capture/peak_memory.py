@@ -10,15 +10,12 @@ oneDNN scratch space, is not seen).
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
+from profreport.capture.profiling import cpu_trace_events
 from profreport.record.model import PeakMemory
 from profreport.record.section import JSON
 
@@ -44,16 +41,6 @@ def peak_from_memory_events(events: Iterable[JSON]) -> int | None:
     return max(peak - start, 0)
 
 
-def _cpu_peak(fn: Callable[[], Any]) -> int | None:
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    with tempfile.TemporaryDirectory(prefix="profreport-mem-") as folder:
-        path = Path(folder) / "memory.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text(encoding="utf-8")).get("traceEvents", [])
-    return peak_from_memory_events(events)
-
-
 def measure_peak(
     fn: Callable[..., Any],
     inputs: tuple[torch.Tensor, ...],
@@ -73,5 +60,5 @@ def measure_peak(
         fn(*inputs)
         sync()
 
-    peak = _cpu_peak(one_call)
+    peak = peak_from_memory_events(cpu_trace_events(one_call, profile_memory=True))
     return PeakMemory(bytes=peak, source=CPU_SOURCE, scope=CPU_SCOPE)

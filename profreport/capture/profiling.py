@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
 from torch.profiler import schedule as profiler_schedule
 
+from profreport.capture.timing import rotated
 from profreport.record.model import ProfileSchedule
 
 
@@ -24,6 +26,24 @@ def activities_for(device: torch.device) -> list[ProfilerActivity]:
     if device.type == "cuda":
         acts.append(ProfilerActivity.CUDA)
     return acts
+
+
+def cpu_trace_events(
+    run: Callable[[], Any], *, profile_memory: bool = False, with_modules: bool = False
+) -> list[dict[str, Any]]:
+    """The trace events of `run()` under the CPU profiler (with memory events, or module
+    hierarchies), read back from the Chrome trace it exports."""
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=profile_memory, with_modules=with_modules
+    ) as prof:
+        run()
+    with tempfile.TemporaryDirectory(prefix="profreport-") as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get(
+            "traceEvents", []
+        )
+    return events
 
 
 def profile_mode(
@@ -124,11 +144,6 @@ class LightSession:
     modes: tuple[str, ...] = ()  # in the order given
 
 
-def _rotated(round_no: int, names: list[str]) -> list[str]:
-    shift = round_no % len(names)
-    return names[shift:] + names[:shift]
-
-
 def profile_interleaved(
     fns: Mapping[str, Callable[[], Any]],
     device: torch.device,
@@ -172,7 +187,7 @@ def profile_interleaved(
     plan: list[tuple[str, bool]] = []  # (what runs, whether the step is read)
     for round_no in range(schedule.warmup_rounds + schedule.rounds):
         read = round_no >= schedule.warmup_rounds
-        for name in _rotated(round_no, list(steps)):
+        for name in rotated(round_no, list(steps)):
             repeat = schedule.repeat if name in fns else 1
             plan += [(name, read and i == repeat - 1) for i in range(repeat)]
     trace_path.parent.mkdir(parents=True, exist_ok=True)

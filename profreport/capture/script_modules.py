@@ -13,11 +13,7 @@ type name checked; a step that does not resolve to exactly one module leaves the
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
@@ -83,15 +79,9 @@ def _kind(module: torch.nn.Module) -> str:
 def dispatch_hierarchies(run: Callable[[], None]) -> list[str] | None:
     """Run `run` (one forward under a TorchDispatchMode) under the CPU profiler with module
     hierarchies on; the hierarchy of each op the mode saw, in order (None: no events)."""
-    from torch.profiler import ProfilerActivity, profile
+    from profreport.capture.profiling import cpu_trace_events
 
-    with profile(activities=[ProfilerActivity.CPU], with_modules=True) as prof:
-        run()
-    with tempfile.TemporaryDirectory(prefix="profreport-modules-") as folder:
-        path = os.path.join(folder, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path, encoding="utf-8") as f:
-            events: list[dict[str, Any]] = json.load(f).get("traceEvents", [])
+    events = cpu_trace_events(run, with_modules=True)
     entered = [e for e in events if e.get("name") == _DISPATCH_EVENT and "ts" in e]
     if not entered:
         return None

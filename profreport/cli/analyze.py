@@ -33,10 +33,6 @@ EXIT_SKIPPED = EXIT_GATE  # --keep-going skipped an unreadable file
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-class InputError(Exception):
-    """A command-line input that names no usable trace; the message is one line."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
@@ -84,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Path]:
     """Expand folders into the trace files under them (sorted); explicit files are kept as given.
 
-    Raises :class:`InputError` for a missing path or a folder without any candidate file, unless
+    Raises :class:`UsageError` for a missing path or a folder without any candidate file, unless
     ``missing`` is given: then the missing path's one-line reason is appended to it instead.
     """
     found: list[Path] = []
@@ -102,12 +98,12 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
                 and p.name not in (TIMELINE_NAME, LIGHT_TRACE_NAME)
             )  # the all-modes timeline and the light pass repeat the modes' own traces
             if not under:
-                raise InputError(f"{item}: no *.json or *.json.gz trace files under this folder")
+                raise UsageError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)
         elif path.exists():
             found.append(path)
         else:
-            raise InputError(f"{item}: no such file or folder")
+            raise UsageError(f"{item}: no such file or folder")
     return found
 
 
@@ -159,7 +155,7 @@ def analyze_paths(
         events.append(len(trace))
         del trace
     if not counted:
-        raise InputError(f"{', '.join(inputs)}: no profiler traces found")
+        raise UsageError(f"{', '.join(inputs)}: no profiler traces found")
     return analysis_document(counted, top=top, events=events, times=times), skipped
 
 
@@ -173,10 +169,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         doc, skipped = analyze_paths(
             args.paths, args.definition, args.top, unreadable, args.hta_rounding
         )
-    except (InputError, TraceError) as exc:
-        _warn_unreadable(unreadable, err)
+    except TraceError as exc:
         raise UsageError(str(exc)) from exc
-    _warn_unreadable(unreadable, err)
+    finally:
+        for reason in unreadable or ():
+            warn(f"skipped {reason}", err)
     done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
         warn(f"skipped {name}: not a profiler trace", err)
@@ -192,11 +189,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {target}", file=out)
     return done
-
-
-def _warn_unreadable(reasons: list[str] | None, err: TextIO) -> None:
-    for reason in reasons or ():
-        warn(f"skipped {reason}", err)
 
 
 COMMAND = Command("analyze", "analyze Kineto traces (CUDA, ROCm, CPU)", add_arguments, run)

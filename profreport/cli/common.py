@@ -62,42 +62,36 @@ def regular_expression(text: str) -> str:
 
 def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> None:
     """The regression gates `compare` and `ab` share (read back with `thresholds`)."""
-    parser.add_argument(
-        "--max-kernel-increase",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="gate: kernels per step may grow by at most N in any mode",
+    gates: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+        (
+            "--max-kernel-increase",
+            non_negative_int,
+            "N",
+            "gate: kernels per step may grow by at most N in any mode",
+        ),
+        (
+            "--max-bytes-increase",
+            non_negative_float,
+            "PCT",
+            "gate: modeled bytes per step may grow by at most PCT percent",
+        ),
+        ("--max-latency-regression", non_negative_float, "PCT", latency_help),
+        (
+            "--max-peak-memory-increase",
+            non_negative_float,
+            "PCT",
+            "gate: peak memory of one call may grow by at most PCT percent in any mode",
+        ),
+        (
+            "--fail-on-new-kernel",
+            regular_expression,
+            "PATTERN",
+            "gate: no kernel that appears in head may match PATTERN (a Python regular "
+            "expression, searched in the kernel's name), in any mode",
+        ),
     )
-    parser.add_argument(
-        "--max-bytes-increase",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help="gate: modeled bytes per step may grow by at most PCT percent",
-    )
-    parser.add_argument(
-        "--max-latency-regression",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help=latency_help,
-    )
-    parser.add_argument(
-        "--max-peak-memory-increase",
-        type=non_negative_float,
-        default=None,
-        metavar="PCT",
-        help="gate: peak memory of one call may grow by at most PCT percent in any mode",
-    )
-    parser.add_argument(
-        "--fail-on-new-kernel",
-        type=regular_expression,
-        default=None,
-        metavar="PATTERN",
-        help="gate: no kernel that appears in head may match PATTERN (a Python regular "
-        "expression, searched in the kernel's name), in any mode",
-    )
+    for flag, kind, metavar, text in gates:
+        parser.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
 
 
 def thresholds(args: argparse.Namespace) -> Any:

@@ -42,8 +42,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"--out {out_path} is a folder: give a file name")
     from profreport.sweep import compare as sweep_compare
 
-    if sweep_compare.either_is_sweep(args.base, args.head):
-        return _compare_sweeps(args, out_path, out, err)
+    if sweep_compare.either_is_sweep(args.base, args.head):  # gated point by point (sweep.compare)
+        from profreport.sweep.document import SweepRecordError
+
+        try:
+            sweeps = sweep_compare.compare_sweep_files(args.base, args.head, thresholds(args))
+        except SweepRecordError as exc:
+            raise UsageError(str(exc)) from None
+        content = get(SWEEP_COMPARISON, args.format).text(sweeps)
+        return _write(sweeps, content, out_path, out, err)
     runs = []
     for source in (args.base, args.head):
         try:
@@ -69,21 +76,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None
     return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
-
-
-def _compare_sweeps(
-    args: argparse.Namespace, out_path: Path | None, out: TextIO, err: TextIO
-) -> int:
-    """Two sweep.json files, gated point by point (profreport.sweep.compare)."""
-    from profreport.sweep.compare import compare_sweep_files
-    from profreport.sweep.document import SweepRecordError
-
-    try:
-        comparison = compare_sweep_files(args.base, args.head, thresholds(args))
-    except SweepRecordError as exc:
-        raise UsageError(str(exc)) from None
-    content = get(SWEEP_COMPARISON, args.format).text(comparison)
-    return _write(comparison, content, out_path, out, err)
 
 
 def _write(

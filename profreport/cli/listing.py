@@ -10,10 +10,6 @@ from profreport.exits import EXIT_OK
 from profreport.modes import default_modes, mode_names, mode_summary
 
 
-def _no_arguments(_parser: argparse.ArgumentParser) -> None:
-    pass
-
-
 def run_models(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     from profreport.models import BUILTIN_MODELS
     from profreport.zoo import HF_PREFIX, INSTALL_HINT, ZOO
@@ -43,5 +39,5 @@ def run_modes(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     return EXIT_OK
 
 
-MODELS = Command("models", "list the built-in models", _no_arguments, run_models)
-MODES = Command("modes", "list the execution modes", _no_arguments, run_modes)
+MODELS = Command("models", "list the built-in models", lambda _parser: None, run_models)
+MODES = Command("modes", "list the execution modes", lambda _parser: None, run_modes)

@@ -9,7 +9,6 @@ from typing import TextIO
 from profreport.cli.common import Command, findings_error
 from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError, findings_failed
 from profreport.files import not_a_file, write_atomic
-from profreport.record.model import Run
 from profreport.render.registry import report_renderers
 
 
@@ -18,14 +17,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default=None, help="folder to write into (default: beside the record)"
     )
-
-
-def write_reports(derived: Run, folder: Path) -> list[Path]:
-    written = []
-    for renderer in report_renderers():
-        write_atomic(folder / renderer.filename, renderer.render(derived))
-        written.append(folder / renderer.filename)
-    return written
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -48,8 +39,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         taken = [r.filename for r in report_renderers() if (folder / r.filename).exists()]
         if taken:
             raise UsageError(f"{folder / taken[0]} exists: render into another --out folder")
-    for path in write_reports(derived, folder):
-        print(path, file=out)
+    for renderer in report_renderers():
+        write_atomic(folder / renderer.filename, renderer.render(derived))
+    for renderer in report_renderers():
+        print(folder / renderer.filename, file=out)
     failed = failure_summary(derived)  # shown in the reports; a bug, so exit 3 too
     record = src if src.is_file() else src / "run.json"
     line = None if failed is None else findings_failed(failed, record)

@@ -18,7 +18,7 @@ from profreport.cli.common import Command, positive_float, positive_int
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
-from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
+from profreport.sweep.grid import RUN_KEYS, GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.lifecycle import EXECUTORS, SweepRun
 from profreport.sweep.model import Sweep
 
@@ -122,17 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _spec_and_settings(args: argparse.Namespace) -> tuple[SweepSpec, dict[str, Any]]:
-
-    values: dict[str, Any] = {}
-    run: dict[str, Any] = {}
-    if args.config:
-        values, run = read_config(Path(args.config))
-    for key in GRID_FLAGS:
+    values, run = read_config(Path(args.config)) if args.config else ({}, {})
+    for key in [*GRID_FLAGS, *RUN_KEYS]:
         if getattr(args, key) is not None:
-            values[key] = getattr(args, key)
-    for key in ("executor", "ray_address", "out"):
-        if getattr(args, key) is not None:
-            run[key] = getattr(args, key)
+            (run if key in RUN_KEYS else values)[key] = getattr(args, key)
     if run.get("ray_address") and run.get("executor", "local") != "ray":
         raise UsageError("--ray-address applies to --executor ray only")
     return checked_spec(values, args.config or "sweep"), run

@@ -25,6 +25,15 @@ Sync = Callable[[], None]
 WARMUP_CALLS = 3
 
 
+def warm_up(fn: Callable[..., Any], inputs: tuple[Any, ...], sync: Sync, calls: int) -> Any:
+    """Call `fn` `calls` times, each call synced; the last call's output."""
+    out = None
+    for _ in range(calls):
+        out = fn(*inputs)
+        sync()
+    return out
+
+
 class ModeError(Exception):
     """A mode cannot be built; the message is the one line the report shows."""
 

@@ -23,7 +23,7 @@ from typing import Any
 from profreport.analysis.fusion import compile_fusion
 from profreport.analysis.fusion_evidence import inductor_evidence
 from profreport.analysis.why_not_fused import inductor_why_not
-from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
+from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync, warm_up
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
 from profreport.record.model import (
     CompilerEvidence,
@@ -73,8 +73,7 @@ class CompileMode(Mode):
             compiled: Callable[..., Any] = torch.compile(module, name=name, **self.compile_kwargs)
             start = time.perf_counter()
             with capturing_nodes(handler), capturing_compiler_logs() as logs:
-                compiled(*inputs)
-                sync()
+                warm_up(compiled, inputs, sync, 1)
             compile_s = time.perf_counter() - start
             compiler = CompilerEvidence(
                 inductor_nodes=tuple(handler.nodes),
@@ -86,9 +85,7 @@ class CompileMode(Mode):
                 graph_break_records=tuple(logs.graph_breaks),
                 fusion_refusals=tuple(logs.fusion_refusals),
             )
-            for _ in range(WARMUP_CALLS):
-                compiled(*inputs)
-                sync()
+            warm_up(compiled, inputs, sync, WARMUP_CALLS)
         return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
 
     def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync
+from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync, warm_up
 
 
 class EagerMode(Mode):
@@ -12,7 +12,5 @@ class EagerMode(Mode):
     timed_build = False
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
-        for _ in range(WARMUP_CALLS):
-            module(*inputs)
-            sync()
+        warm_up(module, inputs, sync, WARMUP_CALLS)
         return PreparedMode(self.name, module)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from profreport.format import fmt_bytes
-from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync
+from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync, warm_up
 from profreport.modes.compile import CompileMode
 from profreport.record.model import CompilerEvidence, OkMode, Run
 from profreport.text import MAX_LINE_CHARS, one_line
@@ -87,8 +87,7 @@ class ExportMode(CompileMode):
 
         # torch.export accepts only outputs pytree can open: a ModelOutput holding a
         # DynamicCache is flattened to its tensors first, as trace does (the record says so).
-        eager_output = module(*inputs)
-        sync()
+        eager_output = warm_up(module, inputs, sync, 1)
         target, flattened = with_tensor_outputs(module, eager_output, "torch.export")
         del eager_output
         start = time.perf_counter()
@@ -124,9 +123,7 @@ class ExportMode(CompileMode):
             package_bytes=package_bytes,
             outputs=flattened,
         )
-        for _ in range(WARMUP_CALLS):
-            loaded(*inputs)
-            sync()
+        warm_up(loaded, inputs, sync, WARMUP_CALLS)
         return PreparedMode(self.name, loaded, compile_s=compile_s, compiler=compiler)
 
     def fusion_evidence(self, mode: OkMode, run: Run) -> str:

@@ -6,7 +6,6 @@ calls, so building includes that warm-up."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from profreport.analysis.fusion import script_fusion
@@ -15,19 +14,6 @@ from profreport.analysis.fusion_optimize import graph_kind, optimize_fusion
 from profreport.analysis.why_not_fused import optimize_why_not, torchscript_why_not
 from profreport.modes.base import Mode, ModeError, PreparedMode, Sync
 from profreport.record.model import FusionMap, OkMode, Run, WhyNotFused
-
-
-def _jit_trace(module: Any, inputs: tuple[Any, ...]) -> Any:
-    import torch
-
-    trace: Callable[..., Any] = torch.jit.trace  # untyped in torch's stubs
-    return trace(module, inputs)
-
-
-def _bookkeeping() -> frozenset[str]:
-    from profreport.analysis.kernels import BOOKKEEPING_OPS
-
-    return frozenset(BOOKKEEPING_OPS)
 
 
 class _TorchScriptGroups(Mode):
@@ -72,8 +58,7 @@ class TraceMode(_TorchScriptGroups):
         from profreport.modes import torchscript_graph as tg
 
         with tg.quiet_torchscript_deprecations():
-            target, flattened = tg.traceable(module, inputs, sync)
-            traced = _jit_trace(target, inputs)
+            traced, flattened = tg.traced(module, inputs, sync)
         return tg.prepared_after_warmup(self.name, traced, inputs, sync, flattened)
 
 
@@ -94,8 +79,7 @@ class OptimizeMode(Mode):
                 notes.append("scripted, then frozen and optimized for inference")
             except Exception as exc:  # models that cannot be scripted can often be traced
                 why = script_failure_line(exc, type(module).__name__)
-                target, flattened = tg.traceable(module, inputs, sync)
-                base = _jit_trace(target, inputs)
+                base, flattened = tg.traced(module, inputs, sync)
                 notes.append(f"traced instead of scripted ({why})")
             before = tg.describe_graph(base.inlined_graph).op_counts
             frozen = torch.jit.freeze(base.eval())
@@ -112,11 +96,13 @@ class OptimizeMode(Mode):
         return PreparedMode(self.name, optimized, compiler=compiler)
 
     def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+
         compiler = mode.compiler
         return optimize_fusion(
             eager.bytes.sequence,
             mode.bytes.sequence,
-            _bookkeeping(),
+            BOOKKEEPING_OPS,
             compiler.op_counts_before if compiler is not None else None,
             graph_kind(mode),
             compiler.op_counts if compiler is not None else None,

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from profreport.modes.base import PreparedMode, Sync
+from profreport.modes.base import PreparedMode, Sync, warm_up
 from profreport.modes.outputs import with_tensor_outputs
 from profreport.record.model import CompilerEvidence, ScriptFusionGroup
 
@@ -60,18 +60,11 @@ def quiet_torchscript_deprecations() -> Iterator[None]:
         yield
 
 
-def _graph_nodes(graph: torch._C.Graph) -> Iterator[torch._C.Node]:
+def _graph_nodes(graph: torch._C.Graph | torch._C.Block) -> Iterator[torch._C.Node]:
     for node in graph.nodes():
         yield node
         for block in node.blocks():
-            yield from _block_nodes(block)
-
-
-def _block_nodes(block: torch._C.Block) -> Iterator[torch._C.Node]:
-    for node in block.nodes():
-        yield node
-        for inner in node.blocks():
-            yield from _block_nodes(inner)
+            yield from _graph_nodes(block)
 
 
 def _subgraph_ops(node: torch._C.Node) -> list[str]:
@@ -145,35 +138,27 @@ def describe_graph(graph: torch._C.Graph) -> CompilerEvidence:
     )
 
 
-def call(fn: Callable[..., Any], inputs: tuple[Any, ...], sync: Sync) -> Any:
-    out = fn(*inputs)
-    sync()
-    return out
-
-
-def warm(fn: Callable[..., Any], inputs: tuple[Any, ...], sync: Sync, calls: int) -> None:
-    for _ in range(calls):
-        call(fn, inputs, sync)
-
-
 def jit_graph_after_warmup(
     fn: Callable[..., Any], inputs: tuple[Any, ...], sync: Sync
 ) -> torch._C.Graph | None:
-    warm(fn, inputs, sync, JIT_WARMUP_CALLS)
+    warm_up(fn, inputs, sync, JIT_WARMUP_CALLS)
     # Must be read right after a call of this module: it is the graph the executor just ran.
     # (torch.jit.last_executed_optimized_graph is this function, re-exported)
     graph: torch._C.Graph | None = torch._C._last_executed_optimized_graph()
     return graph
 
 
-def traceable(
-    module: nn.Module, inputs: tuple[Any, ...], sync: Sync
-) -> tuple[nn.Module, str | None]:
-    """The module to trace and, when its outputs had to be flattened, what was done.
+def traced(module: nn.Module, inputs: tuple[Any, ...], sync: Sync) -> tuple[Any, str | None]:
+    """`module` traced by torch.jit.trace and, when its outputs had to be flattened, what was
+    done.
 
     One eager call shows the output's structure. A tensor or tuples of tensors trace as they
     are (strict tracing, as before); anything else is wrapped in TensorOutputs."""
-    return with_tensor_outputs(module, call(module, inputs, sync), "torch.jit.trace")
+    target, flattened = with_tensor_outputs(
+        module, warm_up(module, inputs, sync, 1), "torch.jit.trace"
+    )
+    trace: Callable[..., Any] = torch.jit.trace  # untyped in torch's stubs
+    return trace(target, inputs), flattened
 
 
 def prepared_after_warmup(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,6 @@ from profreport.record.section import Minimum, Section
 from profreport.runner import GenerateRequest
 
 DType = Literal["float32", "float16", "bfloat16"]
-DTYPE_NAMES: tuple[DType, ...] = typing.get_args(DType)
 DEFAULT_MODES = ("eager", "compile")
 Count = Annotated[int, Minimum(1)]  # a batch size, a sequence length, threads
 Seconds = Annotated[float, Minimum(0, exclusive=True)]

@@ -68,39 +68,6 @@ def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
     return sweep
 
 
-def execute(
-    executor: str,
-    address: str | None,
-    spec: SweepSpec,
-    todo: list[Point],
-    root: Path,
-    on_start: OnStart,
-    on_done: OnDone,
-) -> None:
-    """Run `todo` with the executor named, reporting each point as it starts and ends."""
-    if executor == "ray":
-        from profreport.sweep import ray_executor
-
-        try:
-            ray_executor.run_ray(spec, todo, root, on_start, on_done, address=address)
-        except ray_executor.RayUnavailable as exc:
-            raise UsageError(str(exc)) from None
-    else:
-        from profreport.sweep.local import run_local
-
-        run_local(spec, todo, root, on_start, on_done)
-
-
-def require_ray() -> None:
-    """Ray is an optional extra: say so before anything is written."""
-    from profreport.sweep.ray_executor import INSTALL_HINT
-
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-
-
 @dataclass
 class SweepRun:
     """One sweep on disk: its folder (`root`), grid and record, saved as it changes."""
@@ -193,8 +160,18 @@ class SweepRun:
             self.record(point, outcome)
             on_done(point, outcome)
 
-        try:
-            execute(self.executor, address, self.spec, self.todo(), self.root, started, done)
+        try:  # with the executor named, reporting each point as it starts and ends
+            if self.executor == "ray":
+                from profreport.sweep import ray_executor
+
+                try:
+                    ray_executor.run_ray(self.spec, self.todo(), self.root, started, done, address)
+                except ray_executor.RayUnavailable as exc:
+                    raise UsageError(str(exc)) from None
+            else:
+                from profreport.sweep.local import run_local
+
+                run_local(self.spec, self.todo(), self.root, started, done)
         except KeyboardInterrupt:
             for p in self.sweep.points:
                 if p.id in running:  # stopped before it finished: --resume runs it again
@@ -217,8 +194,13 @@ class SweepRun:
 def _check_executor(executor: str) -> None:
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}: choose local or ray")
-    if executor == "ray":
-        require_ray()
+    if executor == "ray":  # Ray is an optional extra: say so before anything is written
+        from profreport.sweep.ray_executor import INSTALL_HINT
+
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError(INSTALL_HINT) from None
 
 
 def run_sweep(

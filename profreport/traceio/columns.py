@@ -50,9 +50,6 @@ class Trace:
     def __len__(self) -> int:
         return int(self.ph.shape[0])
 
-    def pid_of(self, row: int) -> object:
-        return self.lanes[self.lane[row]][0]
-
     def string_id(self, text: str) -> int:
         """Index of ``text`` in the string table, or -1 when no event uses it."""
         try:

@@ -49,8 +49,6 @@ from profreport.traceio.slices import (
 
 __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
 
-MISSING = -1
-
 
 def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trace:
     """Read a trace file (plain or gzip, detected by magic bytes) into a :class:`Trace`.
@@ -72,7 +70,10 @@ def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trac
             if size == 0:
                 raise TraceError(f"{path_str}: empty file: {EXPECTED}")
             gzipped = os.pread(fd, 2, 0) == GZIP_MAGIC
-            announced = _gunzipped_size(fd, size) if gzipped else size
+            # The decompressed size a gzip trailer announces (modulo 4 GiB, if it is honest).
+            announced = (
+                int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little") if gzipped else size
+            )
         except OSError as exc:
             raise _read_error(path_str, exc) from None
         # A wrapped (or lying) gzip trailer: at least the file size, perhaps 8 times more.
@@ -131,14 +132,14 @@ def parse_trace(
             except ScanFallback:
                 # The whole-document parse takes ~9 bytes per byte of JSON: ask first.
                 MemoryBudget(path).check(len(raw), doc_in_memory=False, whole=True)
-                builder = RowBuilder()
-                metadata = scan_whole(raw, builder.add_batch)
+                return _parse_reference(raw, path)
         return assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
 
 
-def _parse_reference(raw: bytes, path: str = "<memory>") -> Trace:
-    """The plain way, for tests: one ``orjson.loads`` of the whole document and one loop over
-    its events. :func:`parse_trace` and :func:`load_trace` must give exactly the same Trace."""
+def _parse_reference(raw: bytes | bytearray, path: str = "<memory>") -> Trace:
+    """The plain way (the fallback of :func:`parse_trace`, and the tests' reference): one
+    ``orjson.loads`` of the whole document and one loop over its events. :func:`parse_trace`
+    and :func:`load_trace` must give exactly the same Trace."""
     with _gc_paused():
         builder = RowBuilder()
         with _as_trace_errors(path):
@@ -198,11 +199,6 @@ def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
         done = 0
         while done < len(view):
             done += os.pwrite(fd, view[done : done + (64 << 20)], pos + done)
-
-
-def _gunzipped_size(fd: int, size: int) -> int:
-    """The decompressed size a gzip trailer announces (modulo 4 GiB, and only if it is honest)."""
-    return int.from_bytes(os.pread(fd, 4, max(size - 4, 0)), "little")
 
 
 def _inflate(fd: int, budget: MemoryBudget) -> Iterator[bytes]:

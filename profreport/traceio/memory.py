@@ -97,23 +97,13 @@ def available_memory_bytes(root: str = "/") -> int | None:
     A cgroup's usage counts its page cache, which is reclaimed before anything is killed, so
     the inactive file pages are not counted as used (as container runtimes report it).
     """
+    kib = _field(os.path.join(root, "proc/meminfo"), "MemAvailable:")
     found = [
         n
-        for n in (_meminfo_available(root), _cgroup_available(root))
+        for n in (None if kib is None else kib * 1024, _cgroup_available(root))
         if n is not None  # (a limit of 0 is a real limit)
     ]
     return min(found) if found else None
-
-
-def _meminfo_available(root: str) -> int | None:
-    try:
-        with open(os.path.join(root, "proc/meminfo"), encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _cgroup_available(root: str) -> int | None:
@@ -127,7 +117,7 @@ def _cgroup_available(root: str) -> int | None:
             continue
         used = _read_int(os.path.join(base, usage_file)) or 0
         stat = os.path.join(base, os.path.dirname(limit_file), "memory.stat")
-        used -= _stat_value(stat, inactive_key)
+        used -= _field(stat, inactive_key) or 0
         return max(limit - max(used, 0), 0)
     return None
 
@@ -142,13 +132,14 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _stat_value(path: str, key: str) -> int:
+def _field(path: str, key: str) -> int | None:
+    """The number after `key` in a file of `key value` lines (/proc/meminfo, memory.stat)."""
     try:
         with open(path, encoding="ascii") as fh:
             for line in fh:
-                name, _, value = line.partition(" ")
-                if name == key:
-                    return int(value)
-    except (OSError, ValueError):
+                parts = line.split()
+                if parts and parts[0] == key:
+                    return int(parts[1])
+    except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return None

@@ -17,11 +17,6 @@ import orjson
 
 from profreport.traceio.rows import Batch, Event, Metadata
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: no helper processes (see trace.worker_count)
-    fcntl = None  # type: ignore[assignment]
-
 SLICE_BYTES = 1 << 20  # small slices reuse freed memory: measured faster than 8-64 MiB
 _MAX_BAD_CUTS = 64
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
