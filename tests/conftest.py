@@ -84,6 +84,18 @@ def builtin_run(request, tmp_path_factory):
     return generate_run(out, "--model", request.param, "--batch-size", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_folders_under_basetemp(tmp_path_factory):
+    """profile() without a run_dir keeps its traces in a temp folder until the result is saved
+    (an unsaved result loses nothing): the suite's hundreds of such folders go under pytest's own
+    basetemp, which pytest prunes, instead of piling up in the machine's /tmp. Child processes
+    keep their TMPDIR."""
+    old = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    yield
+    tempfile.tempdir = old
+
+
 @pytest.fixture(autouse=True)
 def _no_torch_deprecation_noise():
     with warnings.catch_warnings():
