@@ -120,6 +120,19 @@ def test_a_failing_toy_mode_is_recorded_and_reset():
     assert res.record["modes"]["eager"]["status"] == "ok"
 
 
+@pytest.mark.parametrize("name", ["toy/v2", "toy,v2", " toy", ""])
+def test_a_mode_name_that_cannot_be_a_folder_or_a_modes_item_is_refused(name):
+    # a slash made the mode's trace folder two folders deep: its run failed with "expected one
+    # trace in .../tensorboard/toy/v2, found 0"
+    class Named(ToyMode):
+        pass
+
+    Named.name = name
+    with pytest.raises(ValueError, match="without commas, slashes or outer spaces"):
+        modes.register(Named())
+    assert name not in modes.mode_names()
+
+
 def test_an_unregistered_mode_is_refused_with_the_registry_names():
     with pytest.raises(ValueError, match=r"unknown mode.*toy.*choose from eager, script, trace"):
         run_options(("eager", "toy"))

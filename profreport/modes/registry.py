@@ -65,8 +65,12 @@ def register(mode: Mode, *, default: bool = False, summary: str = "") -> Mode:
     """Add `mode` (replacing one of the same name); `default`: run it when --modes is not given;
     `summary`: its line in `profreport modes`."""
     _builtins()
-    if not mode.name or "," in mode.name or mode.name != mode.name.strip():
-        raise ValueError(f"a mode needs a name without commas or outer spaces, not {mode.name!r}")
+    # a name is a --modes item (commas), a trace folder and, in `ab`, the mode part of
+    # `side/mode` (slashes)
+    if not mode.name or set(mode.name) & {",", "/"} or mode.name != mode.name.strip():
+        raise ValueError(
+            f"a mode needs a name without commas, slashes or outer spaces, not {mode.name!r}"
+        )
     if mode.bytes_source is None:
         from profreport.modes.bytes_sources import DISPATCHER_LOG
 
