@@ -12,10 +12,10 @@ single-valued `Literal` field (`status`) it has (`recast` turns one into another
 annotated line.
 
 A whole document's class names its kind (`SCHEMA`, its `schema` key) and what it is called in
-a message (`NOUN`); `parse` and `parse_file` check a document or a file against it and type it, with one
-line naming the first wrong field; `record/json_schema.py` publishes the same description as a
-JSON Schema (docs/schemas/). A `Path` field is a string in the document; `Annotated[int,
-Minimum(1)]` a number with a lower bound.
+a message (`NOUN`); `parse` and `parse_file` check a document or a file against it and type
+it, with one line naming the first wrong field; `record/json_schema.py` publishes the same
+description as a JSON Schema (docs/schemas/). A `Path` field is a string in the document;
+`Annotated[int, Minimum(1)]` a number with a lower bound.
 
 Whether a key must be in a document is the field's `required(...)` default (a field with no
 default is required too, null where its type admits None); whether a present key may be null
@@ -32,8 +32,9 @@ and writes it 9x faster (1.9 ms against 18 ms), but a process pays ~80 ms more t
 build the run record's core schema before its first load (144 ms against 62 ms, from a fresh
 process to ready to load), so a command that reads one or a few records (render, compare,
 analyze) is faster here, and only a process that loads some eight such records breaks even.
-What the record needs that pydantic does not give as is would be code of our own on top of it: keys written only when set (`omitted`: a field serializer or `exclude_if`
-per field, while other None fields are written as null), kept unknown keys (`extra="allow"`,
+What the record needs that pydantic does not give as is would be code of our own on top of it:
+keys written only when set (`omitted`: a field serializer or `exclude_if` per field, while
+other None fields are written as null), kept unknown keys (`extra="allow"`,
 which stdlib dataclasses do not write back: every class would become a BaseModel), strict types
 (lax mode reads "1" as 1, a list as a tuple only in JSON mode) and one-line messages from its
 error lists. Findings dropped on read and the generated docs cost the same both ways (a walk of
