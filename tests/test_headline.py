@@ -130,6 +130,7 @@ def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
 
     inside = cell(0.981, 0.988, 0.996)
     assert inside["tone"] == "neutral" and inside["detail"].startswith("within 1%: 95% CI")
+    assert inside["text"] == "0.99x"  # two decimals, as every other speedup in the column
     assert cell(0.9, 0.95, 0.98)["tone"] == "bad"
     assert cell(1.02, 1.05, 1.08)["tone"] == "good"
     assert cell(0.99, 1.0, 1.01)["detail"].startswith("no change: ")
