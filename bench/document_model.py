@@ -17,9 +17,9 @@ timing the median of `--repeat` interleaved rounds in this one process:
   import  each engine's import in a fresh process, alone and with the run record's classes
 
 The pydantic side does less than the Section side, so its figures are a lower bound on what it
-would cost: a TypeAdapter over stdlib dataclasses drops unknown keys instead of keeping them,
-checks no field that is required only for some status, and writes every field (an `omitted`
-one too). See the module docstring of profreport/record/section.py for the choice.
+would cost: a TypeAdapter over stdlib dataclasses drops unknown keys instead of keeping them
+and writes every field (an `omitted` one too). See the module docstring of
+profreport/record/section.py for the choice.
 
     python bench/document_model.py [--copies 8] [--repeat 7]
 """
