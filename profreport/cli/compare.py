@@ -35,7 +35,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.analysis.compare import CompareError, DifferentModels, compare_runs
     from profreport.analysis.derive import compared_run
     from profreport.modes import mode_analyses
-    from profreport.render import compare as compare_render
 
     out_path = Path(args.out) if args.out else None
     if out_path is not None and out_path.is_dir():
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ) from None
     except CompareError as exc:
         raise UsageError(f"cannot compare: {exc}") from None
-    return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
+    return _write(comparison, get(COMPARISON, args.format).text(comparison), out_path, out, err)
 
 
 def _write(

@@ -18,7 +18,7 @@ from profreport.format import (
     md_table,
 )
 from profreport.render.jinja import render_page
-from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, kernel_diff_views
+from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, mode_view
 from profreport.render.views import CompareRowView, CompareView, SideView
 
 _LABELS = {
@@ -164,13 +164,16 @@ def outcome_text(regressions: int, thresholds_set: bool) -> str:
 def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
+    factor = cmp.machine.factor if cmp.machine and cmp.machine.changed else None
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
-        "kernel_diffs": kernel_diff_views(
-            [mc.kernel_diff for mc in cmp.modes],
-            machine_factor=cmp.machine.factor if cmp.machine and cmp.machine.changed else None,
-        ),
+        # each mode that has a kernel diff (both sides ran), in the comparison's order
+        "kernel_diffs": [
+            mode_view(mc.kernel_diff, machine_factor=factor)
+            for mc in cmp.modes
+            if mc.kernel_diff is not None
+        ],
         "machine": cmp.machine_note,
         "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),
@@ -247,10 +250,3 @@ def render_markdown(cmp: Comparison) -> str:
 
 def render_html(cmp: Comparison) -> str:
     return render_page("compare.html.j2", **build_compare_view(cmp), kernel_diff_source=SOURCE_LINE)
-
-
-def render(cmp: Comparison, fmt: str) -> str:
-    """Render in one of the comparison formats of the renderer registry."""
-    from profreport.render.registry import COMPARISON, get
-
-    return get(COMPARISON, fmt).text(cmp)

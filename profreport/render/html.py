@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from profreport.analysis.roofline import Roofs
 from profreport.record.model import Run
 from profreport.render import charts
 from profreport.render.jinja import render_page
 from profreport.render.module_view import module_tree_view
 from profreport.render.roofline_chart import roofline_chart
-from profreport.render.roofline_view import chart_points, roofs
+from profreport.render.roofline_view import chart_points
 from profreport.render.time_view import chart_series
 from profreport.render.viewmodel import build_view
 
@@ -52,7 +53,7 @@ def build_charts(run: Run) -> dict[str, Markup]:
     series = chart_series(run)
     if series is not None:
         out["time"] = charts.time_breakdown_chart(*series)
-    run_roofs = roofs(run)
+    run_roofs = Roofs.from_record(run.ceilings)
     points = chart_points(run)
     if run_roofs is not None and points:
         out["roofline"] = roofline_chart(points, run_roofs)

@@ -20,12 +20,6 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{value:.0f} {unit}/s"
 
 
-def roofs(run: Run) -> Roofs | None:
-    """The roofs of the run's measured ceilings; None when it has none (older records, or the
-    measurement failed)."""
-    return Roofs.from_record(run.ceilings)
-
-
 def _ceiling_text(c: Ceiling, unit: str) -> str:
     samples = "?" if c.samples is None else c.samples
     return (
@@ -40,7 +34,7 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     c = run.ceilings
     if c is None:
         return [("ceilings", "not measured (record written before ceilings were measured)")]
-    if roofs(run) is None or c.memory_bandwidth is None or c.matmul_rate is None:
+    if Roofs.from_record(c) is None or c.memory_bandwidth is None or c.matmul_rate is None:
         return [("ceilings", f"not available: {c.reason or 'no measurement'}")]
     rows = [("memory bandwidth", _ceiling_text(c.memory_bandwidth, "B"))]
     if c.cache_bandwidth:

@@ -11,7 +11,6 @@ from typing import Any
 
 from profreport.analysis.profiler_cost import CPU_PARTS, DEVICE_PARTS, MedianStep, mode_median_step
 from profreport.record.model import ModeResult, Run
-from profreport.render.methods import method_templates
 
 # Every part a step can have (record StepTime's fields, and the inferred ops), as the report's
 # chart and `analyze` label it: the one label table for a step's time parts.
@@ -31,8 +30,6 @@ PART_LABELS = {
     "dispatched_ops": "dispatched ops",
     "launches": "launch calls (count)",
 }
-# the method paragraph: render/methods.md, the one source of the method text
-METHOD = method_templates()["time"]
 
 
 def _ms(us: float | None) -> str:
@@ -104,19 +101,14 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
 def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     """(modes, label -> ms per mode) for the stacked chart; None without breakdowns or when the
     modes mix definitions (no run does: one device per run)."""
-    modes: list[str] = []
-    steps: list[MedianStep] = []
-    for name, mode in run.ok_modes.items():
-        median = mode_median_step(mode)
-        if median is not None:
-            modes.append(name)
-            steps.append(median)
-    if not modes or len({s.cpu for s in steps}) != 1:
+    medians = {name: mode_median_step(mode) for name, mode in run.ok_modes.items()}
+    steps = {name: s for name, s in medians.items() if s is not None}
+    if not steps or len({s.cpu for s in steps.values()}) != 1:
         return None
-    labels = dict.fromkeys(label for s in steps for _, label, _ in parts_of(s))
+    labels = dict.fromkeys(label for s in steps.values() for _, label, _ in parts_of(s))
     series: dict[str, list[float]] = {label: [] for label in labels}
-    for s in steps:
+    for s in steps.values():
         have = {label: us for _, label, us in parts_of(s)}
         for label in labels:
             series[label].append(have.get(label, 0.0) / 1000)
-    return modes, series
+    return list(steps), series

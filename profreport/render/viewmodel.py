@@ -335,39 +335,31 @@ def _compiler_view(mode: OkMode) -> CompilerView:
 def failure_notice(modes: Mapping[str, ModeResult]) -> str | None:
     """One sentence at the top of a report when findings failed to derive or modes failed: a
     bug must not read as a finding, nor a broken model as a report with a few blank cells."""
-    notices = [n for n in (_findings_failed(modes), _modes_failed(modes)) if n]
-    return " ".join(notices) or None
-
-
-def _findings_failed(modes: Mapping[str, ModeResult]) -> str | None:
-    failed = [
+    notices = []
+    findings = [
         f"{name}: {mode.failed_finding.finding}"
         for name, mode in modes.items()
         if mode.failed_finding is not None
     ]
-    if not failed:
-        return None
-    return (
-        f"Deriving findings failed ({', '.join(failed)}): a profreport bug, not the model's. The "
-        "evidence stands; each verdict says what raised, and `profreport render` derives the "
-        "findings again once the bug is fixed."
-    )
-
-
-def _modes_failed(modes: Mapping[str, ModeResult]) -> str | None:
+    if findings:
+        notices.append(
+            f"Deriving findings failed ({', '.join(findings)}): a profreport bug, not the model's. "
+            "The evidence stands; each verdict says what raised, and `profreport render` derives "
+            "the findings again once the bug is fixed."
+        )
     failed = [name for name, mode in modes.items() if mode.status == "failed"]
-    if not failed:
-        return None
     if "eager" in failed:
         error = one_line(modes["eager"].error or "no error recorded")
-        return (
+        notices.append(
             f"The model does not run in eager mode ({error}), so there is no baseline: fix the "
             "model first. Each mode's error is below."
         )
-    return (
-        f"{len(failed)} of {len(modes)} modes failed ({', '.join(failed)}); "
-        "their errors are below, and the other modes' numbers stand."
-    )
+    elif failed:
+        notices.append(
+            f"{len(failed)} of {len(modes)} modes failed ({', '.join(failed)}); "
+            "their errors are below, and the other modes' numbers stand."
+        )
+    return " ".join(notices) or None
 
 
 def _detail(name: str, mode: ModeResult) -> DetailView:
