@@ -42,13 +42,11 @@ def build_charts(run: Run) -> dict[str, Markup]:
     }
     timed = {n: m.latency_ms for n, m in ok.items() if m.latency_ms is not None}
     if timed:
-        # p10 and p90 are always written with a median (record.validate); a missing one would
-        # draw no whisker
         out["latency"] = charts.latency_chart(
             list(timed),
             [t.median for t in timed.values()],
-            [t.median if t.p10 is None else t.p10 for t in timed.values()],
-            [t.median if t.p90 is None else t.p90 for t in timed.values()],
+            [t.p10 for t in timed.values()],
+            [t.p90 for t in timed.values()],
         )
     series = chart_series(run)
     if series is not None:
