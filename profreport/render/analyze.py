@@ -18,7 +18,6 @@ from profreport.analysis.trace_document import (
     PER_STEP_FIELDS,
     AnalysisDocument,
     CountChange,
-    CounterSummary,
     TimeChanges,
     TraceComparison,
     TraceSummary,
@@ -94,18 +93,17 @@ def _cell(value: Any, key: str, style: str, activity: str) -> str:
 
 def counters_view(t: TraceSummary) -> JSONObject | None:
     """The counter section of one trace: totals, derived figures per kernel, every metric."""
-    c: CounterSummary | None = t.counters
+    c = t.counters
     if c is None:
         return None
-    derived_rows = [
-        ("FLOPs", c.flops, "count"),
-        ("DRAM bytes read", c.dram_bytes_read, "bytes"),
-        ("DRAM bytes written", c.dram_bytes_written, "bytes"),
-    ]
     return {
         "source": c.source,
         "ranges": fmt(c.ranges),
-        "totals": [(label, _counter(v, style)) for label, v, style in derived_rows],
+        "totals": [
+            ("FLOPs", _counter(c.flops, "count")),
+            ("DRAM bytes read", _counter(c.dram_bytes_read, "bytes")),
+            ("DRAM bytes written", _counter(c.dram_bytes_written, "bytes")),
+        ],
         "kernels": [
             {
                 "name": short(k.name),

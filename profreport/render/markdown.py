@@ -20,7 +20,7 @@ from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
-from profreport.render.views import ModeSummaryView, PageView
+from profreport.render.views import PageView
 
 if TYPE_CHECKING:
     from profreport.analysis.budget import BudgetCheck
@@ -33,11 +33,6 @@ FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
-
-
-def _kernels(row: ModeSummaryView) -> str:
-    delta = row.get("kernel_delta")
-    return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
 _CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
@@ -131,7 +126,9 @@ def _numbers_table(view: PageView) -> list[str]:
             rows.append([row["mode"], row["status"], *[""] * (len(header) - 2)])
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
-        cells: list[object] = [row["mode"], _kernels(row)]
+        delta = row.get("kernel_delta")
+        kernels = f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
+        cells: list[object] = [row["mode"], kernels]
         cells += [row["launches"]] if cuda else []
         cells += [
             row["read"] + partial,
