@@ -38,18 +38,15 @@ def _count(m: MetricChange | None) -> str:
     return f"{m.base:g} → {m.head:g} ({m.change or 0:+g})"
 
 
-def _bytes(m: MetricChange | None) -> str:
+def _bytes(m: MetricChange | None, peak: bool = False) -> str:
+    """Bytes base → head (change): a modeled total's note marks it partial; a peak's note is
+    shown, alone where a side has no peak."""
     if m is None or m.base is None or m.head is None:
-        return "n/a"
+        return (m.note or "n/a") if peak and m is not None else "n/a"
     text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
-    return text + (" partial" if m.note else "")
-
-
-def _peak(m: MetricChange | None) -> str:
-    if m is None or m.base is None or m.head is None:
-        return "n/a" if m is None else (m.note or "n/a")
-    text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
-    return f"{text}, {m.note}" if m.note else text
+    if not m.note:
+        return text
+    return f"{text}, {m.note}" if peak else f"{text} partial"
 
 
 def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
@@ -82,7 +79,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
         "kernels": _count(mc.metric("kernels_per_step")),
         "launches": _count(mc.metric("launches_per_step")),
         "bytes": _bytes(mc.metric("bytes_per_step")),
-        "peak_memory": _peak(mc.metric("peak_memory_bytes")),
+        "peak_memory": _bytes(mc.metric("peak_memory_bytes"), peak=True),
         "latency_base": _latency_side(lat.base, lat.base_ci95) if lat else "n/a",
         "latency_head": _latency_side(lat.head, lat.head_ci95) if lat else "n/a",
         "latency_change": _latency_change(lat),

@@ -163,23 +163,24 @@ def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
             total += 1
             if len(lines) >= WHY_ITEMS:
                 continue
+            e = w["entry"]
             count = f" ×{w['count']}" if w["count"] > 1 else ""
             ops = short_text(w["ops"]["short"], NAME_CHARS)
             ops_part = f" ({md_cell(ops)})" if w["ops"]["more"] or ops != "-" else ""
             item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}{count}{ops_part}: "
-            item += md_cell(short_text(w["reason"], 300))
-            if w["where"]:
-                item += f" at {md_code(short_text(w['where'], NAME_CHARS))}"
-            if w["source_text"]:
-                item += f" {md_code(short_text(w['source_text'], 200))}"
-            item += f" ({md_cell(w['source'])})"
-            if w["hint"]:
+            item += md_cell(short_text(e.reason, 300))
+            if e.where:
+                item += f" at {md_code(short_text(e.where, NAME_CHARS))}"
+            if e.source_text:
+                item += f" {md_code(short_text(e.source_text, 200))}"
+            item += f" ({md_cell(e.source)})"
+            if e.hint:
                 test = (
-                    f" (test with {md_code(short_text(w['hint_test'], NAME_CHARS))})"
-                    if w["hint_test"]
+                    f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
+                    if e.hint_test
                     else ""
                 )
-                item += f"; would change it: {md_cell(short_text(w['hint'], 200))}{test}"
+                item += f"; would change it: {md_cell(short_text(e.hint, 200))}{test}"
             lines.append(item)
     if total > len(lines):
         lines.append(f"- … {total - len(lines)} more in report.html")
