@@ -247,8 +247,8 @@ def _visible(view: PageView) -> list[str]:
     lines = [
         f"### {md_line(short_text(view['title'], 200))}",
         "",
-        f"{md_code(short_text(model['name'], NAME_CHARS))}: "
-        f"{md_cell(short_text(model['description'], 300))}",
+        f"{md_code(short_text(model.name, NAME_CHARS))}: "
+        f"{md_cell(short_text(model.description, 300))}",
         "",
     ]
     if view["failure_notice"]:
@@ -291,7 +291,7 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
     ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     setup = md_cell(
-        f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
+        f"inputs {view['model_inputs']} ({model.memory_format}), dtype {model.dtype}; "
         f"torch {_or_na(env, 'torch', env.torch)}, "
         f"{_or_na(env, 'threads', env.threads)} threads; "
         f"recorded {view['created_utc']} UTC"

@@ -17,7 +17,6 @@ from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
     InductorNode,
-    ModelInfo,
     ModeResult,
     OkMode,
     Run,
@@ -44,7 +43,6 @@ from profreport.render.views import (
     FusionRowView,
     KernelRowView,
     MeasuredView,
-    ModelView,
     ModeSummaryView,
     OutputView,
     PageView,
@@ -391,18 +389,6 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
     return d
 
 
-def _model_view(model: ModelInfo) -> ModelView:
-    return {
-        "name": model.name,
-        "description": model.description,
-        "batch_size": model.batch_size,
-        "dtype": model.dtype,
-        "parameters": f"{model.parameters or 0:,}",
-        "memory_format": model.memory_format,
-        "inputs": ", ".join(f"{'x'.join(str(s) for s in i.shape)} {i.dtype}" for i in model.inputs),
-    }
-
-
 def _method(run: Run) -> dict[str, str]:
     """The method section: the paragraphs of render/methods.md filled from the run's settings,
     and the two that depend on what the run measured."""
@@ -418,17 +404,22 @@ def _method(run: Run) -> dict[str, str]:
 def build_view(run: Run) -> PageView:
     """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
     modes = run.modes
+    model = run.model
     eager = modes.get("eager")
     definition = run.kernel_definition
     env = run.env
     device = run.device
     return {
-        "title": f"profreport: {run.model.name} on "
+        "title": f"profreport: {model.name} on "
         f"{device.name if device.has('name') else device.type}",
         "created_utc": run.created_utc,
         "failure_notice": failure_notice(modes),
         "tool_version": None if run.tool is None else run.tool.version,
-        "model": _model_view(run.model),
+        "model": model,
+        "model_parameters": f"{model.parameters or 0:,}",
+        "model_inputs": ", ".join(
+            f"{'x'.join(str(s) for s in i.shape)} {i.dtype}" for i in model.inputs
+        ),
         "device": device.to_json(),
         # All modes in one trace, beside the report. The link is our own constant, never a
         # string from the record (a record could hold any URL).

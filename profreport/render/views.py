@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from profreport.record.model import ModelInfo
 from profreport.record.section import JSONObject
 from profreport.render.folding import FoldedOps
 from profreport.render.headline import Headline
@@ -177,16 +178,6 @@ class DetailView(TypedDict, total=False):
     failed_traceback: str | None
 
 
-class ModelView(TypedDict):
-    name: str
-    description: str
-    batch_size: int | None
-    dtype: str | None
-    parameters: str
-    memory_format: str
-    inputs: str
-
-
 class PageView(TypedDict):
     """The whole report page (and summary.md)."""
 
@@ -194,7 +185,9 @@ class PageView(TypedDict):
     created_utc: str | None
     failure_notice: str | None
     tool_version: str | None
-    model: ModelView
+    model: ModelInfo  # as the record has it; its parameter count and inputs formatted:
+    model_parameters: str
+    model_inputs: str
     device: JSONObject  # as the record has it: the template shows its fields by name
     timeline: str | None
     is_cuda: bool
