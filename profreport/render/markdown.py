@@ -127,9 +127,10 @@ def _numbers_table(view: PageView) -> list[str]:
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
         delta = row.get("kernel_delta")
-        kernels = f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
+        per_step = row["counts"].per_step
+        kernels = f"{per_step} ({delta:+d})" if delta else str(per_step)
         cells: list[object] = [row["mode"], kernels]
-        cells += [row["launches"]] if cuda else []
+        cells += [row["counts"].launches] if cuda else []
         cells += [
             row["read"] + partial,
             row["written"] + partial,

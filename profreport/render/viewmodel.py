@@ -98,10 +98,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
     lat = mode.latency_ms
     row.update(
         {
-            "kernels": k.per_step,
-            "launches": k.launches,
-            "memcpy": k.memcpy,
-            "memset": k.memset,
+            "counts": k,
             "read": fmt_bytes(b.read),
             "written": fmt_bytes(b.written),
             "total": fmt_bytes(b.read + b.written),

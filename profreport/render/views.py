@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from profreport.record.model import ModelInfo
+from profreport.record.model import KernelCounts, ModelInfo
 from profreport.record.section import JSONObject
 from profreport.render.folding import FoldedOps
 from profreport.render.headline import Headline
@@ -45,10 +45,7 @@ class ModeSummaryView(TypedDict, total=False):
     finding_failed: bool  # the verdict says which finding failed to derive (a bug)
     why_count: int
     error: str
-    kernels: int
-    launches: int
-    memcpy: int
-    memset: int
+    counts: KernelCounts  # as recorded: kernels per step, launch calls, memcpy, memset
     read: str
     written: str
     total: str
