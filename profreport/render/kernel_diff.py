@@ -32,7 +32,6 @@ class KernelDiffRowView(TypedDict):
 
 
 class KernelDiffModeView(TypedDict):
-    mode: str
     title: str
     anchor: str  # the section's HTML id ("" for none)
     summary: str
@@ -175,7 +174,6 @@ def mode_view(
     rest = rows[top:]
     over = OVER[per]
     return {
-        "mode": diff.mode,
         "title": diff.mode if title is None else title,
         "anchor": "" if title is not None else f"kernel-diff-{diff.mode}",
         "summary": _summary(diff, bool(sources)),

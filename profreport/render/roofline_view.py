@@ -79,15 +79,12 @@ def floor_cells(mode: ModeResult) -> FloorCells:
     """The floor and "x of the floor" of a mode, or why there is none."""
     r = mode.roofline
     if r is None or not r.to_json():
-        return {"floor": "n/a", "x_of_floor": "n/a", "inconsistent": "", "note": ""}
+        return {"floor": "n/a", "x_of_floor": "n/a", "inconsistent": ""}
     ratio = r.x_of_floor
-    without = r.kernels_without_bytes
-    note = f"{without} kernel(s) without modeled bytes add nothing" if without else ""
     return {
         "floor": fmt_ms(r.floor_ms),
         "x_of_floor": "n/a" if ratio is None else f"{ratio:.2f}x of the floor",
         "inconsistent": r.note if r.consistent is False else "",
-        "note": note,
     }
 
 
@@ -101,7 +98,6 @@ def peak_cells(mode: ModeResult, eager: ModeResult | None) -> dict[str, str]:
     return {
         "peak": fmt_bytes(peak) if peak is not None else "n/a",
         "compression": ratio,
-        "source": "" if mode.peak_memory is None else mode.peak_memory.source,
     }
 
 

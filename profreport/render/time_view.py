@@ -80,7 +80,6 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
         rows.append(
             {
                 "mode": name,
-                "step": median.step.name,
                 "wall": _ms(median.total_us),
                 "profiled": _profiled(median, mode),
                 "timed": _ms(None if mode.latency_ms is None else mode.latency_ms.median * 1000),
@@ -90,7 +89,7 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
                 # the mode's time findings, "" where it has none
                 **{
                     key: getattr(mode.time_findings, key, None) or ""
-                    for key in ("bound", "bound_evidence", "clause", "detail", "basis")
+                    for key in ("bound", "bound_evidence", "clause", "detail")
                 },
                 "busy": "; ".join(getattr(mode.time_breakdown, "busy", None) or ()),
             }

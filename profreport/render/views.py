@@ -24,7 +24,6 @@ class FloorCells(TypedDict):
     floor: str
     x_of_floor: str
     inconsistent: str
-    note: str
 
 
 class KernelCells(TypedDict):
