@@ -35,15 +35,6 @@ def group_module(group: FusionGroup) -> str | None:
     return common_module(group.modules) if group.modules else None
 
 
-def group_title(group: FusionGroup) -> str:
-    """A group named by where it ran: "mixers.1: gelu + sigmoid + mul"."""
-    ops = " + ".join(group.eager_ops) or "(no eager op)"
-    module = group_module(group)
-    if module is None:
-        return ops
-    return f"{module or ROOT_LABEL}: {ops}"
-
-
 def _places(calls: Sequence[TensorIO]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     modules = tuple(dict.fromkeys(c.module for c in calls if c.module is not None))
     lines = tuple(dict.fromkeys(line for c in calls for line in c.lines or ()))
