@@ -99,7 +99,6 @@ __all__ = [
     "TraceCounts",
     "count_kernels",
     "cpu_kernel_rows",
-    "cpu_op_rows",
     "per_step",
 ]
 
@@ -441,15 +440,11 @@ def _device_table(
     return rows
 
 
-def cpu_op_rows(trace: Trace) -> np.ndarray:
-    """Rows of the profiled operators (``cpu_op`` complete events with a duration)."""
-    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
-    return np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
-
-
 def cpu_kernel_rows(trace: Trace) -> np.ndarray:
     """Rows of the CPU kernels under the cpu definition (the module docstring), in row order."""
-    cpu_rows = cpu_op_rows(trace)
+    # the profiled operators: cpu_op complete events with a duration
+    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
+    cpu_rows = np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
     local, _ = _cpu_kernels(trace, cpu_rows, inductor_records(trace))
     rows: np.ndarray = cpu_rows[local]
     return rows
