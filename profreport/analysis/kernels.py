@@ -337,17 +337,7 @@ def _count_device(
         kernel_time_us=float(dur[is_kernel].sum()) / 1000.0 if timed else None,
         unlinked_kernels=int(np.count_nonzero(is_kernel & ~linked)),
         steps=step_counts,
-        table=_device_table(
-            trace,
-            dev_rows,
-            codes,
-            dur,
-            nbytes,
-            op_name,
-            top_name,
-            common.counter_ranges,
-            counter_kernels,
-        ),
+        table=_device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, common),
         kernels_by_op=kernels_by_op,
     )
 
@@ -404,11 +394,12 @@ def _device_table(
     nbytes: np.ndarray,
     op_name: np.ndarray,
     top_name: np.ndarray,
-    ranges: list[JSONObject],
-    untimed: bool,
+    common: TraceCounts,
 ) -> list[KernelRow]:
-    """One row per (name, kind) of device event; launchers are the most common op names."""
+    """One row per (name, kind) of device event; launchers are the most common op names; the
+    counter ranges of ``common`` give each kernel its counters."""
     strings = trace.strings
+    untimed = common.device_activity == "counters"
     uniq, inv = np.unique(trace.name[dev_rows].astype(np.int64) * 4 + codes, return_inverse=True)
     n = uniq.size
     calls = np.bincount(inv, minlength=n)
@@ -418,7 +409,7 @@ def _device_table(
     byte_seen = np.bincount(inv, weights=has_bytes, minlength=n) > 0
     launcher = most_common(inv, op_name, n)
     top = most_common(inv, top_name, n)
-    by_name = {r["name"]: r for r in ranges}
+    by_name = {r["name"]: r for r in common.counter_ranges}
     rows = []
     for g, key in enumerate(uniq.tolist()):
         name, code = strings[key // 4], key % 4
