@@ -66,9 +66,6 @@ def charged_events(
     python = len(parts)
     every = np.concatenate([events, frames.astype(np.int64)])
     every_rank = np.concatenate([rank, np.full(frames.size, python, dtype=np.int64)])
-    if not every.size:
-        empty = np.zeros(0, dtype=np.int64)
-        return ChargedEvents(parts, empty, empty, empty, empty)
     parent = innermost_container(
         lane[every], start[every], end[every], np.ones(every.size, dtype=bool)
     )
