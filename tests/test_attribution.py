@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport.analysis.attribution import common_module, group_title, kernel_places
+from profreport.analysis.attribution import common_module, kernel_places
 from profreport.analysis.bytes_model import calls_from_tensor_io
 from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 from profreport.analysis.module_tree import module_tree, top_savings
@@ -154,13 +154,12 @@ def _group(ops, modules, lines, kernel="k0", saved=100, fused=True):
     )
 
 
-def test_common_module_and_group_title():
+def test_common_module_and_groups_place_text():
     assert common_module(["mixers.1.up", "mixers.1"]) == "mixers.1"
     assert common_module(["mixers.1", "mixers.2"]) == "mixers"
     assert common_module(["h.1.mlp.act", "h.10.mlp"]) == "h"
     assert common_module([]) == ""
     g = _group(["gelu", "sigmoid", "mul"], ["mixers.1"], ["blocks.py:13"])
-    assert group_title(g) == "mixers.1: gelu + sigmoid + mul"
     assert groups_place_text([g]) == "mixers.1: gelu + sigmoid + mul at blocks.py:13"
     assert groups_place_text([FusionGroup(eager_ops=("add",), kernels=("k",))]) == ""
 
