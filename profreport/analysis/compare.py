@@ -288,36 +288,6 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     return f"{moved} ({pct}), {limit}, 95% intervals do not overlap"
 
 
-def _mode_metrics(
-    name: str,
-    b: OkMode,
-    h: OkMode,
-    base: Run,
-    head: Run,
-    thresholds: Thresholds,
-    resamples: int,
-    load: MachineLoad | None,
-    machine: MachineChange | None,
-) -> list[MetricChange]:
-    noise = [f"base: {r}" for r in record_noise(base, name)]
-    noise += [f"head: {r}" for r in record_noise(head, name)]
-    return [
-        _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
-        _metric("launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)),
-        _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
-        _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
-        _latency(
-            b.latency_ms,
-            h.latency_ms,
-            thresholds.max_latency_regression_pct,
-            resamples,
-            noise,
-            load,
-            machine,
-        ),
-    ]
-
-
 def _new_kernels(mode: str, kernels: ModeKernelDiff, pattern: str | None) -> list[Regression]:
     """A regression for each kernel that appeared in head and matches `pattern` (re.search)."""
     if pattern is None:
@@ -370,9 +340,25 @@ def compare_runs(
         metrics: list[MetricChange] = []
         kernels = None
         if isinstance(b, OkMode) and isinstance(h, OkMode):
-            metrics = _mode_metrics(
-                name, b, h, base, head, thresholds, resamples, paired_load, machine
-            )
+            noise = [f"base: {r}" for r in record_noise(base, name)]
+            noise += [f"head: {r}" for r in record_noise(head, name)]
+            metrics = [
+                _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
+                _metric(
+                    "launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)
+                ),
+                _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
+                _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
+                _latency(
+                    b.latency_ms,
+                    h.latency_ms,
+                    thresholds.max_latency_regression_pct,
+                    resamples,
+                    noise,
+                    paired_load,
+                    machine,
+                ),
+            ]
             kernels = mode_kernel_diff(name, b, h)
             regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [
