@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
-from profreport.analysis.mode_analysis import ModeAnalyses, ModeAnalysis, analysis_of
+from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalyses, ModeAnalysis
 from profreport.analysis.roofline import Roofs, kernel_roofline
 from profreport.analysis.speedup_breakdown import time_findings
 from profreport.analysis.verdict import failed_finding_verdict, verdict_for
@@ -100,7 +100,7 @@ def _measured(
 ) -> OkMode:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
     roofline and floor, and where its step time went (when the record has its breakdown)."""
-    analysis = analysis_of(analyses, name)
+    analysis = analyses.get(name, NO_ANALYSIS)
 
     def fusion(m: OkMode) -> OkMode:
         return m.adding(fusion=analysis.fusion_map(m, eager) if name != "eager" and eager else None)
@@ -146,7 +146,7 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
     run = dataclasses.replace(run, modes=dict(modes))
     for name, mode in run.modes.items():
-        analysis = analysis_of(analyses, name)
+        analysis = analyses.get(name, NO_ANALYSIS)
 
         def why(m: ModeResult, name: str = name, analysis: ModeAnalysis = analysis) -> ModeResult:
             found = None

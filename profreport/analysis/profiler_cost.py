@@ -148,16 +148,10 @@ def _corrected(step: StepTime, cost: ProfilerCost | None) -> tuple[dict[str, flo
     return parts, shrink
 
 
-def _steps(breakdown: TimeBreakdown) -> tuple[StepTime, ...]:
-    if breakdown.steps:
-        return breakdown.steps
-    return () if breakdown.step is None else (breakdown.step,)
-
-
 def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> MedianStep | None:
     """The mode's median step, the profiler's cost removed (module docstring); None without
     steps."""
-    steps = _steps(breakdown)
+    steps = breakdown.steps or (() if breakdown.step is None else (breakdown.step,))
     if not steps:
         return None
     cost = breakdown.profiler_cost
