@@ -33,14 +33,7 @@ CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
 HOST_PARTS = ("launch_us", "runtime_us", "dispatch_us", "wrapper_us", "python_us")
 DEVICE_PARTS = ("device_busy_us", "host_wait_us", "kernel_wait_us", "other_idle_us")
 # StepTime.events keys (analysis/time_breakdown.HOST_PARTS, and Python) -> StepTime fields
-EVENT_PARTS = {
-    "op": "op_us",
-    "launch": "launch_us",
-    "runtime": "runtime_us",
-    "dispatch": "dispatch_us",
-    "wrapper": "wrapper_us",
-    PYTHON: "python_us",
-}
+EVENT_PARTS = {field.removesuffix("_us"): field for field in ("op_us", *HOST_PARTS)}
 
 
 def calibration_cost(
