@@ -226,7 +226,8 @@ def _latency(
             note = f"latency inconclusive: {inconclusive}; {note}"
     elif machine is not None:  # two runs, each with its machine reference
         ratio_low, ratio_high = h_ci[0] / b_ci[1], h_ci[1] / b_ci[0]
-        relative_pct = (machine.relative(head.median / base.median) - 1) * 100
+        # the head/base ratio with the machine's own move taken out
+        relative_pct = (head.median / base.median / machine.factor - 1) * 100
         beyond = machine.beyond(ratio_low, ratio_high)
         moved = f"{machine.low:.3f}-{machine.high:.3f}x"
         numbers = f"{fmt_pct(pct)} raw, {fmt_pct(relative_pct)} relative to the machine reference"
