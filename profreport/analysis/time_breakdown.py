@@ -82,20 +82,20 @@ class _LaneIndex:
     window's events (plus the ranges open across its start), not the whole trace's."""
 
     def __init__(self, trace: Trace, rows: np.ndarray, times: TraceTimes) -> None:
-        self._by_lane: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._by_lane: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         rows = rows[np.lexsort((times.start[rows], trace.lane[rows]))]
         lanes = trace.lane[rows]
         cuts = np.flatnonzero(np.diff(lanes)) + 1
         for on in np.split(rows, cuts) if rows.size else ():
             end = times.end[on]
             lane = int(trace.lane[on[0]])
-            self._by_lane[lane] = (on, times.start[on], end, np.maximum.accumulate(end))
+            self._by_lane[lane] = (times.start[on], end, np.maximum.accumulate(end))
 
     def overlapping(self, lane: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the events on ``lane`` that overlap ``[lo, hi)``."""
         if lane not in self._by_lane:
             return _NONE, _NONE
-        _, start, end, reach = self._by_lane[lane]
+        start, end, reach = self._by_lane[lane]
         first = int(np.searchsorted(reach, lo, side="right"))  # the first that reaches past lo
         last = int(np.searchsorted(start, hi, side="left"))
         s, e = start[first:last], end[first:last]
@@ -106,7 +106,7 @@ class _LaneIndex:
         """How many events on ``lane`` start in ``[lo, hi)``."""
         if lane not in self._by_lane:
             return 0
-        start = self._by_lane[lane][1]
+        start = self._by_lane[lane][0]
         return int(np.searchsorted(start, hi, "left") - np.searchsorted(start, lo, "left"))
 
 
