@@ -18,7 +18,6 @@ from typing import Any
 
 from profreport.analysis.change import Change
 from profreport.analysis.comparison import (
-    SCHEMA,
     CompareError,
     Comparison,
     DifferentModels,
@@ -53,7 +52,6 @@ from profreport.record.model import (
 )
 
 __all__ = [
-    "SCHEMA",
     "CompareError",
     "Comparison",
     "DifferentModels",
