@@ -293,7 +293,7 @@ def generate(
     from profreport.analysis.derive import failure_summary
     from profreport.env import DTYPES
     from profreport.models import LoadedModel, ModelError, load_model
-    from profreport.pipeline import ceilings_again, derive_findings
+    from profreport.pipeline import RunSetup, ceilings_again, collect_run, derive_findings
 
     started = interrupts.mark()
     try:
@@ -335,7 +335,7 @@ def generate(
         progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
         budget = None
         try:
-            evidence = api.collect_evidence(
+            setup = RunSetup(
                 model,
                 device,
                 request.dtype,
@@ -345,6 +345,7 @@ def generate(
                 now=lambda: stamp,
                 checkpoint=partial(_checkpoint, folder=folder, out=request.out),
             )
+            evidence = collect_run(setup)
             _saved(lambda: api.save_evidence(evidence, folder), request.out)
             # a finding that raises is recorded in its mode
             again = ceilings_again(device, request.dtype)
