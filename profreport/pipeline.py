@@ -708,9 +708,7 @@ class RunCollector:
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""
-        self._ab = AbSide(
-            side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
-        )
+        self._ab = AbSide(side=side, order="ab_order (profreport/ab.py)")
 
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
         """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
