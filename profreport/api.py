@@ -35,6 +35,7 @@ from profreport.files import LIGHT_TRACES, TIMELINE_NAME, write_atomic, write_te
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
 from profreport.pipeline import (
+    Progress,
     RunOptions,
     RunSetup,
     ceilings_again,
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from profreport.analysis.budget import BudgetCheck
-
-Progress = Callable[[str], None]
-
 
 # the run renderers that open with a kernel-budget check when the run was checked
 _CHECKED = ("html", "md")

@@ -171,10 +171,6 @@ class GenerateResult(Section):
         )
 
     @classmethod
-    def of(cls, generated: Generated) -> GenerateResult:
-        return cls.made(generated.exit_code, generated.run_dir, generated.error)
-
-    @classmethod
     def ended_by(cls, exc: BaseException) -> GenerateResult:
         """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
         the run's evidence was saved names its folder)."""
@@ -433,6 +429,7 @@ def run_point(request: GenerateRequest, err: TextIO) -> GenerateResult:
     """`generate`, and how it ended as data, whatever ended it (a sweep point's whole run)."""
     try:
         with interrupts.unmasked():
-            return GenerateResult.of(generate(request, err))
+            done = generate(request, err)
+            return GenerateResult.made(done.exit_code, done.run_dir, done.error)
     except (KeyboardInterrupt, Exception) as exc:  # every ending is a result, as the CLI's is
         return GenerateResult.ended_by(exc)
