@@ -28,10 +28,8 @@ class InductorNodeCapture(logging.Handler):
         self.kernels = KernelCalls()  # filled during code generation
 
     def emit(self, record: logging.LogRecord) -> None:
-        payload = record.args if isinstance(record.args, dict) else None
-        if payload is None and isinstance(record.args, tuple) and record.args:
-            payload = record.args[0] if isinstance(record.args[0], dict) else None
-        if not payload or "nodes_num_elem" not in payload:
+        payload = record.args  # logging unpacks a lone dict argument into `args`
+        if not isinstance(payload, dict) or "nodes_num_elem" not in payload:
             return
         cache: dict[int, dict[Any, int]] = {}
         for node, num_elem in payload["nodes_num_elem"]:
