@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from profreport.analysis.fusion import compile_fusion
@@ -28,7 +28,6 @@ from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
 from profreport.record.model import (
     CompilerEvidence,
     FusionMap,
-    KernelRow,
     OkMode,
     Run,
     WhyNotFused,
@@ -88,19 +87,15 @@ class CompileMode(Mode):
             warm_up(compiled, inputs, sync, WARMUP_CALLS)
         return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
 
-    def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
-        from profreport.analysis.kernel_definitions import is_inductor_kernel
-
-        return [r.name for r in kernel_table if is_inductor_kernel(r.name)]
-
     def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
-        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS, is_inductor_kernel
 
         return compile_fusion(
             (mode.compiler.inductor_nodes if mode.compiler is not None else None) or (),
             eager.bytes.sequence,
             BOOKKEEPING_OPS,
-            self.generated_kernels(mode.kernels.table),
+            # the kernels of its profiler table that Inductor generated
+            [r.name for r in mode.kernels.table if is_inductor_kernel(r.name)],
         )
 
     def fusion_evidence(self, mode: OkMode, run: Run) -> str:
