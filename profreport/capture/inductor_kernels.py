@@ -53,10 +53,8 @@ class KernelCalls:
             type(getattr(node, "node", None)).__name__ == "MultiOutput"
         )
         found = {self._of.get(sub) for sub in node.get_nodes()}
-        only = found.pop() if len(found) == 1 else None
-        if only is None:
-            return None, None, nop
-        return only[0], only[1], nop
+        kernel, call = (found.pop() if len(found) == 1 else None) or (None, None)
+        return kernel, call, nop
 
     def clear(self) -> None:
         self._of.clear()
