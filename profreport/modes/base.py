@@ -98,6 +98,17 @@ class Mode(NoAnalysis):
         return f"<mode {self.name}>"
 
 
+class EagerMode(Mode):
+    """eager: the model as written, the baseline every other mode is compared with."""
+
+    name = "eager"
+    timed_build = False
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        warm_up(module, inputs, sync, WARMUP_CALLS)
+        return PreparedMode(self.name, module)
+
+
 class UnknownMode(Mode):
     """A mode named in a record but not registered here (an old or foreign record): its evidence
     is shown as recorded, and nothing is derived from it."""

@@ -6,7 +6,7 @@ torch); `register` adds another one."""
 from __future__ import annotations
 
 from profreport.analysis.mode_analysis import ModeAnalysis
-from profreport.modes.base import Mode, UnknownMode
+from profreport.modes.base import EagerMode, Mode, UnknownMode
 
 _REGISTRY: dict[str, Mode] = {}
 _DEFAULT: list[str] = []
@@ -20,7 +20,6 @@ def _builtins() -> None:
         return
     _loaded = True
     from profreport.modes.compile import CompileMode
-    from profreport.modes.eager import EagerMode
     from profreport.modes.torchscript import OptimizeMode, ScriptMode, TraceMode
 
     for mode, summary in (
