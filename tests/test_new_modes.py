@@ -17,7 +17,7 @@ import profreport
 from profreport import cli, modes
 from profreport.models import BUILTIN_MODELS, GatedResidual
 from profreport.modes import PreparedMode
-from profreport.modes.cudagraphs import cuda_graph_evidence
+from profreport.modes.compile import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernel_counts
 from profreport.record.model import OkMode, Run

@@ -19,7 +19,7 @@ def _builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    from profreport.modes.compile import CompileMode
+    from profreport.modes.compile import CompileMode, CudaGraphsMode
     from profreport.modes.torchscript import OptimizeMode, ScriptMode, TraceMode
 
     for mode, summary in (
@@ -31,7 +31,6 @@ def _builtins() -> None:
     ):
         register(mode, default=True, summary=summary)
     # Opt-in (--modes): slower to build, or for one device only.
-    from profreport.modes.cudagraphs import CudaGraphsMode
     from profreport.modes.export import ExportMode
 
     for mode, summary in (
