@@ -43,7 +43,7 @@ class WorkersThenExport(Mode):
 
         AsyncCompile.warm_pool()
         AsyncCompile.wakeup()
-        return modes.get_mode("export").build(module, inputs, sync)
+        return modes.mode_for("export").build(module, inputs, sync)
 
 
 @pytest.fixture

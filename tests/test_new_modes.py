@@ -47,10 +47,10 @@ def test_new_modes_are_registered_but_not_default():
         assert name in names
         assert name not in modes.default_modes()
     assert modes.default_modes() == ("eager", "script", "trace", "optimize", "compile")
-    assert modes.get_mode("compile-max-autotune").compile_kwargs == {
+    assert modes.mode_for("compile-max-autotune").compile_kwargs == {
         "mode": "max-autotune-no-cudagraphs"
     }
-    assert modes.get_mode("compile-fullgraph").compile_kwargs == {"fullgraph": True}
+    assert modes.mode_for("compile-fullgraph").compile_kwargs == {"fullgraph": True}
 
 
 def test_modes_command_lists_every_mode_with_its_devices_and_bytes_source():
@@ -229,7 +229,7 @@ def test_compile_cudagraphs_reports_one_graph_launch_replaying_many_kernels(tmp_
         "3 launch call(s)/step saved against one launch per kernel"
     )
     entry["fusion"] = {"groups": []}
-    verdict = modes.get_mode("compile-cudagraphs").fusion_evidence(OkMode.from_json(entry), Run())
+    verdict = modes.mode_for("compile-cudagraphs").fusion_evidence(OkMode.from_json(entry), Run())
     assert verdict.endswith("3 launch call(s)/step saved against one launch per kernel")
 
 

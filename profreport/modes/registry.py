@@ -100,12 +100,6 @@ def default_modes() -> tuple[str, ...]:
     return tuple(_DEFAULT)
 
 
-def get_mode(name: str) -> Mode:
-    """The registered mode `name`; KeyError if there is none."""
-    _builtins()
-    return _REGISTRY[name]
-
-
 def mode_for(name: str) -> Mode:
     """The registered mode `name`, or a stand-in that derives nothing (a record's unknown mode)."""
     _builtins()
