@@ -19,9 +19,9 @@ from torch.fx import Graph, Node
 from profreport.analysis.bytes_model import inductor_calls
 from profreport.analysis.fusion import compile_fusion
 from profreport.analysis.kernels import BOOKKEEPING_OPS
-from profreport.capture.inductor_kernels import KernelCalls
 from profreport.capture.inductor_sizes import NodeSizes
 from profreport.modes import inductor_capture
+from profreport.modes.inductor_capture import KernelCalls
 from profreport.record.model import InductorNode, TensorIO
 
 aten = torch.ops.aten
