@@ -210,9 +210,8 @@ def _last_origins(kernel: Any) -> list[Any]:
 
 
 def _describe_inductor_node(
-    node: Any, num_elem: int, cache: dict[int, dict[Any, int]] | None = None
+    node: Any, num_elem: int, cache: dict[int, dict[Any, int]]
 ) -> InductorNode:
-    cache = {} if cache is None else cache
     origins: list[str] = []
     for sub in node.get_nodes():
         for origin in sorted(getattr(sub.node, "origins", ()) or (), key=str):
