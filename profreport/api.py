@@ -229,7 +229,7 @@ class RunResult:
         """Write every mode's profiled step as one trace (render/timeline); returns its file
         name, or None when no mode left a trace."""
         from profreport.render import timeline
-        from profreport.traceio.documents import read_document
+        from profreport.traceio.load import read_document
 
         traces = {}
         for mode, entry in self.run.ok_modes.items():

@@ -65,7 +65,6 @@ from profreport.modes import (
     ModeError,
     PreparedMode,
     default_modes,
-    get_mode,
     mode_analyses,
     mode_for,
     prepare_mode,
@@ -669,7 +668,7 @@ class RunCollector:
             progress(f"{name}: modeling memory traffic")
             with phases.phase("bytes"):
                 # the operations the bytes model sums, from where the mode says they come from
-                source = get_mode(name).bytes_source
+                source = mode_for(name).bytes_source
                 assert source is not None  # set when the mode was registered
                 self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
                 # the mode's modeled bytes (analysis/bytes_model)

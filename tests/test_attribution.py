@@ -83,10 +83,10 @@ def test_without_a_root_nothing_is_attributed():
 
 def test_attribution_root_says_why_a_mode_has_none():
     model, _ = _mixer_blocks()
-    assert _attribution_root(model, True) == (model, EAGER_ATTRIBUTION)
-    assert _attribution_root(model, False) == (None, SWITCHED_OFF)
+    assert _attribution_root(model, True) == (model, None, EAGER_ATTRIBUTION)
+    assert _attribution_root(model, False) == (None, None, SWITCHED_OFF)
     scripted = torch.jit.script(model)
-    assert _attribution_root(scripted, True) == (None, SCRIPT_ATTRIBUTION)
+    assert _attribution_root(scripted, True) == (None, scripted, SCRIPT_ATTRIBUTION)
 
 
 @pytest.mark.parametrize(
