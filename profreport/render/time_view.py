@@ -36,8 +36,8 @@ def _ms(us: float | None) -> str:
     return "n/a" if us is None else f"{us / 1000:.3g} ms"
 
 
-def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
-    """(field, label, µs) of each stacked part of a median step, bottom up (the inferred part
+def parts_of(median: MedianStep) -> tuple[tuple[str, float], ...]:
+    """(label, µs) of each stacked part of a median step, bottom up (the inferred part
     only where the mode's graph runs ops the profiler cannot see)."""
     if not median.cpu:
         keys: tuple[str, ...] = DEVICE_PARTS
@@ -46,7 +46,6 @@ def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
         keys = (op, *(("inferred_us",) if median.inferred_ops else ()), *host)
     return tuple(
         (
-            key,
             PART_LABELS[key],
             median.inferred_us if key == "inferred_us" else float(getattr(median.step, key) or 0.0),
         )
@@ -83,7 +82,7 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
                 "wall": _ms(median.total_us),
                 "profiled": _profiled(median, mode),
                 "timed": _ms(None if mode.latency_ms is None else mode.latency_ms.median * 1000),
-                "parts": [(label, _ms(us)) for _, label, us in parts_of(median)],
+                "parts": [(label, _ms(us)) for label, us in parts_of(median)],
                 "ops": median.ops,
                 "ops_label": "dispatched ops" if median.cpu else "launches",
                 # the mode's time findings, "" where it has none
@@ -104,10 +103,10 @@ def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     steps = {name: s for name, s in medians.items() if s is not None}
     if not steps or len({s.cpu for s in steps.values()}) != 1:
         return None
-    labels = dict.fromkeys(label for s in steps.values() for _, label, _ in parts_of(s))
+    labels = dict.fromkeys(label for s in steps.values() for label, _ in parts_of(s))
     series: dict[str, list[float]] = {label: [] for label in labels}
     for s in steps.values():
-        have = {label: us for _, label, us in parts_of(s)}
+        have = dict(parts_of(s))
         for label in labels:
             series[label].append(have.get(label, 0.0) / 1000)
     return list(steps), series
