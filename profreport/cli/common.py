@@ -107,13 +107,6 @@ def thresholds(args: argparse.Namespace) -> Any:
     )
 
 
-def escape(text: str) -> str:
-    """Text that Rich prints as it is, never as markup."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
 @contextmanager
 def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
     """A `progress(message)` callable: a Rich status line on a terminal, plain lines otherwise."""
@@ -122,6 +115,7 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
         return
     if stream.isatty():
         from rich.console import Console
+        from rich.markup import escape  # printed as it is, never as markup
 
         console = Console(file=stream)
 

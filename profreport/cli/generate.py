@@ -12,7 +12,6 @@ from typing import TextIO
 from profreport.cli import expect
 from profreport.cli.common import (
     Command,
-    escape,
     findings_error,
     positive_float,
     positive_int,
@@ -93,6 +92,7 @@ TERMINAL_COLUMNS = 120
 def _summary_table(run: Run, out: TextIO) -> None:
     """The report's headline as a terminal table: the same rows, words wrapped, never cut."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from profreport.render.headline import HeadlineCell, headline
