@@ -85,11 +85,12 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
     """
     found: list[Path] = []
     for item in inputs:
-        if missing is not None and not Path(item).exists():
-            missing.append(f"{item}: no such file or folder")
-            continue
         path = Path(item)
-        if path.is_dir():
+        if not path.exists():
+            if missing is None:
+                raise UsageError(f"{item}: no such file or folder")
+            missing.append(f"{item}: no such file or folder")
+        elif path.is_dir():
             under = sorted(
                 p
                 for p in path.rglob("*")
@@ -100,10 +101,8 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
             if not under:
                 raise UsageError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)
-        elif path.exists():
-            found.append(path)
         else:
-            raise UsageError(f"{item}: no such file or folder")
+            found.append(path)
     return found
 
 
@@ -136,18 +135,13 @@ def analyze_paths(
     for path in paths:
         try:
             trace = load_trace(path)
-        except NotATraceError as exc:
-            if path not in explicit:
+        except TraceError as exc:
+            if isinstance(exc, NotATraceError) and path not in explicit:
                 skipped.append(str(path))
             elif unreadable is None:
                 raise
             else:
                 unreadable.append(str(exc))
-            continue
-        except TraceError as exc:
-            if unreadable is None:
-                raise
-            unreadable.append(str(exc))
             continue
         counts = count_kernels(trace, definition)
         counted.append((str(path), counts))
