@@ -87,12 +87,8 @@ class SweepRow(Section):
 
     def on_axis(self, axis: str) -> int | str | None:
         """The row's value on a swept axis: batch_size, seq_len or dtype."""
-        values: dict[str, int | str | None] = {
-            "batch_size": self.batch_size,
-            "seq_len": self.seq_len,
-            "dtype": self.dtype,
-        }
-        return values[axis]
+        value: int | str | None = getattr(self, axis)
+        return value
 
 
 @dataclass(frozen=True)
