@@ -22,7 +22,7 @@ from profreport.record.model import Run
 from profreport.runner import EAGER_BROKEN, GenerateRequest, generate, run_name
 from profreport.text import terminal_text
 
-__all__ = ["COMMAND", "request_of", "run", "run_name"]
+__all__ = ["COMMAND", "run", "run_name"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,9 +143,9 @@ def _verdict_lines(run: Run) -> list[str]:
     return lines
 
 
-def request_of(args: argparse.Namespace) -> GenerateRequest:
-    """The run the flags ask for."""
-    return GenerateRequest(
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    budget, old_budget = expect.expectation(args), expect.previous(args)  # read before the run
+    request = GenerateRequest(  # the run the flags ask for
         model=args.model,
         device=args.device,
         dtype=args.dtype,
@@ -163,12 +163,8 @@ def request_of(args: argparse.Namespace) -> GenerateRequest:
         remeasure_ceilings=args.remeasure_ceilings,
         strict=args.strict,
     )
-
-
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    budget, old_budget = expect.expectation(args), expect.previous(args)  # read before the run
     generated = generate(
-        request_of(args),
+        request,
         err,
         progress_display=partial(progress_display, args.quiet),
         debug=args.debug,
