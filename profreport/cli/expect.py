@@ -37,35 +37,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _read(path: Path) -> ExpectationFile:
+def read_budgets(args: argparse.Namespace) -> tuple[ExpectationFile | None, Expectation | None]:
+    """Read before the run: the budget `--expect` names (UsageError: missing or malformed), or
+    what `--update-expect` refreshes: the file as it is (None: a new file), read so that a
+    malformed one (a person's edit) is reported, never overwritten. The flags exclude each other."""
     from profreport.record.expectation import ExpectationError, load
 
-    try:
-        return load(path)
-    except ExpectationError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def expectation(args: argparse.Namespace) -> ExpectationFile | None:
-    """The budget `--expect` names, read before the run (UsageError: missing or malformed)."""
-    path: Path | None = args.expect
-    if path is None:
-        return None
+    path: Path | None = args.expect or args.update_expect
+    if path is None or (args.update_expect is not None and not path.exists()):
+        return None, None
     if not path.exists():
         raise UsageError(
             f"no expectation file {path}: create it by running the same command with "
             f"--update-expect {path} instead of --expect, then commit it"
         )
-    return _read(path)
-
-
-def previous(args: argparse.Namespace) -> Expectation | None:
-    """What `--update-expect` refreshes: the file as it is (None: a new file), read before the
-    run so that a malformed one (a person's edit) is reported, never overwritten."""
-    path: Path | None = args.update_expect
-    if path is None or not path.exists():
-        return None
-    return _read(path).expectation
+    try:
+        budget = load(path)
+    except ExpectationError as exc:
+        raise UsageError(str(exc)) from None
+    return (budget, None) if args.expect is not None else (None, budget.expectation)
 
 
 def print_check(budget: BudgetCheck, out: TextIO, err: TextIO) -> None:

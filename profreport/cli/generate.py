@@ -144,7 +144,7 @@ def _verdict_lines(run: Run) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    budget, old_budget = expect.expectation(args), expect.previous(args)  # read before the run
+    budget, old_budget = expect.read_budgets(args)  # read before the run
     request = GenerateRequest(  # the run the flags ask for
         model=args.model,
         device=args.device,
