@@ -128,9 +128,6 @@ class SweepSummary(Section):
     axis: str | None = None  # the swept axis the charts put on x
     pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
 
-    def mode(self, name: str) -> ModeSummary:
-        return next(m for m in self.modes if m.mode == name)
-
 
 @dataclass(frozen=True)
 class Sweep(Section):
