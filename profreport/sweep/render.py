@@ -106,9 +106,6 @@ def _gaps(values: Iterable[float | None]) -> list[float]:
     return [math.nan if v is None else v for v in values]
 
 
-Band = tuple[float | None, float | None, float | None]  # a value and its band: low, high
-
-
 def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
     rows = sweep.rows
     ticks = _ticks(rows, axis)
@@ -124,8 +121,8 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
     def line(s: Series, values: Iterable[float | None]) -> charts.Line:
         return charts.Line(s.label, s.mode, pos(s), _gaps(values))
 
-    def banded(s: Series, bands: Iterable[Band]) -> charts.Line:
-        """A line over the series' rows with a band around it."""
+    def banded(s: Series, bands: Iterable[tuple[float, float, float]]) -> charts.Line:
+        """A line over the series' rows with a band around it: each row's value, low, high."""
         y, low, high = zip(*bands, strict=True)
         return charts.Line(s.label, s.mode, pos(s), _gaps(y), _gaps(low), _gaps(high))
 
