@@ -20,10 +20,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import Command, positive_int, warn
+from profreport.cli.common import Command, positive_int
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.files import LIGHT_TRACE_NAME, TIMELINE_NAME, write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
+from profreport.text import terminal_text
 
 if TYPE_CHECKING:
     from profreport.analysis.time_breakdown import TraceTimeBreakdown
@@ -167,10 +168,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(str(exc)) from exc
     finally:
         for reason in unreadable or ():
-            warn(f"skipped {reason}", err)
+            print(f"warning: skipped {terminal_text(reason)}", file=err)
     done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
-        warn(f"skipped {name}: not a profiler trace", err)
+        print(f"warning: skipped {terminal_text(name)}: not a profiler trace", file=err)
     renderer = get(ANALYSIS, args.format)
     content = renderer.text(doc, top=args.top)
     if not args.out:

@@ -140,10 +140,6 @@ def gate_exit(comparison: Any, err: TextIO) -> int:
     return EXIT_GATE if comparison.regressed else EXIT_OK
 
 
-def warn(message: str, err: TextIO) -> None:
-    print(f"warning: {terminal_text(message)}", file=err)
-
-
 def findings_error(run: Run, line: str | None, debug: bool, err: TextIO) -> None:
     """The one line of a run whose findings failed to derive (`line`, None: none did); with
     --debug, each failed finding's traceback first (run.json keeps them too)."""
