@@ -49,10 +49,6 @@ class SweepPoint(Section):
         return Point(self.model, self.batch_size, self.seq_len, self.dtype)
 
     @property
-    def label(self) -> str:
-        return self.point.label
-
-    @property
     def ok(self) -> bool:
         return self.status == "ok"
 
