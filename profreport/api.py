@@ -9,8 +9,8 @@
     done = profreport.run_sweep(SweepSpec(models=("simple",), batch_sizes=(1, 8)))
     done.root                          # sweep.json, sweep.html, sweep.md, points/<id>/...
 
-The CLI's `generate` is built on `collect_evidence`, `save_evidence` (the evidence on disk before
-any finding is derived: `pipeline.derive_findings`) and `RunResult.save`. A sweep's entry point,
+The CLI's `generate` is built on `pipeline.collect_run`, `save_evidence` (the evidence on disk
+before any finding is derived: `pipeline.derive_findings`) and `RunResult.save`. A sweep's entry point,
 `profreport.run_sweep`, is profreport.sweep.lifecycle's (a sweep runs each point's `generate`
 through profreport.runner, which calls this module: exposing it here would close a loop).
 """
@@ -34,7 +34,15 @@ from profreport.env import DTYPES, resolve_device
 from profreport.files import LIGHT_TRACES, TIMELINE_NAME, write_atomic, write_tensorboard_summary
 from profreport.models import LoadedModel
 from profreport.modes import default_modes, mode_analyses, mode_names
-from profreport.pipeline import RunOptions, RunSetup, ceilings_again, collect_run, derive_findings
+from profreport.pipeline import (
+    Progress,
+    RunOptions,
+    RunSetup,
+    ceilings_again,
+    collect_run,
+    derive_findings,
+    quiet,
+)
 from profreport.record.model import ProfileSchedule, Run, TimingSettings
 from profreport.record.section import JSONObject
 from profreport.text import error_line
@@ -43,9 +51,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from profreport.analysis.budget import BudgetCheck
-
-Progress = Callable[[str], None]
-
 
 # the run renderers that open with a kernel-budget check when the run was checked
 _CHECKED = ("html", "md")
@@ -224,7 +229,7 @@ class RunResult:
         """Write every mode's profiled step as one trace (render/timeline); returns its file
         name, or None when no mode left a trace."""
         from profreport.render import timeline
-        from profreport.traceio.documents import read_document
+        from profreport.traceio.load import read_document
 
         traces = {}
         for mode, entry in self.run.ok_modes.items():
@@ -263,32 +268,6 @@ class RunResult:
         self.run_dir, self.owns_run_dir = target, False
 
 
-def collect_evidence(
-    model: LoadedModel,
-    device: torch.device,
-    dtype_name: str,
-    run_dir: Path,
-    options: RunOptions | None = None,
-    progress: Progress | None = None,
-    now: Callable[[], datetime] | None = None,
-    checkpoint: Callable[[Run], None] | None = None,
-) -> Run:
-    """Profile an already built model and return the run record's evidence (no findings yet:
-    `pipeline.derive_findings`); traces land under `run_dir/tensorboard/<mode>/`, and
-    `checkpoint` is handed the evidence so far as the run goes (pipeline.RunSetup)."""
-    setup = RunSetup(
-        model,
-        device,
-        dtype_name,
-        run_dir,
-        options or run_options(),
-        progress or _quiet,
-        now,
-        checkpoint=checkpoint,
-    )
-    return collect_run(setup)
-
-
 def profile_loaded(
     model: LoadedModel,
     device: torch.device,
@@ -299,7 +278,10 @@ def profile_loaded(
     now: Callable[[], datetime] | None = None,
 ) -> RunResult:
     """Profile an already built model; traces land under `run_dir/tensorboard/<mode>/`."""
-    evidence = collect_evidence(model, device, dtype_name, run_dir, options, progress, now)
+    options = options or run_options()
+    evidence = collect_run(
+        RunSetup(model, device, dtype_name, run_dir, options, progress or quiet, now)
+    )
     again = ceilings_again(device, dtype_name)
     return RunResult(derive_findings(evidence, remeasure=again, progress=progress), run_dir)
 
@@ -323,10 +305,6 @@ def save_evidence(evidence: Run, folder: Path) -> Path:
     for name in evidence.ok_modes:
         write_atomic(folder / f"kernels_{name}.csv", kernel_csv(evidence, name))
     return save_record(evidence, folder)
-
-
-def _quiet(_msg: str) -> None:
-    return None
 
 
 def _resolve_dtype(

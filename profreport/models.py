@@ -13,8 +13,8 @@ import importlib.util
 import re
 import sys
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -51,16 +51,17 @@ class LoadedModel:
 class BuiltinModel:
     name: str
     description: str
-    default_batch: dict[str, int]  # device type -> batch size
-    build: Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+    module: Callable[[], nn.Module]
+    input_shapes: tuple[tuple[int, ...], ...]  # each example input's shape after the batch
+    # device type -> batch size (the same for every built-in model)
+    default_batch: Mapping[str, int] = field(default_factory=lambda: {"cuda": 64, "cpu": 8})
 
     def batch_for(self, device: torch.device) -> int:
         return self.default_batch.get(device.type, self.default_batch["cpu"])
 
-
-def _simple(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    model = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2))
-    return model, (torch.randn(batch, 32, 56, 56),)
+    def build(self, batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        """The module, then its random example inputs of `batch` samples."""
+        return self.module(), tuple(torch.randn(batch, *shape) for shape in self.input_shapes)
 
 
 class ConvBnRelu(nn.Module):
@@ -76,10 +77,6 @@ class ConvBnRelu(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.bn1(self.conv1(x)))
         return torch.relu(self.bn2(self.conv2(x)))
-
-
-def _conv_bn_relu(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return with_running_stats(ConvBnRelu()), (torch.randn(batch, 32, 28, 28),)
 
 
 class MlpBlock(nn.Module):
@@ -98,20 +95,12 @@ class MlpBlock(nn.Module):
         return out
 
 
-def _mlp_block(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return MlpBlock(), (torch.randn(batch, 128, 256),)
-
-
 class GatedResidual(nn.Module):
     """Two inputs, a chain of pointwise ops: the case NNC (CUDA) and Inductor fuse into one kernel."""
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         y = torch.sigmoid(gate) * torch.tanh(x)
         return x + y * 0.5 - torch.relu(y)
-
-
-def _gated_residual(batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return GatedResidual(), (torch.randn(batch, 256, 1024), torch.randn(batch, 256, 1024))
 
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
@@ -121,29 +110,29 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "simple",
             "Conv2d(32->64, 3x3) -> ReLU -> MaxPool2d(2) on N x 32 x 56 x 56: the tutorial's "
             "Conv+ReLU case",
-            {"cuda": 64, "cpu": 8},
-            _simple,
+            lambda: nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2)),
+            ((32, 56, 56),),
         ),
         BuiltinModel(
             "conv-bn-relu",
             "2 x (Conv2d -> BatchNorm2d -> ReLU) on N x 32 x 28 x 28: BatchNorm folding and "
             "conv+ReLU fusion (optimize_for_inference, Inductor)",
-            {"cuda": 64, "cpu": 8},
-            _conv_bn_relu,
+            lambda: with_running_stats(ConvBnRelu()),
+            ((32, 28, 28),),
         ),
         BuiltinModel(
             "mlp-block",
             "LayerNorm -> Linear(256->1024) -> GELU -> Linear -> Dropout -> residual on N x 128 x 256: "
             "pointwise fusion around GEMMs",
-            {"cuda": 64, "cpu": 8},
-            _mlp_block,
+            MlpBlock,
+            ((128, 256),),
         ),
         BuiltinModel(
             "gated-residual",
             "sigmoid(g) * tanh(x), residual and ReLU on two N x 256 x 1024 inputs: a pure pointwise "
             "chain (NNC on CUDA, Inductor everywhere)",
-            {"cuda": 64, "cpu": 8},
-            _gated_residual,
+            GatedResidual,
+            ((256, 1024), (256, 1024)),
         ),
     )
 }

@@ -65,7 +65,6 @@ from profreport.modes import (
     ModeError,
     PreparedMode,
     default_modes,
-    get_mode,
     mode_analyses,
     mode_for,
     prepare_mode,
@@ -339,26 +338,9 @@ def _output_check(
     return compare_outputs(actual.tensors, reference.output.tensors)
 
 
-def _time_modes(
-    stage: TimingStage,
-    inputs: tuple[torch.Tensor, ...],
-    device: torch.device,
-    options: RunOptions,
-    progress: Progress,
-) -> None:
-    """Time the stage's prepared modes together (`time_stages`), each judged against eager."""
-    if not options.time_latency:
-        stage.not_timed(NOT_TIMED)
-        return
-
-    def on_round(n: int, round_no: int, samples: int) -> None:
-        progress(f"timing {n} modes interleaved: round {round_no}, {samples} samples each")
-
-    # every mode is judged against eager: more rounds while a ratio lacks only rounds
-    def pairs(names: list[str]) -> list[tuple[str, str]]:
-        return [("eager", name) for name in names if name != "eager"]
-
-    time_stages({"": stage}, {"": inputs}, device, options, on_round, pairs)
+def _against_eager(names: list[str]) -> list[tuple[str, str]]:
+    """Every mode is judged against eager: more rounds while a ratio lacks only rounds."""
+    return [("eager", name) for name in names if name != "eager"]
 
 
 def time_stages(
@@ -376,7 +358,12 @@ def time_stages(
     that raises is marked failed on its stage and the others are timed again without it, in
     what is left of the `--max-time` budget. `on_round` is told every tenth round the series,
     the round and the fewest samples a series has; `pairs` names the series judged against
-    each other (more rounds while a ratio lacks only rounds)."""
+    each other (more rounds while a ratio lacks only rounds). Without `options.time_latency`,
+    each stage's prepared modes say they were not timed."""
+    if not options.time_latency:
+        for stage in stages.values():
+            stage.not_timed(NOT_TIMED)
+        return None
     if not any(stage.prepared_modes for stage in stages.values()):
         return None
     start = interrupts.mark()
@@ -481,8 +468,8 @@ class ReferenceRun:
         )
 
 
-def _quiet(_msg: str) -> None:
-    return None
+def quiet(_msg: str) -> None:
+    """A progress that shows nothing."""
 
 
 @dataclass(frozen=True)
@@ -498,7 +485,7 @@ class RunSetup:
     dtype: str
     run_dir: Path
     options: RunOptions = field(default_factory=RunOptions)
-    progress: Progress = _quiet
+    progress: Progress = quiet
     now: Callable[[], datetime] | None = None
     clock: Callable[[], float] = time.perf_counter
     checkpoint: Callable[[Run], None] | None = None
@@ -681,7 +668,7 @@ class RunCollector:
             progress(f"{name}: modeling memory traffic")
             with phases.phase("bytes"):
                 # the operations the bytes model sums, from where the mode says they come from
-                source = get_mode(name).bytes_source
+                source = mode_for(name).bytes_source
                 assert source is not None  # set when the mode was registered
                 self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
                 # the mode's modeled bytes (analysis/bytes_model)
@@ -720,9 +707,7 @@ class RunCollector:
 
     def mark_ab(self, side: Literal["base", "head"]) -> None:
         """This run is one side of `profreport ab` (timed together with the other)."""
-        self._ab = AbSide(
-            side="head" if side == "head" else "base", order="ab_order (profreport/ab.py)"
-        )
+        self._ab = AbSide(side=side, order="ab_order (profreport/ab.py)")
 
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
         """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
@@ -788,11 +773,17 @@ class _ModeFailed(Exception):
 
 def collect_run(setup: RunSetup) -> Run:
     """Run all requested modes of the setup's model and return the run record's evidence
-    (traces land in its run_dir; the findings: `derive_findings`)."""
+    (traces land in its run_dir; the findings: `derive_findings`); the modes are timed together
+    (`time_stages`), each judged against eager."""
+
+    def on_round(n: int, round_no: int, samples: int) -> None:
+        setup.progress(f"timing {n} modes interleaved: round {round_no}, {samples} samples each")
+
     collector = RunCollector(setup)
-    stage = collector.prepare()
+    stages = {"": collector.prepare()}
     with collector.phases.phase("timing"), torch.no_grad():
-        _time_modes(stage, setup.model.example_inputs, setup.device, setup.options, setup.progress)
+        inputs = {"": setup.model.example_inputs}
+        time_stages(stages, inputs, setup.device, setup.options, on_round, _against_eager)
     return collector.finish()
 
 

@@ -8,10 +8,12 @@ an interrupt, a bug) into a `GenerateResult`: the data a sweep reads, never term
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
@@ -169,10 +171,6 @@ class GenerateResult(Section):
         )
 
     @classmethod
-    def of(cls, generated: Generated) -> GenerateResult:
-        return cls.made(generated.exit_code, generated.run_dir, generated.error)
-
-    @classmethod
     def ended_by(cls, exc: BaseException) -> GenerateResult:
         """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
         the run's evidence was saved names its folder)."""
@@ -202,21 +200,58 @@ def run_name(model: str, device: str, now: datetime) -> str:
     return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
 
 
+_PROCESS_FDS = (1, 2)
+
+
+def _fileno(stream: TextIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # StringIO and other in-memory streams
+        return None
+
+
 @contextmanager
 def library_output(log_path: Path, err: TextIO, debug: bool, earlier: str = "") -> Iterator[TextIO]:
     """Libraries' own lines (Kineto, Inductor, the model's prints) go to run.log in the run
     folder, after the `earlier` lines (those printed while the model was built); with --debug
-    they stay on the terminal."""
+    they stay on the terminal.
+
+    Kineto prints `USDT: ... profiler_start` lines from C++, Inductor's compile workers and the
+    model's own code may print too; none of it is profreport's. Until the block ends, file
+    descriptors 1 and 2 point at `log_path` (so C++ writes and child processes land there as
+    well). Yields the stream profreport itself should write progress to: `err` unchanged when it
+    is not the process's stdout or stderr (a test's StringIO), else a stream on a duplicate of
+    that descriptor, so it still reaches the terminal while fd 1/2 go to the log.
+    """
     if debug:
         yield err
         return
-    from profreport.liboutput import library_output_to
-
     if earlier:
         log_path.write_text(earlier, encoding="utf-8")
-
-    with library_output_to(log_path, err) as terminal:
-        yield terminal
+    for stream in (sys.stdout, sys.stderr, err):
+        stream.flush()
+    saved = {fd: os.dup(fd) for fd in _PROCESS_FDS}
+    term_fd = _fileno(err)
+    progress: TextIO = err
+    own: TextIO | None = None
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if term_fd in saved:
+            own = os.fdopen(os.dup(saved[term_fd]), "w", buffering=1, encoding="utf-8")
+            progress = own
+        for fd in _PROCESS_FDS:
+            os.dup2(log_fd, fd)
+        yield progress
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(log_fd)
+        if own is not None:
+            own.close()
 
 
 def built_off_the_terminal(build: Callable[[], _T], err: TextIO, debug: bool) -> tuple[_T, str]:
@@ -293,7 +328,7 @@ def generate(
     from profreport.analysis.derive import failure_summary
     from profreport.env import DTYPES
     from profreport.models import LoadedModel, ModelError, load_model
-    from profreport.pipeline import ceilings_again, derive_findings
+    from profreport.pipeline import RunSetup, ceilings_again, collect_run, derive_findings
 
     started = interrupts.mark()
     try:
@@ -335,7 +370,7 @@ def generate(
         progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
         budget = None
         try:
-            evidence = api.collect_evidence(
+            setup = RunSetup(
                 model,
                 device,
                 request.dtype,
@@ -345,6 +380,7 @@ def generate(
                 now=lambda: stamp,
                 checkpoint=partial(_checkpoint, folder=folder, out=request.out),
             )
+            evidence = collect_run(setup)
             _saved(lambda: api.save_evidence(evidence, folder), request.out)
             # a finding that raises is recorded in its mode
             again = ceilings_again(device, request.dtype)
@@ -393,6 +429,7 @@ def run_point(request: GenerateRequest, err: TextIO) -> GenerateResult:
     """`generate`, and how it ended as data, whatever ended it (a sweep point's whole run)."""
     try:
         with interrupts.unmasked():
-            return GenerateResult.of(generate(request, err))
+            done = generate(request, err)
+            return GenerateResult.made(done.exit_code, done.run_dir, done.error)
     except (KeyboardInterrupt, Exception) as exc:  # every ending is a result, as the CLI's is
         return GenerateResult.ended_by(exc)

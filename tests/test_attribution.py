@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport.analysis.attribution import common_module, group_title, kernel_places
+from profreport.analysis.attribution import common_module, kernel_places
 from profreport.analysis.bytes_model import calls_from_tensor_io
 from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 from profreport.analysis.module_tree import module_tree, top_savings
@@ -83,10 +83,10 @@ def test_without_a_root_nothing_is_attributed():
 
 def test_attribution_root_says_why_a_mode_has_none():
     model, _ = _mixer_blocks()
-    assert _attribution_root(model, True) == (model, EAGER_ATTRIBUTION)
-    assert _attribution_root(model, False) == (None, SWITCHED_OFF)
+    assert _attribution_root(model, True) == (model, None, EAGER_ATTRIBUTION)
+    assert _attribution_root(model, False) == (None, None, SWITCHED_OFF)
     scripted = torch.jit.script(model)
-    assert _attribution_root(scripted, True) == (None, SCRIPT_ATTRIBUTION)
+    assert _attribution_root(scripted, True) == (None, scripted, SCRIPT_ATTRIBUTION)
 
 
 @pytest.mark.parametrize(
@@ -154,13 +154,12 @@ def _group(ops, modules, lines, kernel="k0", saved=100, fused=True):
     )
 
 
-def test_common_module_and_group_title():
+def test_common_module_and_groups_place_text():
     assert common_module(["mixers.1.up", "mixers.1"]) == "mixers.1"
     assert common_module(["mixers.1", "mixers.2"]) == "mixers"
     assert common_module(["h.1.mlp.act", "h.10.mlp"]) == "h"
     assert common_module([]) == ""
     g = _group(["gelu", "sigmoid", "mul"], ["mixers.1"], ["blocks.py:13"])
-    assert group_title(g) == "mixers.1: gelu + sigmoid + mul"
     assert groups_place_text([g]) == "mixers.1: gelu + sigmoid + mul at blocks.py:13"
     assert groups_place_text([FusionGroup(eager_ops=("add",), kernels=("k",))]) == ""
 

@@ -26,12 +26,12 @@ def recorded_runs(monkeypatch):
     """The pipeline replaced: each call hands back the next of the runs in `queue` (by name)."""
     queue: list[str] = []
 
-    def collect_evidence(model, device, dtype_name, run_dir, options, progress, **kwargs):
+    def collect_run(setup):
         record = load(DATA / queue.pop(0))
-        run_dir.mkdir(parents=True, exist_ok=True)
+        setup.run_dir.mkdir(parents=True, exist_ok=True)
         return evidence_of(copy.deepcopy(record))  # no findings: derived after saving
 
-    monkeypatch.setattr(api, "collect_evidence", collect_evidence)
+    monkeypatch.setattr(pipeline, "collect_run", collect_run)
     return queue
 
 
@@ -148,7 +148,7 @@ def test_a_run_without_latency_timing_never_times_and_says_why(monkeypatch):
     modes = {"eager": pipeline.OkMode(), "compile": pipeline.OkMode()}
     stage = pipeline.TimingStage(dict(modes), dict.fromkeys(modes), lambda: None)
     options = api.run_options(["eager", "compile"], time_latency=False)
-    pipeline._time_modes(stage, (), None, options, lambda _msg: None)
+    pipeline.time_stages({"": stage}, {"": ()}, None, options, print, pipeline._against_eager)
     assert {m.not_timed for m in stage.modes.values()} == {pipeline.NOT_TIMED}
     assert stage.timing_noise is None
     assert api.run_options(["eager"]).time_latency  # timed unless asked

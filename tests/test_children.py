@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from profreport.analysis import paired
-from profreport.capture import children, noise
+from profreport.capture import noise
 from profreport.record.model import MachineLoad, TimingNoise
 from profreport.render.noise_view import noise_text
 
@@ -48,7 +48,7 @@ def test_a_live_child_burning_cpu_is_counted_as_ours_not_as_other_processes():
     try:
         after = noise.snapshot()  # the child is alive: read through psutil
         burnt = _cpu_s_of(child.pid)
-        found = {c.pid: c for c in children.live_descendants() or []}
+        found = {c.pid: c for c in noise.live_descendants() or []}
     finally:
         child.communicate("")
     assert child.pid in found and found[child.pid].name == "python"
@@ -69,14 +69,14 @@ def test_a_live_child_burning_cpu_is_counted_as_ours_not_as_other_processes():
 # earlier tests) may exit between the two readings, unreaped, and take their time with them.
 _REAPED = (
     "import subprocess, sys\n"
-    "from profreport.capture import children\n"
+    "from profreport.capture import noise\n"
     f"child = subprocess.Popen([sys.executable, '-c', {_BURNER!r}], stdin=subprocess.PIPE,\n"
     "                         stdout=subprocess.PIPE, text=True)\n"
     "assert child.stdout.readline() == 'burnt\\n'\n"
-    "alive = children.children_cpu_s()\n"
+    "alive = noise.children_cpu_s()\n"
     "child.communicate('')  # waited for: its time moves into our children_user/system\n"
-    "reaped = children.children_cpu_s()\n"
-    "gone = child.pid not in {c.pid for c in children.live_descendants() or []}\n"
+    "reaped = noise.children_cpu_s()\n"
+    "gone = child.pid not in {c.pid for c in noise.live_descendants() or []}\n"
     "print(alive, reaped, gone)\n"
 )
 
@@ -110,21 +110,21 @@ def test_descendants_are_found_through_the_process_tree():
     try:
         assert child.stdout is not None
         grandchild = int(child.stdout.readline())
-        ours = {c.pid: c for c in children.live_descendants() or []}
-        below_child = {c.pid for c in children.live_descendants(child.pid) or []}
+        ours = {c.pid: c for c in noise.live_descendants() or []}
+        below_child = {c.pid for c in noise.live_descendants(child.pid) or []}
     finally:
         child.communicate("")
     assert {child.pid, grandchild} <= set(ours)  # a grandchild is ours too
     assert below_child == {grandchild}
     assert ours[child.pid].name.startswith("python") and ours[child.pid].cpu_s >= 0
-    assert child.pid not in {c.pid for c in children.live_descendants() or []}
+    assert child.pid not in {c.pid for c in noise.live_descendants() or []}
 
 
 def test_a_process_that_is_gone_has_no_reading():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    assert children.live_descendants(gone.pid) is None
-    assert children.children_cpu_s() is not None
+    assert noise.live_descendants(gone.pid) is None
+    assert noise.children_cpu_s() is not None
 
 
 def _load(children_s: tuple[float, float] | None) -> MachineLoad:

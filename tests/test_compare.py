@@ -15,6 +15,7 @@ from profreport.cli import main
 from profreport.record import dumps, load
 from profreport.record.model import Run
 from profreport.render import compare as compare_render
+from profreport.render.registry import COMPARISON, get
 
 
 @pytest.fixture
@@ -190,7 +191,7 @@ def test_json_and_html_renderings(base):
     head = copy.deepcopy(base)
     head["model"]["inputs"][0]["dtype"] = "<script>x</script>"
     cmp = _compare(base, head, Thresholds(max_kernel_increase=0))
-    data = json.loads(compare_render.render(cmp, "json"))
+    data = json.loads(get(COMPARISON, "json").text(cmp))
     assert data["schema"] == "profreport.compare/1"
     assert data["regressed"] is False
     assert [m["mode"] for m in data["modes"]] == ["eager", "script", "trace", "optimize", "compile"]
@@ -201,7 +202,7 @@ def test_json_and_html_renderings(base):
     assert page.count("<tr>") == 1 + 5
     assert "http" not in page  # self-contained
     with pytest.raises(ValueError, match="unknown format"):
-        compare_render.render(cmp, "pdf")
+        get(COMPARISON, "pdf").text(cmp)
 
 
 # ---------------------------------------------------------------- CLI
@@ -310,7 +311,7 @@ def test_noisy_record_makes_latency_inconclusive_not_failed(base, tmp_path):
         "eager: latency inconclusive: head: other processes used 40% of CPU"
     )
     assert len(noisy.inconclusive) == 5  # every mode: the machine was busy for all of them
-    assert "latency inconclusive" in compare_render.render(noisy, "md")
+    assert "latency inconclusive" in get(COMPARISON, "md").text(noisy)
     err = io.StringIO()
     rc = main(
         [

@@ -166,7 +166,9 @@ def test_an_illegal_address_while_timed_keeps_the_other_modes(monkeypatch):
             "compile": PreparedMode("compile", compile_fn),
         }
     )
-    pipeline._time_modes(stage, (torch.ones(2),), CUDA, TIMING, print)
+    pipeline.time_stages(
+        {"": stage}, {"": (torch.ones(2),)}, CUDA, TIMING, print, pipeline._against_eager
+    )
 
     modes = stage.modes
     assert modes["compile"].status == "failed"
@@ -188,7 +190,9 @@ def test_out_of_memory_while_timed_is_not_a_lost_context(monkeypatch):
     stage = _stage(
         {"eager": PreparedMode("eager", lambda x: x + 1), "compile": PreparedMode("compile", oom)}
     )
-    pipeline._time_modes(stage, (torch.ones(2),), CUDA, TIMING, print)
+    pipeline.time_stages(
+        {"": stage}, {"": (torch.ones(2),)}, CUDA, TIMING, print, pipeline._against_eager
+    )
     modes = stage.modes
     assert modes["compile"].status == "failed"
     latency = modes["eager"].latency_ms

@@ -68,7 +68,7 @@ def test_why_not_fused_rows_are_distinct_and_count_their_repeats(llama):
     rows = next(d for d in build_view(llama)["details"] if d["mode"] == "compile")["why"]
     assert sum(r["count"] for r in rows) == len(entries)
     # alike but for a kernel's serial number is alike: the same entry in each layer
-    keys = [(r["kind"], r["ops"]["full"], without_serials(r["reason"])) for r in rows]
+    keys = [(r["kind"], r["ops"]["full"], without_serials(r["entry"].reason)) for r in rows]
     assert len(keys) == len(set(keys))
     assert any(r["count"] > 1 for r in rows)
 

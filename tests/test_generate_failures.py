@@ -181,7 +181,7 @@ def test_internal_error_is_one_line_and_keeps_the_evidence_so_far(tmp_path, caps
     def crash(*_args, **_kwargs):
         raise ZeroDivisionError("a bug\nin profreport")
 
-    monkeypatch.setattr(pipeline, "_time_modes", crash)
+    monkeypatch.setattr(pipeline, "time_stages", crash)
     out = tmp_path / "out"
     rc = cli.main(
         _generate(out, "--model", "gated-residual", "--batch-size", "1", "--modes", "eager")
@@ -221,7 +221,7 @@ def test_interrupt_mid_run_leaves_nothing(tmp_path, capsys, monkeypatch):
         seen.extend((tmp_path / "out").rglob("*.pt.trace.json"))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "_time_modes", interrupt)
+    monkeypatch.setattr(pipeline, "time_stages", interrupt)
     out = tmp_path / "out"
     rc = cli.main(
         _generate(out, "--model", "gated-residual", "--batch-size", "1", "--modes", "eager")
@@ -365,7 +365,14 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
         timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
     )
     stage = pipeline.TimingStage(modes, prepared, lambda: None)
-    pipeline._time_modes(stage, (torch.ones(2),), torch.device("cpu"), options, print)
+    pipeline.time_stages(
+        {"": stage},
+        {"": (torch.ones(2),)},
+        torch.device("cpu"),
+        options,
+        print,
+        pipeline._against_eager,
+    )
     trace = stage.modes["trace"]
     assert trace.status == "failed"
     assert trace.error == "RuntimeError: out of memory"

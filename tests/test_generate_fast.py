@@ -1,5 +1,5 @@
 """`profreport generate` and a sweep point end to end through the edge, without profiling: the
-pipeline (api.collect_evidence) hands back the checked-in gated-residual run, so the fast tier
+pipeline (pipeline.collect_run) hands back the checked-in gated-residual run, so the fast tier
 still stages and publishes a run folder with every output, prints the table and the paths, and
 sets the exit code from the modes that failed. The real runs are in the slow tier
 (test_generate_e2e.py, test_generate_failures.py, test_sweep_e2e.py)."""
@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from profreport import api, cli
+from profreport import cli, pipeline
 from profreport.modes import mode_for
 from profreport.record import load
 from profreport.runner import GenerateRequest, run_point
@@ -31,14 +31,14 @@ def recorded_pipeline(monkeypatch):
     record = load(RECORDED_GATED_RUN)
     calls = []
 
-    def collect_evidence(model, device, dtype_name, run_dir, options, progress, **kwargs):
-        calls.append((model.name, device.type, dtype_name, options.modes))
-        shutil.copytree(RECORDED_GATED_RUN / "tensorboard", run_dir / "tensorboard")
+    def collect_run(setup):
+        calls.append((setup.model.name, setup.device.type, setup.dtype, setup.options.modes))
+        shutil.copytree(RECORDED_GATED_RUN / "tensorboard", setup.run_dir / "tensorboard")
         evidence = evidence_of(copy.deepcopy(record))  # no findings: derived after saving
-        kwargs["checkpoint"](evidence)  # as the pipeline does after each mode
+        setup.checkpoint(evidence)  # as the pipeline does after each mode
         return evidence
 
-    monkeypatch.setattr(api, "collect_evidence", collect_evidence)
+    monkeypatch.setattr(pipeline, "collect_run", collect_run)
     return record, calls
 
 

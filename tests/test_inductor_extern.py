@@ -19,9 +19,9 @@ from torch.fx import Graph, Node
 from profreport.analysis.bytes_model import inductor_calls
 from profreport.analysis.fusion import compile_fusion
 from profreport.analysis.kernels import BOOKKEEPING_OPS
-from profreport.capture.inductor_kernels import KernelCalls
 from profreport.capture.inductor_sizes import NodeSizes
 from profreport.modes import inductor_capture
+from profreport.modes.inductor_capture import KernelCalls
 from profreport.record.model import InductorNode, TensorIO
 
 aten = torch.ops.aten
@@ -99,7 +99,7 @@ def test_bias_addmm_claims_its_own_eager_call(sized, origin_node):
     fx = _graph()
     node = _bias_addmm(fx, fx[origin_node] if origin_node else None)
 
-    described = inductor_capture._describe_inductor_node(node, 0)
+    described = inductor_capture._describe_inductor_node(node, 0, {})
 
     assert described.kind == "extern"
     assert described.origins == ("aten::addmm", "aten::expand", "aten::permute")
@@ -114,13 +114,13 @@ def test_an_extern_with_an_operator_still_keeps_to_it(sized):
     fx = _graph()
     origins = {fx["addmm"], fx["permute"]}
     node = ExternKernelSchedulerNode("op0", ExternKernelOut(origins, None, aten.addmm.out))
-    assert _eager_ops(inductor_capture._describe_inductor_node(node, 0)) == ["aten::addmm"]
+    assert _eager_ops(inductor_capture._describe_inductor_node(node, 0, {})) == ["aten::addmm"]
 
 
 def test_unpacking_a_multi_output_result_claims_nothing(sized):
     fx = _graph()
     node = ExternKernelSchedulerNode("op2", MultiOutput({fx["addmm"]}, None, None))
-    assert inductor_capture._describe_inductor_node(node, 0).eager_ops == ()
+    assert inductor_capture._describe_inductor_node(node, 0, {}).eager_ops == ()
     assert KernelCalls().of_node(node) == (None, None, True)
 
 
@@ -129,7 +129,7 @@ def test_bias_addmm_is_a_library_call_in_the_fusion_map(sized):
     relu = SchedulerNode("op1", ExternKernelOut({fx["relu"]}, fx["relu"], None))
     nodes = []
     for node in (_bias_addmm(fx, None), relu):
-        described = inductor_capture._describe_inductor_node(node, 0)
+        described = inductor_capture._describe_inductor_node(node, 0, {})
         kernel, call, nop = KernelCalls().of_node(node)  # an extern goes into no generated kernel
         nodes.append(dataclasses.replace(described, kernel=kernel, kernel_call=call, nop=nop))
     nodes[1] = dataclasses.replace(nodes[1], kernel="triton_poi_fused_relu_0", kernel_call=0)

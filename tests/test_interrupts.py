@@ -17,6 +17,7 @@ import torch
 
 from profreport import api, cli, interrupts, pipeline
 from profreport.capture import timing
+from profreport.cli.common import Command
 from profreport.render import html as html_render
 from tests.conftest import FAST, run_dir_in
 
@@ -278,7 +279,8 @@ def test_the_handlers_are_in_place_before_the_command_starts(monkeypatch):
         seen.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
         return 0
 
-    monkeypatch.setattr(cli, "_dispatch", dispatch)
+    models = Command("models", "list the built-in models", lambda _parser: None, dispatch)
+    monkeypatch.setattr(cli, "commands", lambda: (models,))
     assert cli.main(["models"]) == 0
     assert seen == [(interrupts._interrupt, interrupts._interrupt)]
 

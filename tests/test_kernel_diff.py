@@ -34,6 +34,7 @@ from profreport.record.model import FusionGroup, FusionMap, Run
 from profreport.render import compare as compare_render
 from profreport.render.jinja import render_page
 from profreport.render.kernel_diff import kernel_diff_markdown, mode_view
+from profreport.render.registry import COMPARISON, get
 
 DATA = Path(__file__).parent / "data" / "kernel_diff"
 
@@ -313,7 +314,7 @@ def test_comparison_documents_carry_the_kernel_diff():
     html = compare_render.render_html(cmp)
     assert 'id="kernel-diff-compile"' in html and "head fuses gelu + mul" in html
     assert 'id="model-differences"' in html
-    doc = json.loads(compare_render.render(cmp, "json"))
+    doc = json.loads(get(COMPARISON, "json").text(cmp))
     kd = doc["modes"][1]["kernel_diff"]
     assert kd["fusion_changes"][0]["kind"] == "fused"
     assert {r["status"] for r in kd["rows"]} == {"appeared", "disappeared"}

@@ -4,7 +4,7 @@ docs/metrics.md both come from it, so they cannot drift."""
 from pathlib import Path
 
 from profreport.record import load_run
-from profreport.render import analyze_time
+from profreport.render import analyze
 from profreport.render.methods import docs_page, method_templates
 from profreport.render.viewmodel import build_view
 
@@ -30,8 +30,8 @@ def test_report_paragraphs_are_the_source_blocks_filled_from_the_run(recorded_ga
         "trace_time",
     }
     # `analyze`'s method paragraph is its block, word for word
-    assert templates["trace_time"] == analyze_time.METHOD
-    assert "Holistic Trace" in analyze_time.METHOD
+    assert templates["trace_time"] == analyze.TIME_METHOD
+    assert "Holistic Trace" in analyze.TIME_METHOD
     # a block without fields is shown word for word, in the report and in the docs
     assert method["bytes"] == templates["bytes"]
     assert templates["bytes"] in docs_page()

@@ -11,7 +11,7 @@ from torch import nn
 
 import profreport
 from profreport import modes, pipeline
-from profreport.capture import children
+from profreport.capture import noise
 from profreport.modes import Mode, PreparedMode
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc only")
@@ -43,7 +43,7 @@ class WorkersThenExport(Mode):
 
         AsyncCompile.warm_pool()
         AsyncCompile.wakeup()
-        return modes.get_mode("export").build(module, inputs, sync)
+        return modes.mode_for("export").build(module, inputs, sync)
 
 
 @pytest.fixture
@@ -73,11 +73,11 @@ def test_failed_modes_leave_no_child_busy_while_the_others_are_timed(failing_mod
     measure = pipeline.measure_latency
 
     def measured_with_children(*args: Any, **kwargs: Any) -> Any:
-        start = {c.pid: c.cpu_s for c in children.live_descendants() or []}
+        start = {c.pid: c.cpu_s for c in noise.live_descendants() or []}
         try:
             return measure(*args, **kwargs)
         finally:
-            end = {c.pid: c.cpu_s for c in children.live_descendants() or []}
+            end = {c.pid: c.cpu_s for c in noise.live_descendants() or []}
             seen["at_start"], seen["at_end"] = start, end
 
     monkeypatch.setattr(pipeline, "measure_latency", measured_with_children)

@@ -84,7 +84,7 @@ def _profile_with_trace_replaced(monkeypatch, fn_of_module):
     def fake_trace(module, inputs, sync):
         return PreparedMode("trace", fn_of_module(module))
 
-    monkeypatch.setattr(modes.get_mode("trace"), "build", fake_trace)
+    monkeypatch.setattr(modes.mode_for("trace"), "build", fake_trace)
     return api.profile(
         Doubles(),
         (torch.arange(16.0).reshape(4, 4),),

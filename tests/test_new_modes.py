@@ -17,7 +17,7 @@ import profreport
 from profreport import cli, modes
 from profreport.models import BUILTIN_MODELS, GatedResidual
 from profreport.modes import PreparedMode
-from profreport.modes.cudagraphs import cuda_graph_evidence
+from profreport.modes.compile import cuda_graph_evidence
 from profreport.modes.export import export_failure_line, package_clause
 from profreport.pipeline import _kernel_counts
 from profreport.record.model import OkMode, Run
@@ -47,10 +47,10 @@ def test_new_modes_are_registered_but_not_default():
         assert name in names
         assert name not in modes.default_modes()
     assert modes.default_modes() == ("eager", "script", "trace", "optimize", "compile")
-    assert modes.get_mode("compile-max-autotune").compile_kwargs == {
+    assert modes.mode_for("compile-max-autotune").compile_kwargs == {
         "mode": "max-autotune-no-cudagraphs"
     }
-    assert modes.get_mode("compile-fullgraph").compile_kwargs == {"fullgraph": True}
+    assert modes.mode_for("compile-fullgraph").compile_kwargs == {"fullgraph": True}
 
 
 def test_modes_command_lists_every_mode_with_its_devices_and_bytes_source():
@@ -229,7 +229,7 @@ def test_compile_cudagraphs_reports_one_graph_launch_replaying_many_kernels(tmp_
         "3 launch call(s)/step saved against one launch per kernel"
     )
     entry["fusion"] = {"groups": []}
-    verdict = modes.get_mode("compile-cudagraphs").fusion_evidence(OkMode.from_json(entry), Run())
+    verdict = modes.mode_for("compile-cudagraphs").fusion_evidence(OkMode.from_json(entry), Run())
     assert verdict.endswith("3 launch call(s)/step saved against one launch per kernel")
 
 

@@ -120,7 +120,7 @@ def test_a_generate_that_failed_says_why_in_one_line(tmp_path):
     code, failures = mode_failures(run, strict=False)
     generated = Generated(tmp_path, run, code, failures)
     assert generated.error == f"eager failed: eager broke; {EAGER_BROKEN}"
-    result = GenerateResult.of(generated)
+    result = GenerateResult.made(generated.exit_code, generated.run_dir, generated.error)
     assert (result.exit_code, result.status, result.run_dir) == (1, "failed", tmp_path)
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from profreport.analysis.verdict import verdict_for
-from profreport.modes import get_mode
+from profreport.modes import mode_for
 from profreport.record import RecordError, Run, dumps, load, validate
 from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
@@ -63,7 +63,7 @@ def test_failed_mode_is_shown_with_its_error(record):
         "compile_s": None,
     }
     rec["modes"]["script"]["verdict"] = verdict_for(
-        "script", Run.from_json(rec), get_mode("script")
+        "script", Run.from_json(rec), mode_for("script")
     )
     page = html.render(Run.from_json(rec))
     assert "RuntimeError: cannot script this" in page

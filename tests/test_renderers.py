@@ -39,7 +39,7 @@ def toy_renderer(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.register(TOY)
     yield TOY
-    registry.unregister(RUN, "txt")
+    registry._REGISTRY.pop((RUN.name, TOY.name))
     sys.modules.pop("toy_text_renderer", None)
 
 

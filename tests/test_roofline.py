@@ -67,7 +67,7 @@ def test_kernel_bound_memory_and_compute():
     assert mem.achieved_flops_per_s is None
     # the same bytes in 4 calls fit the cache: 100 GB/s; 2 GFLOP at 1 TFLOP/s = 2 ms dominates
     comp = kernel_bound(64 * MiB, 2e9, 4, 4e-3, ROOFS)
-    assert comp.bandwidth_name == "cache"
+    assert kernel_bound(64 * MiB, None, 4, 4e-3, ROOFS).bound == "cache"  # without the FLOPs
     assert comp.bound == "compute"
     assert comp.bound_s == pytest.approx(2e-3)
     assert comp.ceiling_pct == pytest.approx(50.0)

@@ -201,12 +201,13 @@ def test_summary_in_the_dashboards_terms():
     ]
     sweep = _typed(rows, _points("ok", "ok", "failed"))
     s = summary.summarize(sweep)
-    comp = s.mode("compile")
+    eager, comp = s.modes
+    assert (eager.mode, comp.mode) == ("eager", "compile")
     assert comp.geomean_speedup == pytest.approx(4.0)  # sqrt(2 * 8)
     assert (comp.passed, comp.points) == (2, 3) and comp.pass_rate == pytest.approx(2 / 3)
     assert comp.mean_compile_s == pytest.approx(4.0)
     assert comp.compression_ratio == pytest.approx(2.0) and comp.compression_points == 1
-    assert s.mode("eager").geomean_speedup is None
+    assert eager.geomean_speedup is None
     assert [f.label for f in s.failed] == ["m, batch 4, float32"] and s.failed[
         0
     ].error == "it raised"

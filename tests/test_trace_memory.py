@@ -1,12 +1,12 @@
 """The memory guard: a trace that will not fit in the memory available is refused with one line
-(TraceError) before the memory is taken, gzip bombs included; availability is read from
-/proc/meminfo and the cgroup limit. Availability is faked here: no huge files."""
+(TraceError) before the memory is taken, gzip bombs included; availability is psutil's figure
+and the cgroup limit. Availability is faked here: no huge files."""
 
 from __future__ import annotations
 
 import gzip
 import re
-import sys
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -65,39 +65,59 @@ def write(root, relative: str, text: str) -> None:
     path.write_text(text)
 
 
-MEMINFO = "MemTotal:       32000000 kB\nMemFree:  1000 kB\nMemAvailable:   20000000 kB\n"
+SYSTEM = 20_000_000 * 1024  # what psutil says the system has available, in these tests
 
 
-def test_available_from_meminfo_alone(tmp_path):
-    write(tmp_path, "proc/meminfo", MEMINFO)
-    assert _memory.available_memory_bytes(str(tmp_path)) == 20_000_000 * 1024
-    assert _memory.available_memory_bytes(str(tmp_path / "nothing")) is None
+@pytest.fixture
+def system(monkeypatch):
+    """psutil's available memory faked to SYSTEM bytes (None: psutil has no figure)."""
+    import psutil
+
+    def set_to(n: int | None) -> None:
+        def virtual_memory():
+            if n is None:
+                raise psutil.Error("no figure")
+            return SimpleNamespace(available=n)
+
+        monkeypatch.setattr(psutil, "virtual_memory", virtual_memory)
+
+    set_to(SYSTEM)
+    return set_to
 
 
-def test_cgroup_v2_limit_counts_inactive_page_cache_as_free(tmp_path):
-    write(tmp_path, "proc/meminfo", MEMINFO)
+def test_available_from_the_system_alone(tmp_path, system):
+    assert _memory.available_memory_bytes(str(tmp_path)) == SYSTEM  # no cgroup tree
+    system(None)
+    assert _memory.available_memory_bytes(str(tmp_path)) is None
+
+
+def test_cgroup_v2_limit_counts_inactive_page_cache_as_free(tmp_path, system):
     write(tmp_path, "sys/fs/cgroup/memory.max", f"{4 << 30}\n")
     write(tmp_path, "sys/fs/cgroup/memory.current", f"{3 << 30}\n")
     write(tmp_path, "sys/fs/cgroup/memory.stat", f"anon 123\ninactive_file {1 << 30}\n")
     assert _memory.available_memory_bytes(str(tmp_path)) == 2 << 30  # 4 - (3 - 1) GiB
-    write(tmp_path, "sys/fs/cgroup/memory.max", "max\n")  # no limit: the kernel's figure
-    assert _memory.available_memory_bytes(str(tmp_path)) == 20_000_000 * 1024
+    system(None)  # a limit stands without the system's figure
+    assert _memory.available_memory_bytes(str(tmp_path)) == 2 << 30
+    system(SYSTEM)
+    write(tmp_path, "sys/fs/cgroup/memory.max", "max\n")  # no limit: the system's figure
+    assert _memory.available_memory_bytes(str(tmp_path)) == SYSTEM
 
 
-def test_cgroup_v1_limit_and_its_no_limit_value(tmp_path):
-    write(tmp_path, "proc/meminfo", MEMINFO)
+def test_cgroup_v1_limit_and_its_no_limit_value(tmp_path, system):
     write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", f"{1 << 30}\n")
     write(tmp_path, "sys/fs/cgroup/memory/memory.usage_in_bytes", f"{768 << 20}\n")
     write(tmp_path, "sys/fs/cgroup/memory/memory.stat", f"total_inactive_file {256 << 20}\n")
     assert _memory.available_memory_bytes(str(tmp_path)) == 512 << 20
     write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n")
-    assert _memory.available_memory_bytes(str(tmp_path)) == 20_000_000 * 1024
+    assert _memory.available_memory_bytes(str(tmp_path)) == SYSTEM
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_available_on_this_machine_is_a_real_figure():
+    import psutil
+
     n = _memory.available_memory_bytes()
     assert n is not None and 16 * MiB < n < (1 << 50)
+    assert n <= psutil.virtual_memory().total
 
 
 # --- refusals --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -40,14 +42,8 @@ def clipped(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.nd
 def layered_ns(layers: list[tuple[np.ndarray, np.ndarray]]) -> list[int]:
     """Time each layer covers that no earlier layer covers: layers in priority order, so an
     instant inside several counts once, for the first layer that holds it."""
-    out: list[int] = []
-    starts: list[np.ndarray] = []
-    ends: list[np.ndarray] = []
-    before = 0
-    for start, end in layers:
-        starts.append(start)
-        ends.append(end)
-        total = covered_ns(np.concatenate(starts), np.concatenate(ends))
-        out.append(total - before)
-        before = total
-    return out
+    covered = [0]  # by the first i layers together
+    for i in range(1, len(layers) + 1):
+        starts, ends = zip(*layers[:i], strict=True)
+        covered.append(covered_ns(np.concatenate(starts), np.concatenate(ends)))
+    return [after - before for before, after in itertools.pairwise(covered)]

@@ -107,9 +107,6 @@ def innermost_container_loop(
 ) -> np.ndarray:
     """Reference stack sweep with the same contract as :func:`innermost_container`."""
     n = int(lane.shape[0])
-    parent = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return parent
     order = np.lexsort((-end, ~is_container, start, lane))
     lanes = lane[order].tolist()
     starts = start[order].tolist()
@@ -135,8 +132,7 @@ def innermost_container_loop(
         if conts[k]:
             open_ends.append(ends[k])
             open_rows.append(row)
-    parent[:] = out
-    return parent
+    return np.array(out, dtype=np.int64)
 
 
 def outermost_ancestor(parent: np.ndarray, rows: np.ndarray, eligible: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from capture (profreport.capture.provenance).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from profreport.record.model import FusionGroup, KernelRow, OkMode, TensorIO
 
@@ -35,21 +35,6 @@ def group_module(group: FusionGroup) -> str | None:
     return common_module(group.modules) if group.modules else None
 
 
-def group_title(group: FusionGroup) -> str:
-    """A group named by where it ran: "mixers.1: gelu + sigmoid + mul"."""
-    ops = " + ".join(group.eager_ops) or "(no eager op)"
-    module = group_module(group)
-    if module is None:
-        return ops
-    return f"{module or ROOT_LABEL}: {ops}"
-
-
-def _places(calls: Sequence[TensorIO]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    modules = tuple(dict.fromkeys(c.module for c in calls if c.module is not None))
-    lines = tuple(dict.fromkeys(line for c in calls for line in c.lines or ()))
-    return modules, lines
-
-
 def kernel_places(mode: OkMode) -> tuple[KernelRow, ...]:
     """The kernel rows of `mode` (after kernel_bytes) with `modules` and `source_lines` where the
     mode recorded them; rows with no recorded place keep None ("not recorded")."""
@@ -68,7 +53,9 @@ def kernel_places(mode: OkMode) -> tuple[KernelRow, ...]:
             modules = tuple(dict.fromkeys(m for g in groups for m in g.modules or ()))
             lines = tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ()))
         elif row.bytes_op is not None and row.bytes_op in by_op:
-            modules, lines = _places(by_op[row.bytes_op])
+            calls = by_op[row.bytes_op]
+            modules = tuple(dict.fromkeys(c.module for c in calls if c.module is not None))
+            lines = tuple(dict.fromkeys(x for c in calls for x in c.lines or ()))
         else:
             rows.append(row)
             continue

@@ -88,10 +88,6 @@ def mode_expectation(mode: ModeResult) -> ExpectedMode:
     )
 
 
-def _mode_order(name: str) -> tuple[bool, str]:
-    return (name != "eager", name)  # eager, the reference, first; then by name
-
-
 def _refreshed(new: ExpectedMode, old: ExpectedMode | None) -> ExpectedMode:
     """`new` keeping what a person set in `old`."""
     if old is None:
@@ -114,7 +110,8 @@ def expectation_of(run: Run, previous: Expectation | None = None) -> Expectation
     device = DeviceExpectation(
         device=run.device.name,
         torch=run.env.torch,
-        modes={name: modes[name] for name in sorted(modes, key=_mode_order)},
+        # eager, the reference, first; then by name
+        modes={name: modes[name] for name in sorted(modes, key=lambda n: (n != "eager", n))},
         extra={} if old is None else old.extra,
     )
     devices = {**before.devices, kind: device}

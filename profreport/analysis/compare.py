@@ -18,7 +18,6 @@ from typing import Any
 
 from profreport.analysis.change import Change
 from profreport.analysis.comparison import (
-    SCHEMA,
     CompareError,
     Comparison,
     DifferentModels,
@@ -53,7 +52,6 @@ from profreport.record.model import (
 )
 
 __all__ = [
-    "SCHEMA",
     "CompareError",
     "Comparison",
     "DifferentModels",
@@ -226,7 +224,8 @@ def _latency(
             note = f"latency inconclusive: {inconclusive}; {note}"
     elif machine is not None:  # two runs, each with its machine reference
         ratio_low, ratio_high = h_ci[0] / b_ci[1], h_ci[1] / b_ci[0]
-        relative_pct = (machine.relative(head.median / base.median) - 1) * 100
+        # the head/base ratio with the machine's own move taken out
+        relative_pct = (head.median / base.median / machine.factor - 1) * 100
         beyond = machine.beyond(ratio_low, ratio_high)
         moved = f"{machine.low:.3f}-{machine.high:.3f}x"
         numbers = f"{fmt_pct(pct)} raw, {fmt_pct(relative_pct)} relative to the machine reference"
@@ -288,36 +287,6 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     return f"{moved} ({pct}), {limit}, 95% intervals do not overlap"
 
 
-def _mode_metrics(
-    name: str,
-    b: OkMode,
-    h: OkMode,
-    base: Run,
-    head: Run,
-    thresholds: Thresholds,
-    resamples: int,
-    load: MachineLoad | None,
-    machine: MachineChange | None,
-) -> list[MetricChange]:
-    noise = [f"base: {r}" for r in record_noise(base, name)]
-    noise += [f"head: {r}" for r in record_noise(head, name)]
-    return [
-        _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
-        _metric("launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)),
-        _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
-        _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
-        _latency(
-            b.latency_ms,
-            h.latency_ms,
-            thresholds.max_latency_regression_pct,
-            resamples,
-            noise,
-            load,
-            machine,
-        ),
-    ]
-
-
 def _new_kernels(mode: str, kernels: ModeKernelDiff, pattern: str | None) -> list[Regression]:
     """A regression for each kernel that appeared in head and matches `pattern` (re.search)."""
     if pattern is None:
@@ -370,9 +339,25 @@ def compare_runs(
         metrics: list[MetricChange] = []
         kernels = None
         if isinstance(b, OkMode) and isinstance(h, OkMode):
-            metrics = _mode_metrics(
-                name, b, h, base, head, thresholds, resamples, paired_load, machine
-            )
+            noise = [f"base: {r}" for r in record_noise(base, name)]
+            noise += [f"head: {r}" for r in record_noise(head, name)]
+            metrics = [
+                _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
+                _metric(
+                    "launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)
+                ),
+                _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
+                _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
+                _latency(
+                    b.latency_ms,
+                    h.latency_ms,
+                    thresholds.max_latency_regression_pct,
+                    resamples,
+                    noise,
+                    paired_load,
+                    machine,
+                ),
+            ]
             kernels = mode_kernel_diff(name, b, h)
             regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [

@@ -27,13 +27,12 @@ from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
-from profreport.analysis.mode_analysis import ModeAnalyses, ModeAnalysis, analysis_of
+from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalyses, ModeAnalysis
 from profreport.analysis.roofline import Roofs, kernel_roofline
 from profreport.analysis.speedup_breakdown import time_findings
 from profreport.analysis.verdict import failed_finding_verdict, verdict_for
 from profreport.exits import EvidenceSaved
 from profreport.record.model import (
-    Ceilings,
     FailedFinding,
     KernelCounts,
     KernelRow,
@@ -91,22 +90,18 @@ def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
 
 
 def _measured(
-    name: str,
-    mode: OkMode,
-    eager: OkMode | None,
-    roofs: Roofs | None,
-    analyses: ModeAnalyses,
-    ceilings: Ceilings | None,
+    name: str, mode: OkMode, eager: OkMode | None, run: Run, analyses: ModeAnalyses
 ) -> OkMode:
     """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
     roofline and floor, and where its step time went (when the record has its breakdown)."""
-    analysis = analysis_of(analyses, name)
+    analysis = analyses.get(name, NO_ANALYSIS)
+    roofs = Roofs.from_record(run.ceilings)
 
     def fusion(m: OkMode) -> OkMode:
         return m.adding(fusion=analysis.fusion_map(m, eager) if name != "eager" and eager else None)
 
     def time(m: OkMode) -> OkMode:
-        timing = time_findings(name, m, eager, ceilings)
+        timing = time_findings(name, m, eager, run.ceilings)
         return m if timing is None else m.adding(time_findings=timing)
 
     def roofline(m: OkMode) -> OkMode:
@@ -136,9 +131,8 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     run = record if isinstance(record, Run) else Run.from_json(record)
     eager = run.modes.get("eager")
     baseline = stripped(eager) if isinstance(eager, OkMode) else None
-    roofs = Roofs.from_record(run.ceilings)
     modes: dict[str, ModeResult] = {
-        name: _measured(name, stripped(mode), baseline, roofs, analyses, run.ceilings)
+        name: _measured(name, stripped(mode), baseline, run, analyses)
         if isinstance(mode, OkMode)
         else stripped(mode)
         for name, mode in run.modes.items()
@@ -146,7 +140,7 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
     run = dataclasses.replace(run, modes=dict(modes))
     for name, mode in run.modes.items():
-        analysis = analysis_of(analyses, name)
+        analysis = analyses.get(name, NO_ANALYSIS)
 
         def why(m: ModeResult, name: str = name, analysis: ModeAnalysis = analysis) -> ModeResult:
             found = None

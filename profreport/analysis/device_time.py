@@ -120,9 +120,7 @@ def device_work_rows(trace: Trace) -> np.ndarray:
 
 def _stream_sync_rows(trace: Trace) -> np.ndarray:
     rows = category_rows(trace, {SYNC_CAT})
-    on_stream = np.array(
-        [isinstance(t, int) and t >= 0 for _, t in trace.lanes], dtype=bool
-    ).reshape(-1)
+    on_stream = np.array([isinstance(t, int) and t >= 0 for _, t in trace.lanes], dtype=bool)
     return rows[on_stream[trace.lane[rows]]] if rows.size else rows
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from profreport.analysis import fusion_optimize as fo
 from profreport.analysis.fusion import short_op
+from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
 from profreport.format import fmt_bytes
 from profreport.record.model import FusionGroup, OkMode, Run
 
@@ -64,10 +66,8 @@ def torchscript_evidence(mode: OkMode, run: Run, kind: str) -> str:
 def _decomposed_clause(eager_ops: list[str]) -> str:
     """ "TorchScript ran addmm x8 as mm + add (DecomposeOps)": eager calls the graph ran as
     their decomposition (fusion_optimize's table)."""
-    from profreport.analysis.fusion_optimize import decomposition_text
-
     return "; ".join(
-        _counted("TorchScript ran", [op] * n) + f" as {decomposition_text(op)} (DecomposeOps)"
+        _counted("TorchScript ran", [op] * n) + f" as {fo.decomposition_text(op)} (DecomposeOps)"
         for op, n in Counter(eager_ops).items()
     )
 
@@ -75,16 +75,13 @@ def _decomposed_clause(eager_ops: list[str]) -> str:
 def _graph_differences(mode: OkMode, run: Run, kind: str) -> str:
     """Why an unfused TorchScript graph runs other calls than eager: addmm split by
     DecomposeOps, and what the graph holds that eager's Python did not run (or the reverse)."""
-    from profreport.analysis.fusion_optimize import dispatch_differences
-    from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
-
     eager = run.modes.get("eager")
     if not isinstance(eager, OkMode):
         return ""
     eager_calls, mode_calls = eager.bytes.sequence, mode.bytes.sequence
     if not eager_calls or not mode_calls:
         return ""
-    decomposed, lacks, adds = dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
+    decomposed, lacks, adds = fo.dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
     parts = []
     if decomposed:
         parts.append(_decomposed_clause(list(decomposed.elements())))
@@ -98,8 +95,6 @@ def _graph_differences(mode: OkMode, run: Run, kind: str) -> str:
 def optimize_evidence(mode: OkMode, run: Run) -> str:
     """What freeze + optimize_for_inference folded, fused, added or replaced; then what TorchScript
     itself changed (addmm run as mm + add), and how the graph it started from differs from eager."""
-    from profreport.analysis import fusion_optimize as fo
-
     groups = mode.fusion.groups if mode.fusion is not None else ()
     kind = fo.graph_kind(mode)
     found: list[str] = []

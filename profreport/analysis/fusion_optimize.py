@@ -167,24 +167,18 @@ def optimize_fusion(
                 note="" if len(eager_calls) > 1 else "replaced",
             )
         )
-    groups += _script_groups(script_groups, pending)
+    # The optimized graph's fusion groups, each with the pending eager calls of its ops (in eager
+    # order, one per op node); a group none of whose ops eager left pending still shows.
+    groups += [
+        script_group(g, [pending[f].pop(0) for f in map(_graph_family, g.ops) if pending.get(f)])
+        for g in script_groups
+    ]
     left = [c for calls_left in pending.values() for c in calls_left]
     groups += _leftover_eager(left, graph_before, graph_kind)
     groups += _leftover_mode(added, graph_before, graph_kind)
     return summarize_groups(
         groups, "dispatched operations, eager vs optimized graph, paired by op family"
     )
-
-
-def _script_groups(
-    script_groups: Sequence[ScriptFusionGroup], pending: Mapping[str, list[TensorIO]]
-) -> list[FusionGroup]:
-    """The optimized graph's fusion groups, each with the pending eager calls of its ops (in
-    eager order, one per op node); a group none of whose ops eager left pending still shows."""
-    return [
-        script_group(g, [pending[f].pop(0) for f in map(_graph_family, g.ops) if pending.get(f)])
-        for g in script_groups
-    ]
 
 
 def dispatch_differences(

@@ -169,13 +169,11 @@ def _bytes_change(
     sides = [s for s in (base, head) if s is not None]
     if all(s.measured_bytes is None and s.modeled_bytes is None for s in sides):
         return None, None
-    if all(s.measured_bytes is not None for s in sides):
-        b = base.measured_bytes if base is not None else 0
-        h = head.measured_bytes if head is not None else 0
-        return (None if b is None or h is None else h - b), MEASURED
-    b_mod = base.modeled_bytes if base is not None else 0
-    h_mod = head.modeled_bytes if head is not None else 0
-    return (None if b_mod is None or h_mod is None else h_mod - b_mod), MODELED
+    measured = all(s.measured_bytes is not None for s in sides)
+    b, h = (
+        0 if s is None else s.measured_bytes if measured else s.modeled_bytes for s in (base, head)
+    )
+    return (None if b is None or h is None else h - b), MEASURED if measured else MODELED
 
 
 def kernel_change(

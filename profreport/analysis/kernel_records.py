@@ -31,9 +31,8 @@ def device_info(
         if props:
             info["accelerators_present"] = sorted({str(p.get("name")) for p in props})
         return info
-    used = sorted(
-        {v for v in (trace.lanes[i][0] for i in np.unique(trace.lane[dev_rows])) if _is_id(v)}
-    )
+    pids = (trace.lanes[i][0] for i in np.unique(trace.lane[dev_rows]))
+    used = sorted({v for v in pids if type(v) is int and v >= 0})
     chosen = next((p for p in props if p.get("id") in used), props[0] if props else {})
     name = chosen.get("name")
     hip = any(api.startswith("hip") for api in launch_api_counts)
@@ -51,10 +50,6 @@ def device_info(
         if src in chosen:
             info[dst] = chosen[src]
     return info
-
-
-def _is_id(value: object) -> bool:
-    return type(value) is int and value >= 0
 
 
 def inductor_records(trace: Trace) -> list[JSONObject]:

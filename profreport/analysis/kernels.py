@@ -43,6 +43,7 @@ cross a module boundary as a dozen loose parameters.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from statistics import median_high
 from typing import Any
@@ -98,7 +99,6 @@ __all__ = [
     "TraceCounts",
     "count_kernels",
     "cpu_kernel_rows",
-    "cpu_op_rows",
     "per_step",
 ]
 
@@ -146,18 +146,18 @@ class PerStepCounts(Section):
 class TraceCounts:
     definition: str
     device: JSONObject
-    kernels: int
-    memcpy: int
-    memset: int
-    launches: int
-    graph_launches: int
-    memcpy_bytes: int
-    memset_bytes: int
-    kernel_time_us: float | None  # None: no kernel durations recorded (counter ranges only)
-    unlinked_kernels: int
-    steps: list[StepCounts]
-    table: list[KernelRow]
-    launch_api_counts: dict[str, int]
+    kernels: int = 0
+    memcpy: int = 0
+    memset: int = 0
+    launches: int = 0
+    graph_launches: int = 0
+    memcpy_bytes: int = 0
+    memset_bytes: int = 0
+    kernel_time_us: float | None = None  # None: no kernel durations recorded (counter ranges only)
+    unlinked_kernels: int = 0
+    steps: list[StepCounts] = field(default_factory=list)
+    table: list[KernelRow] = field(default_factory=list)
+    launch_api_counts: dict[str, int] = field(default_factory=dict)
     kernels_by_op: dict[str, int] = field(default_factory=dict)  # launching op -> kernels
     inductor_kernels: list[JSONObject] = field(default_factory=list)  # Inductor kernel records
     counter_ranges: list[JSONObject] = field(default_factory=list)  # cuda_profiler_range per name
@@ -166,20 +166,6 @@ class TraceCounts:
     # durations); "not recorded": launch calls but no device-side events; "none": CPU definition
     device_activity: str = "recorded"
     counters: JSONObject | None = None  # trace-wide counter totals and derived figures
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Shared:
-    """What both kernel definitions report the same way (TraceCounts' fields past the counts)."""
-
-    device: JSONObject
-    launch_api_counts: dict[str, int]
-    inductor_kernels: list[JSONObject]
-    counter_ranges: list[JSONObject]
-    evidence: str
-    counters: JSONObject | None
-    device_activity: str = "recorded"
     notes: list[str] = field(default_factory=list)
 
 
@@ -218,26 +204,17 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     names, counts = np.unique(trace.name[launch_rows], return_counts=True)
     launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
     launch_api_counts = dict(sorted(launch_api_counts.items(), key=lambda kv: -kv[1]))
-    ranges = counter_ranges(trace)
-    shown_rows = np.concatenate([dev_rows, range_rows])
-    common = _Shared(
-        device=device_info(trace, shown_rows, launch_api_counts, device=definition == "device"),
-        launch_api_counts=launch_api_counts,
-        inductor_kernels=inductor_records(trace),
-        counter_ranges=ranges,
-        evidence=evidence,
-        counters=counter_summary(ranges),
+    device = device_info(
+        trace, np.concatenate([dev_rows, range_rows]), launch_api_counts, definition == "device"
     )
-    if definition == "cpu":  # no launch API: a GPU trace's runtime calls launch no CPU kernel
-        common.device_activity = "none"
-        common.launch_api_counts = {}
-        return _count_cpu(trace, cpu_rows, steps, common)
     codes = dev_code[dev_rows]
-    notes = common.notes
-    paired = None
-    if not np.any(codes == 1) and range_rows.size:
+    activity, paired = "recorded", None
+    notes: list[str] = []
+    if definition == "cpu":  # no launch API: a GPU trace's runtime calls launch no CPU kernel
+        activity, launch_api_counts = "none", {}
+    elif not np.any(codes == 1) and range_rows.size:
         # No kernel events: each counter range is one kernel launch (Kineto's auto-range mode).
-        common.device_activity = "counters"
+        activity = "counters"
         notes.append(COUNTER_KERNELS_NOTE)
         dev_rows = np.concatenate([dev_rows, range_rows])
         codes = np.concatenate([codes, np.ones(range_rows.size, dtype=codes.dtype)])
@@ -251,8 +228,22 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
                 "whole-trace totals as unlinked kernels, not per step"
             )
     elif not dev_rows.size and not range_rows.size:
-        common.device_activity = "not recorded"
+        activity = "not recorded"
         notes.append(NOT_RECORDED_NOTE)
+    ranges = counter_ranges(trace)
+    common = TraceCounts(
+        definition=definition,
+        device=device,
+        launch_api_counts=launch_api_counts,
+        inductor_kernels=inductor_records(trace),
+        counter_ranges=ranges,
+        evidence=evidence,
+        device_activity=activity,
+        counters=counter_summary(ranges),
+        notes=notes,
+    )
+    if definition == "cpu":
+        return _count_cpu(trace, cpu_rows, steps, common)
     return _count_device(
         trace, dev_rows, codes, rt_rows, launch_rows, cpu_rows, steps, common, paired, range_rows
     )
@@ -266,7 +257,7 @@ def _count_device(
     launch_rows: np.ndarray,
     cpu_rows: np.ndarray,
     steps: Steps,
-    common: _Shared,
+    common: TraceCounts,
     paired: np.ndarray | None,
     range_rows: np.ndarray,
 ) -> TraceCounts:
@@ -334,8 +325,8 @@ def _count_device(
     label = np.where(op_name >= 0, op_name, np.where(linked, no_op, unlinked))[is_kernel]
     labels = [*strings, NO_CPU_OP, UNLINKED]
     kernels_by_op = _label_counts(label, labels)
-    return TraceCounts(
-        definition="device",
+    return dataclasses.replace(
+        common,
         kernels=int(np.count_nonzero(is_kernel)),
         memcpy=int(np.count_nonzero(codes == 2)),
         memset=int(np.count_nonzero(codes == 3)),
@@ -346,19 +337,8 @@ def _count_device(
         kernel_time_us=float(dur[is_kernel].sum()) / 1000.0 if timed else None,
         unlinked_kernels=int(np.count_nonzero(is_kernel & ~linked)),
         steps=step_counts,
-        table=_device_table(
-            trace,
-            dev_rows,
-            codes,
-            dur,
-            nbytes,
-            op_name,
-            top_name,
-            common.counter_ranges,
-            counter_kernels,
-        ),
+        table=_device_table(trace, dev_rows, codes, dur, nbytes, op_name, top_name, common),
         kernels_by_op=kernels_by_op,
-        **vars(common),
     )
 
 
@@ -414,11 +394,12 @@ def _device_table(
     nbytes: np.ndarray,
     op_name: np.ndarray,
     top_name: np.ndarray,
-    ranges: list[JSONObject],
-    untimed: bool,
+    common: TraceCounts,
 ) -> list[KernelRow]:
-    """One row per (name, kind) of device event; launchers are the most common op names."""
+    """One row per (name, kind) of device event; launchers are the most common op names; the
+    counter ranges of ``common`` give each kernel its counters."""
     strings = trace.strings
+    untimed = common.device_activity == "counters"
     uniq, inv = np.unique(trace.name[dev_rows].astype(np.int64) * 4 + codes, return_inverse=True)
     n = uniq.size
     calls = np.bincount(inv, minlength=n)
@@ -428,7 +409,7 @@ def _device_table(
     byte_seen = np.bincount(inv, weights=has_bytes, minlength=n) > 0
     launcher = most_common(inv, op_name, n)
     top = most_common(inv, top_name, n)
-    by_name = {r["name"]: r for r in ranges}
+    by_name = {r["name"]: r for r in common.counter_ranges}
     rows = []
     for g, key in enumerate(uniq.tolist()):
         name, code = strings[key // 4], key % 4
@@ -450,15 +431,11 @@ def _device_table(
     return rows
 
 
-def cpu_op_rows(trace: Trace) -> np.ndarray:
-    """Rows of the profiled operators (``cpu_op`` complete events with a duration)."""
-    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
-    return np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
-
-
 def cpu_kernel_rows(trace: Trace) -> np.ndarray:
     """Rows of the CPU kernels under the cpu definition (the module docstring), in row order."""
-    cpu_rows = cpu_op_rows(trace)
+    # the profiled operators: cpu_op complete events with a duration
+    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
+    cpu_rows = np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
     local, _ = _cpu_kernels(trace, cpu_rows, inductor_records(trace))
     rows: np.ndarray = cpu_rows[local]
     return rows
@@ -526,7 +503,9 @@ def _cpu_kernels(
     return called[outermost_ancestor(parent, called, called_local) < 0], parent
 
 
-def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared) -> TraceCounts:
+def _count_cpu(
+    trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: TraceCounts
+) -> TraceCounts:
     """CPU definition: the outermost compute operators, the ones the model called (see the
     module docstring)."""
     kernel_local, parent = _cpu_kernels(trace, cpu_rows, common.inductor_kernels)
@@ -567,20 +546,11 @@ def _count_cpu(trace: Trace, cpu_rows: np.ndarray, steps: Steps, common: _Shared
         for g, name_id in enumerate(uniq.tolist())
     ]
     table.sort(key=lambda r: (-(r.time_us or 0.0), -r.calls, r.name))
-    n_kernels = int(k_rows.size)
-    return TraceCounts(
-        definition="cpu",
-        kernels=n_kernels,
-        memcpy=0,
-        memset=0,
-        launches=0,  # CPU work has no launch API
-        graph_launches=0,
-        memcpy_bytes=0,
-        memset_bytes=0,
+    return dataclasses.replace(
+        common,
+        kernels=int(k_rows.size),
         kernel_time_us=float(dur.sum()) / 1000.0,
-        unlinked_kernels=0,
         steps=step_counts,
         table=table,
         kernels_by_op=_label_counts(np.where(top_name >= 0, top_name, k_names), labels),
-        **vars(common),
     )

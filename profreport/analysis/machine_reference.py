@@ -99,10 +99,6 @@ class MachineChange(Section):
             return -1
         return 0
 
-    def relative(self, ratio: float) -> float:
-        """A head/base latency ratio with the machine's own move taken out."""
-        return ratio / self.factor
-
 
 def _part_change(name: str, base: ReferencePart, head: ReferencePart) -> PartChange:
     (b_lo, b_hi), (h_lo, h_hi) = base.ci95_ms, head.ci95_ms

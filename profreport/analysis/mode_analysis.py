@@ -47,7 +47,3 @@ class NoAnalysis:
 
 
 NO_ANALYSIS = NoAnalysis()
-
-
-def analysis_of(analyses: ModeAnalyses, name: str) -> ModeAnalysis:
-    return analyses.get(name, NO_ANALYSIS)

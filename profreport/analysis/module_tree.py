@@ -16,7 +16,7 @@ went.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from profreport.analysis.attribution import group_module
@@ -292,13 +292,9 @@ def top_savings(run: Run, limit: int = 5) -> list[ModuleSaving]:
             mode,
             sum(g.saved_bytes or 0 for g in groups),
             len(groups),
-            _lines(groups),
+            tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ())),
         )
         for (module, mode), groups in totals.items()
     ]
     found = [s for s in found if s.saved_bytes > 0]
     return sorted(found, key=lambda s: s.saved_bytes, reverse=True)[:limit]
-
-
-def _lines(groups: Sequence[FusionGroup]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ()))

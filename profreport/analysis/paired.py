@@ -106,8 +106,7 @@ THRESHOLDS = NoiseThresholds(
 
 def per_round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
     """numerator[i] / denominator[i] for every round both series have."""
-    n = min(len(numerator), len(denominator))
-    return [float(numerator[i]) / float(denominator[i]) for i in range(n)]
+    return [float(a) / float(b) for a, b in zip(numerator, denominator, strict=False)]
 
 
 def median_ci_rank(n: int, confidence: float = 0.95) -> int | None:

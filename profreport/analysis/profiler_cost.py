@@ -33,14 +33,7 @@ CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
 HOST_PARTS = ("launch_us", "runtime_us", "dispatch_us", "wrapper_us", "python_us")
 DEVICE_PARTS = ("device_busy_us", "host_wait_us", "kernel_wait_us", "other_idle_us")
 # StepTime.events keys (analysis/time_breakdown.HOST_PARTS, and Python) -> StepTime fields
-EVENT_PARTS = {
-    "op": "op_us",
-    "launch": "launch_us",
-    "runtime": "runtime_us",
-    "dispatch": "dispatch_us",
-    "wrapper": "wrapper_us",
-    PYTHON: "python_us",
-}
+EVENT_PARTS = {field.removesuffix("_us"): field for field in ("op_us", *HOST_PARTS)}
 
 
 def calibration_cost(
@@ -148,16 +141,10 @@ def _corrected(step: StepTime, cost: ProfilerCost | None) -> tuple[dict[str, flo
     return parts, shrink
 
 
-def _steps(breakdown: TimeBreakdown) -> tuple[StepTime, ...]:
-    if breakdown.steps:
-        return breakdown.steps
-    return () if breakdown.step is None else (breakdown.step,)
-
-
 def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> MedianStep | None:
     """The mode's median step, the profiler's cost removed (module docstring); None without
     steps."""
-    steps = _steps(breakdown)
+    steps = breakdown.steps or (() if breakdown.step is None else (breakdown.step,))
     if not steps:
         return None
     cost = breakdown.profiler_cost

@@ -107,7 +107,6 @@ class KernelBound:
     traffic: int
     flops: float | None
     time_s: float | None  # profiler time per step; None: not recorded
-    bandwidth_name: str
     bound_s: float  # max(traffic / bandwidth, flops / rate)
     bound: str | None  # memory | cache | compute; None: nothing to bound (no traffic, no FLOPs)
 
@@ -139,7 +138,7 @@ def kernel_bound(
     compute_s = flops / roofs.flops_per_s if flops and flops_bound else 0.0
     bound_s = max(memory_s, compute_s)
     bound = None if bound_s == 0 else ("compute" if compute_s > memory_s else name)
-    return KernelBound(traffic, flops, time_s, name, bound_s, bound)
+    return KernelBound(traffic, flops, time_s, bound_s, bound)
 
 
 def _groups(rows: Sequence[KernelRow]) -> list[list[int]]:

@@ -52,11 +52,9 @@ def _bytes_saved(mode: OkMode, eager: OkMode) -> int | None:
     return eager.bytes.traffic - mode.bytes.traffic
 
 
-def bytes_credit_us(work_saved_us: float, bound_us: float | None) -> float | None:
+def bytes_credit_us(work_saved_us: float, bound_us: float) -> float:
     """Time the saved bytes are credited with: at most bytes ÷ bandwidth (``bound_us``), at
-    most the kernel time saved, never negative; None when the bound is unknown."""
-    if bound_us is None:
-        return None
+    most the kernel time saved, never negative."""
     return max(0.0, min(work_saved_us, bound_us))
 
 
@@ -89,10 +87,7 @@ def _busy(mode: ModeResult) -> tuple[str, ...]:
 
 def _no_clear_change(mode: ModeResult) -> bool:
     sp = mode.speedup_vs_eager
-    if sp is None or len(sp.ci95) != 2:
-        return False
-    lo, hi = sp.ci95
-    return bool(sp.inconclusive) or lo <= 1.0 <= hi
+    return sp is not None and (bool(sp.inconclusive) or sp.ci95[0] <= 1.0 <= sp.ci95[1])
 
 
 def payback_calls(mode: ModeResult, saved_us: float | None) -> float | None:
@@ -154,7 +149,7 @@ def time_findings(
         bytes_bound_us=None if bytes_bound is None else _down(bytes_bound),
         bytes_credit_us=None
         if bytes_bound is None
-        else _down(bytes_credit_us(work_saved, bytes_bound) or 0.0),
+        else _down(bytes_credit_us(work_saved, bytes_bound)),
         profiled_saved_us=round(profiled, 3),
         unexplained_us=None if timed is None else round(timed - profiled, 3),
         agrees=None

@@ -27,7 +27,6 @@ class ChargedEvents:
     into `parts`, len(parts) meaning Python), and the kernel row it lies inside (-1: none)."""
 
     parts: tuple[str, ...]
-    rows: np.ndarray
     lane: np.ndarray
     start: np.ndarray
     charged: np.ndarray
@@ -67,9 +66,6 @@ def charged_events(
     python = len(parts)
     every = np.concatenate([events, frames.astype(np.int64)])
     every_rank = np.concatenate([rank, np.full(frames.size, python, dtype=np.int64)])
-    if not every.size:
-        empty = np.zeros(0, dtype=np.int64)
-        return ChargedEvents(parts, empty, empty, empty, empty, empty)
     parent = innermost_container(
         lane[every], start[every], end[every], np.ones(every.size, dtype=bool)
     )
@@ -87,4 +83,4 @@ def charged_events(
         kernel[is_kernel] = every[safe[is_kernel]]
         up = np.where(has, parent[safe], -1)
     n = events.size
-    return ChargedEvents(parts, events, lane[events], start[events], charged[:n], kernel[:n])
+    return ChargedEvents(parts, lane[events], start[events], charged[:n], kernel[:n])

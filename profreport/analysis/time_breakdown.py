@@ -82,20 +82,20 @@ class _LaneIndex:
     window's events (plus the ranges open across its start), not the whole trace's."""
 
     def __init__(self, trace: Trace, rows: np.ndarray, times: TraceTimes) -> None:
-        self._by_lane: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._by_lane: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         rows = rows[np.lexsort((times.start[rows], trace.lane[rows]))]
         lanes = trace.lane[rows]
         cuts = np.flatnonzero(np.diff(lanes)) + 1
         for on in np.split(rows, cuts) if rows.size else ():
             end = times.end[on]
             lane = int(trace.lane[on[0]])
-            self._by_lane[lane] = (on, times.start[on], end, np.maximum.accumulate(end))
+            self._by_lane[lane] = (times.start[on], end, np.maximum.accumulate(end))
 
     def overlapping(self, lane: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the events on ``lane`` that overlap ``[lo, hi)``."""
         if lane not in self._by_lane:
             return _NONE, _NONE
-        _, start, end, reach = self._by_lane[lane]
+        start, end, reach = self._by_lane[lane]
         first = int(np.searchsorted(reach, lo, side="right"))  # the first that reaches past lo
         last = int(np.searchsorted(start, hi, side="left"))
         s, e = start[first:last], end[first:last]
@@ -106,7 +106,7 @@ class _LaneIndex:
         """How many events on ``lane`` start in ``[lo, hi)``."""
         if lane not in self._by_lane:
             return 0
-        start = self._by_lane[lane][1]
+        start = self._by_lane[lane][0]
         return int(np.searchsorted(start, hi, "left") - np.searchsorted(start, lo, "left"))
 
 
@@ -125,6 +125,8 @@ class _HostEvents:
 
     @classmethod
     def of(cls, trace: Trace, definition: str, times: TraceTimes) -> _HostEvents:
+        if definition not in ("device", "cpu"):
+            raise ValueError(f"unknown definition {definition!r} (device or cpu)")
         ops = category_rows(trace, CPU_OP_CATS)
         annotations = np.setdiff1d(category_rows(trace, ANNOTATION_CATS), step_rows(trace))
         runtime = runtime_rows(trace)
@@ -142,12 +144,6 @@ class _HostEvents:
             tuple(_LaneIndex(trace, r, times) for r in rows),
             _LaneIndex(trace, ops[is_dispatcher], times),
             rows,
-        )
-
-    def charged(self, trace: Trace, times: TraceTimes) -> ChargedEvents:
-        """Each host event charged to the part its recording cost lands in (step_events)."""
-        return charged_events(
-            HOST_PARTS, self.rows, step_rows(trace), trace.lane, times.start, times.end
         )
 
 
@@ -317,8 +313,6 @@ def _kernel_times(
 ) -> tuple[KernelTime, ...]:
     """Each CPU kernel's calls, time and inside events in the step of median CPU kernel time
     (the lower median: its kernels sum to at most the median), longest first."""
-    if not windows:
-        return ()
     ops = [s.op_us or 0.0 for s in steps]
     median = int(np.argsort(ops, kind="stable")[(len(ops) - 1) // 2])
     _, lane, lo, hi = windows[median]
@@ -352,12 +346,12 @@ def labelled_steps(
 ) -> dict[str, LabelledSteps]:
     """A light pass's steps by what ran in them (``labels``: ProfilerStep name -> label; steps
     without a label are not read), each step's events charged by part (analysis/step_events)."""
-    if definition not in ("device", "cpu"):
-        raise ValueError(f"unknown definition {definition!r} (device or cpu)")
     times = TraceTimes.of(trace, hta_rounding=False)
     windows = [w for w in _windows(trace, times)[0] if w[0] in labels]
     host = _HostEvents.of(trace, definition, times)
-    charged = host.charged(trace, times)
+    charged = charged_events(
+        HOST_PARTS, host.rows, step_rows(trace), trace.lane, times.start, times.end
+    )
     steps = _step_times(trace, times, definition, windows, host, charged)
     out = {}
     for label in dict.fromkeys(labels[w[0]] for w in windows):
@@ -374,8 +368,6 @@ def labelled_steps(
 def time_breakdown(trace: Trace, definition: str, hta_rounding: bool = False) -> TraceTimeBreakdown:
     """Where ``trace``'s time goes under ``definition`` ("device" or "cpu", as the kernel count
     decided); ``hta_rounding`` rounds times to whole µs as HTA does (to reproduce its numbers)."""
-    if definition not in ("device", "cpu"):
-        raise ValueError(f"unknown definition {definition!r} (device or cpu)")
     times = TraceTimes.of(trace, hta_rounding)
     device = launch = None
     if definition == "device":

@@ -162,9 +162,13 @@ def compare_counts(
         f: _delta(getattr(base_step, f), getattr(other_step, f)) for f in PER_STEP_FIELDS
     }
     steps["steps"] = StepsPair(baseline=base_step.steps, value=other_step.steps)
-    kernels, paired = diff_kernels(
-        [_trace_side(r) for r in base.table], [_trace_side(r) for r in other.table]
+    # A trace's rows as sides of the kernel diff: their whole-trace calls and time (a trace has
+    # no fusion map: rows pair by name, else an Inductor-generated name without its counter).
+    base_rows, rows = (
+        [KernelSide(r.name, r.kind, r.calls, r.time_us, launched_by=r.launched_by) for r in t.table]
+        for t in (base, other)
     )
+    kernels, paired = diff_kernels(base_rows, rows)
     return TraceComparison(
         baseline=base_path,
         path=path,
@@ -217,12 +221,6 @@ def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeCha
         idle_pct=idle,
         step=step,
     )
-
-
-def _trace_side(row: KernelRow) -> KernelSide:
-    """A trace's row as a side of the kernel diff: its whole-trace calls and time (a trace has
-    no fusion map: rows pair by name, else an Inductor-generated name without its counter)."""
-    return KernelSide(row.name, row.kind, row.calls, row.time_us, launched_by=row.launched_by)
 
 
 def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[OpChange]:

@@ -83,8 +83,7 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
     total = traffic.read + traffic.written
     eager = run.modes.get("eager")
     if name == "eager" or not isinstance(eager, OkMode):
-        lat = mode.latency_ms.median if mode.latency_ms is not None else None
-        lat_s = f", median {lat:.3f} ms" if lat is not None else ""
+        lat_s = "" if mode.latency_ms is None else f", median {mode.latency_ms.median:.3f} ms"
         base = "baseline" if name == "eager" else "no eager baseline to compare"
         differs = output_clause(mode)
         base = f"{differs}; {base}" if differs else base
@@ -107,9 +106,7 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
         parts.append(
             f"modeled traffic {change:+.0f}%" if round(change) else "modeled traffic unchanged"
         )
-    latency = _latency_clause(mode)
-    if latency:
-        parts.append(latency)
-    if mode.time_findings is not None and mode.time_findings.clause:
+    parts.append(_latency_clause(mode))
+    if mode.time_findings is not None:
         parts.append(mode.time_findings.clause)
     return f"{name}: " + "; ".join(p for p in parts if p)

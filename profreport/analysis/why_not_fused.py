@@ -101,17 +101,13 @@ _ITEM_HINT = (
 
 
 def _graph_break(gb: GraphBreak, entry_name: str) -> WhyNotFused:
-    e = _entry(
-        "graph_break",
-        [],
-        gb.reason or "no reason recorded",
-        "Dynamo graph_breaks log" + (f" ({gb.gb_id})" if gb.gb_id else ""),
-        (gb.log or "").split("\nUser code traceback:")[0].strip(),
-    )
     source_text = gb.source or ""
     item = ".item()" in source_text or "Tensor.item()" in gb.reason
-    return dataclasses.replace(
-        e,
+    return WhyNotFused(
+        kind="graph_break",
+        reason=gb.reason or "no reason recorded",
+        source="Dynamo graph_breaks log" + (f" ({gb.gb_id})" if gb.gb_id else ""),
+        evidence=(gb.log or "").split("\nUser code traceback:")[0].strip(),
         where=f"{gb.file}:{gb.line}",
         source_text=source_text,
         hint=_ITEM_HINT if item else "",

@@ -197,12 +197,20 @@ def _copy(
     seconds: Seconds,
     sample_s: float,
     samples: int = SAMPLES,
+    memmove: bool = False,
 ) -> Ceiling:
+    """`Tensor.copy_` of `source_bytes`, or with `memmove` libc memmove between the two host
+    buffers (one thread)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     n = source_bytes // itemsize
     src = torch.ones(n, device=device, dtype=dtype)
     dst = torch.empty_like(src)
-    per_call, calls = _samples(lambda: dst.copy_(src), seconds, sample_s, samples)
+    op: Callable[[], Any] = (
+        (lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(), n * itemsize))
+        if memmove
+        else (lambda: dst.copy_(src))
+    )
+    per_call, calls = _samples(op, seconds, sample_s, samples)
     moved = 2 * n * itemsize  # read + written
     return dataclasses.replace(
         rate_summary(moved, per_call),
@@ -242,23 +250,6 @@ def _best_variant(runs: dict[str, Ceiling]) -> Ceiling:
     )
 
 
-def _memmove(source_bytes: int, seconds: Seconds, sample_s: float, samples: int) -> Ceiling:
-    """libc memmove between two host buffers of `source_bytes` (one thread)."""
-    src = torch.ones(source_bytes // 4, dtype=torch.float32)
-    dst = torch.empty_like(src)
-    nbytes = src.numel() * 4
-    per_call, calls = _samples(
-        lambda: ctypes.memmove(dst.data_ptr(), src.data_ptr(), nbytes), seconds, sample_s, samples
-    )
-    return dataclasses.replace(
-        rate_summary(2 * nbytes, per_call),
-        unit="B/s",
-        source_bytes=nbytes,
-        bytes_per_call=2 * nbytes,
-        calls_per_sample=calls,
-    )
-
-
 def _cpu_copies(
     dtype: torch.dtype, source_bytes: Callable[[int], int], threads: int, samples: int
 ) -> Ceiling:
@@ -272,7 +263,9 @@ def _cpu_copies(
         finally:
             torch.set_num_threads(previous)
         runs[f"Tensor.copy_, {n} thread(s)"] = ceiling
-    runs["libc memmove, 1 thread"] = _memmove(source_bytes(1), _cpu_seconds, sample_s, samples)
+    runs["libc memmove, 1 thread"] = _copy(
+        cpu, torch.float32, source_bytes(1), _cpu_seconds, sample_s, samples, memmove=True
+    )
     return _best_variant(runs)
 
 

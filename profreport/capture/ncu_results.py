@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TypeVar
 
@@ -167,7 +167,8 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     Launches are keyed by (process ID, ID), so child processes' results stay apart.
     """
     header: list[str] | None = None
-    launches: dict[tuple[str, int], _Launch] = {}
+    # (process ID, ID) -> the launch's kernel name, ID, and metric -> (value, unit)
+    launches: dict[tuple[str, int], tuple[str, int, dict[str, tuple[str, str]]]] = {}
     for line in text.splitlines():
         stripped = line.lstrip()
         # blank, or ncu's own messages: ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
@@ -187,24 +188,15 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
         except ValueError:
             continue
         key = (row.get("Process ID", ""), launch_id)
-        launch = launches.setdefault(key, _Launch(row["Kernel Name"], launch_id))
+        _, _, metrics = launches.setdefault(key, (row["Kernel Name"], launch_id, {}))
         metric = row["Metric Name"].strip()
         if metric:
-            launch.metrics[metric] = (row["Metric Value"], row["Metric Unit"])
-    return [_kernel_from(launch) for launch in launches.values()]
+            metrics[metric] = (row["Metric Value"], row["Metric Unit"])
+    return [_kernel_from(*launch) for launch in launches.values()]
 
 
-@dataclass
-class _Launch:
-    """One launch's rows of the CSV: its kernel name, ID, and metric -> (value, unit)."""
-
-    name: str
-    id: int
-    metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-def _kernel_from(launch: _Launch) -> NcuKernel:
-    metrics = launch.metrics
+def _kernel_from(name: str, launch_id: int, metrics: dict[str, tuple[str, str]]) -> NcuKernel:
+    """One launch's rows of the CSV as a kernel launch."""
 
     def value(metric: str, convert: Callable[[str, str], _V]) -> _V | None:
         if metric not in metrics:
@@ -212,9 +204,9 @@ def _kernel_from(launch: _Launch) -> NcuKernel:
         return convert(*metrics[metric])
 
     return NcuKernel(
-        name=launch.name,
+        name=name,
         dram_read_bytes=value(READ_METRIC, bytes_from),
         dram_write_bytes=value(WRITE_METRIC, bytes_from),
         duration_ns=value(DURATION_METRIC, nanoseconds_from),
-        launch_id=launch.id,
+        launch_id=launch_id,
     )

@@ -32,10 +32,9 @@ def peak_from_memory_events(events: Iterable[JSON]) -> int | None:
     """The largest `Total Allocated` of the profiler's `[memory]` events, relative to the level
     before the first of them (the first event's total less its own `Bytes`); None without any."""
     memory = [e for e in events if e.get("name") == "[memory]" and isinstance(e.get("args"), dict)]
-    memory.sort(key=lambda e: e.get("ts", 0))
     if not memory:
         return None
-    first = memory[0]["args"]
+    first = min(memory, key=lambda e: e.get("ts", 0))["args"]
     start = int(first.get("Total Allocated", 0)) - int(first.get("Bytes", 0))
     peak = max(int(e["args"].get("Total Allocated", 0)) for e in memory)
     return max(peak - start, 0)

@@ -178,12 +178,9 @@ def profile_interleaved(
             out.append((time.perf_counter() - start) / calls * 1e6)
         return out
 
-    def nothing() -> None:
-        return None
-
     loop()  # warm: the first call of an op pays for its dispatch caches
     timed = unprofiled(blocks // 2)
-    steps: dict[str, Callable[[], Any]] = {**fns, CALIBRATION_LOOP: loop, EMPTY_STEP: nothing}
+    steps: dict[str, Callable[[], Any]] = {**fns, CALIBRATION_LOOP: loop, EMPTY_STEP: lambda: None}
     plan: list[tuple[str, bool]] = []  # (what runs, whether the step is read)
     for round_no in range(schedule.warmup_rounds + schedule.rounds):
         read = round_no >= schedule.warmup_rounds

@@ -89,18 +89,15 @@ def main(
         )
 
 
-def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    by_name = {c.name: c for c in commands()}
-    return by_name[args.command].run(args, out, err)
-
-
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     debug = "--debug" in argv  # known even when parsing itself fails
     try:
         # Whatever a library made of an interrupt (an error loading the model, say), it is the
         # interrupt.
         with interrupts.unmasked():
-            return _dispatch(build_parser().parse_args(argv), out, err)
+            args = build_parser().parse_args(argv)
+            command = next(c for c in commands() if c.name == args.command)
+            return command.run(args, out, err)
     except (KeyboardInterrupt, Exception) as exc:
         code = exit_code_of(exc)
         if debug and code != EXIT_INTERRUPTED:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.env import DTYPES
     from profreport.files import write_atomic
     from profreport.models import LoadedModel, ModelError, load_model
-    from profreport.render import compare as compare_render
+    from profreport.render.registry import COMPARISON, get
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     try:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             labels={"base": args.base, "head": args.head},
             now=lambda: now,
         )
-        content = compare_render.render(result.comparison, args.format)
+        content = get(COMPARISON, args.format).text(result.comparison)
         try:
             RunResult(result.base, run_dirs["base"]).save()
             RunResult(result.head, run_dirs["head"]).save()

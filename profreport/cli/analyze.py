@@ -20,10 +20,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import Command, positive_int, warn
+from profreport.cli.common import Command, positive_int
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.files import LIGHT_TRACE_NAME, TIMELINE_NAME, write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
+from profreport.text import terminal_text
 
 if TYPE_CHECKING:
     from profreport.analysis.time_breakdown import TraceTimeBreakdown
@@ -85,11 +86,12 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
     """
     found: list[Path] = []
     for item in inputs:
-        if missing is not None and not Path(item).exists():
-            missing.append(f"{item}: no such file or folder")
-            continue
         path = Path(item)
-        if path.is_dir():
+        if not path.exists():
+            if missing is None:
+                raise UsageError(f"{item}: no such file or folder")
+            missing.append(f"{item}: no such file or folder")
+        elif path.is_dir():
             under = sorted(
                 p
                 for p in path.rglob("*")
@@ -100,10 +102,8 @@ def find_traces(inputs: list[str], missing: list[str] | None = None) -> list[Pat
             if not under:
                 raise UsageError(f"{item}: no *.json or *.json.gz trace files under this folder")
             found.extend(under)
-        elif path.exists():
-            found.append(path)
         else:
-            raise UsageError(f"{item}: no such file or folder")
+            found.append(path)
     return found
 
 
@@ -136,18 +136,13 @@ def analyze_paths(
     for path in paths:
         try:
             trace = load_trace(path)
-        except NotATraceError as exc:
-            if path not in explicit:
+        except TraceError as exc:
+            if isinstance(exc, NotATraceError) and path not in explicit:
                 skipped.append(str(path))
             elif unreadable is None:
                 raise
             else:
                 unreadable.append(str(exc))
-            continue
-        except TraceError as exc:
-            if unreadable is None:
-                raise
-            unreadable.append(str(exc))
             continue
         counts = count_kernels(trace, definition)
         counted.append((str(path), counts))
@@ -173,10 +168,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(str(exc)) from exc
     finally:
         for reason in unreadable or ():
-            warn(f"skipped {reason}", err)
+            print(f"warning: skipped {terminal_text(reason)}", file=err)
     done = EXIT_SKIPPED if unreadable else EXIT_OK
     for name in skipped:
-        warn(f"skipped {name}: not a profiler trace", err)
+        print(f"warning: skipped {terminal_text(name)}: not a profiler trace", file=err)
     renderer = get(ANALYSIS, args.format)
     content = renderer.text(doc, top=args.top)
     if not args.out:

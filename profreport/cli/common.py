@@ -107,13 +107,6 @@ def thresholds(args: argparse.Namespace) -> Any:
     )
 
 
-def escape(text: str) -> str:
-    """Text that Rich prints as it is, never as markup."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
 @contextmanager
 def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
     """A `progress(message)` callable: a Rich status line on a terminal, plain lines otherwise."""
@@ -122,6 +115,7 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
         return
     if stream.isatty():
         from rich.console import Console
+        from rich.markup import escape  # printed as it is, never as markup
 
         console = Console(file=stream)
 
@@ -144,10 +138,6 @@ def gate_exit(comparison: Any, err: TextIO) -> int:
     for line in comparison.inconclusive:  # neither passed nor failed on that evidence
         print(f"inconclusive: {terminal_text(line)} (latency neither passes nor fails)", file=err)
     return EXIT_GATE if comparison.regressed else EXIT_OK
-
-
-def warn(message: str, err: TextIO) -> None:
-    print(f"warning: {terminal_text(message)}", file=err)
 
 
 def findings_error(run: Run, line: str | None, debug: bool, err: TextIO) -> None:

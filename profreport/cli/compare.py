@@ -35,59 +35,52 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.analysis.compare import CompareError, DifferentModels, compare_runs
     from profreport.analysis.derive import compared_run
     from profreport.modes import mode_analyses
-    from profreport.render import compare as compare_render
 
     out_path = Path(args.out) if args.out else None
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a folder: give a file name")
     from profreport.sweep import compare as sweep_compare
 
+    gated: GateOutcome
     if sweep_compare.either_is_sweep(args.base, args.head):  # gated point by point (sweep.compare)
         from profreport.sweep.document import SweepRecordError
 
         try:
-            sweeps = sweep_compare.compare_sweep_files(args.base, args.head, thresholds(args))
+            gated = sweep_compare.compare_sweep_files(args.base, args.head, thresholds(args))
         except SweepRecordError as exc:
             raise UsageError(str(exc)) from None
-        content = get(SWEEP_COMPARISON, args.format).text(sweeps)
-        return _write(sweeps, content, out_path, out, err)
-    runs = []
-    for source in (args.base, args.head):
+        content = get(SWEEP_COMPARISON, args.format).text(gated)
+    else:
+        runs = []
+        for source in (args.base, args.head):
+            try:
+                record = run_record.load(Path(source))
+            except run_record.RecordError as exc:
+                raise UsageError(str(exc)) from None
+            path = Path(source) if Path(source).is_file() else Path(source) / "run.json"
+            runs.append(compared_run(record, mode_analyses(), path))
         try:
-            record = run_record.load(Path(source))
-        except run_record.RecordError as exc:
-            raise UsageError(str(exc)) from None
-        path = Path(source) if Path(source).is_file() else Path(source) / "run.json"
-        runs.append(compared_run(record, mode_analyses(), path))
-    gates = thresholds(args)
-    try:
-        comparison = compare_runs(
-            runs[0],
-            runs[1],
-            gates,
-            base_label=args.base,
-            head_label=args.head,
-            allow_different_models=args.allow_different_models,
-        )
-    except DifferentModels as exc:
-        raise UsageError(
-            f"cannot compare: {exc} (--allow-different-models compares them anyway)"
-        ) from None
-    except CompareError as exc:
-        raise UsageError(f"cannot compare: {exc}") from None
-    return _write(comparison, compare_render.render(comparison, args.format), out_path, out, err)
-
-
-def _write(
-    comparison: GateOutcome, content: str, out_path: Path | None, out: TextIO, err: TextIO
-) -> int:
-    """The comparison on stdout or in --out; the gates' exit code."""
-    if out_path is None:
+            comparison = compare_runs(
+                runs[0],
+                runs[1],
+                thresholds(args),
+                base_label=args.base,
+                head_label=args.head,
+                allow_different_models=args.allow_different_models,
+            )
+        except DifferentModels as exc:
+            raise UsageError(
+                f"cannot compare: {exc} (--allow-different-models compares them anyway)"
+            ) from None
+        except CompareError as exc:
+            raise UsageError(f"cannot compare: {exc}") from None
+        gated, content = comparison, get(COMPARISON, args.format).text(comparison)
+    if out_path is None:  # the comparison on stdout or in --out; the gates' exit code
         out.write(content)
     else:
         write_atomic(out_path, content)
         print(f"comparison: {out_path}", file=out)
-    return gate_exit(comparison, err)
+    return gate_exit(gated, err)
 
 
 COMMAND = Command(

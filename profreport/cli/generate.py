@@ -1,4 +1,8 @@
-"""`profreport generate`: profile a model in every mode and write a run folder."""
+"""`profreport generate`: profile a model in every mode and write a run folder.
+
+`--expect FILE` and `--update-expect FILE` are the kernel budget at the command line's edge: the
+file is read before the run (a missing or malformed one is bad input, exit 2, before anything
+runs), the check's lines are printed first, and `--update-expect` writes the file."""
 
 from __future__ import annotations
 
@@ -7,23 +11,27 @@ import textwrap
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli import expect
 from profreport.cli.common import (
     Command,
-    escape,
     findings_error,
     positive_float,
     positive_int,
     progress_display,
 )
+from profreport.exits import UsageError
 from profreport.modes import default_modes, mode_names
 from profreport.record.model import Run
 from profreport.runner import EAGER_BROKEN, GenerateRequest, generate, run_name
 from profreport.text import terminal_text
 
-__all__ = ["COMMAND", "request_of", "run", "run_name"]
+if TYPE_CHECKING:
+    from profreport.analysis.budget import BudgetCheck
+    from profreport.record.expectation import Expectation, ExpectationFile
+    from profreport.runner import Generated
+
+__all__ = ["COMMAND", "run", "run_name"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +92,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when any mode fails (default: only eager)"
     )
-    expect.add_arguments(parser)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--expect",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="check the run against the kernel budget in FILE: kernels and modeled bytes per "
+        "step, fused groups, kernels by name (exit 1 on a breach; docs/ci.md)",
+    )
+    group.add_argument(
+        "--update-expect",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write or refresh the kernel budget FILE from this run, keeping the tolerances, "
+        "min_speedup and notes set in it",
+    )
 
 
 TERMINAL_COLUMNS = 120
@@ -93,6 +117,7 @@ TERMINAL_COLUMNS = 120
 def _summary_table(run: Run, out: TextIO) -> None:
     """The report's headline as a terminal table: the same rows, words wrapped, never cut."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from profreport.render.headline import HeadlineCell, headline
@@ -143,9 +168,74 @@ def _verdict_lines(run: Run) -> list[str]:
     return lines
 
 
-def request_of(args: argparse.Namespace) -> GenerateRequest:
-    """The run the flags ask for."""
-    return GenerateRequest(
+def read_budgets(args: argparse.Namespace) -> tuple[ExpectationFile | None, Expectation | None]:
+    """Read before the run: the budget `--expect` names (UsageError: missing or malformed), or
+    what `--update-expect` refreshes: the file as it is (None: a new file), read so that a
+    malformed one (a person's edit) is reported, never overwritten. The flags exclude each other."""
+    from profreport.record.expectation import ExpectationError, load
+
+    path: Path | None = args.expect or args.update_expect
+    if path is None or (args.update_expect is not None and not path.exists()):
+        return None, None
+    if not path.exists():
+        raise UsageError(
+            f"no expectation file {path}: create it by running the same command with "
+            f"--update-expect {path} instead of --expect, then commit it"
+        )
+    try:
+        budget = load(path)
+    except ExpectationError as exc:
+        raise UsageError(str(exc)) from None
+    return (budget, None) if args.expect is not None else (None, budget.expectation)
+
+
+def print_check(budget: BudgetCheck, out: TextIO, err: TextIO) -> None:
+    """The check's outcome, counts, one line per breach and the notes (before the table); on a
+    breach, one `error:` line on stderr too."""
+    from profreport.render.budget import budget_text, budget_view
+
+    for line in budget_text(budget_view(budget)):
+        print(terminal_text(line), file=out)
+    if not budget.passed:
+        n = len(budget.breaches)
+        print(
+            f"error: over the kernel budget in {terminal_text(budget.source)}: {n} "
+            f"breach{'es' if n != 1 else ''} (listed above)",
+            file=err,
+        )
+
+
+def write_update(
+    args: argparse.Namespace, old: Expectation | None, generated: Generated, out: TextIO
+) -> None:
+    """Write the `--update-expect` file from the run (not when eager failed: a broken model is
+    no budget to keep; not when a finding failed to derive: a bug's record is no budget either)."""
+    from profreport.analysis.budget_file import expectation_of
+    from profreport.files import write_atomic
+    from profreport.record.expectation import dumps
+
+    path: Path | None = args.update_expect
+    if path is None:
+        return
+    if generated.eager_failed:
+        print(f"expectation: {path} not written (eager failed)", file=out)
+        return
+    if generated.findings_error is not None:
+        print(f"expectation: {path} not written (a finding failed to derive)", file=out)
+        return
+    updated = expectation_of(generated.run, old)
+    try:
+        write_atomic(path, dumps(updated))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    kind = generated.run.device.type
+    modes = ", ".join(generated.run.modes)
+    print(f"expectation: wrote {path} ({kind}: {modes})", file=out)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    budget, old_budget = read_budgets(args)  # read before the run
+    request = GenerateRequest(  # the run the flags ask for
         model=args.model,
         device=args.device,
         dtype=args.dtype,
@@ -163,12 +253,8 @@ def request_of(args: argparse.Namespace) -> GenerateRequest:
         remeasure_ceilings=args.remeasure_ceilings,
         strict=args.strict,
     )
-
-
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    budget, old_budget = expect.expectation(args), expect.previous(args)  # read before the run
     generated = generate(
-        request_of(args),
+        request,
         err,
         progress_display=partial(progress_display, args.quiet),
         debug=args.debug,
@@ -177,7 +263,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     run, run_dir = generated.run, generated.run_dir
     if generated.budget is not None:  # the outcome first, then the usual headline
-        expect.print_check(generated.budget, out, err)
+        print_check(generated.budget, out, err)
     _summary_table(run, out)
     for line in _verdict_lines(run):
         print(line, file=out)
@@ -201,7 +287,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if generated.eager_failed:
         print(f"error: {EAGER_BROKEN}", file=err)
     findings_error(run, generated.findings_error, args.debug, err)
-    expect.write_update(args, old_budget, generated, out)
+    write_update(args, old_budget, generated, out)
     return generated.exit_code
 
 

@@ -25,12 +25,12 @@ def run_models(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
 
 
 def run_modes(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
-    from profreport.modes import get_mode
+    from profreport.modes import mode_for
 
     defaults = default_modes()
     width = max(len(n) for n in mode_names())
     for name in mode_names():
-        mode = get_mode(name)
+        mode = mode_for(name)
         devices = [d for d in ("cpu", "cuda") if mode.unavailable_reason(d) is None]
         source = mode.bytes_source.name if mode.bytes_source else "dispatcher"
         tags = ("default, " if name in defaults else "") + "/".join(devices)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from profreport.cli.common import Command, positive_float, positive_int
+from profreport.cli.common import Command, positive_float, positive_int, progress_display
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
@@ -136,29 +136,25 @@ def _progress(quiet: bool, total: int, stream: TextIO) -> Iterator[Callable[[str
     """A progress bar over points on a terminal; otherwise one line per event."""
     from profreport.text import terminal_text
 
-    if quiet:
-        yield lambda _msg, _advance: None
+    if quiet or not stream.isatty():  # nothing, or the plain lines of every command
+        with progress_display(quiet, stream) as show:
+            yield lambda msg, _advance: show(f"sweep: {terminal_text(msg)}")
         return
-    if stream.isatty():
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        columns = (
-            TextColumn("sweep"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-        )
-        with Progress(*columns, console=Console(file=stream)) as bar:
-            task = bar.add_task("", total=total)
-            yield lambda msg, advance: bar.update(
-                task, description=escape(terminal_text(msg)), advance=int(advance)
-            )
-        return
-    yield lambda msg, _advance: print(
-        f"profreport: sweep: {terminal_text(msg)}", file=stream, flush=True
+    columns = (
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
     )
+    with Progress(*columns, console=Console(file=stream)) as bar:
+        task = bar.add_task("", total=total)
+        yield lambda msg, advance: bar.update(
+            task, description=escape(terminal_text(msg)), advance=int(advance)
+        )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -24,7 +24,6 @@ from profreport.modes.base import (
 )
 from profreport.modes.registry import (
     default_modes,
-    get_mode,
     mode_analyses,
     mode_for,
     mode_names,
@@ -42,7 +41,6 @@ __all__ = [
     "Sync",
     "UnknownMode",
     "default_modes",
-    "get_mode",
     "mode_analyses",
     "mode_for",
     "mode_names",
@@ -57,7 +55,7 @@ def prepare_mode(name: str, module: Any, inputs: tuple[Any, ...], sync: Sync) ->
     """Build mode `name` and warm it up. Must run under torch.no_grad() with `module` in eval."""
     if name not in mode_names():
         raise ModeError(f"unknown mode {name!r}; choose from {', '.join(mode_names())}")
-    mode = get_mode(name)
+    mode = mode_for(name)
     start = time.perf_counter()
     prepared = mode.build(module, inputs, sync)
     if prepared.compile_s is None and mode.timed_build:

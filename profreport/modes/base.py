@@ -17,7 +17,7 @@ from profreport.analysis.mode_analysis import NoAnalysis
 from profreport.record.model import CompilerEvidence
 
 if TYPE_CHECKING:
-    from profreport.record.model import KernelRow, TensorIO
+    from profreport.record.model import TensorIO
 
 Sync = Callable[[], None]
 
@@ -91,15 +91,22 @@ class Mode(NoAnalysis):
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         raise NotImplementedError
 
-    def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
-        """The kernels of its profiler table that its compiler generated (none by default)."""
-        return []
-
     def reset_after_failure(self) -> None:
         return None
 
     def __repr__(self) -> str:
         return f"<mode {self.name}>"
+
+
+class EagerMode(Mode):
+    """eager: the model as written, the baseline every other mode is compared with."""
+
+    name = "eager"
+    timed_build = False
+
+    def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
+        warm_up(module, inputs, sync, WARMUP_CALLS)
+        return PreparedMode(self.name, module)
 
 
 class UnknownMode(Mode):

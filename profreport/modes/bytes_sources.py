@@ -19,17 +19,13 @@ class DispatcherLog(BytesSource):
     name = "dispatcher"
 
     def capture(self, prepared: PreparedMode, inputs: Sequence[Any], sync: Sync) -> BytesWork:
-        import torch
-
         from profreport.analysis.bytes_model import DISPATCH_METHOD, calls_from_tensor_io
         from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
         from profreport.capture.opio import record_tensor_io
         from profreport.capture.provenance import attribution_enabled
         from profreport.record.model import TensorIO
 
-        root, attribution = _attribution_root(prepared.fn, attribution_enabled())
-        scripted = prepared.fn if attribution.startswith(SCRIPT_ATTRIBUTION) else None
-        assert scripted is None or isinstance(scripted, torch.nn.Module)
+        root, scripted, attribution = _attribution_root(prepared.fn, attribution_enabled())
         ops = record_tensor_io(prepared.fn, tuple(inputs), sync, root, scripted)
         if scripted is not None and not any(op.module is not None for op in ops):
             attribution = SCRIPT_NOT_LINED_UP
@@ -63,21 +59,22 @@ SCRIPT_NOT_LINED_UP = (
 SWITCHED_OFF = "not recorded: PROFREPORT_ATTRIBUTION=0"
 
 
-def _attribution_root(fn: Any, enabled: bool) -> tuple[Any, str]:
-    """The module whose forward hooks name the ops' modules (None for TorchScript, whose
-    modules come from the profiler), and how the modules are recorded or why they are not."""
+def _attribution_root(fn: Any, enabled: bool) -> tuple[Any, Any, str]:
+    """The module whose forward hooks name the ops' modules, the TorchScript module whose
+    profiled module hierarchy names them instead (TorchScript runs no hooks), and how the
+    modules are recorded or why they are not."""
     import torch
 
     if not enabled:
-        return None, SWITCHED_OFF
+        return None, None, SWITCHED_OFF
     if isinstance(fn, torch.jit.ScriptFunction):
-        return None, "not recorded: a TorchScript function has no modules"
+        return None, None, "not recorded: a TorchScript function has no modules"
     if isinstance(fn, torch.jit.ScriptModule):
         frozen = len(dict(fn.named_modules())) == 1
-        return None, SCRIPT_ATTRIBUTION + (SCRIPT_FROZEN if frozen else "")
+        return None, fn, SCRIPT_ATTRIBUTION + (SCRIPT_FROZEN if frozen else "")
     if isinstance(fn, torch.nn.Module):
-        return fn, EAGER_ATTRIBUTION
-    return None, "not recorded: the mode runs a function, not the model's module"
+        return fn, None, EAGER_ATTRIBUTION
+    return None, None, "not recorded: the mode runs a function, not the model's module"
 
 
 class InductorScheduler(BytesSource):

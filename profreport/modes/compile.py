@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from profreport.analysis.fusion import compile_fusion
@@ -28,7 +28,6 @@ from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
 from profreport.record.model import (
     CompilerEvidence,
     FusionMap,
-    KernelRow,
     OkMode,
     Run,
     WhyNotFused,
@@ -88,19 +87,15 @@ class CompileMode(Mode):
             warm_up(compiled, inputs, sync, WARMUP_CALLS)
         return PreparedMode(self.name, compiled, compile_s=compile_s, compiler=compiler)
 
-    def generated_kernels(self, kernel_table: Sequence[KernelRow]) -> list[str]:
-        from profreport.analysis.kernel_definitions import is_inductor_kernel
-
-        return [r.name for r in kernel_table if is_inductor_kernel(r.name)]
-
     def fusion_map(self, mode: OkMode, eager: OkMode) -> FusionMap | None:
-        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS
+        from profreport.analysis.kernel_definitions import BOOKKEEPING_OPS, is_inductor_kernel
 
         return compile_fusion(
             (mode.compiler.inductor_nodes if mode.compiler is not None else None) or (),
             eager.bytes.sequence,
             BOOKKEEPING_OPS,
-            self.generated_kernels(mode.kernels.table),
+            # the kernels of its profiler table that Inductor generated
+            [r.name for r in mode.kernels.table if is_inductor_kernel(r.name)],
         )
 
     def fusion_evidence(self, mode: OkMode, run: Run) -> str:
@@ -117,6 +112,39 @@ class CompileMode(Mode):
 
         counters.clear()
         stop_compile_workers()
+
+
+def cuda_graph_evidence(mode: OkMode) -> str:
+    """The launch-count clause: kernels per step against the launch calls that started them, and
+    how many of those were graph launches (one graph launch replays many kernels)."""
+    kernels = mode.kernels
+    per_step, launches = kernels.per_step, kernels.launches
+    graphs = kernels.graph_launches or 0
+    if not graphs:
+        return f"no CUDA graph launch recorded ({per_step} kernel(s), {launches} launch(es)/step)"
+    saved = max(per_step - launches, 0)
+    return (
+        f"{per_step} kernel(s)/step from {launches} launch call(s), {graphs} of them CUDA graph "
+        f"launch(es): {saved} launch call(s)/step saved against one launch per kernel"
+    )
+
+
+class CudaGraphsMode(CompileMode):
+    """compile-cudagraphs: torch.compile(mode="reduce-overhead"). Inductor's kernels are recorded
+    into a CUDA graph and replayed by one `cudaGraphLaunch` per call, so the launch count falls
+    while the kernel count stays what Inductor generated. CUDA only; on any other device it is
+    skipped with the reason."""
+
+    def __init__(self) -> None:
+        super().__init__("compile-cudagraphs", compile_kwargs={"mode": "reduce-overhead"})
+
+    def unavailable_reason(self, device_type: str) -> str | None:
+        if device_type == "cuda":
+            return None
+        return f"CUDA graphs need a CUDA device (this run is on {device_type})"
+
+    def fusion_evidence(self, mode: OkMode, run: Run) -> str:
+        return f"{super().fusion_evidence(mode, run)}; {cuda_graph_evidence(mode)}"
 
 
 def reset_compiler_caches() -> None:

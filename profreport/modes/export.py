@@ -27,19 +27,16 @@ from profreport.modes.compile import CompileMode
 from profreport.record.model import CompilerEvidence, OkMode, Run
 from profreport.text import MAX_LINE_CHARS, one_line
 
-# Settings the package is built with: no FX-graph cache hit that would skip code generation (and
-# with it the scheduler's metrics record).
-AOTI_CAPTURE_CONFIG: dict[str, Any] = {"fx_graph_cache": False}
-
 
 def aoti_capture_config(device_type: str) -> dict[str, Any]:
-    """The package's build settings on `device_type`. On CPU the C++ wrapper must record its
-    kernels for the profiler (`cpp.enable_kernel_profile`); on CUDA the profiler records the
+    """The package's build settings on `device_type`: no FX-graph cache hit that would skip code
+    generation (and with it the scheduler's metrics record). On CPU the C++ wrapper must record
+    its kernels for the profiler (`cpp.enable_kernel_profile`); on CUDA the profiler records the
     kernels themselves (CUPTI), and that setting switches the GPU wrapper onto a separate path
     that wraps every Triton launch in a record function, so it stays off there. (On an H200 with
     torch 2.11, generate with export died of SIGSEGV with it on; that it is the cause is not
     confirmed on a GPU yet.)"""
-    return {**AOTI_CAPTURE_CONFIG, "cpp.enable_kernel_profile": device_type == "cpu"}
+    return {"fx_graph_cache": False, "cpp.enable_kernel_profile": device_type == "cpu"}
 
 
 # export's own pointer to the user's code: "The following call raised this error:" then a frame.
@@ -67,8 +64,6 @@ def export_failure_line(exc: BaseException) -> str:
 class ExportMode(CompileMode):
     """torch.export -> AOTInductor package -> loaded and run. Fusion map, verdict clause,
     generated-kernel names and failure reset are compile's (the same Inductor underneath)."""
-
-    timed_build = False  # compile_s is export + ahead-of-time build + load (not the warm-up)
 
     def __init__(
         self,
@@ -111,7 +106,7 @@ class ExportMode(CompileMode):
             build_s = time.perf_counter() - start - export_s
             package_bytes = os.path.getsize(package)
             loaded = torch._inductor.aoti_load_package(package)
-        compile_s = time.perf_counter() - start
+        compile_s = time.perf_counter() - start  # export + ahead-of-time build + load
         compiler = CompilerEvidence(
             inductor_nodes=tuple(handler.nodes),
             inductor_bytes_accessed=int(metrics.num_bytes_accessed),

@@ -6,7 +6,7 @@ torch); `register` adds another one."""
 from __future__ import annotations
 
 from profreport.analysis.mode_analysis import ModeAnalysis
-from profreport.modes.base import Mode, UnknownMode
+from profreport.modes.base import EagerMode, Mode, UnknownMode
 
 _REGISTRY: dict[str, Mode] = {}
 _DEFAULT: list[str] = []
@@ -19,8 +19,7 @@ def _builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    from profreport.modes.compile import CompileMode
-    from profreport.modes.eager import EagerMode
+    from profreport.modes.compile import CompileMode, CudaGraphsMode
     from profreport.modes.torchscript import OptimizeMode, ScriptMode, TraceMode
 
     for mode, summary in (
@@ -32,7 +31,6 @@ def _builtins() -> None:
     ):
         register(mode, default=True, summary=summary)
     # Opt-in (--modes): slower to build, or for one device only.
-    from profreport.modes.cudagraphs import CudaGraphsMode
     from profreport.modes.export import ExportMode
 
     for mode, summary in (
@@ -100,12 +98,6 @@ def default_modes() -> tuple[str, ...]:
     """The modes a run uses when none are chosen."""
     _builtins()
     return tuple(_DEFAULT)
-
-
-def get_mode(name: str) -> Mode:
-    """The registered mode `name`; KeyError if there is none."""
-    _builtins()
-    return _REGISTRY[name]
 
 
 def mode_for(name: str) -> Mode:

@@ -4,6 +4,7 @@ warm-up helpers of the TorchScript modes."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -92,10 +93,7 @@ def _value_bytes(value: torch._C.Value) -> int | None:
         return None
     if sizes is None or dtype is None or any(s is None for s in sizes):
         return None
-    numel = 1
-    for s in sizes:
-        numel *= int(s)
-    return numel * torch.empty((), dtype=dtype).element_size()
+    return math.prod(int(s) for s in sizes) * torch.empty((), dtype=dtype).element_size()
 
 
 def _boundary_bytes(node: torch._C.Node) -> tuple[int | None, int | None]:

@@ -17,7 +17,6 @@ import json
 import re
 import sys
 import textwrap
-from typing import Any
 
 from profreport.record.section import FieldSpec, JSONObject, Section, Shape, schema_of
 
@@ -181,5 +180,4 @@ def json_schema(root: type[Section]) -> JSONObject:
 
 def schema_text(root: type[Section]) -> str:
     """`json_schema(root)` as the text a docs/schemas/ file holds."""
-    data: Any = json_schema(root)
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(json_schema(root), indent=1, ensure_ascii=False) + "\n"

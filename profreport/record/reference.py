@@ -18,7 +18,7 @@ from profreport.record.json_schema import (
     sections,
 )
 from profreport.record.model import Run
-from profreport.record.section import FieldSpec, Section, Shape
+from profreport.record.section import Section, Shape
 
 _TYPES = {
     "text": "string",
@@ -73,12 +73,6 @@ def _type(shape: Shape) -> str:
     return f"{text} or null" if shape.nullable and shape.kind != "any" else text
 
 
-def _required(spec: FieldSpec) -> str:
-    if spec.required:
-        return "yes, may be null" if spec.null else "yes"
-    return ""
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -97,7 +91,8 @@ def section_markdown(cls: type[Section]) -> str:
         what = comments.get(spec.name, "")
         if spec.finding:
             what = "finding" + (f": {what}" if what else "")
-        row = (f"`{spec.name}`", _type(spec.shape), _required(spec), what)
+        required = ("yes, may be null" if spec.null else "yes") if spec.required else ""
+        row = (f"`{spec.name}`", _type(spec.shape), required, what)
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     return "\n".join(lines) + "\n"
 

@@ -143,10 +143,10 @@ class Shape:
         """How a message names what is expected ("an integer", "a list of two numbers")."""
         if self.kind == "choice":
             return "one of " + ", ".join(str(c) for c in self.choices)
-        return _NOUNS[self.kind]
+        return _KINDS[self.kind][0]
 
     def accepts(self, value: Any) -> bool:
-        return _ACCEPTS[self.kind](value) and (self.kind != "choice" or value in self.choices)
+        return _KINDS[self.kind][1](value) and (self.kind != "choice" or value in self.choices)
 
     def read(self, value: Any) -> Any:
         if value is None:
@@ -183,32 +183,23 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-_NOUNS = {
-    "section": "an object",
-    "union": "an object",
-    "map": "an object",
-    "list": "a list",
-    "pair": "a list of two numbers",
-    "text": "a string",
-    "path": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "flag": "true or false",
-    "any": "a value",
-}
-_ACCEPTS: dict[str, Callable[[Any], bool]] = {
-    "section": lambda v: isinstance(v, dict),
-    "union": lambda v: isinstance(v, dict),
-    "map": lambda v: isinstance(v, dict),
-    "list": lambda v: isinstance(v, list),
-    "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
-    "text": lambda v: isinstance(v, str),
-    "path": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": _is_number,
-    "flag": lambda v: isinstance(v, bool),
-    "choice": lambda v: isinstance(v, (str, int, bool)),
-    "any": lambda v: True,
+# each kind: how a message names what is expected, and what a JSON value of it is
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "section": ("an object", lambda v: isinstance(v, dict)),
+    "union": ("an object", lambda v: isinstance(v, dict)),
+    "map": ("an object", lambda v: isinstance(v, dict)),
+    "list": ("a list", lambda v: isinstance(v, list)),
+    "pair": (
+        "a list of two numbers",
+        lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
+    ),
+    "text": ("a string", lambda v: isinstance(v, str)),
+    "path": ("a string", lambda v: isinstance(v, str)),
+    "integer": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "number": ("a number", _is_number),
+    "flag": ("true or false", lambda v: isinstance(v, bool)),
+    "choice": ("", lambda v: isinstance(v, (str, int, bool))),
+    "any": ("a value", lambda v: True),
 }
 _PRIMITIVES: dict[Any, str] = {
     str: "text",

@@ -32,7 +32,6 @@ class BudgetRowView(TypedDict):
 class BudgetView(TypedDict):
     source: str
     device: str
-    passed: bool
     outcome: str  # within budget | OVER BUDGET | not checked
     tone: str  # good | bad | neutral
     counts: str
@@ -168,7 +167,6 @@ def budget_view(check: BudgetCheck, accept: str = GENERATE_ACCEPT) -> BudgetView
     return {
         "source": check.source,
         "device": check.device,
-        "passed": check.passed,
         "outcome": outcome,
         "tone": tone,
         "counts": _counts(check),

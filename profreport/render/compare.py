@@ -18,7 +18,7 @@ from profreport.format import (
     md_table,
 )
 from profreport.render.jinja import render_page
-from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, kernel_diff_views
+from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, mode_view
 from profreport.render.views import CompareRowView, CompareView, SideView
 
 _LABELS = {
@@ -38,18 +38,15 @@ def _count(m: MetricChange | None) -> str:
     return f"{m.base:g} → {m.head:g} ({m.change or 0:+g})"
 
 
-def _bytes(m: MetricChange | None) -> str:
+def _bytes(m: MetricChange | None, peak: bool = False) -> str:
+    """Bytes base → head (change): a modeled total's note marks it partial; a peak's note is
+    shown, alone where a side has no peak."""
     if m is None or m.base is None or m.head is None:
-        return "n/a"
+        return (m.note or "n/a") if peak and m is not None else "n/a"
     text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
-    return text + (" partial" if m.note else "")
-
-
-def _peak(m: MetricChange | None) -> str:
-    if m is None or m.base is None or m.head is None:
-        return "n/a" if m is None else (m.note or "n/a")
-    text = f"{fmt_bytes(m.base)} → {fmt_bytes(m.head)} ({fmt_pct(m.change_pct)})"
-    return f"{text}, {m.note}" if m.note else text
+    if not m.note:
+        return text
+    return f"{text}, {m.note}" if peak else f"{text} partial"
 
 
 def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
@@ -82,7 +79,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
         "kernels": _count(mc.metric("kernels_per_step")),
         "launches": _count(mc.metric("launches_per_step")),
         "bytes": _bytes(mc.metric("bytes_per_step")),
-        "peak_memory": _peak(mc.metric("peak_memory_bytes")),
+        "peak_memory": _bytes(mc.metric("peak_memory_bytes"), peak=True),
         "latency_base": _latency_side(lat.base, lat.base_ci95) if lat else "n/a",
         "latency_head": _latency_side(lat.head, lat.head_ci95) if lat else "n/a",
         "latency_change": _latency_change(lat),
@@ -164,13 +161,16 @@ def outcome_text(regressions: int, thresholds_set: bool) -> str:
 def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
+    factor = cmp.machine.factor if cmp.machine and cmp.machine.changed else None
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
-        "kernel_diffs": kernel_diff_views(
-            [mc.kernel_diff for mc in cmp.modes],
-            machine_factor=cmp.machine.factor if cmp.machine and cmp.machine.changed else None,
-        ),
+        # each mode that has a kernel diff (both sides ran), in the comparison's order
+        "kernel_diffs": [
+            mode_view(mc.kernel_diff, machine_factor=factor)
+            for mc in cmp.modes
+            if mc.kernel_diff is not None
+        ],
         "machine": cmp.machine_note,
         "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),
@@ -247,10 +247,3 @@ def render_markdown(cmp: Comparison) -> str:
 
 def render_html(cmp: Comparison) -> str:
     return render_page("compare.html.j2", **build_compare_view(cmp), kernel_diff_source=SOURCE_LINE)
-
-
-def render(cmp: Comparison, fmt: str) -> str:
-    """Render in one of the comparison formats of the renderer registry."""
-    from profreport.render.registry import COMPARISON, get
-
-    return get(COMPARISON, fmt).text(cmp)

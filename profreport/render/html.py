@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from profreport.analysis.roofline import Roofs
 from profreport.record.model import Run
 from profreport.render import charts
 from profreport.render.jinja import render_page
 from profreport.render.module_view import module_tree_view
 from profreport.render.roofline_chart import roofline_chart
-from profreport.render.roofline_view import chart_points, roofs
+from profreport.render.roofline_view import chart_points
 from profreport.render.time_view import chart_series
 from profreport.render.viewmodel import build_view
 
@@ -41,18 +42,16 @@ def build_charts(run: Run) -> dict[str, Markup]:
     }
     timed = {n: m.latency_ms for n, m in ok.items() if m.latency_ms is not None}
     if timed:
-        # p10 and p90 are always written with a median (record.validate); a missing one would
-        # draw no whisker
         out["latency"] = charts.latency_chart(
             list(timed),
             [t.median for t in timed.values()],
-            [t.median if t.p10 is None else t.p10 for t in timed.values()],
-            [t.median if t.p90 is None else t.p90 for t in timed.values()],
+            [t.p10 for t in timed.values()],
+            [t.p90 for t in timed.values()],
         )
     series = chart_series(run)
     if series is not None:
         out["time"] = charts.time_breakdown_chart(*series)
-    run_roofs = roofs(run)
+    run_roofs = Roofs.from_record(run.ceilings)
     points = chart_points(run)
     if run_roofs is not None and points:
         out["roofline"] = roofline_chart(points, run_roofs)

@@ -6,7 +6,7 @@ context (templates/_kernel_diff.html.j2). The rows come from analysis/kernel_dif
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal, TypedDict
 
 from profreport.analysis.kernel_diff import (
@@ -32,7 +32,6 @@ class KernelDiffRowView(TypedDict):
 
 
 class KernelDiffModeView(TypedDict):
-    mode: str
     title: str
     anchor: str  # the section's HTML id ("" for none)
     summary: str
@@ -175,7 +174,6 @@ def mode_view(
     rest = rows[top:]
     over = OVER[per]
     return {
-        "mode": diff.mode,
         "title": diff.mode if title is None else title,
         "anchor": "" if title is not None else f"kernel-diff-{diff.mode}",
         "summary": _summary(diff, bool(sources)),
@@ -190,15 +188,6 @@ def mode_view(
         "rest": rest,
         "rest_label": f"{len(rest)} more kernel{'s' if len(rest) != 1 else ''}",
     }
-
-
-def kernel_diff_views(
-    diffs: Sequence[ModeKernelDiff | None],
-    top: int = TOP_ROWS,
-    machine_factor: float | None = None,
-) -> list[KernelDiffModeView]:
-    """The view of each mode that has a kernel diff (both sides ran), in the given order."""
-    return [mode_view(d, top, machine_factor) for d in diffs if d is not None]
 
 
 SOURCE_LINE = (

@@ -20,7 +20,7 @@ from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
 from profreport.render.viewmodel import build_view
-from profreport.render.views import ModeSummaryView, PageView
+from profreport.render.views import PageView
 
 if TYPE_CHECKING:
     from profreport.analysis.budget import BudgetCheck
@@ -33,11 +33,6 @@ FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
-
-
-def _kernels(row: ModeSummaryView) -> str:
-    delta = row.get("kernel_delta")
-    return f"{row['kernels']} ({delta:+d})" if delta else str(row["kernels"])
 
 
 _CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
@@ -131,8 +126,11 @@ def _numbers_table(view: PageView) -> list[str]:
             rows.append([row["mode"], row["status"], *[""] * (len(header) - 2)])
             continue
         partial = " (partial)" if row["bytes_partial"] else ""
-        cells: list[object] = [row["mode"], _kernels(row)]
-        cells += [row["launches"]] if cuda else []
+        delta = row.get("kernel_delta")
+        per_step = row["counts"].per_step
+        kernels = f"{per_step} ({delta:+d})" if delta else str(per_step)
+        cells: list[object] = [row["mode"], kernels]
+        cells += [row["counts"].launches] if cuda else []
         cells += [
             row["read"] + partial,
             row["written"] + partial,
@@ -166,23 +164,24 @@ def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
             total += 1
             if len(lines) >= WHY_ITEMS:
                 continue
+            e = w["entry"]
             count = f" ×{w['count']}" if w["count"] > 1 else ""
             ops = short_text(w["ops"]["short"], NAME_CHARS)
             ops_part = f" ({md_cell(ops)})" if w["ops"]["more"] or ops != "-" else ""
             item = f"- {md_cell(d['mode'])}, {md_cell(w['kind'])}{count}{ops_part}: "
-            item += md_cell(short_text(w["reason"], 300))
-            if w["where"]:
-                item += f" at {md_code(short_text(w['where'], NAME_CHARS))}"
-            if w["source_text"]:
-                item += f" {md_code(short_text(w['source_text'], 200))}"
-            item += f" ({md_cell(w['source'])})"
-            if w["hint"]:
+            item += md_cell(short_text(e.reason, 300))
+            if e.where:
+                item += f" at {md_code(short_text(e.where, NAME_CHARS))}"
+            if e.source_text:
+                item += f" {md_code(short_text(e.source_text, 200))}"
+            item += f" ({md_cell(e.source)})"
+            if e.hint:
                 test = (
-                    f" (test with {md_code(short_text(w['hint_test'], NAME_CHARS))})"
-                    if w["hint_test"]
+                    f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
+                    if e.hint_test
                     else ""
                 )
-                item += f"; would change it: {md_cell(short_text(w['hint'], 200))}{test}"
+                item += f"; would change it: {md_cell(short_text(e.hint, 200))}{test}"
             lines.append(item)
     if total > len(lines):
         lines.append(f"- … {total - len(lines)} more in report.html")
@@ -249,8 +248,8 @@ def _visible(view: PageView) -> list[str]:
     lines = [
         f"### {md_line(short_text(view['title'], 200))}",
         "",
-        f"{md_code(short_text(model['name'], NAME_CHARS))}: "
-        f"{md_cell(short_text(model['description'], 300))}",
+        f"{md_code(short_text(model.name, NAME_CHARS))}: "
+        f"{md_cell(short_text(model.description, 300))}",
         "",
     ]
     if view["failure_notice"]:
@@ -293,7 +292,7 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
     ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
     setup = md_cell(
-        f"inputs {model['inputs']} ({model['memory_format']}), dtype {model['dtype']}; "
+        f"inputs {view['model_inputs']} ({model.memory_format}), dtype {model.dtype}; "
         f"torch {_or_na(env, 'torch', env.torch)}, "
         f"{_or_na(env, 'threads', env.threads)} threads; "
         f"recorded {view['created_utc']} UTC"

@@ -36,9 +36,9 @@ def method_values(settings: Settings, definition: str) -> dict[str, object]:
         "wait": sched.wait,
         "warmup": sched.warmup,
         "active": sched.active,
-        "block_ms": (0.02 if timing.block_s is None else timing.block_s) * 1000,
-        "min_blocks": 15 if timing.min_blocks is None else timing.min_blocks,
-        "min_time_s": 1.0 if timing.min_time_s is None else timing.min_time_s,
+        "block_ms": timing.block_s * 1000,
+        "min_blocks": timing.min_blocks,
+        "min_time_s": timing.min_time_s,
         "resamples": 2000 if settings.bootstrap_resamples is None else settings.bootstrap_resamples,
         "jit_calls": JIT_WARMUP_CALLS,
     }

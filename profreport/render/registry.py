@@ -85,10 +85,6 @@ def register(renderer: Renderer[D]) -> Renderer[D]:
     return renderer
 
 
-def unregister(document: Document[Any], name: str) -> None:
-    _REGISTRY.pop((document.name, name), None)
-
-
 def renderers(document: Document[D]) -> tuple[Renderer[D], ...]:
     """The renderers of one kind of document, in registration order."""
     return tuple(

@@ -20,12 +20,6 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{value:.0f} {unit}/s"
 
 
-def roofs(run: Run) -> Roofs | None:
-    """The roofs of the run's measured ceilings; None when it has none (older records, or the
-    measurement failed)."""
-    return Roofs.from_record(run.ceilings)
-
-
 def _ceiling_text(c: Ceiling, unit: str) -> str:
     samples = "?" if c.samples is None else c.samples
     return (
@@ -40,7 +34,7 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     c = run.ceilings
     if c is None:
         return [("ceilings", "not measured (record written before ceilings were measured)")]
-    if roofs(run) is None or c.memory_bandwidth is None or c.matmul_rate is None:
+    if Roofs.from_record(c) is None or c.memory_bandwidth is None or c.matmul_rate is None:
         return [("ceilings", f"not available: {c.reason or 'no measurement'}")]
     rows = [("memory bandwidth", _ceiling_text(c.memory_bandwidth, "B"))]
     if c.cache_bandwidth:
@@ -85,15 +79,12 @@ def floor_cells(mode: ModeResult) -> FloorCells:
     """The floor and "x of the floor" of a mode, or why there is none."""
     r = mode.roofline
     if r is None or not r.to_json():
-        return {"floor": "n/a", "x_of_floor": "n/a", "inconsistent": "", "note": ""}
+        return {"floor": "n/a", "x_of_floor": "n/a", "inconsistent": ""}
     ratio = r.x_of_floor
-    without = r.kernels_without_bytes
-    note = f"{without} kernel(s) without modeled bytes add nothing" if without else ""
     return {
         "floor": fmt_ms(r.floor_ms),
         "x_of_floor": "n/a" if ratio is None else f"{ratio:.2f}x of the floor",
         "inconsistent": r.note if r.consistent is False else "",
-        "note": note,
     }
 
 
@@ -107,7 +98,6 @@ def peak_cells(mode: ModeResult, eager: ModeResult | None) -> dict[str, str]:
     return {
         "peak": fmt_bytes(peak) if peak is not None else "n/a",
         "compression": ratio,
-        "source": "" if mode.peak_memory is None else mode.peak_memory.source,
     }
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from profreport.analysis.profiler_cost import CPU_PARTS, DEVICE_PARTS, MedianStep, mode_median_step
 from profreport.record.model import ModeResult, Run
-from profreport.render.methods import method_templates
 
 # Every part a step can have (record StepTime's fields, and the inferred ops), as the report's
 # chart and `analyze` label it: the one label table for a step's time parts.
@@ -31,16 +30,14 @@ PART_LABELS = {
     "dispatched_ops": "dispatched ops",
     "launches": "launch calls (count)",
 }
-# the method paragraph: render/methods.md, the one source of the method text
-METHOD = method_templates()["time"]
 
 
 def _ms(us: float | None) -> str:
     return "n/a" if us is None else f"{us / 1000:.3g} ms"
 
 
-def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
-    """(field, label, µs) of each stacked part of a median step, bottom up (the inferred part
+def parts_of(median: MedianStep) -> tuple[tuple[str, float], ...]:
+    """(label, µs) of each stacked part of a median step, bottom up (the inferred part
     only where the mode's graph runs ops the profiler cannot see)."""
     if not median.cpu:
         keys: tuple[str, ...] = DEVICE_PARTS
@@ -49,7 +46,6 @@ def parts_of(median: MedianStep) -> tuple[tuple[str, str, float], ...]:
         keys = (op, *(("inferred_us",) if median.inferred_ops else ()), *host)
     return tuple(
         (
-            key,
             PART_LABELS[key],
             median.inferred_us if key == "inferred_us" else float(getattr(median.step, key) or 0.0),
         )
@@ -83,17 +79,16 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
         rows.append(
             {
                 "mode": name,
-                "step": median.step.name,
                 "wall": _ms(median.total_us),
                 "profiled": _profiled(median, mode),
                 "timed": _ms(None if mode.latency_ms is None else mode.latency_ms.median * 1000),
-                "parts": [(label, _ms(us)) for _, label, us in parts_of(median)],
+                "parts": [(label, _ms(us)) for label, us in parts_of(median)],
                 "ops": median.ops,
                 "ops_label": "dispatched ops" if median.cpu else "launches",
                 # the mode's time findings, "" where it has none
                 **{
                     key: getattr(mode.time_findings, key, None) or ""
-                    for key in ("bound", "bound_evidence", "clause", "detail", "basis")
+                    for key in ("bound", "bound_evidence", "clause", "detail")
                 },
                 "busy": "; ".join(getattr(mode.time_breakdown, "busy", None) or ()),
             }
@@ -104,19 +99,14 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
 def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     """(modes, label -> ms per mode) for the stacked chart; None without breakdowns or when the
     modes mix definitions (no run does: one device per run)."""
-    modes: list[str] = []
-    steps: list[MedianStep] = []
-    for name, mode in run.ok_modes.items():
-        median = mode_median_step(mode)
-        if median is not None:
-            modes.append(name)
-            steps.append(median)
-    if not modes or len({s.cpu for s in steps}) != 1:
+    medians = {name: mode_median_step(mode) for name, mode in run.ok_modes.items()}
+    steps = {name: s for name, s in medians.items() if s is not None}
+    if not steps or len({s.cpu for s in steps.values()}) != 1:
         return None
-    labels = dict.fromkeys(label for s in steps for _, label, _ in parts_of(s))
+    labels = dict.fromkeys(label for s in steps.values() for label, _ in parts_of(s))
     series: dict[str, list[float]] = {label: [] for label in labels}
-    for s in steps:
-        have = {label: us for _, label, us in parts_of(s)}
+    for s in steps.values():
+        have = dict(parts_of(s))
         for label in labels:
             series[label].append(have.get(label, 0.0) / 1000)
-    return modes, series
+    return list(steps), series

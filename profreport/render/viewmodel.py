@@ -17,7 +17,6 @@ from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import (
     CompilerEvidence,
     InductorNode,
-    ModelInfo,
     ModeResult,
     OkMode,
     Run,
@@ -44,7 +43,6 @@ from profreport.render.views import (
     FusionRowView,
     KernelRowView,
     MeasuredView,
-    ModelView,
     ModeSummaryView,
     OutputView,
     PageView,
@@ -100,10 +98,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
     lat = mode.latency_ms
     row.update(
         {
-            "kernels": k.per_step,
-            "launches": k.launches,
-            "memcpy": k.memcpy,
-            "memset": k.memset,
+            "counts": k,
             "read": fmt_bytes(b.read),
             "written": fmt_bytes(b.written),
             "total": fmt_bytes(b.read + b.written),
@@ -335,39 +330,31 @@ def _compiler_view(mode: OkMode) -> CompilerView:
 def failure_notice(modes: Mapping[str, ModeResult]) -> str | None:
     """One sentence at the top of a report when findings failed to derive or modes failed: a
     bug must not read as a finding, nor a broken model as a report with a few blank cells."""
-    notices = [n for n in (_findings_failed(modes), _modes_failed(modes)) if n]
-    return " ".join(notices) or None
-
-
-def _findings_failed(modes: Mapping[str, ModeResult]) -> str | None:
-    failed = [
+    notices = []
+    findings = [
         f"{name}: {mode.failed_finding.finding}"
         for name, mode in modes.items()
         if mode.failed_finding is not None
     ]
-    if not failed:
-        return None
-    return (
-        f"Deriving findings failed ({', '.join(failed)}): a profreport bug, not the model's. The "
-        "evidence stands; each verdict says what raised, and `profreport render` derives the "
-        "findings again once the bug is fixed."
-    )
-
-
-def _modes_failed(modes: Mapping[str, ModeResult]) -> str | None:
+    if findings:
+        notices.append(
+            f"Deriving findings failed ({', '.join(findings)}): a profreport bug, not the model's. "
+            "The evidence stands; each verdict says what raised, and `profreport render` derives "
+            "the findings again once the bug is fixed."
+        )
     failed = [name for name, mode in modes.items() if mode.status == "failed"]
-    if not failed:
-        return None
     if "eager" in failed:
         error = one_line(modes["eager"].error or "no error recorded")
-        return (
+        notices.append(
             f"The model does not run in eager mode ({error}), so there is no baseline: fix the "
             "model first. Each mode's error is below."
         )
-    return (
-        f"{len(failed)} of {len(modes)} modes failed ({', '.join(failed)}); "
-        "their errors are below, and the other modes' numbers stand."
-    )
+    elif failed:
+        notices.append(
+            f"{len(failed)} of {len(modes)} modes failed ({', '.join(failed)}); "
+            "their errors are below, and the other modes' numbers stand."
+        )
+    return " ".join(notices) or None
 
 
 def _detail(name: str, mode: ModeResult) -> DetailView:
@@ -399,18 +386,6 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
     return d
 
 
-def _model_view(model: ModelInfo) -> ModelView:
-    return {
-        "name": model.name,
-        "description": model.description,
-        "batch_size": model.batch_size,
-        "dtype": model.dtype,
-        "parameters": f"{model.parameters or 0:,}",
-        "memory_format": model.memory_format,
-        "inputs": ", ".join(f"{'x'.join(str(s) for s in i.shape)} {i.dtype}" for i in model.inputs),
-    }
-
-
 def _method(run: Run) -> dict[str, str]:
     """The method section: the paragraphs of render/methods.md filled from the run's settings,
     and the two that depend on what the run measured."""
@@ -426,17 +401,22 @@ def _method(run: Run) -> dict[str, str]:
 def build_view(run: Run) -> PageView:
     """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
     modes = run.modes
+    model = run.model
     eager = modes.get("eager")
     definition = run.kernel_definition
     env = run.env
     device = run.device
     return {
-        "title": f"profreport: {run.model.name} on "
+        "title": f"profreport: {model.name} on "
         f"{device.name if device.has('name') else device.type}",
         "created_utc": run.created_utc,
         "failure_notice": failure_notice(modes),
         "tool_version": None if run.tool is None else run.tool.version,
-        "model": _model_view(run.model),
+        "model": model,
+        "model_parameters": f"{model.parameters or 0:,}",
+        "model_inputs": ", ".join(
+            f"{'x'.join(str(s) for s in i.shape)} {i.dtype}" for i in model.inputs
+        ),
         "device": device.to_json(),
         # All modes in one trace, beside the report. The link is our own constant, never a
         # string from the record (a record could hold any URL).

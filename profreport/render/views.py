@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from profreport.record.model import KernelCounts, ModelInfo
 from profreport.record.section import JSONObject
 from profreport.render.folding import FoldedOps
 from profreport.render.headline import Headline
@@ -23,7 +24,6 @@ class FloorCells(TypedDict):
     floor: str
     x_of_floor: str
     inconsistent: str
-    note: str
 
 
 class KernelCells(TypedDict):
@@ -44,10 +44,7 @@ class ModeSummaryView(TypedDict, total=False):
     finding_failed: bool  # the verdict says which finding failed to derive (a bug)
     why_count: int
     error: str
-    kernels: int
-    launches: int
-    memcpy: int
-    memset: int
+    counts: KernelCounts  # as recorded: kernels per step, launch calls, memcpy, memset
     read: str
     written: str
     total: str
@@ -177,16 +174,6 @@ class DetailView(TypedDict, total=False):
     failed_traceback: str | None
 
 
-class ModelView(TypedDict):
-    name: str
-    description: str
-    batch_size: int | None
-    dtype: str | None
-    parameters: str
-    memory_format: str
-    inputs: str
-
-
 class PageView(TypedDict):
     """The whole report page (and summary.md)."""
 
@@ -194,7 +181,9 @@ class PageView(TypedDict):
     created_utc: str | None
     failure_notice: str | None
     tool_version: str | None
-    model: ModelView
+    model: ModelInfo  # as the record has it; its parameter count and inputs formatted:
+    model_parameters: str
+    model_inputs: str
     device: JSONObject  # as the record has it: the template shows its fields by name
     timeline: str | None
     is_cuda: bool

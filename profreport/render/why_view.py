@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from profreport.record.model import ModeResult
+from profreport.record.model import ModeResult, WhyNotFused
 from profreport.render.folding import FoldedOps, fold_ops, grouped, without_serials
 from profreport.render.module_view import why_place
 
@@ -28,13 +28,7 @@ class WhyRowView(TypedDict):
     kind: str
     ops: FoldedOps
     count: int  # how many identical entries this row stands for (a layer repeated N times)
-    reason: str
-    where: str
-    source_text: str
-    source: str
-    evidence: str
-    hint: str
-    hint_test: str
+    entry: WhyNotFused  # the first of them, its strings (reason, source, evidence, hint) as shown
     place: str  # the modules and source lines of the entries ("" when not recorded)
 
 
@@ -48,13 +42,7 @@ def why_rows(mode: ModeResult) -> list[WhyRowView]:
             # a split names two ops that stayed apart: an arrow, never a "+" of fused ops
             "ops": fold_ops(e.ops, " -> " if e.kind == "split" else " + "),
             "count": len(same),
-            "reason": e.reason,
-            "where": e.where,
-            "source_text": e.source_text,
-            "source": e.source,
-            "evidence": e.evidence,
-            "hint": e.hint,
-            "hint_test": e.hint_test,
+            "entry": e,
             "place": why_place(same),
         }
         for same in grouped(

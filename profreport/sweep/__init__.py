@@ -16,13 +16,9 @@ lengths x dtypes), run by a local or a Ray executor, gathered into one sweep rec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from profreport.render.registry import SWEEP, SWEEP_COMPARISON, Renderer, register
-
-if TYPE_CHECKING:
-    from profreport.sweep.grid import SweepSpec
-    from profreport.sweep.lifecycle import SweepRun, run_sweep
+from profreport.sweep.grid import SweepSpec
+from profreport.sweep.lifecycle import SweepRun, run_sweep
 
 __all__ = ["SweepRun", "SweepSpec", "run_sweep"]
 
@@ -42,15 +38,3 @@ for _renderer in (
     ),
 ):
     register(_renderer)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SweepSpec":
-        from profreport.sweep.grid import SweepSpec
-
-        return SweepSpec
-    if name in ("SweepRun", "run_sweep"):
-        from profreport.sweep import lifecycle
-
-        return getattr(lifecycle, name)
-    raise AttributeError(f"module 'profreport.sweep' has no attribute {name!r}")

@@ -78,7 +78,7 @@ def compare_sweeps(
         hp = head_points.get(bp.point.key)
         if hp is None:
             continue
-        label = bp.label
+        label = bp.point.label
         b_run, h_run = base_runs.get(bp.id), head_runs.get(hp.id)
         if b_run is not None and h_run is not None:
             try:
@@ -107,8 +107,8 @@ def compare_sweeps(
         head=head_label,
         thresholds=thresholds,
         points=tuple(out),
-        only_in_base=tuple(p.label for p in base.points if p.point.key not in head_points),
-        only_in_head=tuple(p.label for p in head.points if p.point.key not in base_keys),
+        only_in_base=tuple(p.point.label for p in base.points if p.point.key not in head_points),
+        only_in_head=tuple(p.point.label for p in head.points if p.point.key not in base_keys),
         regressions=tuple(regressions),
         regressed=bool(regressions),
         inconclusive=tuple(

@@ -49,10 +49,6 @@ class SweepPoint(Section):
         return Point(self.model, self.batch_size, self.seq_len, self.dtype)
 
     @property
-    def label(self) -> str:
-        return self.point.label
-
-    @property
     def ok(self) -> bool:
         return self.status == "ok"
 
@@ -87,12 +83,8 @@ class SweepRow(Section):
 
     def on_axis(self, axis: str) -> int | str | None:
         """The row's value on a swept axis: batch_size, seq_len or dtype."""
-        values: dict[str, int | str | None] = {
-            "batch_size": self.batch_size,
-            "seq_len": self.seq_len,
-            "dtype": self.dtype,
-        }
-        return values[axis]
+        value: int | str | None = getattr(self, axis)
+        return value
 
 
 @dataclass(frozen=True)
@@ -131,9 +123,6 @@ class SweepSummary(Section):
     failed: tuple[FailedPoint, ...] = ()
     axis: str | None = None  # the swept axis the charts put on x
     pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
-
-    def mode(self, name: str) -> ModeSummary:
-        return next(m for m in self.modes if m.mode == name)
 
 
 @dataclass(frozen=True)

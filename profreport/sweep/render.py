@@ -106,31 +106,6 @@ def _gaps(values: Iterable[float | None]) -> list[float]:
     return [math.nan if v is None else v for v in values]
 
 
-Band = tuple[float | None, float | None, float | None]  # a value and its band: low, high
-
-
-def _speedup_band(r: SweepRow) -> Band:
-    sp = r.speedup_vs_eager
-    return (None, None, None) if sp is None else (sp.median, sp.ci95[0], sp.ci95[1])
-
-
-def _latency_band(r: SweepRow) -> Band:
-    lat = r.latency_ms
-    return (None, None, None) if lat is None else (lat.median, lat.p10, lat.p90)
-
-
-def _band_line(s: Series, x: list[int], bands: list[Band]) -> charts.Line:
-    """A line over the series' rows with a band around it."""
-    return charts.Line(
-        s.label,
-        s.mode,
-        x,
-        _gaps(b[0] for b in bands),
-        _gaps(b[1] for b in bands),
-        _gaps(b[2] for b in bands),
-    )
-
-
 def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
     rows = sweep.rows
     ticks = _ticks(rows, axis)
@@ -146,8 +121,13 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
     def line(s: Series, values: Iterable[float | None]) -> charts.Line:
         return charts.Line(s.label, s.mode, pos(s), _gaps(values))
 
+    def banded(s: Series, bands: Iterable[tuple[float, float, float]]) -> charts.Line:
+        """A line over the series' rows with a band around it: each row's value, low, high."""
+        y, low, high = zip(*bands, strict=True)
+        return charts.Line(s.label, s.mode, pos(s), _gaps(y), _gaps(low), _gaps(high))
+
     speed = [
-        _band_line(s, pos(s), [_speedup_band(r) for r in s.rows])
+        banded(s, [(sp.median, *sp.ci95) for r in s.rows if (sp := r.speedup_vs_eager)])
         for s in lines
         if s.mode != "eager" and all(r.speedup_vs_eager is not None for r in s.rows)
     ]
@@ -165,7 +145,10 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
         ),
         "bytes": (mib, "Memory traffic per step", "MiB (modeled)"),
         "latency": (
-            [_band_line(s, pos(s), [_latency_band(r) for r in s.rows]) for s in timed],
+            [
+                banded(s, [(lat.median, lat.p10, lat.p90) for r in s.rows if (lat := r.latency_ms)])
+                for s in timed
+            ],
             "Latency median (band: p10-p90)",
             "ms per call (measured)",
         ),

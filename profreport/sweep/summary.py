@@ -68,7 +68,7 @@ def summarize(sweep: Sweep) -> SweepSummary:
     }
     by_mode = {m: [r for r in rows if r.mode == m] for m in modes}
     failed = tuple(
-        FailedPoint(p.id, p.label, p.status, p.error or p.status)
+        FailedPoint(p.id, p.point.label, p.status, p.error or p.status)
         for p in points
         if p.status == "failed"
     )

@@ -175,8 +175,7 @@ class Claims:
         try:
             (i,) = _FRAME.unpack(os.pread(self.fd, _FRAME.size, 0))
             os.pwrite(self.fd, _FRAME.pack(i + 1), 0)
-            index: int = i
-            return index
+            return int(i)
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
 

@@ -15,10 +15,13 @@ Large files are parsed in chunks by this process and helper processes together (
 from __future__ import annotations
 
 import gc
+import gzip
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -33,7 +36,6 @@ from profreport.traceio.chunks import (
     run_chunks,
 )
 from profreport.traceio.columns import Trace, assemble
-from profreport.traceio.documents import GZIP_MAGIC
 from profreport.traceio.errors import NotATraceError, TraceError
 from profreport.traceio.memory import MemoryBudget
 from profreport.traceio.rows import RowBuilder, TableDelta
@@ -48,6 +50,8 @@ from profreport.traceio.slices import (
 )
 
 __all__ = ["NotATraceError", "Trace", "TraceError", "load_trace", "parse_trace"]
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trace:
@@ -114,13 +118,14 @@ def parse_trace(
     n = worker_count(len(raw), workers)
     if n:
         try:
-            fd = _memory_file(raw)
+            fd = anonymous_file()  # the bytes in an unnamed file that helper processes can read
         except OSError:
             fd = -1
         if fd >= 0:
             try:
+                _write_at(fd, raw, 0)
                 return _parse_parallel(Source(fd), n, path)
-            except _ParallelFailed:
+            except (OSError, _ParallelFailed):
                 pass
             finally:
                 os.close(fd)
@@ -134,6 +139,14 @@ def parse_trace(
                 MemoryBudget(path).check(len(raw), doc_in_memory=False, whole=True)
                 return _parse_reference(raw, path)
         return assemble(path, metadata, [(0, builder.result())], [builder.table_delta()])
+
+
+def read_document(path: Path) -> Any:
+    """The JSON document of a trace file, plain or gzip (told by its magic bytes), not the
+    columnar `Trace`: for the few readers that need every field of every event (the merged
+    timeline rewrites events as they are)."""
+    raw = path.read_bytes()
+    return orjson.loads(gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw)
 
 
 def _parse_reference(raw: bytes | bytearray, path: str = "<memory>") -> Trace:
@@ -181,17 +194,6 @@ def worker_count(size: int, requested: int | None = None) -> int:
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
     return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
-
-
-def _memory_file(raw: bytes | bytearray) -> int:
-    """The bytes in an unnamed file that helper processes can read."""
-    fd = anonymous_file()
-    try:
-        _write_at(fd, raw, 0)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:

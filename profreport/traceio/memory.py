@@ -90,17 +90,23 @@ class MemoryBudget:
 
 
 def available_memory_bytes(root: str = "/") -> int | None:
-    """Memory this process may still take: the kernel's ``MemAvailable``, or less where a cgroup
-    limit (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``, at the root of the cgroup mount:
-    a container's own group) leaves less. ``None`` when neither is known (not Linux).
+    """Memory this process may still take: the system's available memory (psutil: the kernel's
+    ``MemAvailable`` on Linux, its own figure on macOS and Windows), or less where a cgroup limit
+    (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``, at the root of the cgroup mount under
+    ``root``: a container's own group) leaves less. ``None`` when neither is known.
 
     A cgroup's usage counts its page cache, which is reclaimed before anything is killed, so
     the inactive file pages are not counted as used (as container runtimes report it).
     """
-    kib = _field(os.path.join(root, "proc/meminfo"), "MemAvailable:")
+    import psutil
+
+    try:
+        system: int | None = psutil.virtual_memory().available
+    except (OSError, psutil.Error):  # no figure from the platform: the cgroup's alone, if any
+        system = None
     found = [
         n
-        for n in (None if kib is None else kib * 1024, _cgroup_available(root))
+        for n in (system, _cgroup_available(root))
         if n is not None  # (a limit of 0 is a real limit)
     ]
     return min(found) if found else None
@@ -133,7 +139,7 @@ def _read_int(path: str) -> int | None:
 
 
 def _field(path: str, key: str) -> int | None:
-    """The number after `key` in a file of `key value` lines (/proc/meminfo, memory.stat)."""
+    """The number after `key` in a file of `key value` lines (a cgroup's memory.stat)."""
     try:
         with open(path, encoding="ascii") as fh:
             for line in fh:
