@@ -27,11 +27,12 @@ order, then the kept unknown keys (`extra`): the order of the keys in a document
 
 Why this engine and not pydantic v2 (measured by bench/document_model.py on the largest
 checked-in run record, 713 KB, and a synthetic one nine times larger; pydantic as a TypeAdapter
-over these same dataclasses): pydantic loads such a record 7x faster (1.6 ms against 11 ms)
-and writes it 9x faster (1.9 ms against 18 ms), but a process pays ~80 ms more to import it and
-build the run record's core schema before its first load (144 ms against 62 ms, from a fresh
-process to ready to load), so a command that reads one or a few records (render, compare,
-analyze) is faster here, and only a process that loads some eight such records breaks even.
+over these same dataclasses; measured 2026-12-04): pydantic loads such a
+record 2.6x faster (4.5 ms against 11.7 ms) and writes it 7x faster (3.4 ms against 23 ms), but a
+process pays ~88 ms more to import it and build the run record's core schema before its first
+load (165 ms against 77 ms, from a fresh process to ready to load), so a command that reads one
+or a few records (render, compare, analyze) is faster here, and only a process that loads some
+twelve such records breaks even.
 What the record needs that pydantic does not give as is would be code of our own on top of it:
 keys written only when set (`omitted`: a field serializer or `exclude_if` per field, while
 other None fields are written as null), kept unknown keys (`extra="allow"`,
