@@ -118,14 +118,13 @@ def parse_trace(
     n = worker_count(len(raw), workers)
     if n:
         try:
-            fd = anonymous_file()  # the bytes in an unnamed file that helper processes can read
+            fd = _memory_file(raw)
         except OSError:
             fd = -1
         if fd >= 0:
             try:
-                _write_at(fd, raw, 0)
                 return _parse_parallel(Source(fd), n, path)
-            except (OSError, _ParallelFailed):
+            except _ParallelFailed:
                 pass
             finally:
                 os.close(fd)
@@ -194,6 +193,17 @@ def worker_count(size: int, requested: int | None = None) -> int:
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
     return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
+
+
+def _memory_file(raw: bytes | bytearray) -> int:
+    """The bytes in an unnamed file that helper processes can read."""
+    fd = anonymous_file()
+    try:
+        _write_at(fd, raw, 0)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
