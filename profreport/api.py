@@ -10,9 +10,10 @@
     done.root                          # sweep.json, sweep.html, sweep.md, points/<id>/...
 
 The CLI's `generate` is built on `pipeline.collect_run`, `save_evidence` (the evidence on disk
-before any finding is derived: `pipeline.derive_findings`) and `RunResult.save`. A sweep's entry point,
-`profreport.run_sweep`, is profreport.sweep.lifecycle's (a sweep runs each point's `generate`
-through profreport.runner, which calls this module: exposing it here would close a loop).
+before any finding is derived: `pipeline.derive_findings`) and `RunResult.save`. A sweep's entry
+point, `profreport.run_sweep`, is profreport.sweep.lifecycle's (a sweep runs each point's
+`generate` through profreport.runner, which calls this module: exposing it here would close a
+loop).
 """
 
 from __future__ import annotations
