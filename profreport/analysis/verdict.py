@@ -34,7 +34,7 @@ def _latency_clause(mode: ModeResult) -> str:
         )
     within = resolution_note((lo, hi))
     if within:
-        return f"latency {within} (speedup {sp.median:.3f}, 95% CI {lo:.3f}-{hi:.3f})"
+        return f"latency: {within} (speedup {sp.median:.3f}, 95% CI {lo:.3f}-{hi:.3f})"
     return f"latency unchanged within noise (speedup {sp.median:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
 

@@ -115,7 +115,7 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
     if called < 0:
         return _cell(f"{sp.median:.2f}x", ci, "bad")
     if resolution_note((lo, hi)):  # off 1, but not beyond what identical code can show
-        return _cell(f"{sp.median:.2f}x", f"within {RESOLUTION:.0%}: {ci}")
+        return _cell(f"{sp.median:.2f}x", f"no change beyond {RESOLUTION:.0%} is certain: {ci}")
     return _cell(f"{sp.median:.2f}x", f"no change: {ci}")
 
 
