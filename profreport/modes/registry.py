@@ -80,14 +80,6 @@ def register(mode: Mode, *, default: bool = False, summary: str = "") -> Mode:
     return mode
 
 
-def unregister(name: str) -> None:
-    _builtins()
-    _REGISTRY.pop(name, None)
-    _SUMMARY.pop(name, None)
-    if name in _DEFAULT:
-        _DEFAULT.remove(name)
-
-
 def mode_names() -> tuple[str, ...]:
     """Every registered mode, in registration order."""
     _builtins()
