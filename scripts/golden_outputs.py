@@ -215,9 +215,9 @@ def _in(folder: Path) -> Iterator[None]:
 
 
 def write_help(out: Outputs) -> None:
-    from profreport.cli import commands, main
+    from profreport.cli import COMMANDS, main
 
-    for argv in [["--help"], *([c.name, "--help"] for c in commands())]:
+    for argv in [["--help"], *([c.name, "--help"] for c in COMMANDS)]:
         name = "profreport" if len(argv) == 1 else argv[0]
         text, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(text):  # argparse prints help to sys.stdout and exits
