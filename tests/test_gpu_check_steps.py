@@ -514,3 +514,21 @@ def test_a_step_killed_by_a_signal_leaves_its_python_stack_in_the_log(tmp_path):
     log = (ws.work / outcome.log).read_text()
     assert "Fatal Python error: Segmentation fault" in log
     assert 'File "<string>", line 1' in log
+
+
+def test_an_unreadable_output_fails_its_step_not_the_check(tmp_path):
+    real = next(s for s in steps.plan() if s.name == f"generate {SIMPLE}")
+
+    def command(ws: Workspace) -> list[str]:
+        folder = ws.work / "runs" / SIMPLE / "simple-cuda-x"
+        return _python(
+            f"import pathlib; p = pathlib.Path({str(folder)!r}); p.mkdir(parents=True); "
+            "(p / 'run.json').write_text('{\"modes\": ')"
+        )
+
+    ws = _workspace(tmp_path)
+    evidence = run_plan([Step(real.name, 30, command, real.collect)], ws, budget_s=200)
+    outcome = evidence.steps[real.name]
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("its output could not be read: ")
+    assert SIMPLE not in evidence.runs

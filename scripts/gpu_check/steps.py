@@ -8,6 +8,7 @@ why it cannot run instead). A step that outlives its limit is ended with its who
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -174,7 +175,15 @@ def _salvage_run(spec: RunSpec) -> Collect:
         staged = partial_folder(parent, staged_only=True)
         if staged is not None:
             kept = parent / f"{SALVAGED_PREFIX}{staged.name.lstrip('.')}"
-            shutil.copytree(staged, kept, dirs_exist_ok=True)
+            # a file the run replaces meanwhile may fail to copy: the rest, run.json first, is
+            # still worth keeping (its checkpoints are written whole, by rename)
+            record = parent / f".{kept.name}.run.json"
+            shutil.copy2(staged / "run.json", record)
+            # some files may go meanwhile: keep what was copied
+            with contextlib.suppress(shutil.Error):
+                shutil.copytree(staged, kept, dirs_exist_ok=True)
+            kept.mkdir(exist_ok=True)
+            os.replace(record, kept / "run.json")
         _collect_run(spec)(ws)
 
     return salvage
@@ -333,10 +342,13 @@ def run_step(
                 "ended at its time limit", _log_name(step.name),
             )  # fmt: skip
     seconds = clock() - start
-    if step.collect is not None:
-        step.collect(ws)
     status = "ok" if code == 0 else "failed"
     reason = "" if code == 0 else _last_line(log)
+    if step.collect is not None:
+        try:
+            step.collect(ws)
+        except (OSError, ValueError) as exc:  # its output is there but unreadable: say so
+            status, reason = "failed", f"its output could not be read: {exc}"
     return StepOutcome(step.name, status, seconds, code, timeout_s, reason, _log_name(step.name))
 
 
