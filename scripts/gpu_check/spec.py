@@ -84,7 +84,7 @@ RUNS = (
         EXPORT,
         "simple",
         modes=("eager", "export"),
-        cap_s=120,
+        cap_s=100,
         why="export + AOTInductor on CUDA (SIGSEGV, then a timeout, on the H200 in 2026-12)",
     ),
     RunSpec(
@@ -92,7 +92,7 @@ RUNS = (
         QWEN2,
         modes=("eager", "compile"),
         measure_bytes=True,
-        cap_s=150,
+        cap_s=130,
         why="ncu DRAM bytes of the decoder LM's prefill, kernel by kernel",
     ),
     # Decode on CUDA (issue 50, part B) belongs here once `generate --workload decode` exists:
