@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from profreport.analysis.paired import RESOLUTION, beyond_resolution, resolution_note
+from profreport.analysis.paired import RESOLUTION
 from profreport.format import fmt_bytes
 from profreport.record.model import ModeResult, OkMode, Run
 from profreport.render.palette import mode_color
@@ -107,14 +107,12 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
         return _cell("n/a", "not timed", "muted")
     lo, hi = sp.ci95
     ci = f"95% CI {lo:.2f}-{hi:.2f}, measured"
-    if sp.inconclusive:
+    call = mode.speedup_call
+    if call == "inconclusive":
         return _cell("inconclusive", f"{sp.median:.2f}x, {ci}", "muted")
-    called = beyond_resolution((lo, hi))
-    if called > 0:
-        return _cell(f"{sp.median:.2f}x", ci, "good")
-    if called < 0:
-        return _cell(f"{sp.median:.2f}x", ci, "bad")
-    if resolution_note((lo, hi)):  # off 1, but not beyond what identical code can show
+    if call in ("faster", "slower"):
+        return _cell(f"{sp.median:.2f}x", ci, "good" if call == "faster" else "bad")
+    if call == "within resolution":  # off 1, but not beyond what identical code can show
         return _cell(f"{sp.median:.2f}x", f"within {RESOLUTION:.0%}: {ci}")
     return _cell(f"{sp.median:.2f}x", f"no change: {ci}")
 
