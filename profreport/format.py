@@ -27,6 +27,11 @@ def fmt_ms(x: float | None) -> str:
     return f"{x:.3f} ms"
 
 
+def signed_pct(percent: float) -> str:
+    """+10%, -38%, or unchanged."""
+    return f"{percent:+.0f}%" if round(percent) else "unchanged"
+
+
 def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1f}%"
 

@@ -123,4 +123,5 @@ def evidence_of(record: Any) -> Any:
     from profreport.record.model import Run
 
     run = record if isinstance(record, Run) else Run.from_json(record)
-    return dataclasses.replace(run, modes={n: stripped(m) for n, m in run.modes.items()})
+    evidence = run.without(*Run.finding_keys())  # the run's own findings (run/2) too
+    return dataclasses.replace(evidence, modes={n: stripped(m) for n, m in run.modes.items()})

@@ -221,10 +221,15 @@ def _run():
     return Run(modes={"eager": _eager_mode(), "compile": _compile_mode()})
 
 
+def _found(run):
+    """`run` with its module tree findings (derived as analysis/derive does), for the views."""
+    return run.adding(module_tree=module_tree(run), module_savings=top_savings(run))
+
+
 def test_module_tree_folds_identical_blocks_and_sums_them():
     tree = module_tree(_run())
     assert tree is not None
-    (mixers,) = tree.children
+    (mixers,) = tree.root.children
     (blocks,) = mixers.children  # three numbered blocks with equal calls and bytes: one row
     assert (blocks.name, blocks.last, blocks.repeats) == ("0", "2", 3)
     eager = blocks.modes["eager"]
@@ -247,7 +252,7 @@ def test_blocks_that_differ_stay_apart():
     )
     tree = module_tree(changed)
     assert tree is not None
-    assert [c.name for c in tree.children[0].children] == ["0", "1", "2"]
+    assert [c.name for c in tree.root.children[0].children] == ["0", "1", "2"]
 
 
 def test_top_savings_rank_modules_by_saved_bytes():
@@ -272,7 +277,7 @@ def test_no_module_tree_when_no_mode_recorded_modules():
 
 
 def test_module_tree_view_and_report_render():
-    view = module_tree_view(_run())
+    view = module_tree_view(_found(_run()))
     assert view is not None
     assert view["modes"] == ["eager", "compile"]
     root = view["root"]
@@ -280,14 +285,14 @@ def test_module_tree_view_and_report_render():
     block = root["children"][0]["children"][0]
     assert block["label"].startswith("0–2 (×3") and not block["open"]
     assert block["cells"][0] == {"mode": "eager", "calls": "9", "bytes": "840 B", "time": "69.0 µs"}
-    page = html.render(_run())
+    page = html.render(_found(_run()))
     assert 'id="module-tree"' in page and "0–2 (×3" in page
     # the three blocks' identical groups are one fusion-map row that names each block
     assert "mixers.0, mixers.1, mixers.2: gelu + mul at m.py:13" in page
 
 
 def test_summary_lists_the_modules_that_saved_most_inside_details():
-    text = markdown.render(_run())
+    text = markdown.render(_found(_run()))
     start = text.index("<summary>Modules whose fused groups saved the most bytes")
     block = text[start : text.index("</details>", start)]
     assert "| mixers.2 | compile | 32 B | 1 | m.py:13 |" in block
@@ -300,8 +305,8 @@ def test_kernels_with_no_recorded_module_count_at_the_root_under_their_own_row()
     fusion = FusionMap(groups=(*mode.fusion.groups, mask), per_kernel={})
     tree = module_tree(Run(modes={"compile": mode.adding(fusion=fusion)}))
     assert tree is not None
-    assert tree.modes["compile"].calls == 10  # nine placed kernel calls and the mask's
-    unplaced = tree.children[-1]
+    assert tree.root.modes["compile"].calls == 10  # nine placed kernel calls and the mask's
+    unplaced = tree.root.children[-1]
     assert unplaced.name == "(no module recorded)" and unplaced.modes["compile"].bytes == 8
 
 

@@ -76,3 +76,63 @@ def test_capture_and_render_import_no_layer_above_them_not_even_by_name():
             if found:
                 offenders[str(path.relative_to(PACKAGE))] = found
     assert offenders == {}
+
+
+# What a renderer may take from profreport.analysis: the types of the documents it lays out (a
+# comparison, an analysis, a budget check, a kernel diff), their constants and labels, and
+# formatting helpers. A finding it shows is the document's (a run's: analysis/derive), never
+# computed while rendering (issue 47: derive once).
+RENDER_MAY_IMPORT = {
+    "profreport.analysis.attribution": {"group_module"},  # the common module of a group's paths
+    "profreport.analysis.budget": {"Breach", "BudgetCheck", "FusedGroupChange"},
+    "profreport.analysis.comparison": {
+        "Comparison",
+        "MetricChange",
+        "ModeComparison",
+        "RunIdentity",
+    },
+    "profreport.analysis.kernel_definitions": {"STEP_RE", "is_inductor_kernel"},  # name rules
+    "profreport.analysis.kernel_diff": {
+        "KernelChange",
+        "KernelSide",
+        "MODELED",
+        "ModeKernelDiff",
+        "TIME_SOURCE",
+    },
+    "profreport.analysis.paired": {"RESOLUTION"},  # the number its sentence names
+    "profreport.analysis.speedup_breakdown": {"payback_text"},  # the payback finding in words
+    "profreport.analysis.time_breakdown": {"TraceTimeBreakdown"},
+    "profreport.analysis.trace_compare": {"TIME_PARTS"},
+    "profreport.analysis.trace_document": {
+        "AnalysisDocument",
+        "CountChange",
+        "PER_STEP_FIELDS",
+        "TimeChanges",
+        "TraceComparison",
+        "TraceSummary",
+    },
+}
+
+
+def _imported_names(path: Path) -> set[tuple[str, str]]:
+    """(module, name) of each `from module import name`; (module, "*") of each `import module`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {(node.module, alias.name) for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {(alias.name, "*") for alias in node.names}
+    return found
+
+
+def test_renderers_take_no_analysis_from_profreport_analysis():
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(
+            f"{module}.{name}"
+            for module, name in _imported_names(path)
+            if module.startswith("profreport.analysis")
+            and name not in RENDER_MAY_IMPORT.get(module, set())
+        )
+        for path in sorted((PACKAGE / "render").rglob("*.py"))
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}

@@ -192,7 +192,7 @@ def test_json_and_html_renderings(base):
     head["model"]["inputs"][0]["dtype"] = "<script>x</script>"
     cmp = _compare(base, head, Thresholds(max_kernel_increase=0))
     data = json.loads(get(COMPARISON, "json").text(cmp))
-    assert data["schema"] == "profreport.compare/1"
+    assert data["schema"] == "profreport.compare/2"
     assert data["regressed"] is False
     assert [m["mode"] for m in data["modes"]] == ["eager", "script", "trace", "optimize", "compile"]
     assert data["modes"][0]["metrics"][0]["metric"] == "kernels_per_step"

@@ -17,7 +17,11 @@ from profreport import cli
 from profreport.analysis.derive import derived_run
 from profreport.api import RunResult
 from profreport.modes import mode_analyses
-from profreport.record import validate
+from profreport.record import Run, validate
+from profreport.render import html, markdown
+from profreport.render.headline import headline
+from profreport.render.html import build_charts
+from profreport.render.time_view import time_rows
 
 BEFORE = Path(__file__).parent / "data" / "run1_simple_cpu_before.json.gz"
 
@@ -53,6 +57,18 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
     }
     assert [n for n, _ in placed] == ["compile"]
     assert all(modules and lines is None for modules, lines in placed.values())
+    # Newer still (run/2): the module tree and the modules fusion saved most in (only compile's
+    # fusion map recorded modules then) and each timed mode's speedup called
+    assert (derived["schema"], before["schema"]) == ("profreport.run/2", "profreport.run/1")
+    assert list(derived.pop("module_tree")["root"]["modes"]) == ["compile"]
+    assert {s["mode"] for s in derived.pop("module_savings")} == {"compile"}
+    calls = {n: m.pop("speedup_call") for n, m in derived["modes"].items() if "speedup_call" in m}
+    assert calls.keys() == {"script", "trace", "optimize", "compile"}
+    # and each mode's traffic change against eager (modeled: the record measured nothing)
+    traffic = {n: m.pop("traffic") for n, m in derived["modes"].items() if "traffic" in m}
+    assert traffic.keys() == {"script", "trace", "optimize", "compile"}
+    assert {t["source"] for t in traffic.values()} == {"modeled"}
+    derived["schema"] = before["schema"]
     # One finding improved since the record was written: an in-place variant (relu -> relu_) is
     # no longer called a replacement; everything else is what capture derived then.
     expected = copy.deepcopy(before)
@@ -126,3 +142,64 @@ def test_optimize_states_ops_paired_with_nothing_without_claiming_a_pattern():
     ]
     assert why[0].reason == f"mul + add: {fo.UNMATCHED}"
     assert "prim::TensorExprGroup kernel (TorchScript's fuser)" in why[1].reason
+
+
+LIGHT = Path(__file__).parent / "data" / "runs" / "simple-cpu-light" / "run.json.gz"
+
+
+@pytest.fixture(scope="module")
+def light():
+    """A run with ceilings, a light pass and modules recorded: every finding has a value."""
+    return derived_run(json.loads(gzip.decompress(LIGHT.read_bytes())), mode_analyses())
+
+
+def test_what_the_report_shows_is_in_the_derived_run_and_its_run_json(light):
+    """Derive once (issue 47): the roofs, each mode's median step and speedup call, the module
+    tree and the modules fusion saved most in are the derived run's (run.json's, the library's)."""
+    ok = light.ok_modes
+    assert light.schema == "profreport.run/2" and light.roofs is not None
+    assert light.roofs.memory_bytes_per_s == light.ceilings.memory_bandwidth.value
+    assert {n: m.speedup_call for n, m in ok.items()} == {
+        "eager": None,
+        "script": "within resolution",
+        "trace": "within resolution",
+        "optimize": "faster",
+        "compile": "faster",
+    }
+    steps = {n: m.median_step for n, m in ok.items()}
+    assert all(s is not None and s.corrected and s.parts for s in steps.values())
+    assert list(steps["optimize"].parts)[:2] == ["op_us", "inferred_us"]  # unseen convolution
+    tree = light.module_tree
+    assert tree is not None and list(tree.root.modes) == list(ok)
+    assert [s.mode for s in tree.shares] == list(ok) and list(tree.time_methods) == list(ok)
+    assert [s.mode for s in light.module_savings or ()] == ["compile"]
+    again = Run.from_json(json.loads(json.dumps(light.to_json())))  # run.json, read back
+    assert (again.roofs, again.module_tree, again.module_savings) == (
+        light.roofs,
+        tree,
+        light.module_savings,
+    )
+    assert {n: m.median_step for n, m in again.ok_modes.items()} == steps
+
+
+def test_the_report_lays_out_the_runs_findings_and_derives_none(light):
+    page = html.render(light)
+    assert (
+        'id="module-tree"' in page and "modules hold" in page and "roofline" in build_charts(light)
+    )
+    assert "Modules whose fused groups saved the most bytes" in markdown.render(light)
+    # without the findings (as a run derived without them), the report has no such sections
+    bare = light.without("module_tree", "module_savings", "roofs")
+    assert 'id="module-tree"' not in html.render(bare) and "roofline" not in build_charts(bare)
+    assert "Modules whose fused groups saved" not in markdown.render(bare)
+    compile_ = light.modes["compile"]
+    slower = dataclasses.replace(
+        light,
+        modes={
+            **light.modes,
+            "compile": compile_.adding(speedup_call="slower", median_step=None),
+        },
+    )
+    rows = {r["mode"]: r for r in headline(slower)["rows"]}
+    assert rows["compile"]["speedup"]["tone"] == "bad"  # the stored call, not the interval
+    assert [r["mode"] for r in time_rows(slower)] == ["eager", "script", "trace", "optimize"]

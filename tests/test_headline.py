@@ -4,7 +4,10 @@ import copy
 
 import pytest
 
-from profreport.record import Run, load
+from profreport.analysis.derive import derived_run
+from profreport.analysis.paired import speedup_call
+from profreport.modes import mode_analyses
+from profreport.record import load
 from profreport.render.headline import ERROR_CHARS, headline, short_text
 
 
@@ -14,7 +17,8 @@ def record(recorded_gated_run):
 
 
 def _rows(record) -> dict:
-    return {r["mode"]: r for r in headline(Run.from_json(record))["rows"]}
+    """The headline of the record with its findings (the speedups' calls among them)."""
+    return {r["mode"]: r for r in headline(derived_run(record, mode_analyses()))["rows"]}
 
 
 def test_recorded_run_kernels_bytes_and_tones(record):
@@ -101,7 +105,7 @@ def test_cuda_shows_launches_and_measured_bytes_win_over_modeled(record):
         mode = rec["modes"][name]
         mode["kernels"]["launches"] = launches
         mode["bytes"]["measured"] = {"available": True, "read": total // 2, "written": total // 2}
-    result = headline(Run.from_json(rec))
+    result = headline(derived_run(rec, mode_analyses()))
     assert result["show_launches"] and result["kernel_label"] == "device kernels"
     rows = {r["mode"]: r for r in result["rows"]}
     assert rows["compile"]["launches"]["text"] == "9 → 2"
@@ -125,8 +129,9 @@ def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
     from profreport.render.headline import _speedup_cell
 
     def cell(lo, median, hi):
-        sp = {"median": median, "ci95": [lo, hi], "inconclusive": None}
-        return _speedup_cell(OkMode.from_json({"speedup_vs_eager": sp}))
+        mode = OkMode.from_json({"speedup_vs_eager": {"median": median, "ci95": [lo, hi]}})
+        assert mode.speedup_vs_eager is not None
+        return _speedup_cell(mode.adding(speedup_call=speedup_call(mode.speedup_vs_eager)))
 
     inside = cell(0.981, 0.988, 0.996)
     assert inside["tone"] == "neutral"

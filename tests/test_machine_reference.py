@@ -4,6 +4,7 @@ a speedup or a regression. Synthetic records and the fake clock: exact values, n
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -12,7 +13,12 @@ import pytest
 
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.analysis.derive import derived_run
-from profreport.analysis.kernel_diff import KernelChange, KernelSide, ModeKernelDiff
+from profreport.analysis.kernel_diff import (
+    KernelChange,
+    KernelSide,
+    ModeKernelDiff,
+    relative_to_machine,
+)
 from profreport.analysis.machine_reference import machine_change, summarize_reference
 from profreport.capture.timing import Reference, TimingConfig, measure_latency
 from profreport.modes import mode_analyses
@@ -178,7 +184,10 @@ def test_kernel_time_is_also_shown_relative_to_a_machine_that_moved():
     diff = ModeKernelDiff(mode="eager", rows=(row,), paired=1, fusion_changes=(), note="")
     plain = mode_view(diff)["top"][0]["time"]
     assert plain == "20.38 ms → 6.87 ms (−13.51 ms)"
-    moved = mode_view(diff, machine_factor=0.4)["top"][0]["time"]
+    found = relative_to_machine(row, 0.4)  # the comparison's finding, in its document
+    assert found.time_ratio_vs_machine == pytest.approx(6870.0 / 0.4 / 20380.0)
+    assert found.to_json()["time_ratio_vs_machine"] == found.time_ratio_vs_machine
+    moved = mode_view(dataclasses.replace(diff, rows=(found,)))["top"][0]["time"]
     assert moved == "20.38 ms → 6.87 ms (−13.51 ms; -16% relative to the machine reference)"
 
 

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport.analysis.module_tree import LIGHT_TIME_METHOD, module_tree, tree_shares
-from profreport.analysis.profiler_cost import kernel_time_per_call, median_step
+from profreport.analysis.derive import derived_run
+from profreport.analysis.module_tree import LIGHT_TIME_METHOD, module_tree
+from profreport.analysis.profiler_cost import kernel_time_per_call, median_step, mode_median_step
 from profreport.capture.noise import Snapshot, watch
 from profreport.capture.profiling import LightSchedule, ProfilingFailed, light_schedule
 from profreport.files import LIGHT_TRACES
 from profreport.light_pass import light_pass
+from profreport.modes import mode_analyses
 from profreport.record.model import (
     Bytes,
     KernelCounts,
@@ -169,15 +171,22 @@ def _mode(light: bool) -> ModeResult:
     )
 
 
+def _found(mode) -> Run:
+    """A run of `mode` with its median step and module tree, the findings analysis/derive adds
+    (its kernel rows' bytes are set by hand here) and the report formats."""
+    run = Run(modes={"eager": mode.adding(median_step=mode_median_step(mode))})
+    return run.adding(module_tree=module_tree(run))
+
+
 def test_module_times_come_from_the_light_pass_with_the_cost_inside_removed():
-    run = Run(modes={"eager": _mode(light=True)})
+    run = _found(_mode(light=True))
     tb = run.modes["eager"].time_breakdown
     assert tb is not None
     assert kernel_time_per_call(tb) == {"aten::addmm": 20.0, "aten::gelu": 6.0}  # (66 - 6) / 3
-    tree = module_tree(run)
+    tree = run.module_tree  # a finding of the derived run, which the report only formats
     assert tree is not None
-    assert tree.modes["eager"].time_us == 3 * 20.0 + 4 * 6.0
-    (share,) = tree_shares(run, tree)
+    assert tree.root.modes["eager"].time_us == 3 * 20.0 + 4 * 6.0
+    (share,) = tree.shares
     step = median_step(tb)
     assert step is not None and share.step_us == step.total_us == 200.0 - 6 - 14 - 4
     assert share.placed_us == 78.0 and share.unplaced_us == 6.0  # the gelu with no module
@@ -194,9 +203,9 @@ def test_module_times_come_from_the_light_pass_with_the_cost_inside_removed():
 
 
 def test_records_before_the_light_pass_keep_the_kernel_tables_mean_and_say_the_cost_is_inside():
-    run = Run(modes={"eager": _mode(light=False)})
-    tree = module_tree(run)
-    assert tree is not None and tree.modes["eager"].time_us == 3 * 30.0 + 4 * 10.0
+    run = _found(_mode(light=False))
+    tree = run.module_tree
+    assert tree is not None and tree.root.modes["eager"].time_us == 3 * 30.0 + 4 * 10.0
     view = module_tree_view(run)
     assert view is not None
     assert view["shares"][0].startswith(
@@ -208,11 +217,7 @@ def test_the_build_times_payback_is_in_the_modes_detail_and_the_numbers_table():
     from tests.test_speedup_breakdown import LIGHT_EAGER, _light_mode
 
     compiled = _light_mode((2000 / 1200, 1.5, 1.9), timed_ms=1.2, compile_s=3.6)
-    run = Run(modes={"eager": LIGHT_EAGER, "compile": compiled})
-    from profreport.analysis.derive import derived_run
-    from profreport.modes import mode_analyses
-
-    run = derived_run(run, mode_analyses())
+    run = derived_run(Run(modes={"eager": LIGHT_EAGER, "compile": compiled}), mode_analyses())
     assert run.modes["compile"].time_findings is not None
     assert run.modes["compile"].time_findings.payback_calls == 4500.0
     detail = build_view(run)["details"][1]

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from profreport.analysis.derive import derived_run
 from profreport.analysis.verdict import verdict_for
-from profreport.modes import mode_for
+from profreport.modes import mode_analyses, mode_for
 from profreport.record import RecordError, Run, dumps, load, validate
 from profreport.render import html, markdown
 from profreport.render.viewmodel import build_view
@@ -43,7 +44,7 @@ def test_view_model_formats_numbers_with_units(record):
 def test_html_is_self_contained_and_escaped(record):
     rec = copy.deepcopy(record)
     rec["model"]["description"] = "<script>alert(1)</script>"
-    page = html.render(Run.from_json(rec))
+    page = html.render(derived_run(rec, mode_analyses()))  # a run with its findings
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page
     assert page.count("<svg") == 5  # kernels, bytes, latency, roofline, time breakdown charts

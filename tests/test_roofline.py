@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from profreport.analysis.derive import derived_run
-from profreport.analysis.roofline import Roofs, kernel_bound, kernel_roofline, mode_floor
+from profreport.analysis.roofline import (
+    bandwidth,
+    kernel_bound,
+    kernel_roofline,
+    mode_floor,
+    roofs_of,
+)
 from profreport.modes import mode_analyses
 from profreport.record import KernelRow, Run
-from profreport.record.model import Ceilings, Latency, OkMode
+from profreport.record.model import Ceilings, Latency, OkMode, Roofs
 from profreport.render import markdown
 from profreport.render.roofline_view import ceiling_rows, chart_points, floor_cells, kernel_cells
 from profreport.render.viewmodel import build_view
@@ -41,20 +47,19 @@ def _ceilings(memory=10e9, cache=100e9, rate=1e12, llc=32 * MiB) -> dict:
 
 
 def test_roofs_from_a_record_and_when_there_are_none():
-    assert Roofs.from_record(Ceilings.from_json(_ceilings())) == ROOFS
-    assert Roofs.from_record(None) is None
+    assert roofs_of(Ceilings.from_json(_ceilings())) == ROOFS
+    assert roofs_of(None) is None
     unavailable = Ceilings.from_json({"source": "unavailable", "reason": "x"})
-    assert Roofs.from_record(unavailable) is None
+    assert roofs_of(unavailable) is None
     without_llc = _ceilings(llc=None)
-    assert Roofs.from_record(Ceilings.from_json(without_llc)) == Roofs(
-        10e9, 1e12
-    )  # no cache roof without its size
+    # no cache roof without its size
+    assert roofs_of(Ceilings.from_json(without_llc)) == Roofs(10e9, 1e12)
 
 
 def test_bandwidth_roof_depends_on_whether_one_call_fits_the_cache():
-    assert ROOFS.bandwidth(32 * MiB) == ("cache", 100e9)
-    assert ROOFS.bandwidth(32 * MiB + 1) == ("memory", 10e9)
-    assert Roofs(10e9, 1e12).bandwidth(1) == ("memory", 10e9)
+    assert bandwidth(ROOFS, 32 * MiB) == ("cache", 100e9)
+    assert bandwidth(ROOFS, 32 * MiB + 1) == ("memory", 10e9)
+    assert bandwidth(Roofs(10e9, 1e12), 1) == ("memory", 10e9)
 
 
 def test_kernel_bound_memory_and_compute():
@@ -233,7 +238,7 @@ def test_kernel_cells_and_ceiling_rows_carry_units_and_sources():
     assert cells["achieved_flops"] == "FLOPs unknown"
     assert cells["bound"] == "in-cache bandwidth"
     assert cells["ceiling_pct"] == "17%"
-    rows = dict(ceiling_rows(Run.from_json({"ceilings": _ceilings()})))
+    rows = dict(ceiling_rows(derived_run(Run.from_json({"ceilings": _ceilings()}), {})))
     assert rows["memory bandwidth"].startswith("10.0 GB/s measured (best of 7; median 9.0 GB/s")
     assert rows["matmul rate"].startswith("1.0 TFLOP/s measured")
     assert "reused from the per-machine cache" in rows["ceilings measured"]

@@ -154,7 +154,7 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status
     compared = compare_sweeps(sweep, sweep, {"p": run}, {"p": run}, Thresholds(5, 5.0))
     written = json.loads(json.dumps(compared.to_json()))
-    assert written["points"][0]["comparison"]["schema"] == "profreport.compare/1"
+    assert written["points"][0]["comparison"]["schema"] == "profreport.compare/2"
     assert _errors("sweep-compare", written) == []
 
 
@@ -206,9 +206,11 @@ def test_a_run_comparison_validates_and_reads_back(tmp_path):
     assert documents[1]["machine"]["parts"]
     assert documents[2]["modes"][0]["metrics"][-1]["paired"]["ratio"]["n"] == 20
     for doc in documents:
-        assert doc["schema"] == "profreport.compare/1"
+        assert doc["schema"] == "profreport.compare/2"
         assert _errors("compare", doc) == []
         assert Comparison.parse(doc).to_json() == doc
+        older = {**doc, "schema": "profreport.compare/1"}  # written before compare/2: read too
+        assert _errors("compare", older) == [] and Comparison.parse(older).to_json() == older
     broken = copy.deepcopy(documents[2])
     broken["modes"][0]["metrics"][-1]["paired"]["ratio"]["ci95"] = [1.0]
     assert _errors("compare", broken)

@@ -42,7 +42,7 @@ def test_visible_part_is_a_six_column_table_and_one_line_per_mode(record):
 
 
 def test_folded_blocks_render_as_details_with_tables_inside(record):
-    md = markdown.render(Run.from_json(record))
+    md = markdown.render(derived_run(record, mode_analyses()))  # with its findings
     html = gfm(md)
     summaries = [
         "All numbers per mode",

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from profreport.analysis.derive import derived_run
-from profreport.analysis.module_tree import module_tree, tree_shares
 from profreport.analysis.paired import beyond_resolution
-from profreport.analysis.profiler_cost import mode_median_step
 from profreport.analysis.speedup_breakdown import AGREE_SHARE
 from profreport.format import md_line
 from profreport.modes import mode_analyses
@@ -95,8 +93,8 @@ def test_a_change_the_verdict_does_not_call_is_decomposed_nowhere(run):
 
 
 def test_optimizes_convolution_is_inferred_kernel_time_not_host_overhead(run):
-    eager = mode_median_step(run.modes["eager"])
-    optimize = mode_median_step(run.modes["optimize"])
+    eager = run.modes["eager"].median_step
+    optimize = run.modes["optimize"].median_step
     assert eager is not None and optimize is not None
     assert optimize.inferred_ops == ("prim::mkldnn_convolution",)
     assert optimize.inferred_us > 0.5 * optimize.work_us  # the convolution is most of the work
@@ -109,9 +107,9 @@ def test_optimizes_convolution_is_inferred_kernel_time_not_host_overhead(run):
 
 
 def test_each_module_tree_sums_to_at_most_its_median_step_and_states_the_rest(run):
-    tree = module_tree(run)
+    tree = run.module_tree
     assert tree is not None
-    shares = tree_shares(run, tree)
+    shares = tree.shares
     assert {s.mode for s in shares} == set(run.ok_modes)
     for s in shares:
         assert s.corrected

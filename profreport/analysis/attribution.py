@@ -13,8 +13,6 @@ from collections.abc import Iterable
 
 from profreport.record.model import FusionGroup, KernelRow, OkMode, TensorIO
 
-ROOT_LABEL = "(model)"
-
 
 def common_module(paths: Iterable[str]) -> str:
     """The innermost module containing all `paths` ("mixers.1" for mixers.1.up and mixers.1)."""

@@ -332,6 +332,7 @@ def compare_runs(
         )
 
     machine, machine_note = (None, "") if paired_load is not None else machine_change(base, head)
+    factor = machine.factor if machine is not None and machine.changed else None
     modes: list[ModeComparison] = []
     regressions: list[Regression] = []
     for name in [m for m in base.modes if m in head.modes]:
@@ -358,7 +359,7 @@ def compare_runs(
                     machine,
                 ),
             ]
-            kernels = mode_kernel_diff(name, b, h)
+            kernels = mode_kernel_diff(name, b, h, factor)
             regressions += _new_kernels(name, kernels, thresholds.new_kernel_pattern)
             regressions += [
                 Regression(name, m.metric, _regression_message(name, m))

@@ -16,7 +16,7 @@ from profreport.analysis.machine_reference import MachineChange
 from profreport.analysis.paired import PairedGate
 from profreport.record.section import Section, required, required_factory, schema_of
 
-SCHEMA = "profreport.compare/1"
+SCHEMA = "profreport.compare/2"
 
 
 class CompareError(ValueError):
@@ -127,10 +127,12 @@ def inconclusive_latencies(modes: Sequence[ModeComparison]) -> list[str]:
 
 @dataclass(frozen=True)
 class Comparison(Section):
-    """Two run records compared mode by mode (`profreport.compare/1`): what
-    `profreport compare --format json` writes for two runs, and `ab` beside its two runs."""
+    """Two run records compared mode by mode (`profreport.compare/2`; compare/1, without the
+    kernel rows' `time_ratio_vs_machine`, is read too): what `profreport compare --format json`
+    writes for two runs, and `ab` beside its two runs."""
 
     SCHEMA: ClassVar[str] = SCHEMA
+    EARLIER: ClassVar[tuple[str, ...]] = ("profreport.compare/1",)
     NOUN: ClassVar[str] = "run comparison"
 
     model: str

@@ -1,12 +1,13 @@
 """Findings derived from a run record's evidence: one pure function every reader calls.
 
 Capture stores what was observed (kernel tables, the tensor-I/O sequence, compiler nodes and graphs,
-timing samples, environment). `derived_run(run, analyses)` computes what we conclude from it: each
-mode's fusion map (asked of the mode's analysis, handed in by name: analysis/mode_analysis.py),
-the modeled bytes and roofline of each kernel row, the latency floor, why ops did not fuse, and the
-verdicts. Render, compare, the API and the CLI call it, so an old run.json shows today's
-analysis; the copy of the findings that run.json keeps is for other tools, and is never
-read back as truth.
+timing samples, environment). `derived_run(run, analyses)` computes what we conclude from it:
+the roofs, each mode's speedup call and median step, its fusion map (asked of the mode's
+analysis, handed in by name: analysis/mode_analysis.py), the modeled bytes, places and roofline
+of each kernel row, where the step time went, the latency floor, why ops did not fuse, the
+verdicts, and the module tree. Render, compare, the API and the CLI call it, so an old run.json
+shows today's analysis, and renderers format these findings, computing none. The copy of the
+findings that run.json keeps is for other tools, and is never read back as truth.
 
 A finding that raises is a profreport bug, never a fact about the model: it is recorded as its
 mode's `failed_finding` (which finding, what it raised, the traceback), the mode's later findings
@@ -28,8 +29,12 @@ from typing import Any, TypeVar
 from profreport.analysis.attribution import kernel_places
 from profreport.analysis.kernel_bytes import kernel_bytes
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalyses, ModeAnalysis
-from profreport.analysis.roofline import Roofs, kernel_roofline
+from profreport.analysis.module_tree import module_tree, top_savings
+from profreport.analysis.paired import speedup_call
+from profreport.analysis.profiler_cost import mode_median_step
+from profreport.analysis.roofline import kernel_roofline, roofs_of
 from profreport.analysis.speedup_breakdown import time_findings
+from profreport.analysis.traffic import traffic_change
 from profreport.analysis.verdict import failed_finding_verdict, verdict_for
 from profreport.exits import EvidenceSaved
 from profreport.record.model import (
@@ -40,6 +45,7 @@ from profreport.record.model import (
     ModeResult,
     OkMode,
     Run,
+    Section,
 )
 from profreport.text import error_line
 
@@ -48,7 +54,9 @@ from profreport.text import error_line
 # into today's analysis.
 FINDING_KEYS = ModeEntry.finding_keys()
 ROW_FINDING_FIELDS = KernelRow.finding_keys()
+RUN_FINDING_FIELDS = Run.finding_keys()
 _M = TypeVar("_M", bound=ModeEntry)
+_S = TypeVar("_S", bound=Section)
 
 
 def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -> _M:
@@ -60,6 +68,11 @@ def _with_table(mode: _M, rows: Callable[[KernelCounts], Iterable[KernelRow]]) -
     return dataclasses.replace(
         mode, kernels=dataclasses.replace(kernels, table=tuple(rows(kernels)))
     )
+
+
+def _found(section: _S, **findings: Any) -> _S:
+    """`section` with the findings that were found (a None one is left out, not written)."""
+    return section.adding(**{k: v for k, v in findings.items() if v is not None})
 
 
 def stripped(mode: _M) -> _M:
@@ -92,25 +105,26 @@ def _derived(mode: _M, finding: str, step: Callable[[_M], _M]) -> _M:
 def _measured(
     name: str, mode: OkMode, eager: OkMode | None, run: Run, analyses: ModeAnalyses
 ) -> OkMode:
-    """A mode that ran, with the findings of its own evidence: fusion map, kernel bytes,
-    roofline and floor, and where its step time went (when the record has its breakdown)."""
+    """A mode that ran, with the findings of its own evidence: its speedup's call, median step,
+    fusion map, kernel bytes and places, where its step time went (when the record has its
+    breakdown), roofline and floor."""
     analysis = analyses.get(name, NO_ANALYSIS)
-    roofs = Roofs.from_record(run.ceilings)
 
     def fusion(m: OkMode) -> OkMode:
         return m.adding(fusion=analysis.fusion_map(m, eager) if name != "eager" and eager else None)
 
     def time(m: OkMode) -> OkMode:
-        timing = time_findings(name, m, eager, run.ceilings)
-        return m if timing is None else m.adding(time_findings=timing)
+        return _found(m, time_findings=time_findings(name, m, eager, run.ceilings))
 
     def roofline(m: OkMode) -> OkMode:
-        found = kernel_roofline(m, roofs, None if name == "eager" else eager)
+        found = kernel_roofline(m, run.roofs, None if name == "eager" else eager)
         if found is None:
             return m
         return _with_table(m, lambda _: found.rows).adding(roofline=found.floor)
 
     steps: tuple[tuple[str, Callable[[OkMode], OkMode]], ...] = (
+        ("speedup_call", lambda m: _found(m, speedup_call=speedup_call(m.speedup_vs_eager))),
+        ("median_step", lambda m: _found(m, median_step=mode_median_step(m))),
         ("fusion", fusion),
         ("kernel_bytes", lambda m: _with_table(m, lambda _: kernel_bytes(m))),
         ("kernel_places", lambda m: _with_table(m, lambda _: kernel_places(m))),
@@ -123,12 +137,14 @@ def _measured(
 
 
 def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
-    """The typed run with today's findings in place of the stored ones (each mode's `fusion`,
-    `roofline`, `why_not_fused` and `verdict`; each kernel row's bytes and roofline fields): what
-    renderers and comparisons read. A finding that raises is recorded as the mode's
+    """The typed run with today's findings in place of the stored ones (every `finding()` field:
+    the run's roofs and module tree, each mode's and each kernel row's), as today's schema: what
+    renderers, comparisons and the library read. A mode's finding that raises is recorded as its
     `failed_finding` (see `_derived`; `failure_summary` lists them for the caller to report).
     `analyses`: each mode's analysis by name (`profreport.modes.mode_analyses()`)."""
     run = record if isinstance(record, Run) else Run.from_json(record)
+    run = dataclasses.replace(run.without(*RUN_FINDING_FIELDS), schema=Run.SCHEMA)
+    run = _found(run, roofs=roofs_of(run.ceilings))
     eager = run.modes.get("eager")
     baseline = stripped(eager) if isinstance(eager, OkMode) else None
     modes: dict[str, ModeResult] = {
@@ -137,6 +153,17 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
         else stripped(mode)
         for name, mode in run.modes.items()
     }
+    # the traffic change reads eager's kernel rows with their bytes (which share one op's)
+    derived_eager = modes.get("eager")
+    if isinstance(derived_eager, OkMode):
+        l2 = run.ceilings.l2_bytes if run.ceilings is not None else None
+        for name, mode in modes.items():
+            if name != "eager" and isinstance(mode, OkMode):
+
+                def traffic(m: OkMode, name: str = name, eager: OkMode = derived_eager) -> OkMode:
+                    return _found(m, traffic=traffic_change(name, m, eager, l2))
+
+                modes[name] = _derived(mode, "traffic", traffic)
     # why-not-fused and verdicts read the run whose modes carry their fusion maps
     run = dataclasses.replace(run, modes=dict(modes))
     for name, mode in run.modes.items():
@@ -157,7 +184,9 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
         if mode.failed_finding is not None:  # the sentence says which finding failed, and why
             mode = mode.adding(verdict=failed_finding_verdict(name, mode.failed_finding))
         modes[name] = mode
-    return dataclasses.replace(run, modes=modes)
+    # the module tree reads every mode's fusion map and median step
+    run = dataclasses.replace(run, modes=modes)
+    return _found(run, module_tree=module_tree(run), module_savings=top_savings(run) or None)
 
 
 def failure_summary(run: Run) -> str | None:

@@ -65,6 +65,8 @@ class KernelChange(Section):
     time_us_change: float | None = required(None, null=True)
     bytes_change: int | None = omitted()
     bytes_source: str | None = omitted()  # modeled | measured (both sides measured)
+    # where the runs' machine references differ (analysis/machine_reference; compare/2)
+    time_ratio_vs_machine: float | None = omitted()  # head/base time over the machine's move
 
     @property
     def name(self) -> str:
@@ -276,10 +278,23 @@ def mode_kernels(mode: OkMode) -> tuple[KernelSide, ...]:
     return tuple(sides)
 
 
-def mode_kernel_diff(name: str, base: OkMode, head: OkMode) -> ModeKernelDiff:
+def relative_to_machine(row: KernelChange, factor: float) -> KernelChange:
+    """`row` with its time ratio relative to the machine (head/base time of its reference)."""
+    b, h = row.base, row.head
+    if b is None or h is None or not b.time_us or h.time_us is None:
+        return row
+    return row.adding(time_ratio_vs_machine=h.time_us / factor / b.time_us)
+
+
+def mode_kernel_diff(
+    name: str, base: OkMode, head: OkMode, machine_factor: float | None = None
+) -> ModeKernelDiff:
     """The kernel diff of one mode that ran on both sides (both derived: fusion maps and
-    modeled bytes in place)."""
+    modeled bytes in place); with `machine_factor` (the runs' machine references differ), each
+    row's time relative to the machine's move too."""
     rows, paired = diff_kernels(mode_kernels(base), mode_kernels(head))
+    if machine_factor is not None:
+        rows = tuple(relative_to_machine(r, machine_factor) for r in rows)
     note = ""
     changes: tuple[FusionChange, ...] = ()
     if base.fusion is not None and head.fusion is not None:

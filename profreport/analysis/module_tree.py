@@ -9,19 +9,31 @@ profiler measures a kernel over all its calls, not per module: apportioned by ca
 run its time in the light pass's step of median kernel time, the cost of the events recorded
 inside it removed (analysis/profiler_cost), so the tree sums to at most the median step; on a
 device run, or a record without a light pass, the kernel row's mean profiler time per call.
-Each mode's `TreeShare` says how much of its median step the modules hold, and where the rest
-went.
+Each mode's `TreeShare` says how much of its median step (its `median_step` finding) the modules
+hold, and where the rest went.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from profreport.analysis.attribution import group_module
-from profreport.analysis.profiler_cost import kernel_time_per_call, mode_median_step
-from profreport.record.model import FusionGroup, KernelRow, ModeResult, OkMode, Run
+from profreport.analysis.profiler_cost import kernel_time_per_call
+from profreport.record.model import (
+    FusionGroup,
+    KernelRow,
+    ModeResult,
+    ModuleNode,
+    ModuleSaving,
+    ModuleTree,
+    ModuleWork,
+    OkMode,
+    Run,
+    TreeShare,
+)
 
 TIME_METHOD = (
     "profiler time apportioned: each call at its kernel row's mean time per call (per step)"
@@ -40,42 +52,6 @@ class Work:
     module: str | None
     bytes: int | None
     time_us: float | None
-
-
-@dataclass
-class ModeTotals:
-    """A module's work in one mode (itself and its submodules)."""
-
-    calls: int = 0
-    bytes: int = 0
-    bytes_unknown: int = 0  # calls with no modeled bytes (never counted as 0)
-    time_us: float = 0.0
-    time_unknown: int = 0
-
-    def add(self, work: Work) -> None:
-        self.calls += 1
-        if work.bytes is None:
-            self.bytes_unknown += 1
-        else:
-            self.bytes += work.bytes
-        if work.time_us is None:
-            self.time_unknown += 1
-        else:
-            self.time_us += work.time_us
-
-
-@dataclass
-class ModuleNode:
-    """A module (path as `named_modules()` names it, "" the model), its totals per mode, its
-    children; `repeats` > 1: this row stands for that many structurally identical sibling
-    blocks (`last` the last block's name), totals summed over them."""
-
-    path: str
-    name: str
-    modes: dict[str, ModeTotals] = field(default_factory=dict)
-    children: list[ModuleNode] = field(default_factory=list)
-    repeats: int = 1
-    last: str = ""
 
 
 def _table_time(row: KernelRow | None) -> float | None:
@@ -143,24 +119,29 @@ def _group_row(
 UNPLACED = "(no module recorded)"
 
 
-def _child(node: ModuleNode, path: str, name: str) -> ModuleNode:
-    """`node`'s child at `path`, added when it has none."""
-    child = next((c for c in node.children if c.path == path), None)
-    if child is None:
-        child = ModuleNode(path, name)
-        node.children.append(child)
-    return child
+def _chain(module: str | None) -> list[str]:
+    """The paths a call placed in `module` counts in: the model's, then each enclosing module's
+    down to its own (a call with no module: the model's and UNPLACED)."""
+    if module is None:
+        return ["", UNPLACED]
+    parts = module.split(".") if module else []
+    return ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
 
 
-def _insert(root: ModuleNode, mode: str, work: Work) -> None:
-    root.modes.setdefault(mode, ModeTotals()).add(work)
-    if work.module is None:
-        _child(root, UNPLACED, UNPLACED).modes.setdefault(mode, ModeTotals()).add(work)
-        return
-    node, parts = root, work.module.split(".") if work.module else []
-    for i, part in enumerate(parts):
-        node = _child(node, ".".join(parts[: i + 1]), part)
-        node.modes.setdefault(mode, ModeTotals()).add(work)
+def _work(works: list[Work]) -> ModuleWork:
+    """The work of the calls placed in one module (or below it) in one mode."""
+    sized = [w.bytes for w in works if w.bytes is not None]
+    timed = [w.time_us for w in works if w.time_us is not None]
+    time_us = 0.0
+    for t in timed:  # in call order, as the tree has always added them
+        time_us += t
+    return ModuleWork(
+        calls=len(works),
+        bytes=sum(sized),
+        bytes_unknown=len(works) - len(sized),
+        time_us=time_us,
+        time_unknown=len(works) - len(timed),
+    )
 
 
 def _shape(node: ModuleNode) -> tuple[object, ...]:
@@ -170,114 +151,106 @@ def _shape(node: ModuleNode) -> tuple[object, ...]:
     return (own, tuple((c.name, _shape(c)) for c in node.children))
 
 
-def _merge(into: ModuleNode, other: ModuleNode) -> None:
-    """Add `other`'s totals to `into`'s, and its children's to theirs (same structure)."""
-    for mode, totals in other.modes.items():
-        mine = into.modes[mode]
-        for f in dataclasses.fields(ModeTotals):
-            setattr(mine, f.name, getattr(mine, f.name) + getattr(totals, f.name))
-    for a, b in zip(into.children, other.children, strict=True):
-        _merge(a, b)
+def _merged(into: ModuleNode, other: ModuleNode) -> ModuleNode:
+    """`into` with `other`'s work added to its own, and its children's to theirs (same shape)."""
+    modes = {
+        mode: ModuleWork(
+            calls=a.calls + (b := other.modes[mode]).calls,
+            bytes=a.bytes + b.bytes,
+            bytes_unknown=a.bytes_unknown + b.bytes_unknown,
+            time_us=a.time_us + b.time_us,
+            time_unknown=a.time_unknown + b.time_unknown,
+        )
+        for mode, a in into.modes.items()
+    }
+    children = tuple(_merged(a, b) for a, b in zip(into.children, other.children, strict=True))
+    return dataclasses.replace(into, modes=modes, children=children)
 
 
-def _fold(node: ModuleNode) -> None:
-    """Fold runs of numbered siblings (layers.0 ... layers.31) whose shapes agree into one row."""
-    for child in node.children:
-        _fold(child)
+def _folded(children: list[ModuleNode]) -> tuple[ModuleNode, ...]:
+    """Runs of numbered siblings (layers.0 ... layers.31) whose shapes agree, folded into one."""
     folded: list[tuple[ModuleNode, tuple[object, ...]]] = []
-    for child in node.children:
+    for child in children:
         shape = _shape(child)
-        prev = folded[-1] if folded else None
+        prev, first = folded[-1] if folded else (None, None)
         if (
             prev is not None
             and child.name.isdigit()
-            and prev[0].last.isdigit()
-            and int(child.name) == int(prev[0].last) + 1
-            and shape == prev[1]
+            and prev.last.isdigit()
+            and int(child.name) == int(prev.last) + 1
+            and shape == first
         ):
-            _merge(prev[0], child)
-            prev[0].repeats += 1
-            prev[0].last = child.name
+            block = _merged(prev, child)
+            folded[-1] = (
+                dataclasses.replace(block, repeats=prev.repeats + 1, last=child.name),
+                shape,
+            )
             continue
-        child.last = child.name
-        folded.append((child, shape))
-    node.children = [c for c, _ in folded]
+        folded.append((dataclasses.replace(child, last=child.name), shape))
+    return tuple(c for c, _ in folded)
 
 
-def module_tree(run: Run) -> ModuleNode | None:
-    """The model's module tree with each mode's work; None when no mode recorded modules."""
-    root = ModuleNode("", "")
-    found = False
+def _node(
+    path: str, works: Mapping[str, dict[str, list[Work]]], below: Mapping[str, dict[str, None]]
+) -> ModuleNode:
+    """The module at `path` with its work per mode and its children, folded (bottom up)."""
+    return ModuleNode(
+        path=path,
+        name=path.rsplit(".", 1)[-1],
+        modes={mode: _work(calls) for mode, calls in works[path].items()},
+        children=_folded([_node(c, works, below) for c in below.get(path, {})]),
+    )
+
+
+def module_tree(run: Run) -> ModuleTree | None:
+    """The model's module tree with each mode's work, how each mode's times were taken and the
+    share of its median step the tree holds; None when no mode recorded modules."""
+    works: dict[str, dict[str, list[Work]]] = {}  # by path, then mode: in call order
+    below: dict[str, dict[str, None]] = {}  # each path's children, in the order first reached
     for name, mode in run.ok_modes.items():
-        work = mode_work(mode)
-        if work is None:
-            continue
-        found = True
-        for w in work:
-            _insert(root, name, w)
-    if not found:
+        for w in mode_work(mode) or ():
+            chain = _chain(w.module)
+            for parent, path in itertools.pairwise(chain):
+                below.setdefault(parent, {})[path] = None
+            for path in chain:
+                works.setdefault(path, {}).setdefault(name, []).append(w)
+    if not works:
         return None
-    _fold(root)
-    return root
+    root = _node("", works, below)
+    return ModuleTree(
+        root=root,
+        time_methods={m: time_method(run.modes[m]) for m in run.modes if m in root.modes},
+        shares=tuple(_shares(run, root)),
+    )
 
 
-@dataclass(frozen=True)
-class TreeShare:
-    """How much of a mode's median step (the profiler's cost removed, where measured) its
-    module tree holds, and the rest: calls with no module recorded, ops the profiler cannot
-    see (inferred, no module), and host time outside kernels (dispatch, wrappers, Python)."""
-
-    mode: str
-    step_us: float
-    placed_us: float
-    unplaced_us: float
-    inferred_us: float
-    corrected: bool
-
-    @property
-    def outside_us(self) -> float:
-        return max(0.0, self.step_us - self.placed_us - self.unplaced_us - self.inferred_us)
-
-    @property
-    def share(self) -> float:
-        return self.placed_us / self.step_us if self.step_us > 0 else 0.0
-
-
-def tree_shares(run: Run, tree: ModuleNode) -> list[TreeShare]:
+def _shares(run: Run, tree: ModuleNode) -> list[TreeShare]:
     """Each mode of ``tree``: the share of its median step its modules hold."""
     unplaced = next((c for c in tree.children if c.path == UNPLACED), None)
     out, ran = [], run.ok_modes
     for name, totals in tree.modes.items():
-        step = mode_median_step(ran[name])
+        step = ran[name].median_step
         if step is None:
             continue
         loose = unplaced.modes.get(name) if unplaced is not None else None
-        loose_us = loose.time_us if loose is not None else 0.0
+        unplaced_us = loose.time_us if loose is not None else 0.0
+        placed_us, step_us = totals.time_us - unplaced_us, step.total_us
         out.append(
             TreeShare(
                 mode=name,
-                step_us=step.total_us,
-                placed_us=totals.time_us - loose_us,
-                unplaced_us=loose_us,
+                step_us=step_us,
+                placed_us=placed_us,
+                unplaced_us=unplaced_us,
                 inferred_us=step.inferred_us,
+                outside_us=max(0.0, step_us - placed_us - unplaced_us - step.inferred_us),
+                share=placed_us / step_us if step_us > 0 else 0.0,
                 corrected=step.corrected,
             )
         )
     return out
 
 
-@dataclass(frozen=True)
-class ModuleSaving:
-    """Modeled bytes the fused groups of one module saved in one mode."""
-
-    module: str
-    mode: str
-    saved_bytes: int
-    fused_groups: int
-    source_lines: tuple[str, ...]
-
-
-def top_savings(run: Run, limit: int = 5) -> list[ModuleSaving]:
+def top_savings(run: Run, limit: int = 5) -> tuple[ModuleSaving, ...]:
     """The modules (a group's innermost common module) whose fused groups saved the most
     modeled bytes, over every mode with a fusion map; largest first."""
     totals: dict[tuple[str, str], list[FusionGroup]] = {}
@@ -288,13 +261,13 @@ def top_savings(run: Run, limit: int = 5) -> list[ModuleSaving]:
                 totals.setdefault((module, name), []).append(g)
     found = [
         ModuleSaving(
-            module,
-            mode,
-            sum(g.saved_bytes or 0 for g in groups),
-            len(groups),
-            tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ())),
+            module=module,
+            mode=mode,
+            saved_bytes=sum(g.saved_bytes or 0 for g in groups),
+            fused_groups=len(groups),
+            source_lines=tuple(dict.fromkeys(x for g in groups for x in g.source_lines or ())),
         )
         for (module, mode), groups in totals.items()
     ]
     found = [s for s in found if s.saved_bytes > 0]
-    return sorted(found, key=lambda s: s.saved_bytes, reverse=True)[:limit]
+    return tuple(sorted(found, key=lambda s: s.saved_bytes, reverse=True)[:limit])

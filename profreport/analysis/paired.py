@@ -30,6 +30,7 @@ from profreport.record.model import (
     PairedRatios,
     Run,
     Speedup,
+    SpeedupCall,
     TimingNoise,
     TwoPeaks,
 )
@@ -411,3 +412,17 @@ def paired_gate(
     if not reasons or beyond_noise(ratio):
         return PairedGate(ratio, reasons, slower, None, context)
     return PairedGate(ratio, reasons, False, "; ".join(reasons), context)
+
+
+def speedup_call(sp: Speedup | None) -> SpeedupCall | None:
+    """A mode's speedup against eager, called: inconclusive (the noise guard tripped), faster or
+    slower beyond the timer's resolution, within it (off 1, see resolution_note) or unchanged;
+    None for none or an empty one."""
+    if sp is None or not sp.has("median"):
+        return None
+    if sp.inconclusive:
+        return "inconclusive"
+    called = beyond_resolution(sp.ci95)
+    if called:
+        return "faster" if called > 0 else "slower"
+    return "within resolution" if resolution_note(sp.ci95) else "unchanged"

@@ -20,14 +20,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from profreport.analysis.step_events import PYTHON
-from profreport.record.model import OkMode, ProfilerCost, StepTime, TimeBreakdown
+from profreport.record.model import MedianStep, OkMode, ProfilerCost, StepTime, TimeBreakdown
 
 CPU_PARTS = ("op_us", "dispatch_us", "wrapper_us", "python_us")
 HOST_PARTS = ("launch_us", "runtime_us", "dispatch_us", "wrapper_us", "python_us")
@@ -61,51 +59,6 @@ def calibration_cost(
         profiled_step_us=round(loop_us, 3),
         steps=len(loops),
     )
-
-
-@dataclass(frozen=True)
-class MedianStep:
-    """A mode's step as the decomposition reads it: each part the median over the profiled
-    steps, the profiler's cost removed first where the record measured it (`corrected`).
-    `step` holds the parts (its wall: their sum; cpu: `op_us` the recorded kernels only, the
-    inferred ops' time in `inferred_us`, taken out of the wrappers)."""
-
-    step: StepTime
-    inferred_us: float
-    inferred_ops: tuple[str, ...]
-    removed_us: float  # the profiler's cost removed (median over the steps)
-    profiled_us: float  # the step as profiled (median wall)
-    steps: int
-    corrected: bool
-
-    @property
-    def cpu(self) -> bool:
-        return self.step.op_us is not None
-
-    @property
-    def total_us(self) -> float:
-        """The step's length: cpu, the host's parts summed; device, the device's."""
-        if self.cpu:
-            return self.step.wall_us
-        return self.step.device_span_us or 0.0
-
-    @property
-    def work_us(self) -> float:
-        """Kernel time: CPU kernels and the inferred ops (cpu), device busy time (device)."""
-        if self.cpu:
-            return (self.step.op_us or 0.0) + self.inferred_us
-        return self.step.device_busy_us or 0.0
-
-    @property
-    def ops(self) -> int:
-        return self.step.dispatched_ops if self.cpu else self.step.launches
-
-    @property
-    def with_inferred_as_kernels(self) -> StepTime:
-        """`step` with the inferred ops in its CPU kernel time (what bounds it)."""
-        if not self.cpu:
-            return self.step
-        return dataclasses.replace(self.step, op_us=self.work_us)
 
 
 def _removed(step: StepTime, cost: ProfilerCost | None) -> dict[str, float]:
@@ -166,12 +119,16 @@ def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> M
         if inferred:
             inferred_us, parts["wrapper_us"] = parts["wrapper_us"], 0.0
         values.update(parts, wall_us=sum(parts.values()) + inferred_us)
+        op, *host = CPU_PARTS  # the inferred ops stacked on the CPU kernels
+        stacked = {op: parts[op], **({"inferred_us": inferred_us} if inferred else {})}
+        stacked.update({key: parts[key] for key in host})
     else:
-        device = {f: med(f) for f in DEVICE_PARTS}
-        values.update({f: med(f) for f in HOST_PARTS}, **device)
-        values.update(wall_us=med("wall_us"), device_span_us=sum(device.values()))
+        stacked = {f: med(f) for f in DEVICE_PARTS}
+        values.update({f: med(f) for f in HOST_PARTS}, **stacked)
+        values.update(wall_us=med("wall_us"), device_span_us=sum(stacked.values()))
     return MedianStep(
         step=StepTime(**values),  # type: ignore[arg-type]
+        parts=stacked,
         inferred_us=inferred_us,
         inferred_ops=inferred,
         removed_us=float(np.median([r for _, r in corrected])),

@@ -35,6 +35,7 @@ from profreport.record.model import (
     OkMode,
     OpBytes,
     RooflineFloor,
+    Roofs,
 )
 
 # How far below the floor a median may fall before it is called inconsistent: the ceilings are
@@ -57,47 +58,36 @@ def is_convolution(row: KernelRow) -> bool:
     return "convolution" in str(row.bytes_op or row.name).lower()
 
 
-BOUND_NAMES = {
-    "memory": "memory bandwidth",
-    "cache": "in-cache bandwidth",
-    "compute": "matmul rate",
-}
+def roofs_of(ceilings: Ceilings | None) -> Roofs | None:
+    """The roofs of a record's `ceilings` section; None when it has none (older records, or the
+    measurement failed). The in-cache bandwidth only with the last-level cache's size."""
+    if ceilings is None or ceilings.memory_bandwidth is None or ceilings.matmul_rate is None:
+        return None
+    memory = float(ceilings.memory_bandwidth.value)
+    rate = float(ceilings.matmul_rate.value)
+    if memory <= 0 or rate <= 0:
+        return None
+    cache = ceilings.cache_bandwidth.value if ceilings.cache_bandwidth is not None else None
+    llc = ceilings.last_level_cache_bytes
+    if not (cache and llc):
+        return Roofs(memory_bytes_per_s=memory, flops_per_s=rate)
+    return Roofs(
+        memory_bytes_per_s=memory,
+        flops_per_s=rate,
+        cache_bytes_per_s=float(cache),
+        last_level_cache_bytes=int(llc),
+    )
 
 
-@dataclass(frozen=True)
-class Roofs:
-    """The ceilings a roofline uses, in bytes/s and FLOP/s (measured)."""
-
-    memory_bytes_per_s: float
-    flops_per_s: float
-    cache_bytes_per_s: float | None = None
-    last_level_cache_bytes: int | None = None
-
-    @classmethod
-    def from_record(cls, ceilings: Ceilings | None) -> Roofs | None:
-        """The roofs of a record's `ceilings` section; None when it has none (older records, or
-        the measurement failed)."""
-        if ceilings is None or ceilings.memory_bandwidth is None or ceilings.matmul_rate is None:
-            return None
-        memory = float(ceilings.memory_bandwidth.value)
-        rate = float(ceilings.matmul_rate.value)
-        if memory <= 0 or rate <= 0:
-            return None
-        cache = ceilings.cache_bandwidth.value if ceilings.cache_bandwidth is not None else None
-        llc = ceilings.last_level_cache_bytes
-        if not (cache and llc):
-            return cls(memory, rate)
-        return cls(memory, rate, float(cache), int(llc))
-
-    def bandwidth(self, bytes_per_call: float) -> tuple[str, float]:
-        """("cache" or "memory", bytes/s) for a kernel moving `bytes_per_call` per call."""
-        if (
-            self.cache_bytes_per_s is not None
-            and self.last_level_cache_bytes is not None
-            and bytes_per_call <= self.last_level_cache_bytes
-        ):
-            return "cache", max(self.cache_bytes_per_s, self.memory_bytes_per_s)
-        return "memory", self.memory_bytes_per_s
+def bandwidth(roofs: Roofs, bytes_per_call: float) -> tuple[str, float]:
+    """("cache" or "memory", bytes/s) for a kernel moving `bytes_per_call` per call."""
+    if (
+        roofs.cache_bytes_per_s is not None
+        and roofs.last_level_cache_bytes is not None
+        and bytes_per_call <= roofs.last_level_cache_bytes
+    ):
+        return "cache", max(roofs.cache_bytes_per_s, roofs.memory_bytes_per_s)
+    return "memory", roofs.memory_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -133,8 +123,8 @@ def kernel_bound(
 ) -> KernelBound:
     """The bound of a kernel moving `traffic` bytes in `calls` calls per step. `flops_bound`
     False: its FLOPs are shown as an achieved rate but bound nothing (see DIRECT_CONVOLUTION)."""
-    name, bandwidth = roofs.bandwidth(traffic / max(calls, 1.0))
-    memory_s = traffic / bandwidth
+    name, bytes_per_s = bandwidth(roofs, traffic / max(calls, 1.0))
+    memory_s = traffic / bytes_per_s
     compute_s = flops / roofs.flops_per_s if flops and flops_bound else 0.0
     bound_s = max(memory_s, compute_s)
     bound = None if bound_s == 0 else ("compute" if compute_s > memory_s else name)

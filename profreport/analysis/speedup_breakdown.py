@@ -21,9 +21,9 @@ import dataclasses
 import math
 
 from profreport.analysis.paired import beyond_resolution
-from profreport.analysis.profiler_cost import MedianStep, mode_median_step
+from profreport.analysis.profiler_cost import mode_median_step
 from profreport.analysis.time_breakdown import bound_of
-from profreport.record.model import Ceilings, ModeResult, OkMode, TimeFindings
+from profreport.record.model import Ceilings, MedianStep, ModeResult, OkMode, TimeFindings
 
 AGREE_SHARE = 0.25  # of eager's timed median: the Done-when of issue 35
 

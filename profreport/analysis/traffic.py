@@ -16,43 +16,19 @@ change says which one differs and why, from the numbers each mode holds:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Literal
 
 from profreport.format import fmt_bytes
-from profreport.record.model import OkMode
-
-Source = Literal["measured", "modeled"]
+from profreport.record.model import OkMode, TrafficChange
 
 DISAGREE_POINTS = 10  # percentage points between the measured and the modeled change
 GAP_SHARE = 0.05  # a gap between measured and modeled bytes below this share of a mode's is noise
 GAP_MIN_BYTES = 2**20
 
 
-@dataclass(frozen=True)
-class TrafficChange:
-    """`mode`'s traffic against eager's, per step, from `source`."""
-
-    source: Source
-    eager_bytes: int
-    mode_bytes: int
-    modeled_percent: float | None  # the modeled change, beside a measured one
-    differs: str  # why the two sources disagree; "" when they agree (or only one exists)
-
-    @property
-    def percent(self) -> float | None:
-        """The change in percent; None when eager moved no bytes."""
-        if not self.eager_bytes:
-            return None
-        return (self.mode_bytes - self.eager_bytes) / self.eager_bytes * 100
-
-
 def measured_total(mode: OkMode) -> int | None:
     """Nsight Compute's DRAM bytes of one step, read + written (None: not measured)."""
     m = mode.bytes.measured
-    if m is None or not m.available or m.read is None or m.written is None:
-        return None
-    return m.read + m.written
+    return None if m is None else m.dram_bytes
 
 
 def _modeled(mode: OkMode) -> int:
@@ -78,11 +54,6 @@ def _kernel_name(name: str) -> str:
     cut = min((i for i in (bare.find("<"), bare.find("(")) if i >= 0), default=len(bare))
     found = bare[:cut].rsplit("::", 1)[-1] or name
     return found if len(found) <= KERNEL_NAME_CHARS else found[: KERNEL_NAME_CHARS - 1] + "…"
-
-
-def signed(percent: float) -> str:
-    """+10%, -38%, or unchanged."""
-    return f"{percent:+.0f}%" if round(percent) else "unchanged"
 
 
 def _outside_model(mode: OkMode) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
 from profreport.analysis.paired import beyond_resolution, resolution_note
-from profreport.analysis.traffic import measured_total, signed, traffic_change
-from profreport.format import fmt_bytes
+from profreport.analysis.traffic import measured_total
+from profreport.format import fmt_bytes, signed_pct
 from profreport.record.model import FailedFinding, ModeResult, OkMode, Run
 
 
@@ -39,21 +39,21 @@ def _latency_clause(mode: ModeResult) -> str:
     return f"latency unchanged within noise (speedup {sp.median:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
 
 
-def _traffic_clause(name: str, mode: OkMode, eager: OkMode, run: Run) -> str:
-    """The traffic change from the source the headline shows (analysis/traffic.py), the modeled
-    change beside a measured one, and why they disagree where they do."""
-    l2 = run.ceilings.l2_bytes if run.ceilings is not None else None
-    change = traffic_change(name, mode, eager, l2)
+def _traffic_clause(mode: OkMode, eager: OkMode) -> str:
+    """The traffic change from the source the headline shows (the mode's `traffic` finding:
+    analysis/traffic.py), the modeled change beside a measured one, and why they disagree where
+    they do."""
+    change = mode.traffic
     if change is None:
         partial = sorted(set(mode.bytes.not_modeled + eager.bytes.not_modeled))
         return f"modeled traffic not comparable ({', '.join(partial)} not modeled)"
     percent = change.percent
     if percent is None:
         return ""
-    said = f"{change.source} traffic {signed(percent)}"
+    said = f"{change.source} traffic {signed_pct(percent)}"
     if change.source == "modeled" or change.modeled_percent is None:
         return said
-    modeled = f"modeled {signed(change.modeled_percent)}"
+    modeled = f"modeled {signed_pct(change.modeled_percent)}"
     if change.differs:
         return f"{said} (Nsight Compute DRAM), {modeled}: {change.differs}"
     return f"{said} (Nsight Compute DRAM; {modeled})"
@@ -121,7 +121,7 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
     else:
         kernels_text = f"kernel count unchanged ({k} per step)"
     parts = [output_clause(mode), kernels_text, analysis.fusion_evidence(mode, run)]
-    parts.append(_traffic_clause(name, mode, eager, run))
+    parts.append(_traffic_clause(mode, eager))
     parts.append(_latency_clause(mode))
     if mode.time_findings is not None:
         parts.append(mode.time_findings.clause)

@@ -156,6 +156,13 @@ class MeasuredBytes(Section):
     kernels: tuple[MeasuredKernel, ...] = ()
     command: tuple[str, ...] | None = None
 
+    @property
+    def dram_bytes(self) -> int | None:
+        """Read + written of one step (None: not measured, or a figure missing)."""
+        if not self.available or self.read is None or self.written is None:
+            return None
+        return self.read + self.written
+
 
 @dataclass(frozen=True)
 class Bytes(Section):

@@ -1,15 +1,18 @@
-"""What the analyses conclude from a mode's evidence (profreport.analysis.derive): the fusion map,
-why ops did not fuse, and the latency floor. A record keeps a copy of them for other tools;
+"""What the analyses conclude from a run's evidence (profreport.analysis.derive): the fusion map,
+why ops did not fuse, the roofs and the latency floor, the median step, the speedup's call and the
+module tree. A record keeps a copy of them for other tools (and the library's result holds them);
 profreport's readers derive them again from the evidence.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from profreport.record.section import ByteCount, Section, omitted, required
+from profreport.record.evidence import StepTime
+from profreport.record.section import ByteCount, Section, omitted, required, required_factory
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,17 @@ class WhyNotFused(Section):
 
 
 @dataclass(frozen=True)
+class Roofs(Section):
+    """The measured ceilings a roofline uses (analysis/roofline.roofs_of), in bytes/s and FLOP/s:
+    the in-cache bandwidth only where the last-level cache's size is known."""
+
+    memory_bytes_per_s: float = required(0.0)
+    flops_per_s: float = required(0.0)
+    cache_bytes_per_s: float | None = None
+    last_level_cache_bytes: ByteCount | None = None
+
+
+@dataclass(frozen=True)
 class KernelsByBound(Section):
     """How many kernels each ceiling bounds."""
 
@@ -159,6 +173,141 @@ class TimeFindings(Section):
     busy: tuple[str, ...] | None = omitted()  # the machine was busy while either was profiled
     payback_calls: float | None = omitted()  # compile_s / the timed saving per call
     detail: str | None = omitted()  # the whole decomposition, for "Where the time goes"
+
+
+@dataclass(frozen=True)
+class MedianStep(Section):
+    """A mode's step as the time decomposition reads it (analysis/profiler_cost): each part the
+    median over the profiled steps, the profiler's cost removed first where the record measured
+    it (`corrected`). `step` holds the parts (its wall: their sum; cpu: `op_us` the recorded
+    kernels only, the inferred ops' time in `inferred_us`, taken out of the wrappers); `parts`:
+    the parts stacked bottom up (StepTime field names, and `inferred_us`), in µs."""
+
+    step: StepTime = required_factory(StepTime)
+    parts: Mapping[str, float] = required_factory(dict)
+    inferred_us: float = 0.0
+    inferred_ops: tuple[str, ...] = ()
+    removed_us: float = 0.0  # the profiler's cost removed (median over the steps)
+    profiled_us: float = 0.0  # the step as profiled (median wall)
+    steps: int = 0
+    corrected: bool = False
+
+    @property
+    def cpu(self) -> bool:
+        return self.step.op_us is not None
+
+    @property
+    def total_us(self) -> float:
+        """The step's length: cpu, the host's parts summed; device, the device's."""
+        if self.cpu:
+            return self.step.wall_us
+        return self.step.device_span_us or 0.0
+
+    @property
+    def work_us(self) -> float:
+        """Kernel time: CPU kernels and the inferred ops (cpu), device busy time (device)."""
+        if self.cpu:
+            return (self.step.op_us or 0.0) + self.inferred_us
+        return self.step.device_busy_us or 0.0
+
+    @property
+    def ops(self) -> int:
+        return self.step.dispatched_ops if self.cpu else self.step.launches
+
+    @property
+    def with_inferred_as_kernels(self) -> StepTime:
+        """`step` with the inferred ops in its CPU kernel time (what bounds it)."""
+        return dataclasses.replace(self.step, op_us=self.work_us) if self.cpu else self.step
+
+
+@dataclass(frozen=True)
+class TrafficChange(Section):
+    """A mode's memory traffic per step against eager's, from one source for every reader
+    (analysis/traffic.py): Nsight Compute's DRAM bytes where both modes were measured, else the
+    modeled bytes; beside a measured change, the modeled one, and why the two disagree."""
+
+    source: Literal["measured", "modeled"]
+    eager_bytes: ByteCount
+    mode_bytes: ByteCount
+    modeled_percent: float | None = None  # the modeled change, beside a measured one
+    differs: str = ""  # why the two sources disagree; "" when they agree (or only one exists)
+
+    @property
+    def percent(self) -> float | None:
+        """The change in percent; None when eager moved no bytes."""
+        if not self.eager_bytes:
+            return None
+        return (self.mode_bytes - self.eager_bytes) / self.eager_bytes * 100
+
+
+# The speedup against eager, called (analysis/paired.speedup_call): beyond the paired timer's
+# resolution either way, off 1 but within it, unchanged, or not called (the noise guard tripped)
+SpeedupCall = Literal["faster", "slower", "within resolution", "unchanged", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class ModuleWork(Section):
+    """The work of one mode in a module, its submodules' included (analysis/module_tree): calls
+    placed there, their modeled bytes and apportioned profiler time; a call with no modeled
+    bytes or no time is counted apart, never as 0."""
+
+    calls: int = 0
+    bytes: ByteCount = 0
+    bytes_unknown: int = 0
+    time_us: float = 0.0
+    time_unknown: int = 0
+
+
+@dataclass(frozen=True)
+class ModuleNode(Section):
+    """A module (its `named_modules()` path, "" the model), each mode's work in it, its
+    children; `repeats` > 1: this node stands for that many structurally identical sibling
+    blocks (`last` the last one's name), their work summed."""
+
+    path: str = ""
+    name: str = ""
+    modes: Mapping[str, ModuleWork] = required_factory(dict)
+    children: tuple[ModuleNode, ...] = ()
+    repeats: int = 1
+    last: str = ""
+
+
+@dataclass(frozen=True)
+class TreeShare(Section):
+    """How much of a mode's median step (the profiler's cost removed, where measured) its
+    modules hold, and the rest: calls with no module recorded, ops the profiler cannot see
+    (inferred, no module), and host time outside kernels (dispatch, wrappers, Python)."""
+
+    mode: str = ""
+    step_us: float = 0.0
+    placed_us: float = 0.0
+    unplaced_us: float = 0.0
+    inferred_us: float = 0.0
+    outside_us: float = 0.0
+    share: float = 0.0  # placed_us / step_us
+    corrected: bool = False
+
+
+@dataclass(frozen=True)
+class ModuleTree(Section):
+    """The model's module tree with each mode's work (analysis/module_tree), how each mode's
+    times were taken, and the share of each mode's median step the tree holds."""
+
+    root: ModuleNode = required_factory(ModuleNode)
+    time_methods: Mapping[str, str] = required_factory(dict)  # by mode
+    shares: tuple[TreeShare, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModuleSaving(Section):
+    """Modeled bytes the fused groups of one module (a group's innermost common module) saved
+    in one mode."""
+
+    module: str = ""
+    mode: str = ""
+    saved_bytes: ByteCount = 0
+    fused_groups: int = 0
+    source_lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

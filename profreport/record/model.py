@@ -1,7 +1,7 @@
-"""The run record (`profreport.run/1`) as frozen dataclasses: one class per idea, written by the
+"""The run record (`profreport.run/2`) as frozen dataclasses: one class per idea, written by the
 pipeline and read by every analysis and renderer.
 
-`Run.from_json(document)` reads a run/1 document (today's, and every one written since run/1);
+`Run.from_json(document)` reads a run/2 document (today's, and every one written since run/1);
 `to_json()` gives back the same document: the same keys with the same values (declared fields in
 declaration order, then the unknown keys: key order means nothing).
 Keys a class does not declare (a newer writer's additions, or another tool's) are kept in `extra`
@@ -59,8 +59,17 @@ from profreport.record.findings import (
     FusionMap,
     KernelsByBound,
     KernelTraffic,
+    MedianStep,
+    ModuleNode,
+    ModuleSaving,
+    ModuleTree,
+    ModuleWork,
     RooflineFloor,
+    Roofs,
+    SpeedupCall,
     TimeFindings,
+    TrafficChange,
+    TreeShare,
     WhyKind,
     WhyNotFused,
 )
@@ -99,10 +108,15 @@ __all__ = [
     "MachineReference",
     "MeasuredBytes",
     "MeasuredKernel",
+    "MedianStep",
     "ModeEntry",
     "ModeNoise",
     "ModeResult",
     "ModelInfo",
+    "ModuleNode",
+    "ModuleSaving",
+    "ModuleTree",
+    "ModuleWork",
     "NoiseSignals",
     "NoiseThresholds",
     "OkMode",
@@ -115,12 +129,14 @@ __all__ = [
     "ReferencePart",
     "ResizedAccess",
     "RooflineFloor",
+    "Roofs",
     "Run",
     "ScriptFusionGroup",
     "Section",
     "Settings",
     "SkippedMode",
     "Speedup",
+    "SpeedupCall",
     "Status",
     "StepTime",
     "TensorIO",
@@ -129,6 +145,8 @@ __all__ = [
     "TimingNoise",
     "TimingSettings",
     "Tool",
+    "TrafficChange",
+    "TreeShare",
     "TwoPeaks",
     "WholeTrace",
     "WhyKind",
@@ -357,6 +375,10 @@ class ModeEntry(Section):
     roofline: RooflineFloor | None = finding()
     why_not_fused: tuple[WhyNotFused, ...] | None = finding()
     time_findings: TimeFindings | None = finding()
+    median_step: MedianStep | None = finding()  # the time breakdown's median step
+    speedup_call: SpeedupCall | None = finding()  # speedup_vs_eager called
+    # the traffic change against eager (analysis/traffic); None: eager, or a partial model
+    traffic: TrafficChange | None = finding()
     verdict: str | None = finding()
     failed_finding: FailedFinding | None = finding()  # deriving a finding above raised (a bug)
 
@@ -391,12 +413,15 @@ ModeResult = OkMode | FailedMode | SkippedMode
 
 @dataclass(frozen=True)
 class Run(Section):
-    """A whole run record (`profreport.run/1`)."""
+    """A whole run record (`profreport.run/2`; a run/1 record is read the same way: run/2 added
+    the run's findings `roofs`, `module_tree`, `module_savings` and each mode's `median_step`
+    and `speedup_call`)."""
 
-    SCHEMA: ClassVar[str] = "profreport.run/1"
+    SCHEMA: ClassVar[str] = "profreport.run/2"
+    EARLIER: ClassVar[tuple[str, ...]] = ("profreport.run/1",)
     NOUN: ClassVar[str] = "run record"
 
-    schema: str = ""  # profreport.run/1
+    schema: str = ""  # profreport.run/2
     tool: Tool | None = None
     created_utc: str | None = None  # when the run started, UTC (ISO 8601)
     model: ModelInfo = required_factory(ModelInfo)
@@ -412,6 +437,9 @@ class Run(Section):
     ab: AbSide | None = omitted()  # a run written by `profreport ab`
     timeline: str | None = omitted()  # all modes' profiled steps in one trace
     phases_s: Mapping[str, float] | None = omitted()  # wall seconds per phase, over modes
+    roofs: Roofs | None = finding()  # the ceilings the roofline uses
+    module_tree: ModuleTree | None = finding()  # each mode's work per module of the model
+    module_savings: tuple[ModuleSaving, ...] | None = finding()  # the modules fusion saved most in
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]

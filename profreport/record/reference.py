@@ -31,7 +31,7 @@ _TYPES = {
 }
 
 INTRO = """\
-# The run record (`run.json`, schema `profreport.run/1`)
+# The run record (`run.json`, schema `profreport.run/2`)
 
 Generated from `profreport/record/` (model.py, evidence.py, findings.py) by
 `scripts/record-docs`; do not edit by hand (tests/test_record_reference.py checks it).
@@ -45,10 +45,12 @@ class its `status` names: every mode that ran (an OkMode) has its `kernels` and 
 declare (another tool's) are kept as they are. The same description as a JSON Schema, to check
 a run.json without profreport: [schemas/run.schema.json](schemas/run.schema.json).
 
-Evidence is what capture observed; the fields marked *finding* (a mode's `fusion`, `roofline`,
-`why_not_fused` and `verdict`, and the bytes and roofline fields of a kernel row) are a copy for
-other tools: profreport derives them again from the evidence whenever it reads a record
-(`profreport.analysis.derive`).
+Evidence is what capture observed; the fields marked *finding* (the run's `roofs`,
+`module_tree` and `module_savings`; a mode's `fusion`, `roofline`, `why_not_fused`,
+`time_findings`, `median_step`, `speedup_call` and `verdict`; the bytes and roofline fields of a
+kernel row) are a copy for other tools: profreport derives them again from the evidence whenever
+it reads a record (`profreport.analysis.derive`). A run/1 record (written before run/2 added the
+run's findings, the median step and the speedup's call) is read the same way.
 """
 
 

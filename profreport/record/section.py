@@ -409,8 +409,10 @@ class Section:
     for an object built in code: every declared field less the `omitted` ones left at None);
     `extra`: keys this class does not declare, kept and written back."""
 
-    # a whole document's kind (its `schema` key) and what a message calls it; None: a part
+    # a whole document's kind (its `schema` key) and what a message calls it; None: a part.
+    # EARLIER: the kinds of its earlier versions, still read (their fields are a subset)
     SCHEMA: ClassVar[str | None] = None
+    EARLIER: ClassVar[tuple[str, ...]] = ()
     NOUN: ClassVar[str] = "document"
 
     json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
@@ -446,7 +448,7 @@ class Section:
         field of its declared shape); otherwise `error` naming the first thing wrong, in one line
         beginning with `source`. `closed`: an undeclared key is wrong too."""
         if cls.SCHEMA is not None and (
-            not isinstance(data, dict) or data.get("schema") != cls.SCHEMA
+            not isinstance(data, dict) or data.get("schema") not in (cls.SCHEMA, *cls.EARLIER)
         ):
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise error(

@@ -6,7 +6,7 @@ JSON is the document itself (render/run_json.py).
 
 from __future__ import annotations
 
-from profreport.analysis.compare import Comparison, MetricChange, ModeComparison, RunIdentity
+from profreport.analysis.comparison import Comparison, MetricChange, ModeComparison, RunIdentity
 from profreport.format import (
     MdMarkup,
     fmt_bytes,
@@ -161,16 +161,11 @@ def outcome_text(regressions: int, thresholds_set: bool) -> str:
 def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
-    factor = cmp.machine.factor if cmp.machine and cmp.machine.changed else None
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
         # each mode that has a kernel diff (both sides ran), in the comparison's order
-        "kernel_diffs": [
-            mode_view(mc.kernel_diff, machine_factor=factor)
-            for mc in cmp.modes
-            if mc.kernel_diff is not None
-        ],
+        "kernel_diffs": [mode_view(d) for mc in cmp.modes if (d := mc.kernel_diff) is not None],
         "machine": cmp.machine_note,
         "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),

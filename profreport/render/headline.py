@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from profreport.analysis.paired import RESOLUTION, beyond_resolution, resolution_note
-from profreport.analysis.traffic import measured_total, signed, traffic_change
-from profreport.format import fmt_bytes
+from profreport.analysis.paired import RESOLUTION
+from profreport.format import fmt_bytes, signed_pct
 from profreport.record.model import ModeResult, OkMode, Run
 from profreport.render.palette import mode_color
 from profreport.text import one_line
@@ -67,17 +66,17 @@ def short_text(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
-def _bytes_cell(name: str, mode: OkMode, eager: OkMode | None, l2: int | None) -> HeadlineCell:
-    """The traffic change against eager from the one source the verdict quotes too
-    (analysis/traffic.py: measured by Nsight Compute where both modes have it, else modeled);
+def _bytes_cell(mode: OkMode, eager: OkMode | None) -> HeadlineCell:
+    """The traffic change against eager from the one source the verdict quotes too (the mode's
+    `traffic` finding: measured by Nsight Compute where both modes have it, else modeled);
     eager (or a run without eager) shows its own total. The detail starts with the source,
     which the Markdown cell keeps, and says when the modeled change disagrees."""
     if eager is None:
-        measured = measured_total(mode)
+        measured = None if mode.bytes.measured is None else mode.bytes.measured.dram_bytes
         if measured is not None:
             return _cell(fmt_bytes(measured), "measured, per step")
         return _cell(fmt_bytes(mode.bytes.read + mode.bytes.written), "modeled, per step")
-    change = traffic_change(name, mode, eager, l2)
+    change = mode.traffic
     if change is None:
         return _cell("n/a", "partial model: not comparable", "muted")
     percent = change.percent
@@ -85,7 +84,7 @@ def _bytes_cell(name: str, mode: OkMode, eager: OkMode | None, l2: int | None) -
         return _cell("n/a", f"{change.source}: eager moved no bytes", "muted")
     source: str = change.source
     if change.differs and change.modeled_percent is not None:
-        source += f" (modeled {signed(change.modeled_percent)}: see the verdict)"
+        source += f" (modeled {signed_pct(change.modeled_percent)}: see the verdict)"
     detail = f"{source}, {fmt_bytes(change.eager_bytes)} → {fmt_bytes(change.mode_bytes)}"
     rounded = round(percent)
     if rounded == 0:
@@ -100,14 +99,12 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
         return _cell("n/a", "not timed", "muted")
     lo, hi = sp.ci95
     ci = f"95% CI {lo:.2f}-{hi:.2f}, measured"
-    if sp.inconclusive:
+    call = mode.speedup_call
+    if call == "inconclusive":
         return _cell("inconclusive", f"{sp.median:.2f}x, {ci}", "muted")
-    called = beyond_resolution((lo, hi))
-    if called > 0:
-        return _cell(f"{sp.median:.2f}x", ci, "good")
-    if called < 0:
-        return _cell(f"{sp.median:.2f}x", ci, "bad")
-    if resolution_note((lo, hi)):  # off 1, but not beyond what identical code can show
+    if call in ("faster", "slower"):
+        return _cell(f"{sp.median:.2f}x", ci, "good" if call == "faster" else "bad")
+    if call == "within resolution":  # off 1, but not beyond what identical code can show
         return _cell(f"{sp.median:.2f}x", f"no change beyond {RESOLUTION:.0%} is certain: {ci}")
     return _cell(f"{sp.median:.2f}x", f"no change: {ci}")
 
@@ -126,9 +123,7 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
     return _cell("DIFFERS", "; ".join(p for p in (err, check.note or "") if p), "bad")
 
 
-def _row(
-    name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool, l2: int | None
-) -> HeadlineRow:
+def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
     if not isinstance(mode, OkMode):
         return {
             "mode": name,
@@ -157,7 +152,7 @@ def _row(
             if cuda
             else None
         ),
-        "bytes": _bytes_cell(name, mode, baseline, l2),
+        "bytes": _bytes_cell(mode, baseline),
         "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
         "output": _output_cell(name, mode),
         "error": "",
@@ -168,9 +163,8 @@ def headline(run: Run) -> Headline:
     """The headline rows of a run with findings, in the run's mode order."""
     cuda = run.device.type == "cuda"
     eager = run.modes.get("eager")
-    l2 = run.ceilings.l2_bytes if run.ceilings is not None else None
     return {
-        "rows": [_row(name, mode, eager, cuda, l2) for name, mode in run.modes.items()],
+        "rows": [_row(name, mode, eager, cuda) for name, mode in run.modes.items()],
         "show_launches": cuda,
         "kernel_label": "device kernels" if cuda else "CPU kernels",
     }

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from profreport.analysis.roofline import Roofs
 from profreport.record.model import Run
 from profreport.render import charts
 from profreport.render.jinja import render_page
@@ -51,10 +50,9 @@ def build_charts(run: Run) -> dict[str, Markup]:
     series = chart_series(run)
     if series is not None:
         out["time"] = charts.time_breakdown_chart(*series)
-    run_roofs = Roofs.from_record(run.ceilings)
     points = chart_points(run)
-    if run_roofs is not None and points:
-        out["roofline"] = roofline_chart(points, run_roofs)
+    if run.roofs is not None and points:
+        out["roofline"] = roofline_chart(points, run.roofs)
     # The only unescaped content on the page: each SVG passed charts.checked_svg (drawing
     # elements only, no handlers, no outside links) and its labels are matplotlib-escaped text.
     return {k: Markup(v) for k, v in out.items()}

@@ -91,19 +91,14 @@ def places(modules: tuple[str, ...], most: int = 3) -> str:
     return ", ".join(names)
 
 
-def _relative_time(r: KernelChange, machine_factor: float | None) -> str:
-    """The profiler time's change with the machine's own move (head/base time of the machine
-    reference) taken out: `; −5% vs the machine`."""
-    b, h = r.base, r.head
-    if machine_factor is None or b is None or h is None or not b.time_us or h.time_us is None:
-        return ""
-    relative = h.time_us / machine_factor / b.time_us - 1
-    return f"; {relative:+.0%} relative to the machine reference"
+def _relative_time(r: KernelChange) -> str:
+    """The profiler time's change with the machine's own move taken out: `; −5% relative to
+    the machine reference` ("" where the references did not differ)."""
+    ratio = r.time_ratio_vs_machine
+    return "" if ratio is None else f"; {ratio - 1:+.0%} relative to the machine reference"
 
 
-def _row(
-    r: KernelChange, mixed_sources: bool, machine_factor: float | None = None
-) -> KernelDiffRowView:
+def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
     b, h = r.base, r.head
     calls = _cells(
         _num(b.calls) if b else "", _num(h.calls) if h else "", signed(r.calls_change), r
@@ -111,7 +106,7 @@ def _row(
     time = _cells(
         _us(b.time_us) if b else "",
         _us(h.time_us) if h else "",
-        signed(r.time_us_change, _us) + _relative_time(r, machine_factor),
+        signed(r.time_us_change, _us) + _relative_time(r),
         r,
     )
     size = _cells(
@@ -159,18 +154,14 @@ OVER = {"step": " / step", "trace": ", whole trace"}
 
 
 def mode_view(
-    diff: ModeKernelDiff,
-    top: int = TOP_ROWS,
-    machine_factor: float | None = None,
-    per: Per = "step",
-    title: str | None = None,
+    diff: ModeKernelDiff, top: int = TOP_ROWS, per: Per = "step", title: str | None = None
 ) -> KernelDiffModeView:
-    """One kernel diff as formatted strings: structural changes first, `top` rows shown; with
-    `machine_factor` (the machine references moved), each time change relative to it too.
-    `title`: the section's heading (the mode's name by default)."""
+    """One kernel diff as formatted strings: structural changes first, `top` rows shown (each
+    time change relative to the machine too, where the diff has it). `title`: the section's
+    heading (the mode's name by default)."""
     sources = {r.bytes_source for r in diff.rows if r.bytes_source is not None}
     mixed = len(sources) > 1
-    rows = [_row(r, mixed, machine_factor) for r in diff.rows]
+    rows = [_row(r, mixed) for r in diff.rows]
     rest = rows[top:]
     over = OVER[per]
     return {

@@ -1,24 +1,18 @@
-"""View-model of the module tree (analysis/module_tree) and of where a fused group or a
-why-not-fused entry ran: plain strings the HTML template and the Markdown renderer lay out."""
+"""View-model of the module tree (the run's `module_tree` and `module_savings` findings) and of
+where a fused group or a why-not-fused entry ran: plain strings the HTML template and the
+Markdown renderer lay out."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from profreport.analysis.attribution import ROOT_LABEL, group_module
-from profreport.analysis.module_tree import (
-    ModuleNode,
-    TreeShare,
-    module_tree,
-    time_method,
-    top_savings,
-    tree_shares,
-)
+from profreport.analysis.attribution import group_module
 from profreport.format import fmt_bytes, fmt_ms, md_table
-from profreport.record.model import FusionGroup, Run, WhyNotFused
+from profreport.record.model import FusionGroup, ModuleNode, Run, TreeShare, WhyNotFused
 
 OPEN_DEPTH = 2  # the model and its top-level modules start unfolded
+ROOT_LABEL = "(model)"  # the model itself, whose module path is ""
 
 
 class ModuleCellView(TypedDict):
@@ -79,22 +73,21 @@ def _row(node: ModuleNode, modes: Sequence[str], depth: int) -> ModuleRowView:
 
 def module_tree_view(run: Run) -> ModuleTreeView | None:
     """The module tree section of the report; None when no mode recorded modules."""
-    tree = module_tree(run)
+    tree = run.module_tree
     if tree is None:
         return None
-    modes = [m for m in run.modes if m in tree.modes]
+    modes = [m for m in run.modes if m in tree.root.modes]
     not_recorded = [
         (name, m.bytes.attribution)
         for name, m in run.ok_modes.items()
-        if name not in tree.modes and m.bytes.attribution
+        if name not in tree.root.modes and m.bytes.attribution
     ]
-    methods = dict.fromkeys(time_method(run.modes[m]) for m in modes)
     return {
         "modes": modes,
-        "root": _row(tree, modes, 0),
-        "time_method": "; ".join(methods),
+        "root": _row(tree.root, modes, 0),
+        "time_method": "; ".join(dict.fromkeys(tree.time_methods[m] for m in modes)),
         "not_recorded": not_recorded,
-        "shares": [share_text(s) for s in tree_shares(run, tree)],
+        "shares": [share_text(s) for s in tree.shares],
     }
 
 
@@ -161,7 +154,7 @@ def groups_place_text(groups: Sequence[FusionGroup]) -> str:
 def savings_markdown(run: Run) -> list[str]:
     """summary.md's table of the five modules that saved the most modeled bytes (the summary
     folds it); none when no fused group recorded its module."""
-    rows = top_savings(run)
+    rows = run.module_savings
     if not rows:
         return []
     return md_table(

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from profreport.analysis.roofline import Roofs
+from profreport.record.model import Roofs
 from profreport.render.charts import figure_svg
 from profreport.render.palette import mode_color
 

@@ -3,11 +3,16 @@ template and the Markdown renderer lay out, and the points of the roofline chart
 
 from __future__ import annotations
 
-from profreport.analysis.roofline import BOUND_NAMES, Roofs
 from profreport.format import fmt_bytes, fmt_ms
 from profreport.record.model import Ceiling, KernelRow, ModeResult, OkMode, Run
 from profreport.render.roofline_chart import Point
 from profreport.render.views import FloorCells, KernelCells
+
+BOUND_NAMES = {
+    "memory": "memory bandwidth",
+    "cache": "in-cache bandwidth",
+    "compute": "matmul rate",
+}
 
 
 def fmt_rate(value: float | None, unit: str) -> str:
@@ -34,7 +39,7 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     c = run.ceilings
     if c is None:
         return [("ceilings", "not measured (record written before ceilings were measured)")]
-    if Roofs.from_record(c) is None or c.memory_bandwidth is None or c.matmul_rate is None:
+    if run.roofs is None or c.memory_bandwidth is None or c.matmul_rate is None:
         return [("ceilings", f"not available: {c.reason or 'no measurement'}")]
     rows = [("memory bandwidth", _ceiling_text(c.memory_bandwidth, "B"))]
     if c.cache_bandwidth:

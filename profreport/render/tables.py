@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from profreport.analysis.attribution import ROOT_LABEL
 from profreport.record.model import KernelRow, ModeResult, OkMode, Run
+from profreport.render.module_view import ROOT_LABEL
 
 KERNEL_COLUMNS = [
     "name",

@@ -1,6 +1,6 @@
 """View-model of "where each mode's time goes": the stacked parts of each mode's median step (the
-profiler's cost removed, analysis/profiler_cost), its bound and the decomposition of its timed
-saving (analysis/time_breakdown, speedup_breakdown).
+profiler's cost removed: the mode's `median_step` finding), its bound and the decomposition of
+its timed saving (its `time_findings`).
 
 One piece of the report page of its own (templates/_time_breakdown.html.j2, its chart in
 render/charts.time_breakdown_chart), so a page layout can place it anywhere."""
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.analysis.profiler_cost import CPU_PARTS, DEVICE_PARTS, MedianStep, mode_median_step
-from profreport.record.model import ModeResult, Run
+from profreport.record.model import MedianStep, ModeResult, Run
 
 # Every part a step can have (record StepTime's fields, and the inferred ops), as the report's
 # chart and `analyze` label it: the one label table for a step's time parts.
@@ -37,20 +36,8 @@ def _ms(us: float | None) -> str:
 
 
 def parts_of(median: MedianStep) -> tuple[tuple[str, float], ...]:
-    """(label, µs) of each stacked part of a median step, bottom up (the inferred part
-    only where the mode's graph runs ops the profiler cannot see)."""
-    if not median.cpu:
-        keys: tuple[str, ...] = DEVICE_PARTS
-    else:  # the inferred ops stacked on the CPU kernels
-        op, *host = CPU_PARTS
-        keys = (op, *(("inferred_us",) if median.inferred_ops else ()), *host)
-    return tuple(
-        (
-            PART_LABELS[key],
-            median.inferred_us if key == "inferred_us" else float(getattr(median.step, key) or 0.0),
-        )
-        for key in keys
-    )
+    """(label, µs) of each stacked part of a median step, bottom up."""
+    return tuple((PART_LABELS[key], us) for key, us in median.parts.items())
 
 
 def _profiled(median: MedianStep, mode: ModeResult) -> str:
@@ -73,7 +60,7 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
     """One row per mode that ran and has a time breakdown, in record order."""
     rows = []
     for name, mode in run.ok_modes.items():
-        median = mode_median_step(mode)
+        median = mode.median_step
         if median is None:
             continue
         rows.append(
@@ -99,7 +86,7 @@ def time_rows(run: Run) -> list[dict[str, Any]]:
 def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     """(modes, label -> ms per mode) for the stacked chart; None without breakdowns or when the
     modes mix definitions (no run does: one device per run)."""
-    medians = {name: mode_median_step(mode) for name, mode in run.ok_modes.items()}
+    medians = {name: mode.median_step for name, mode in run.ok_modes.items()}
     steps = {name: s for name, s in medians.items() if s is not None}
     if not steps or len({s.cpu for s in steps.values()}) != 1:
         return None
