@@ -1,6 +1,6 @@
 """The run record: the pivot between collection and everything after it.
 
-- here: the versioned JSON document (`profreport.run/1`): dump, load, and `validate`, derived
+- here: the versioned JSON document (`profreport.run/2`; run/1 read too): dump, load, and `validate`, derived
   from the typed record, so a bad file is one line naming the field.
 - `model`: the record as frozen dataclasses (`Run`, `ModeResult`, `KernelCounts`, `Bytes`,
   `Latency`, `CompilerEvidence`, `Environment`, ...) with `from_json`/`to_json`; readers use

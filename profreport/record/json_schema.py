@@ -148,7 +148,8 @@ def class_schema(cls: type[Section]) -> JSONObject:
         out["description"] = doc
     properties = {s.name: _field_schema(s, comments.get(s.name, "")) for s in specs}
     if cls.SCHEMA is not None:
-        properties["schema"] = {**properties.get("schema", {}), "const": cls.SCHEMA}
+        versions = {"const": cls.SCHEMA} if not cls.READS else {"enum": [cls.SCHEMA, *cls.READS]}
+        properties["schema"] = {**properties.get("schema", {}), **versions}
     out["properties"] = properties
     always = [s.name for s in specs if s.required]
     if cls.SCHEMA is not None and "schema" not in always:

@@ -411,6 +411,8 @@ class Section:
 
     # a whole document's kind (its `schema` key) and what a message calls it; None: a part
     SCHEMA: ClassVar[str | None] = None
+    # earlier versions of the document this class still reads (their fields are a subset)
+    READS: ClassVar[tuple[str, ...]] = ()
     NOUN: ClassVar[str] = "document"
 
     json_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False, compare=False)
@@ -446,7 +448,7 @@ class Section:
         field of its declared shape); otherwise `error` naming the first thing wrong, in one line
         beginning with `source`. `closed`: an undeclared key is wrong too."""
         if cls.SCHEMA is not None and (
-            not isinstance(data, dict) or data.get("schema") != cls.SCHEMA
+            not isinstance(data, dict) or data.get("schema") not in (cls.SCHEMA, *cls.READS)
         ):
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise error(

@@ -32,7 +32,7 @@ class Document(Generic[D]):
     name: str
 
 
-RUN: Document[Run] = Document("run")  # a run record (profreport.run/1)
+RUN: Document[Run] = Document("run")  # a run record (profreport.run/2)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
 # `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
 ANALYSIS: Document[AnalysisDocument] = Document("analysis")
