@@ -57,7 +57,7 @@ def _speedup(record, median, lo, hi, inconclusive=None):
 def test_speedup_is_called_only_outside_its_interval_and_the_noise_band(record):
     assert _speedup(record, 1.3, 1.2, 1.4) == {
         "text": "1.30x",
-        "detail": "95% CI 1.20-1.40, measured",
+        "detail": "95% CI 1.20-1.40, measured in one process",
         "tone": "good",
     }
     assert _speedup(record, 0.5, 0.4, 0.6)["tone"] == "bad"
@@ -67,7 +67,7 @@ def test_speedup_is_called_only_outside_its_interval_and_the_noise_band(record):
     noisy = _speedup(record, 1.3, 1.2, 1.4, inconclusive="other processes used 40%")
     assert noisy == {
         "text": "inconclusive",
-        "detail": "1.30x, 95% CI 1.20-1.40, measured",
+        "detail": "1.30x, 95% CI 1.20-1.40, measured in one process",
         "tone": "muted",
     }
 

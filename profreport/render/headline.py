@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 from profreport.analysis.paired import RESOLUTION, beyond_resolution, resolution_note
+from profreport.analysis.speedups import processes_text
 from profreport.format import fmt_bytes
 from profreport.record.model import ModeResult, OkMode, Run
 from profreport.render.palette import mode_color
@@ -106,7 +107,7 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
     if sp is None or not sp.has("median"):
         return _cell("n/a", "not timed", "muted")
     lo, hi = sp.ci95
-    ci = f"95% CI {lo:.2f}-{hi:.2f}, measured"
+    ci = f"95% CI {lo:.2f}-{hi:.2f}, measured in {processes_text(sp)}"
     if sp.inconclusive:
         return _cell("inconclusive", f"{sp.median:.2f}x, {ci}", "muted")
     called = beyond_resolution((lo, hi))
