@@ -31,7 +31,7 @@ from profreport.analysis.comparison import (
 )
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.machine_reference import MachineChange, machine_change
-from profreport.analysis.paired import beyond_resolution, record_noise
+from profreport.analysis.paired import beyond_resolution, busy_band, record_noise
 from profreport.format import fmt_bytes, fmt_pct
 from profreport.record.model import (
     Bytes,
@@ -249,6 +249,7 @@ def compare_runs(
         if isinstance(b, OkMode) and isinstance(h, OkMode):
             noise = [f"base: {r}" for r in record_noise(base, name)]
             noise += [f"head: {r}" for r in record_noise(head, name)]
+            loads = [r.timing_noise.load if r.timing_noise else None for r in (base, head)]
             metrics = [
                 _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
                 _metric(
@@ -264,6 +265,7 @@ def compare_runs(
                     noise,
                     paired_loads,
                     machine,
+                    busy_band(loads),
                 ),
             ]
             kernels = mode_kernel_diff(name, b, h)

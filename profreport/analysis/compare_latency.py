@@ -48,10 +48,12 @@ def latency_change(
     noise: list[str],
     paired_loads: Sequence[MachineLoad | None] | None,
     machine: MachineChange | None,
+    noise_band: float = NOISE_BAND,
 ) -> MetricChange:
     """The latency metric of one mode: paired (`paired_loads`: `ab`, one machine load per
     timing process) or across two runs (`machine`: their references compared, or None);
-    `noise`: the runs' own noise-guard reasons for this mode (across runs only)."""
+    `noise`: the runs' own noise-guard reasons for this mode, which withhold a change across
+    runs unless its interval lies beyond `noise_band` (paired.busy_band of the runs' loads)."""
     b_groups = base.process_samples() if base is not None else ()
     h_groups = head.process_samples() if head is not None else ()
     if not b_groups or not h_groups:
@@ -60,7 +62,7 @@ def latency_change(
     change = Change(b.estimate, h.estimate)
     if paired_loads is not None:
         return _paired(b, h, change, b_groups, h_groups, limit_pct, paired_loads)
-    return _across_runs(b, h, change, limit_pct, noise, machine)
+    return _across_runs(b, h, change, limit_pct, noise, machine, noise_band)
 
 
 def _metric(
@@ -155,6 +157,7 @@ def _across_runs(
     limit_pct: float | None,
     noise: list[str],
     machine: MachineChange | None,
+    noise_band: float,
 ) -> MetricChange:
     found = level_change(b, h)
     lo, hi = found.ci95
@@ -171,7 +174,7 @@ def _across_runs(
     why: list[str] = []
     if called and machine is not None and machine.explains(found.ci95):
         why.append(f"the machine changed (head vs base: {machine.parts_text}) as far")
-    if noise and not (lo > NOISE_BAND or hi < 1 / NOISE_BAND):  # noisy timing: only huge
+    if noise and not (lo > noise_band or hi < 1 / noise_band):  # noisy timing: only huge
         why += noise
     beyond_limit = _beyond_limit(change, limit_pct)
     regression = beyond_limit and called > 0 and not why

@@ -220,6 +220,22 @@ def machine_reasons(load: MachineLoad | None, during: str = "timing") -> list[st
     return reasons
 
 
+def busy_band(loads: Sequence[MachineLoad | None]) -> float:
+    """How far apart two runs' latencies must lie before a busy machine cannot explain them:
+    NOISE_BAND, or 1 / (1 - the largest share of the CPU other processes or our own children
+    used) when it is above MAX_OTHER_BUSY_SHARE: a timing that had the machine to itself gets
+    that much less of it (two runs of the same code, 31% and 68% busy, read eager 10.7 and 56 ms
+    on the 2-vCPU machine; a 7.5x "regression" of optimize went with them)."""
+    shares = [
+        share
+        for load in loads
+        if load is not None
+        for share in (load.other_busy_share, load.children_busy_share)
+        if share is not None and share > MAX_OTHER_BUSY_SHARE
+    ]
+    return max([NOISE_BAND, *(1.0 / max(1.0 - s, 0.01) for s in shares)])
+
+
 def baseline_context(eager_ms: Sequence[float]) -> tuple[BaselineSignals, list[str]]:
     """The baseline's own level changes (spread, rounds that moved, two speed states): context
     for the paired ratios, which cancel a level both blocks of a round share; never a reason."""
