@@ -87,7 +87,7 @@ def test_paired_gate_in_compare_exact_ratios():
 def test_a_moving_baseline_is_context_and_two_peaked_ratios_are_inconclusive():
     """A 3x drift that hits base and head alike: the ratio is exact, so +25% is a regression
     (the drift is context). Ratios with two peaks (head hit in half the rounds, not base):
-    the interval widens to their quartiles and +25% neither passes nor fails; twice the work
+    the interval widens to nine rounds in ten and +25% neither passes nor fails; twice the work
     is called on the widened interval and fails."""
     level = [1.0, 1.5, 3.0, 2.0, 1.2, 2.5, 1.0, 3.0, 1.7, 2.2]
     base = _record({"eager": level})
@@ -110,7 +110,7 @@ def test_a_moving_baseline_is_context_and_two_peaked_ratios_are_inconclusive():
     )
     lat = cmp.modes[0].metric("latency_median_ms")
     assert not cmp.regressed
-    # the ratios' spread and two peaks widen the interval to their quartiles, which reach 1:
+    # the ratios' spread and two peaks widen the interval to nine rounds in ten, which reach 1:
     # +12.5% is beyond the limit and not called, so it is inconclusive, never "ok"
     assert lat.inconclusive.startswith("head/base 1.125 is beyond the +10% limit")
     assert "(noise: paired ratios spread 22%" in lat.inconclusive

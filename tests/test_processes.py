@@ -74,7 +74,7 @@ def test_processes_that_differ_in_size_but_agree_keep_the_call():
 
 def test_a_bimodal_process_is_named_and_covered():
     """One of three processes has two peaks in its ratios. Hit in a quarter of its rounds
-    (1.45 against 1.15): named, the interval widened to its quartiles, and 1.15x still called.
+    (1.45 against 1.15): named, the interval widened to nine rounds in ten, 1.15x still called.
     Hit in half: its median swings between the peaks, so the interval covers both and with
     three processes reaches below 1: not called, no direction claimed that a rerun may not
     see."""
@@ -82,7 +82,7 @@ def test_a_bimodal_process_is_named_and_covered():
     workers = _workers([_rounds(1.15, seed=1), quarter, _rounds(1.15, seed=3)])
     script = speedups.paired_speedups(workers, [QUIET] * 3)[0]["script"]
     assert script.widened.startswith("process 2 of 3: paired ratios have two peaks (1.15 and 1.45)")
-    assert script.ci95[1] == pytest.approx(1.225) and script.inconclusive is None
+    assert script.ci95[1] == pytest.approx(1.45) and script.inconclusive is None
     assert paired.beyond_resolution(script.ci95) == 1
     half = [1.15 if i % 2 else 1.45 for i in range(16)]
     workers = _workers([_rounds(1.15, seed=1), half, _rounds(1.15, seed=3)])
@@ -105,7 +105,10 @@ def test_a_genuine_1_5x_with_noisy_rounds_is_called():
     # and in one process alone (today's records), the same
     one = speedups.paired_speedups(_workers([_rounds(1.5, spread=0.10)]), [QUIET])[0]["script"]
     assert one.processes == 1 and one.per_process is None and one.inconclusive is None
-    assert one.ci95 == paired.paired_ratio(_rounds(1.5, spread=0.10)).ci95
+    # its spread (13%) widens the interval to nine rounds in ten: still well above 1
+    assert "paired ratios spread 13%" in one.widened
+    assert one.ci95[0] < paired.paired_ratio(_rounds(1.5, spread=0.10)).ci95[0]
+    assert paired.beyond_resolution(one.ci95) == 1
     clause = _latency_clause(OkMode(speedup_vs_eager=one))
     assert clause.endswith(", one process)")
 
@@ -221,9 +224,9 @@ def test_the_recorded_run_reads_back_with_its_intervals_and_its_noise_no_longer_
     recorded_gated_run,
 ):
     """A run/1 record from main (one process, its rounds' ratios spread 21-40%): re-read, every
-    mode keeps its stored median and interval (the order-statistic interval of its rounds
-    already holds their quartiles); script, trace and optimize were withheld for the spread
-    and are now plain "not called" (their intervals hold 1), compile keeps its call."""
+    mode keeps its stored median and its interval widens to nine rounds in ten; script, trace
+    and optimize were withheld for the spread and are now plain "not called" (their intervals
+    hold 1), compile keeps its call."""
     from profreport.record import load_run
 
     run = load_run(recorded_gated_run)
@@ -231,7 +234,7 @@ def test_the_recorded_run_reads_back_with_its_intervals_and_its_noise_no_longer_
     for name in ("script", "trace", "optimize", "compile"):
         stored = run.mode(name).speedup_vs_eager
         assert again[name].median == pytest.approx(stored.median)
-        assert again[name].ci95 == pytest.approx(stored.ci95)
+        assert again[name].ci95[0] <= stored.ci95[0] and again[name].ci95[1] >= stored.ci95[1]
         assert "paired ratios spread" in again[name].noise and again[name].inconclusive is None
         assert again[name].processes == 1
     assert [run.mode(n).speedup_vs_eager.inconclusive is not None for n in again] == [

@@ -121,7 +121,7 @@ def _paired(
     if gate.unstable:
         extras.append(gate.unstable)
     if gate.widened:
-        extras.append(f"interval widened to the ratios' quartiles: {gate.widened}")
+        extras.append(f"interval widened to nine rounds in ten: {gate.widened}")
     if extras:
         note = f"{note}: {'; '.join(extras)}"
     if gate.inconclusive:

@@ -7,8 +7,8 @@ ratios, with a distribution-free interval from order statistics, is the paired s
 
 The guard judges what threatens the paired ratio itself and names each. The ratios' shape
 (their spread, two peaks in them, rounds whose ratio moved) says the rounds are not one level:
-it widens the interval to the ratios' quartiles, so a call then needs three rounds in four on
-its side (issue 46: Phi-3's compile, every one of 15 rounds at least 1.20x, was withheld for
+it widens the interval to the ratios' 10th-90th percentiles, so a call then needs nine rounds
+in ten on its side (issue 46: Phi-3's compile, every one of 15 rounds at least 1.20x, was withheld for
 its spread). Other processes' CPU and too few rounds withhold a call ("latency inconclusive:
 <why>") unless it is beyond the noise band. The baseline's own level changes (its blocks'
 spread, rounds that moved, two speed states) are reported as context: a level both blocks of a

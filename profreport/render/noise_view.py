@@ -70,7 +70,7 @@ def noise_text(noise: TimingNoise | None) -> str:
         "tripped: a busy machine or too few rounds make a change inconclusive unless its 95% "
         f"interval and three rounds in four (the ratios' quartile) are beyond {band}x the same "
         "way; a mode's ratios' spread, two peaks or moved rounds widen its interval to the "
-        "ratios' quartiles (a call then needs three rounds in four on its side)"
+        "ratios' 10th-90th percentiles (a call then needs nine rounds in ten on its side)"
         if noise.tripped
         else "quiet: directions are stated"
     )
