@@ -363,3 +363,19 @@ def test_ab_of_an_a_a_run_states_the_resolution_beside_the_ratio():
     m = latency_change(latency(base), latency(head), 10.0, 200, [], [QUIET], None)
     assert m.note.endswith(": within 1%, the paired timer's A/A resolution"), m.note
     assert not m.regression
+
+
+def test_a_busy_machine_still_calls_beyond_the_band_on_the_interval_before_widening():
+    """A busy machine (30%) and 30% of the rounds moved (three at 1.2x, three at 2.3x, the rest
+    at 1.82x): the order-statistic interval and three rounds in four clear the 1.5x band, so
+    the call stands, as it did before; the interval shown is widened to nine rounds in ten."""
+    ratios = [1.2] * 3 + [1.82 + 0.001 * i for i in range(14)] + [2.3] * 3
+    sp, _ = speedups.paired_speedups(
+        [{"eager": [10.0] * 20, "optimize": [10.0 / r for r in ratios]}],
+        [MachineLoad(other_busy_share=0.3)],
+    )
+    result = sp["optimize"]
+    assert result.inconclusive is None and result.noise.startswith("other processes used 30%")
+    assert "moved >10% from its median in 30% of rounds" in result.widened
+    assert result.ci95[0] < 1.5 < paired.paired_ratio(ratios).ci95[0]
+    assert paired.beyond_resolution(result.ci95) == 1
