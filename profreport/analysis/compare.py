@@ -32,6 +32,7 @@ from profreport.analysis.comparison import (
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
 from profreport.analysis.machine_reference import MachineChange, machine_change
 from profreport.analysis.paired import beyond_resolution, busy_band, record_noise
+from profreport.analysis.speedups import mode_processes
 from profreport.format import fmt_bytes, fmt_pct
 from profreport.record.model import (
     Bytes,
@@ -258,8 +259,8 @@ def compare_runs(
                 _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
                 _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
                 latency_change(
-                    b.latency_ms,
-                    h.latency_ms,
+                    mode_processes(base, name),
+                    mode_processes(head, name),
                     thresholds.max_latency_regression_pct,
                     resamples,
                     noise,

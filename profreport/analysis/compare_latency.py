@@ -26,7 +26,7 @@ from profreport.analysis.paired import NOISE_BAND, beyond_resolution, resolution
 from profreport.analysis.processes import PROCESS_ALLOWANCE, Level, LevelChange, level, level_change
 from profreport.analysis.speedups import PairedGate, paired_gate
 from profreport.format import fmt_ms, fmt_pct
-from profreport.record.model import Latency, MachineLoad
+from profreport.record.model import MachineLoad
 
 METRIC = "latency_median_ms"
 
@@ -41,8 +41,8 @@ def _beyond_limit(change: Change, limit_pct: float | None) -> bool:
 
 
 def latency_change(
-    base: Latency | None,
-    head: Latency | None,
+    b_groups: Sequence[Sequence[float]],
+    h_groups: Sequence[Sequence[float]],
     limit_pct: float | None,
     resamples: int,
     noise: list[str],
@@ -50,12 +50,11 @@ def latency_change(
     machine: MachineChange | None,
     noise_band: float = NOISE_BAND,
 ) -> MetricChange:
-    """The latency metric of one mode: paired (`paired_loads`: `ab`, one machine load per
-    timing process) or across two runs (`machine`: their references compared, or None);
-    `noise`: the runs' own noise-guard reasons for this mode, which withhold a change across
-    runs unless its interval lies beyond `noise_band` (paired.busy_band of the runs' loads)."""
-    b_groups = base.process_samples() if base is not None else ()
-    h_groups = head.process_samples() if head is not None else ()
+    """The latency metric of one mode from its blocks in each of base's and head's timing
+    processes (speedups.mode_processes): paired (`paired_loads`: `ab`, one machine load per
+    process) or across two runs (`machine`: their references compared, or None); `noise`: the
+    runs' own noise-guard reasons for this mode, which withhold a change across runs unless its
+    interval lies beyond `noise_band` (paired.busy_band of the runs' loads)."""
     if not b_groups or not h_groups:
         return MetricChange(METRIC, "measured", None, None, None, None, note="no timed samples")
     b, h = level(b_groups, resamples), level(h_groups, resamples)

@@ -244,9 +244,11 @@ def paired_speedups(
     return speedups, noise
 
 
-def run_speedups(run: Run, baseline: str = "eager") -> tuple[dict[str, Speedup], TimingNoise]:
-    """`paired_speedups` again from a stored run's samples (each process's, or a run/1 record's
-    one process) and machine loads: an old run re-read with today's statistics."""
+def run_processes(run: Run) -> tuple[list[dict[str, tuple[float, ...]]], list[MachineLoad | None]]:
+    """A stored run's timing processes: each one's blocks per mode (what `paired_speedups`
+    takes) and its machine load (None where it was not read). The one place the statistics read
+    per-process samples from a record (`latency_ms.processes`, or `samples` as one process, and
+    `timing_noise.process_loads`): compare and the re-reading below go through it."""
     series = {
         name: mode.latency_ms.process_samples()
         for name, mode in run.ok_modes.items()
@@ -254,15 +256,23 @@ def run_speedups(run: Run, baseline: str = "eager") -> tuple[dict[str, Speedup],
     }
     k = max((len(p) for p in series.values()), default=0)
     workers = [{name: p[i] for name, p in series.items() if i < len(p)} for i in range(k)]
-    return paired_speedups(workers, process_loads(run.timing_noise, k), baseline)
-
-
-def process_loads(noise: TimingNoise | None, processes: int) -> list[MachineLoad | None]:
-    """A stored run's machine load per timing process (None where it was not read)."""
-    if noise is not None and noise.process_loads and len(noise.process_loads) == processes:
-        return [load if load.to_json() else None for load in noise.process_loads]
+    noise = run.timing_noise
+    if noise is not None and noise.process_loads and len(noise.process_loads) == k:
+        return workers, [load if load.to_json() else None for load in noise.process_loads]
     load = noise.load if noise is not None else None
-    return [load] * processes if processes == 1 else [None] * processes
+    return workers, [load] * k if k == 1 else [None] * k
+
+
+def mode_processes(run: Run, mode: str) -> tuple[tuple[float, ...], ...]:
+    """One mode's blocks in each of a stored run's timing processes (() when it was not timed)."""
+    return tuple(w[mode] for w in run_processes(run)[0] if mode in w)
+
+
+def run_speedups(run: Run, baseline: str = "eager") -> tuple[dict[str, Speedup], TimingNoise]:
+    """`paired_speedups` again from a stored run's samples and machine loads (run_processes):
+    an old run re-read with today's statistics."""
+    workers, loads = run_processes(run)
+    return paired_speedups(workers, loads, baseline)
 
 
 @dataclass(frozen=True)
