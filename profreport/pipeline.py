@@ -56,6 +56,7 @@ from profreport.capture.timing import (
     Reference,
     TimingFailed,
     TimingResult,
+    device_timing,
     measure_latency,
 )
 from profreport.env import DTYPES, collect_env, device_info, make_sync
@@ -386,7 +387,10 @@ def time_stages(
         }
         if not fns:
             return None
-        budget = replace(options.timing, max_time_s=max(0.0, deadline - time.perf_counter()))
+        budget = replace(
+            device_timing(options.timing, device.type),
+            max_time_s=max(0.0, deadline - time.perf_counter()),
+        )
 
         def each_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
@@ -579,7 +583,7 @@ class RunCollector:
             env=collect_env(device),
             settings=Settings(
                 profile_schedule=options.profile,
-                timing=options.timing if options.time_latency else None,
+                timing=device_timing(options.timing, device.type) if options.time_latency else None,
                 bootstrap_resamples=options.bootstrap_resamples,
             ),
             kernel_definition=KernelDefinition(
@@ -601,7 +605,10 @@ class RunCollector:
             if reference is not None and reference.call_s is not None:
                 # a heavy run says how long it will take, from eager's first call
                 notice = duration_notice(
-                    reference.call_s, len(options.modes), options.profile, options.timing
+                    reference.call_s,
+                    len(options.modes),
+                    options.profile,
+                    device_timing(options.timing, device.type),
                 )
                 if notice is not None:
                     progress(notice)

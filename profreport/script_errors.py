@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from types import TracebackType
 
-from profreport.text import MAX_LINE_CHARS, error_line, exception_chain, one_line
+from profreport.text import cut_before, error_line, exception_chain, one_line, short_path
 
 _NO_SOURCE = re.compile(
     r"(?:Failed to get|Can't get) source for <(?:function|class|bound method|built-in function)?"
@@ -28,16 +28,12 @@ _SCHEMA = re.compile(r"^\s*([\w]+::\w+)(?:\.\w+)?\(", re.MULTILINE)
 _EXPECTED = re.compile(r"^\s*(Expected a value of type .*)$", re.MULTILINE)
 
 
-def _short_path(path: str) -> str:
-    return path.rsplit("site-packages/", 1)[-1]
-
-
 def _place(text: str) -> str | None:
     """`function, file:line` of the first source location a TorchScript message points at."""
     loc = _LOCATION.search(text)
     if loc is None:
         return None
-    where = f"{_short_path(loc[1])}:{loc[2]}"
+    where = f"{short_path(loc[1])}:{loc[2]}"
     func = _DEF.search(text, loc.end())
     return f"{func[1]}, {where}" if func else where
 
@@ -176,8 +172,7 @@ def interpreter_failure_line(text: str) -> str | None:
             operation = _operation(body, start)
         else:
             operation = _traced_source(path, line)
-        place = f"{_short_path(path)[-80:]}:{line} in {func}"
+        place = f"{short_path(path)}:{line} in {func}"
         where = f"{operation} at {place}" if operation else place
         suffix = f" (in the TorchScript interpreter: {one_line(where, limit=160)})"
-    # the message is cut first, so that the place survives
-    return one_line(what, limit=MAX_LINE_CHARS - len(suffix)) + suffix
+    return cut_before(what, suffix)

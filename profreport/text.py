@@ -46,6 +46,20 @@ def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
+def cut_before(text: str, tail: str) -> str:
+    """`text` on one line, cut so that `tail` (where it happened, what to do) fits whole after
+    it within MAX_LINE_CHARS: the message is cut first, so that the place survives (and keeps
+    40 characters; a longer tail is cut at its end)."""
+    return one_line(one_line(text, limit=max(MAX_LINE_CHARS - len(tail), 40)) + tail)
+
+
+def short_path(path: str, limit: int = 80) -> str:
+    """A source file's path as a line shows it: from the package on for an installed one
+    (`transformers/models/...`), its last `limit` characters for any other."""
+    path = path.rsplit("site-packages/", 1)[-1]
+    return path if len(path) <= limit else "…" + path[-(limit - 1) :]
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message: what a user reads of it in one line."""
     return one_line(str(exc))

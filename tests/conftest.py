@@ -1,4 +1,5 @@
 import atexit
+import copy
 import dataclasses
 import os
 import shutil
@@ -82,6 +83,18 @@ def builtin_run(request, tmp_path_factory):
     """A five-mode run of each other built-in model (batch 1), shared by the tests that read it."""
     out = tmp_path_factory.mktemp(f"builtin-{request.param}")
     return generate_run(out, "--model", request.param, "--batch-size", "1")
+
+
+@pytest.fixture
+def mode_registry(monkeypatch):
+    """profreport.modes' registry, put back as it was after the test: a mode the test registers
+    is gone, a built-in it replaced is back."""
+    from profreport.modes import registry
+
+    registry.mode_names()  # the built-ins first, so that they are in what is put back
+    for table in ("_REGISTRY", "_DEFAULT", "_SUMMARY"):
+        monkeypatch.setattr(registry, table, copy.copy(getattr(registry, table)))
+    return registry
 
 
 @pytest.fixture(scope="session", autouse=True)

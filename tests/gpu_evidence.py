@@ -1,217 +1,359 @@
-"""A gpu-check's evidence as an H200 run should leave it, for the checks' tests.
+"""A gpu-check's evidence for the checks' tests, from the run recorded on an H200
+(tests/data/runs/h200/: run.json.gz and traces of simple, decoder-lm and gated-residual, and
+gpu-check.json.gz, the check's own output).
 
-Hand-made where no CUDA recording exists (numbers from the models' shapes: gated-residual at
-batch 256 moves 256 MiB tensors); the compile kernel table and its analysis come from the
-recorded A100 Triton trace (tests/data), and simple's eager convolutions from the recorded A100
-AlexNet trace, each read by profreport's own code, so the checks meet real CUDA profiler rows.
+- the runs, their raw traces, the steps as that check recorded them;
+- analyze, compare and render made again by today's profreport on copies of those runs (the
+  H200 check ran them too; their outputs were not kept);
+- the preflight readings read back from the lines gpu-check printed of them (that run kept no
+  preflight.json; gpu-check.json keeps the readings from now on);
+- for the runs never recorded on a GPU (export, cudagraphs, max-autotune, conv-bn-relu,
+  mlp-block), records and traces made by hand from the models' shapes (`handmade_runs`),
+  so their checks have something to pass and fail on until a GPU run records them.
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
+import json
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-from gpu_check.evidence import Evidence, StepOutcome
-from gpu_check.spec import CONV, DECODER, EXPORT, GATED, MLP, OPT_IN, RUN_SPECS, SIMPLE
-from gpu_check.steps import plan
+from gpu_check.evidence import Evidence, StepOutcome, read_traces
+from gpu_check.spec import (
+    COMPARED,
+    CONV,
+    CUDAGRAPHS,
+    EXPORT,
+    MAX_AUTOTUNE,
+    MLP,
+    RENDERED,
+    RUN_SPECS,
+)
 
-from profreport.cli.analyze import analyze_paths
-from profreport.modes import PreparedMode
-from profreport.pipeline import _kernel_counts
-from profreport.traceio import load_trace
-
-DATA = Path(__file__).parent / "data"
-TRITON_TRACE = DATA / "a100_torch_compile_triton.json.gz"
-ALEXNET_TRACE = DATA / "a100_alexnet_inference.json.gz"
-T = 256 * 256 * 1024 * 4  # one gated-residual tensor at batch 256: 256 MiB
-L2 = 60 * 2**20
-ALLOCATOR = "measured (CUDA caching allocator, max_memory_allocated)"
+H200 = Path(__file__).parent / "data" / "runs" / "h200"
+RECORDED = ("simple", "decoder-lm", "gated-residual")
+NEVER_RECORDED = (EXPORT, CUDAGRAPHS, MAX_AUTOTUNE, CONV, MLP)
+GiB = 2**30
 
 
-def recorded_kernels(trace: Path) -> dict[str, Any]:
-    """profreport's `kernels` section of a mode whose profile is `trace` (a real CUDA trace)."""
-    counts = _kernel_counts(
-        load_trace(trace), PreparedMode("eager", fn=lambda: None), torch.device("cuda")
+def recorded_summary() -> dict[str, Any]:
+    """gpu-check.json as the H200 run wrote it."""
+    return dict(json.loads(gzip.decompress((H200 / "gpu-check.json.gz").read_bytes())))
+
+
+def unpacked_runs(parent: Path) -> dict[str, Path]:
+    """Copies of the recorded run folders under `parent`, each file as generate wrote it (the
+    checked-in copies are gzipped)."""
+    found = {}
+    for label in RECORDED:
+        folder = Path(shutil.copytree(H200 / label, parent / label))
+        for packed in folder.rglob("*.gz"):
+            packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+            packed.unlink()
+        found[label] = folder
+    return found
+
+
+def _detail(summary: dict[str, Any], name: str) -> str:
+    return next(str(c["detail"]) for c in summary["checks"] if c["name"] == name)
+
+
+def preflight_from_lines(summary: dict[str, Any]) -> dict[str, Any]:
+    """The preflight readings, as far as the lines gpu-check printed of them hold them."""
+    cuda = re.match(
+        r"(?P<device>.+?) \(sm (?P<cap>[\d.]+), (?P<mem>\d+) GiB, L2 (?P<l2>\d+) MB\); torch "
+        r"(?P<torch>\S+), CUDA (?P<cuda>\S+), driver (?P<driver>\S+), triton (?P<triton>\S+), "
+        r"python (?P<python>\S+)$",
+        _detail(summary, "preflight.cuda"),
     )
-    return counts.to_json()
-
-
-def recorded_analysis(trace: Path) -> dict[str, Any]:
-    """What `profreport analyze --format json` says of `trace` (one entry of its `traces`)."""
-    document, _skipped = analyze_paths([str(trace)])
-    return dict(document.to_json()["traces"][0])
-
-
-def _row(name: str, calls: float, launched_by: str | None, kind: str = "kernel") -> dict:
+    assert cuda is not None
+    deps = _detail(summary, "preflight.dependencies")
+    version, location, listed = re.match(r"profreport (\S+) from (\S+); (.*)$", deps).groups()  # type: ignore[union-attr]
+    requirements = [
+        {"requirement": req, "installed": have, "satisfied": True}
+        for req, have in re.findall(r"(\S+) \(([^)]+)\)", listed)
+    ]
+    ncu = re.match(
+        r"(?P<version>.+?): (?P<kernels>\d+) kernel, DRAM read (?P<read>[\d.]+) MB of "
+        r"(?P<expected>[\d.]+) MB its input holds.*written (?P<written>[\d.]+) MB",
+        _detail(summary, "preflight.ncu_probe"),
+    )
+    assert ncu is not None
+    ceilings = re.match(
+        r"copy (?P<copy>[\d.]+) TB/s vs add (?P<add>[\d.]+) .*matmul (?P<mm>\d+) vs "
+        r"(?P<bench>\d+) TFLOP/s",
+        _detail(summary, "preflight.ceilings"),
+    )
+    assert ceilings is not None
+    cudnn = re.match(r"cuDNN (\d+), enabled (\w+)", _detail(summary, "preflight.cudnn"))
+    assert cudnn is not None
     return {
-        "name": name,
-        "kind": kind,
-        "calls": int(calls * 3),
-        "calls_per_step": calls,
-        "time_us_per_step": 10.0,
-        "launched_by": launched_by,
+        "python": cuda["python"],
+        "torch": cuda["torch"],
+        "triton": cuda["triton"],
+        "cuda": {
+            "available": True,
+            "device": cuda["device"],
+            "capability": cuda["cap"],
+            "memory_bytes": int(cuda["mem"]) * GiB,
+            "l2_bytes": int(cuda["l2"]) * 10**6,
+            "multiprocessors": None,
+            "runtime": cuda["cuda"],
+            "driver": cuda["driver"],
+        },
+        "fusers": {"nnc_can_fuse_on_gpu": "= True" in _detail(summary, "preflight.nnc_gpu")},
+        "cudnn": {"available": True, "enabled": cudnn[2] == "True", "version": int(cudnn[1])},
+        "dependencies": {
+            "version": version,
+            "location": location,
+            "wheels_site": location.rsplit("/", 1)[0],
+            "requirements": requirements,
+        },
+        "ncu": {
+            "available": True,
+            "version": ncu["version"],
+            "kernels": int(ncu["kernels"]),
+            "read": round(float(ncu["read"]) * 1e6),
+            "written": round(float(ncu["written"]) * 1e6),
+            "expected_read": round(float(ncu["expected"]) * 1e6),
+            "expected_written": round(float(ncu["expected"]) * 1e6),
+        },
+        "ceilings": {
+            "available": True,
+            "copy_bytes_per_s": float(ceilings["copy"]) * 1e12,
+            "add_bytes_per_s": float(ceilings["add"]) * 1e12,
+            "matmul_flops": float(ceilings["mm"]) * 1e12,
+            "benchmark_matmul_flops": float(ceilings["bench"]) * 1e12,
+        },
     }
 
 
-def mode(
-    name: str,
-    per_step: int,
-    read: int,
-    written: int,
-    table: list[dict] | None = None,
-    measured: dict | None = None,
-    kernels: dict | None = None,
-    **extra: Any,
+def _profreport(*argv: str) -> None:
+    from profreport.cli import main
+
+    assert main(list(argv)) == 0, argv
+
+
+def h200_evidence(work: Path) -> Evidence:
+    """The H200 check's evidence, with analyze, compare and render made again under `work`."""
+    summary = recorded_summary()
+    folders = unpacked_runs(work / "runs")
+    runs = {label: json.loads((f / "run.json").read_text()) for label, f in folders.items()}
+    steps = {
+        s["name"]: StepOutcome(**s)
+        for s in summary["steps"]
+        if s["name"] not in ("analyze", "compare", "render")  # made again below, per today's plan
+    }
+    analyses = {}
+    for label, folder in folders.items():
+        traces = [str(folder / m["trace"]) for m in runs[label]["modes"].values() if m.get("trace")]
+        out = work / "analyze" / label
+        _profreport("analyze", "--format", "json", "--out", str(out), *traces)
+        analyses[label] = json.loads((out / "analysis.json").read_text())
+        steps[f"analyze {label}"] = StepOutcome(f"analyze {label}", "ok", 1.0, 0, 60.0)
+    base, head = (folders[label] for label in COMPARED)
+    _profreport(
+        "compare", str(base), str(head), "--allow-different-models", "--format", "json",
+        "--out", str(work / "compare.json"),
+    )  # fmt: skip
+    _profreport("render", str(folders[RENDERED]), "--out", str(work / "render"))
+    for name in ("compare", "render"):
+        steps[name] = StepOutcome(name, "ok", 1.0, 0, 30.0)
+    rendered = work / "render"
+    return Evidence(
+        steps=steps,
+        preflight=preflight_from_lines(summary),
+        runs=runs,
+        run_dirs=folders,
+        traces={label: read_traces(runs[label], folders[label]) for label in runs},
+        analyses=analyses,
+        comparison=json.loads((work / "compare.json").read_text()),
+        rendered={p.name: p.stat().st_size for p in rendered.iterdir() if p.is_file()},
+        rendered_summary=(rendered / "summary.md").read_text(),
+        budget_s=float(summary["budget_s"]),
+        elapsed_s=float(summary["elapsed_s"]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# runs never recorded on a GPU: made by hand, traces included
+# ---------------------------------------------------------------------------------------------
+
+H200_PROPS = {
+    "id": 0,
+    "name": "NVIDIA H200",
+    "totalGlobalMem": 150109880320,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "numSms": 132,
+}
+
+
+def synthetic_trace(
+    kernels: list[tuple[str, str, str]], steps: int = 3, input_dims: list[int] | None = None
 ) -> dict[str, Any]:
-    k = kernels or {
-        "definition": "device",
-        "per_step": per_step,
-        "launches": per_step,
-        "memcpy": 0,
-        "memset": 0,
-        "graph_launches": 0,
-        "steps": 3,
-        "table": table if table is not None else [_row(f"{name}_kernel", per_step, "aten::add")],
-    }
-    return {
+    """A Chrome trace as the profiler writes one: `steps` ProfilerStep windows, each running
+    `kernels` as (kernel name, the op that launches it, the launch call) in order, a graph
+    launch's kernels all linked to one cudaGraphLaunch."""
+    events: list[dict[str, Any]] = []
+    t, correlation = 0.0, 0
+    for step in range(steps):
+        start = t
+        graph_call: int | None = None
+        for kernel, op, call in kernels:
+            events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t,
+                           "dur": 8.0, "args": {"Input Dims": [input_dims or [1024, 1024]],
+                                                "Input type": ["c10::BFloat16"]}})  # fmt: skip
+            if call == "cudaGraphLaunch" and graph_call is not None:
+                link = graph_call
+            else:
+                correlation += 1
+                link = correlation
+                events.append({"ph": "X", "cat": "cuda_driver" if call.startswith("cu")
+                               and not call.startswith("cuda") else "cuda_runtime",
+                               "name": call, "pid": 1, "tid": 1, "ts": t + 1, "dur": 2.0,
+                               "args": {"correlation": link}})  # fmt: skip
+                if call == "cudaGraphLaunch":
+                    graph_call = link
+            events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7,
+                           "ts": t + 5, "dur": 3.0, "args": {"correlation": link}})  # fmt: skip
+            t += 10
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 2}",
+                       "pid": 1, "tid": 1, "ts": start - 0.5, "dur": t - start})  # fmt: skip
+        t += 10
+    return {"deviceProperties": [H200_PROPS], "traceEvents": events}
+
+
+def _row(name: str, calls: float, launched_by: str) -> dict[str, Any]:
+    return {"name": name, "kind": "kernel", "calls": int(calls * 3), "calls_per_step": calls,
+            "launched_by": launched_by}  # fmt: skip
+
+
+def _mode(
+    kernels: list[tuple[str, str, str]], graph: bool = False, **extra: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A mode's record entry and its trace, from the kernels one step runs."""
+    calls: dict[tuple[str, str], int] = {}
+    for name, op, _ in kernels:
+        calls[(name, op)] = calls.get((name, op), 0) + 1
+    n = len(kernels)
+    launches = 1 if graph else n
+    entry = {
         "status": "ok",
         "error": None,
-        "trace": f"tensorboard/{name}/{name}.pt.trace.json",
-        "kernels": k,
-        "bytes": {
-            "read": read,
-            "written": written,
-            "source": "modeled",
-            "measured": measured or {"available": False, "reason": "not requested"},
+        "kernels": {
+            "definition": "device",
+            "per_step": n,
+            "launches": launches,
+            "memcpy": 0,
+            "memset": 0,
+            "graph_launches": 1 if graph else 0,
+            "steps": 3,
+            "table": [_row(k, c, op) for (k, op), c in calls.items()],
         },
-        "latency_ms": {"median": 1.0 + per_step / 10},
-        "roofline": {"consistent": True, "x_of_floor": 1.1 + per_step / 10, "note": ""},
-        "peak_memory": {"bytes": 3 * T, "source": ALLOCATOR},
+        "bytes": {
+            "read": 16 * 2**20,
+            "written": 8 * 2**20,
+            "source": "modeled",
+            "measured": {"available": False, "reason": "not requested"},
+        },
+        "latency_ms": {"median": 0.05 + n / 100},
+        "peak_memory": {
+            "bytes": 64 * 2**20,
+            "source": "measured (CUDA caching allocator, max_memory_allocated)",
+        },
         **extra,
     }
+    return entry, synthetic_trace(kernels)
 
 
-def ncu(read: int, written: int, launches: int) -> dict[str, Any]:
-    return {
-        "available": True,
-        "reason": None,
-        "source": "measured (Nsight Compute)",
-        "read": read,
-        "written": written,
-        "total": read + written,
-        "launches": launches,
-    }
-
-
-def record(label: str, modes: dict[str, dict]) -> dict[str, Any]:
+def _record(label: str, modes: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[
+    dict[str, Any], dict[str, Any]
+]:  # fmt: skip
     spec = RUN_SPECS[label]
-    return {
-        "schema": "profreport.run/1",
+    record = {
         "model": {"name": spec.model, "dtype": spec.dtype},
-        "device": {"type": "cuda", "name": "NVIDIA H200"},
+        "device": {
+            "type": "cuda",
+            "name": "NVIDIA H200",
+            "capability": "9.0",
+            "memory_gib": 139.8,
+            "multiprocessors": 132,
+        },
+        "env": {
+            "torch": "2.11.0+cu130",
+            "cuda_runtime": "13.0",
+            "cudnn": 91900,
+            "fusers": {"nnc_can_fuse_on_gpu": True},
+        },
         "ceilings": {
             "timer": "CUDA events around each sample",
-            "l2_bytes": L2,
-            "memory_bandwidth": {"value": 4.3e12},
-            "matmul_rate": {"value": 6.9e14},
+            "l2_bytes": 62914560,
+            "memory_bandwidth": {"value": 4.17e12},
+            "matmul_rate": {"value": 5.08e13},
+            "key": {"device_name": "NVIDIA H200"},
         },
-        "modes": modes,
+        "modes": {
+            name: {**entry, "trace": f"tensorboard/{name}/{name}.pt.trace.json"}
+            for name, (entry, _) in modes.items()
+        },
     }
+    return record, {name: trace for name, (_, trace) in modes.items()}
 
 
-def _gated() -> dict[str, Any]:
-    nnc = {"fusion_groups": [{"kind": "prim::TensorExprGroup", "ops": ["aten::sigmoid"] * 7}]}
-    fused = {"read": 2 * T, "written": T}
-    return record(
-        GATED,
-        {
-            "eager": mode("eager", 7, 10 * T, 7 * T, measured=ncu(10 * T + 4096, 7 * T - L2, 7)),
-            "script": mode("script", 1, **fused, measured=ncu(2 * T, T, 1), compiler=nnc),
-            "trace": mode("trace", 1, **fused, measured=ncu(2 * T, T - 2**20, 1), compiler=nnc),
-            "optimize": mode("optimize", 1, **fused, measured=ncu(2 * T, T, 1), compiler=nnc),
-            "compile": mode(
-                "compile",
-                1,
-                **fused,
-                measured=ncu(2 * T + 2**20, T, 1),
-                kernels=recorded_kernels(TRITON_TRACE),
-            ),
-        },
-    )
+GEMM = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT"
+LN = "void at::native::vectorized_layer_norm_kernel<c10::BFloat16, float>"
+GELU = "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>"
+ADD = "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add>"
+CONV_KERNEL = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw"
+BN = "void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>"
+RELU = "void at::native::vectorized_elementwise_kernel<4, clamp_min>"
+LIBRARY_GROUPS = [
+    {"eager_ops": ["native_layer_norm"], "kernels": ["triton_per_fused_native_layer_norm_0"], "note": ""},
+    {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
+    {"eager_ops": ["gelu"], "kernels": ["triton_poi_fused_gelu_1"], "note": ""},
+    {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
+]  # fmt: skip
 
 
-def _mlp() -> dict[str, Any]:
-    gemm = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT"
-    eager_table = [
-        _row(gemm, 2, "aten::addmm"),
-        _row("void at::native::vectorized_layer_norm_kernel<c10::BFloat16>", 1, "aten::native_layer_norm"),
-        _row("void at::native::vectorized_elementwise_kernel<GeluCUDAKernelImpl>", 1, "aten::gelu"),
-        _row("void at::native::vectorized_elementwise_kernel<CUDAFunctor_add>", 1, "aten::add"),
-    ]  # fmt: skip
-    compile_table = [
-        _row("triton_per_fused_native_layer_norm_0", 1, "triton_per_fused_native_layer_norm_0"),
-        _row(gemm, 2, "extern_kernels.bias_addmm"),
-        _row("triton_poi_fused_gelu_1", 1, "triton_poi_fused_gelu_1"),
-    ]
-    fusion = {
-        "groups": [
-            {"eager_ops": ["native_layer_norm"], "kernels": ["triton_per_fused_native_layer_norm_0"], "note": ""},
-            {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
-            {"eager_ops": ["gelu"], "kernels": ["triton_poi_fused_gelu_1"], "note": ""},
-            {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
-        ]
-    }  # fmt: skip
-    size = 64 * 128 * 256 * 2
-    return record(
-        MLP,
-        {
-            "eager": mode("eager", 5, 12 * size, 8 * size, table=eager_table),
-            "script": mode("script", 5, 12 * size, 8 * size),
-            "trace": mode("trace", 5, 12 * size, 8 * size),
-            "optimize": mode("optimize", 5, 12 * size, 8 * size),
-            "compile": mode("compile", 4, 9 * size, 5 * size, table=compile_table, fusion=fusion),
-        },
-    )
+def _mlp_eager() -> tuple[dict[str, Any], dict[str, Any]]:
+    return _mode([
+        (LN, "aten::native_layer_norm", "cudaLaunchKernel"),
+        (GEMM, "aten::addmm", "cudaLaunchKernelExC"),
+        (GELU, "aten::gelu", "cudaLaunchKernel"),
+        (GEMM, "aten::addmm", "cudaLaunchKernelExC"),
+        (ADD, "aten::add", "cudaLaunchKernel"),
+    ])  # fmt: skip
 
 
-def _conv() -> dict[str, Any]:
-    conv = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw"
-    eager_table = [
-        _row(conv, 2, "aten::cudnn_convolution"),
-        _row("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>", 2, "aten::cudnn_batch_norm"),
-        _row("void at::native::vectorized_elementwise_kernel<4, clamp_min>", 2, "aten::relu"),
-    ]  # fmt: skip
-    optimize_table = [_row(conv + "_relu", 2, "aten::cudnn_convolution_relu")]
-    size = 64 * 64 * 28 * 28 * 4
-    optimize_compiler = {"op_counts": {"aten::cudnn_convolution_relu": 2}}
-    return record(
-        CONV,
-        {
-            "eager": mode("eager", 6, 8 * size, 6 * size, table=eager_table),
-            "script": mode("script", 6, 8 * size, 6 * size),
-            "trace": mode("trace", 6, 8 * size, 6 * size),
-            "optimize": mode(
-                "optimize", 2, 3 * size, 2 * size, table=optimize_table, compiler=optimize_compiler
-            ),
-            "compile": mode("compile", 4, 6 * size, 4 * size),
-        },
-    )
+def _mlp_compiled(**extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    return _mode([
+        ("triton_per_fused_native_layer_norm_0", "triton_per_fused_native_layer_norm_0", "cuLaunchKernel"),
+        (GEMM, "aten::addmm", "cudaLaunchKernelExC"),
+        ("triton_poi_fused_gelu_1", "triton_poi_fused_gelu_1", "cuLaunchKernel"),
+        (GEMM, "aten::addmm", "cudaLaunchKernelExC"),
+    ], fusion={"groups": copy.deepcopy(LIBRARY_GROUPS)}, **extra)  # fmt: skip
 
 
-def _opt_in() -> dict[str, Any]:
-    size = 64 * 128 * 256 * 2
-    graphs = {
-        "definition": "device",
-        "per_step": 5,
-        "launches": 1,
-        "memcpy": 0,
-        "memset": 0,
-        "graph_launches": 1,
-        "steps": 3,
-        "table": [_row("triton_poi_fused_gelu_1", 1, None)],
-    }
+def handmade_runs() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Records and traces (as Chrome-trace documents) of the runs no GPU has recorded yet."""
+    conv_eager = _mode([
+        (CONV_KERNEL, "aten::cudnn_convolution", "cudaLaunchKernelExC"),
+        (BN, "aten::cudnn_batch_norm", "cudaLaunchKernel"),
+        (RELU, "aten::clamp_min", "cudaLaunchKernel"),
+        (CONV_KERNEL, "aten::cudnn_convolution", "cudaLaunchKernelExC"),
+        (BN, "aten::cudnn_batch_norm", "cudaLaunchKernel"),
+        (RELU, "aten::clamp_min", "cudaLaunchKernel"),
+    ])  # fmt: skip
+    fused = [(CONV_KERNEL + "_relu", "aten::cudnn_convolution_relu", "cudaLaunchKernelExC")] * 2
+    conv_optimized = _mode(fused, compiler={"op_counts": {"aten::cudnn_convolution_relu": 2}})
+    plain = _mode([(CONV_KERNEL, "aten::cudnn_convolution", "cudaLaunchKernelExC")] * 2)
+    graphed = [(GEMM, "aten::addmm", "cudaGraphLaunch"), ("triton_poi_fused_gelu_1", "x",
+               "cudaGraphLaunch"), (GEMM, "aten::addmm", "cudaGraphLaunch")]  # fmt: skip
     autotuned = {
         "groups": [
             {"eager_ops": ["addmm"], "kernels": ["library addmm"], "note": "library call"},
@@ -219,162 +361,57 @@ def _opt_in() -> dict[str, Any]:
             {"eager_ops": ["addmm"], "kernels": ["triton_tem_fused_addmm_2"], "note": ""},
         ]
     }
-    return record(
-        OPT_IN,
-        {
-            "eager": mode("eager", 5, 12 * size, 8 * size),
-            "export": mode("export", 4, 9 * size, 5 * size, compiler={"package_bytes": 2_400_000}),
-            "compile-max-autotune": mode(
-                "compile-max-autotune", 4, 9 * size, 5 * size, fusion=autotuned
-            ),
-            "compile-cudagraphs": mode("compile-cudagraphs", 5, 9 * size, 5 * size, kernels=graphs),
-        },
-    )
+    aoti = [("triton_poi_fused_convolution_0", "aoti_torch_cuda_convolution", "cuLaunchKernel"),
+            (CONV_KERNEL, "aten::cudnn_convolution", "cudaLaunchKernelExC"),
+            ("triton_poi_fused_relu_1", "x", "cuLaunchKernel")]  # fmt: skip
+    runs = {
+        CONV: _record(CONV, {
+            "eager": conv_eager, "script": conv_eager, "trace": conv_eager,
+            "optimize": conv_optimized, "compile": plain,
+        }),
+        MLP: _record(MLP, {
+            "eager": _mlp_eager(), "script": _mlp_eager(), "trace": _mlp_eager(),
+            "optimize": _mlp_eager(), "compile": _mlp_compiled(),
+        }),
+        CUDAGRAPHS: _record(CUDAGRAPHS, {
+            "eager": _mlp_eager(), "compile-cudagraphs": _mode(graphed, graph=True),
+        }),
+        MAX_AUTOTUNE: _record(MAX_AUTOTUNE, {
+            "eager": _mlp_eager(),
+            "compile-max-autotune": _mode([(GEMM, "aten::addmm", "cudaLaunchKernelExC"),
+                                           ("triton_tem_fused_addmm_2", "x", "cuLaunchKernel")],
+                                          fusion=autotuned),
+        }),
+        EXPORT: _record(EXPORT, {
+            "eager": plain, "export": _mode(aoti, compiler={"package_bytes": 90_000}),
+        }),
+    }  # fmt: skip
+    return runs
 
 
-def _simple() -> dict[str, Any]:
-    size = 64 * 64 * 56 * 56 * 4
-    fused = [_row("sm90_xmma_fprop_implicit_gemm_relu", 1, "aten::cudnn_convolution_relu")]
-    compiler = {"op_counts": {"aten::cudnn_convolution_relu": 1, "aten::max_pool2d": 1}}
-    return record(
-        SIMPLE,
-        {
-            "eager": mode("eager", 79, 3 * size, size, kernels=recorded_kernels(ALEXNET_TRACE)),
-            "script": mode("script", 79, 3 * size, size),
-            "trace": mode("trace", 79, 3 * size, size),
-            "optimize": mode("optimize", 2, 2 * size, size, table=fused, compiler=compiler),
-            "compile": mode("compile", 3, 2 * size, size),
-        },
-    )
+def with_handmade_runs(evidence: Evidence, work: Path) -> Evidence:
+    """`evidence` and the hand-made runs, as if their steps had run (their traces written under
+    `work`)."""
+    from gpu_check import rawtrace
 
-
-def _export() -> dict[str, Any]:
-    size = 64 * 64 * 56 * 56 * 4
-    return record(
-        EXPORT,
-        {
-            "eager": mode("eager", 5, 3 * size, size),
-            "export": mode("export", 3, 2 * size, size, compiler={"package_bytes": 90_000}),
-        },
-    )
-
-
-def _decoder() -> dict[str, Any]:
-    size = 32 * 256 * 4
-    failed = {"status": "failed", "error": "torch.jit.script cannot compile Qwen2Model"}
-    return record(
-        DECODER,
-        {
-            "eager": mode("eager", 88, 40 * size, 30 * size),
-            "script": failed,
-            "trace": mode("trace", 91, 40 * size, 30 * size),
-            "optimize": mode("optimize", 91, 40 * size, 30 * size),
-            "compile": mode("compile", 29, 20 * size, 12 * size),
-        },
-    )
-
-
-def _analysis(label: str, rec: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    traces = []
-    for name, m in rec["modes"].items():
-        if m["status"] != "ok":
-            continue
-        k = m["kernels"]
-        if name == "compile" and label == GATED:
-            entry = recorded_analysis(TRITON_TRACE)
-        elif name == "eager" and label == SIMPLE:
-            entry = recorded_analysis(ALEXNET_TRACE)
-        else:
-            entry = {
-                "per_step": {
-                    "kernels": k["per_step"],
-                    "launches": k["launches"],
-                    "graph_launches": k["graph_launches"],
-                },
-                "launch_api_counts": {"cudaLaunchKernel": k["launches"] * 3},
-            }
-        entry["path"] = str(run_dir / m["trace"])
-        traces.append(entry)
-    return {"traces": traces}
-
-
-def _comparison(rec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "regressed": False,
-        "modes": [
-            {"mode": name, "metrics": [{"metric": "kernels_per_step", "change": 0}]}
-            for name in rec["modes"]
-        ],
-    }
-
-
-def good_evidence() -> Evidence:
-    """Evidence of a gpu-check run on which every check should pass."""
-    records = {
-        GATED: _gated(),
-        CONV: _conv(),
-        MLP: _mlp(),
-        OPT_IN: _opt_in(),
-        SIMPLE: _simple(),
-        DECODER: _decoder(),
-        EXPORT: _export(),
-    }
-    run_dirs = {label: Path(f"/gpu-check/runs/{label}/run") for label in records}
-    steps = {s.name: StepOutcome(s.name, "ok", seconds=20.0) for s in plan(wheels=None)}
-    cuda = {
-        "available": True,
-        "device": "NVIDIA H200",
-        "capability": "9.0",
-        "memory_bytes": 143_771 * 2**20,
-        "l2_bytes": L2,
-        "runtime": "13.0",
-        "driver": "580.159.04",
-    }
-    requirements = [
-        {"requirement": "torch>=2.4", "installed": "2.11.0+cu130", "satisfied": True},
-        {"requirement": "orjson>=3.9", "installed": "3.13.0", "satisfied": True},
-    ]
-    preflight = {
-        "python": "3.12.3",
-        "torch": "2.11.0+cu130",
-        "triton": "3.6.0",
-        "cuda": cuda,
-        "fusers": {"nnc_can_fuse_on_gpu": True},
-        "cudnn": {"available": True, "enabled": True, "version": 91300},
-        "dependencies": {
-            "version": "0.1.0",
-            "location": "/tmp/gpu-check-x/site/profreport",
-            "wheels_site": "/tmp/gpu-check-x/site",
-            "requirements": requirements,
-        },
-        "ceilings": {
-            "available": True,
-            "copy_bytes_per_s": 4.3e12,
-            "add_bytes_per_s": 4.1e12,
-            "matmul_flops": 5.2e14,
-            "benchmark_matmul_flops": 5.0e14,
-        },
-        "ncu": {
-            "available": True,
-            "version": "Version 2025.3.1.0",
-            "kernels": 1,
-            "read": 16_908_288,
-            "written": 0,
-            "expected_read": 16_777_216,
-            "expected_written": 16_777_216,
-        },
-    }
-    return Evidence(
-        steps=steps,
-        preflight=preflight,
-        runs=records,
-        run_dirs=run_dirs,
-        analyses={label: _analysis(label, rec, run_dirs[label]) for label, rec in records.items()},
-        comparison=_comparison(records[GATED]),
-        rendered={"report.html": 250_000, "summary.md": 4_000, "run.json": 90_000},
-        budget_s=470.0,
-        elapsed_s=400.0,
-    )
+    ev = copy.deepcopy(evidence)
+    for label, (record, traces) in handmade_runs().items():
+        ev.runs[label] = record
+        ev.run_dirs[label] = work / label
+        ev.traces[label] = {m: rawtrace.from_document(t) for m, t in traces.items()}
+        ev.steps[f"generate {label}"] = StepOutcome(f"generate {label}", "ok", 20.0, 0, 100.0)
+        ev.steps[f"analyze {label}"] = StepOutcome(f"analyze {label}", "ok", 1.0, 0, 60.0)
+        # what analyze would say of these traces: their raw counts (the check of analyze itself
+        # is tested on the recorded runs)
+        ev.analyses[label] = {
+            "traces": [
+                {"path": str(work / label / record["modes"][m]["trace"]), "per_step": t.per_step()}
+                for m, t in ev.traces[label].items()
+                if isinstance(t, rawtrace.RawTrace)
+            ]
+        }
+    ev.elapsed_s = min(ev.elapsed_s, ev.budget_s)
+    return ev
 
 
 def copied(evidence: Evidence) -> Evidence:

@@ -126,6 +126,12 @@ def test_a_loaded_machine_is_measured_again_until_quiet_keeping_the_best(tmp_pat
     assert not ceilings.settled(dataclasses.replace(loaded, attempts=3))
 
 
+def test_no_attempt_is_refused_rather_than_returning_nothing():
+    # it was an assert: under `python -O` the caller got None for its ceilings
+    with pytest.raises(ValueError, match="needs at least one attempt, not 0"):
+        ceilings.measure_quietly(torch.device("cpu"), torch.float32, 1, attempts=0)
+
+
 @pytest.mark.slow
 def test_a_real_cpu_measurement_is_complete_and_sane(tmp_path):
     found = ceilings.ceilings_for(torch.device("cpu"), CPU, torch.float32, folder=tmp_path)

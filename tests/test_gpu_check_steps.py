@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,10 +22,12 @@ from pathlib import Path
 import pytest
 from gpu_check import preflight, report, steps, wheels
 from gpu_check.__main__ import main
-from gpu_check.checks import preflight_ncu
+from gpu_check.checks_preflight import preflight_ncu
 from gpu_check.evidence import Evidence
-from gpu_check.spec import DEFAULT_MODES, GATED, MLP
+from gpu_check.spec import DECODER, DEFAULT_MODES, GATED, MLP, RUN_SPECS, SIMPLE
 from gpu_check.steps import Step, Workspace, run_plan, step_env
+
+from tests.gpu_evidence import preflight_from_lines
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -128,22 +131,25 @@ def test_install_is_offline_into_its_own_folder(tmp_path):
     assert argv[argv.index("--target") + 1] == str(site) and argv[-1].endswith(".whl")
 
 
-def _copy_run(source: Path) -> Step:
-    """The gated-residual generate step, replaced by a copy of a real (CPU) run folder."""
-    real = next(s for s in steps.plan() if s.name == f"generate {GATED}")
+def _copy_run(label: str, source: Path) -> Step:
+    """The generate step of `label`, replaced by a copy of a recorded run folder."""
+    real = next(s for s in steps.plan() if s.name == f"generate {label}")
 
     def command(ws: Workspace) -> list[str]:
-        target = ws.work / "runs" / GATED / source.name
+        target = ws.work / "runs" / label / source.name
         return _python(f"import shutil; shutil.copytree({str(source)!r}, {str(target)!r})")
 
-    return Step(real.name, 60, command, real.collect)
+    return Step(real.name, 60, command, real.collect, real.salvage)
 
 
-def test_gpu_check_writes_its_summary_when_steps_fail(gated_run, tmp_path, capsys):
-    from tests.gpu_evidence import good_evidence
+def test_gpu_check_writes_its_summary_when_steps_fail(tmp_path, capsys):
+    """The plan's own analyze, compare and render steps on copies of the H200 runs (their
+    generate steps replaced by the copy), and a generate that outlives its limit."""
+    from tests.gpu_evidence import recorded_summary, unpacked_runs
 
     preflight_json = tmp_path / "preflight-fixture.json"
-    preflight_json.write_text(json.dumps(good_evidence().preflight))
+    preflight_json.write_text(json.dumps(preflight_from_lines(recorded_summary())))
+    recorded = unpacked_runs(tmp_path / "recorded")
     real = {s.name: s for s in steps.plan()}
     plan = [
         Step(
@@ -154,11 +160,13 @@ def test_gpu_check_writes_its_summary_when_steps_fail(gated_run, tmp_path, capsy
             ),
             real["preflight"].collect,
         ),
-        _copy_run(gated_run),
-        Step(f"generate {MLP}", 1, lambda _ws: _python("import time; time.sleep(30)")),
-        real["analyze"],
-        real["compare"],
+        _copy_run(SIMPLE, recorded[SIMPLE]),
+        real[f"analyze {SIMPLE}"],
         real["render"],
+        _copy_run(DECODER, recorded[DECODER]),
+        real[f"analyze {DECODER}"],
+        real["compare"],
+        Step(f"generate {MLP}", 1, lambda _ws: _python("import time; time.sleep(30)")),
     ]
     out, work = tmp_path / "out", tmp_path / "work"
 
@@ -171,31 +179,97 @@ def test_gpu_check_writes_its_summary_when_steps_fail(gated_run, tmp_path, capsy
     )
     text = (out / report.TEXT_NAME).read_text()
     assert text in printed
-    # real analyze, compare and render on a real run folder: their checks hold
-    for name in (f"{GATED}.analyze", f"{GATED}.compare", f"{GATED}.render"):
+    # real analyze, compare and render on real CUDA run folders: their checks hold
+    for name in (f"{SIMPLE}.analyze", f"{DECODER}.analyze", "compare", f"{SIMPLE}.render",
+                 f"{SIMPLE}.counts", f"{SIMPLE}.ncu_kernels"):  # fmt: skip
         assert f"ok    {name}" in text, text
-    assert f"FAIL  {GATED}.modes" in text and "ran on cpu, not cuda" in text  # a CPU run
     assert f"generate {MLP}: timed out after" in text
-    assert "gated-residual eager" in " ".join(text.split())  # the table's row
+    assert f"FAIL  {MLP}.modes" in text
+    assert re.search(r"simple\s+compile\s+ok\s+5\s+5\s+0\s+282\.0\s+193\.8.*inconclusive", text)
 
     summary = report.read_summary(out)
-    assert summary["counts"]["FAIL"] > 0 and summary["counts"]["ok"] >= 3
+    assert summary["counts"]["FAIL"] > 0 and summary["counts"]["ok"] >= 10
     assert {s["name"]: s["status"] for s in summary["steps"]}[f"generate {MLP}"] == "timeout"
-    assert [r["mode"] for r in summary["table"]] == list(DEFAULT_MODES)
-    assert summary["table"][0]["kernels"] == 7
+    assert [r["mode"] for r in summary["table"] if r["run"] == SIMPLE] == list(DEFAULT_MODES)
+    assert summary["preflight"]["cuda"]["device"] == "NVIDIA H200"  # the readings are kept
 
     with tarfile.open(out / report.ARCHIVE_NAME) as tar:
         names = tar.getnames()
     assert "gpu-check-work/logs/generate-mlp-block.log" in names
-    assert "gpu-check-work/analyze/analysis.json" in names
-    assert any(n.endswith("/run.json") and "/runs/gated-residual/" in n for n in names)
+    assert "gpu-check-work/analyze/simple/analysis.json" in names
+    assert any(n.endswith("/run.json") and "/runs/simple/" in n for n in names)
     assert any("/tensorboard/" in n for n in names)
     assert (out / report.ARCHIVE_NAME).stat().st_size < report.ARCHIVE_MAX_BYTES
 
 
-def test_archive_leaves_traces_out_when_too_large(gated_run, tmp_path, monkeypatch):
+def _staging_generate(spec_label: str, then: str) -> Step:
+    """A generate step that stages a run folder as profreport does (`.<name>.partial-*` with
+    the checkpointed run.json of one finished mode), then `then` (sleeps, or dies of SIGSEGV)."""
+    real = next(s for s in steps.plan() if s.name == f"generate {spec_label}")
+    record = {"modes": {"eager": {"status": "ok", "trace": "tensorboard/eager/e.pt.trace.json"}}}
+
+    def command(ws: Workspace) -> list[str]:
+        staged = ws.work / "runs" / spec_label / ".simple-cuda-x.partial-abc123"
+        return _python(
+            f"""
+            import json, os, pathlib, time
+            folder = pathlib.Path({str(staged)!r})
+            (folder / "tensorboard" / "eager").mkdir(parents=True)
+            (folder / "run.json").write_text(json.dumps({record!r}))
+            {then}
+            """
+        )
+
+    return Step(real.name, 2, command, real.collect, real.salvage)
+
+
+@pytest.mark.parametrize(
+    "then",
+    ["time.sleep(60)", "import ctypes; ctypes.string_at(0)"],
+    ids=["outlives its limit", "dies of SIGSEGV"],
+)
+def test_a_run_that_does_not_finish_keeps_the_modes_that_did(tmp_path, then):
+    """A generate ended at its time limit (profreport deletes its staged folder when stopped:
+    gpu-check copies it first) or killed by a signal (the staged folder stays): the modes it
+    checkpointed are the run's evidence, marked as a run that did not finish."""
+    ws = _workspace(tmp_path)
+    evidence = run_plan([_staging_generate(SIMPLE, then)], ws, budget_s=200)
+    outcome = evidence.steps[f"generate {SIMPLE}"]
+    assert outcome.status == ("timeout" if "sleep" in then else "failed")
+    assert list(evidence.runs[SIMPLE]["modes"]) == ["eager"]
+    assert evidence.partial[SIMPLE].startswith("the run did not finish")
+    if "sleep" in then:
+        assert evidence.run_dirs[SIMPLE].name.startswith("salvaged-simple-cuda-x.partial-")
+
+
+def test_the_plan_puts_the_most_valuable_evidence_first():
+    """Each run is followed by analyze of its traces; render comes right after the run it
+    renders, compare right after the second run it compares; export and the opt-in compile
+    variants, which have crashed or hung on a GPU, each in a run of its own after those."""
+    names = [s.name for s in steps.plan(wheels=Path("w"), site=Path("s"))]
+    assert names == [
+        "install", "preflight",
+        "generate simple", "analyze simple", "render",
+        "generate gated-residual", "analyze gated-residual",
+        "generate decoder-lm", "analyze decoder-lm", "compare",
+        "generate export", "analyze export",
+        "generate decoder-lm-bytes", "analyze decoder-lm-bytes",
+        "generate cudagraphs", "analyze cudagraphs",
+        "generate max-autotune", "analyze max-autotune",
+        "generate conv-bn-relu", "analyze conv-bn-relu",
+        "generate mlp-block", "analyze mlp-block",
+    ]  # fmt: skip
+    for spec in RUN_SPECS.values():  # a mode known to crash never shares a process
+        risky = {"export", "compile-max-autotune", "compile-cudagraphs"} & set(spec.modes)
+        assert len(risky) <= 1 and (not risky or set(spec.modes) - risky == {"eager"}), spec
+
+
+def test_archive_leaves_traces_out_when_too_large(tmp_path, monkeypatch):
+    from tests.gpu_evidence import unpacked_runs
+
     work = tmp_path / "work"
-    shutil.copytree(gated_run, work / "runs" / GATED / gated_run.name)
+    recorded = unpacked_runs(tmp_path / "recorded")[GATED]
+    shutil.copytree(recorded, work / "runs" / GATED / recorded.name)
     (work / "cache").mkdir()
     (work / "cache" / "big.bin").write_bytes(b"x" * 1000)
     monkeypatch.setattr(report, "ARCHIVE_MAX_BYTES", 1000)
@@ -399,8 +473,9 @@ def test_gpu_check_command_line_rejects_an_unknown_run(tmp_path):
 @pytest.mark.slow
 def test_gpu_check_runs_its_real_plan_on_cpu(tmp_path):
     """The real plan, one run, on CPU (the device tool's machine runs the same on CUDA): the
-    preflight, a real generate, analyze on its traces; CUDA's checks FAIL here, as they must.
-    The step limits are stretched: this shared 2-core machine is far slower than the GPU's."""
+    preflight, a real generate, analyze on its traces; CUDA's checks FAIL here, as they must
+    (a CPU trace has no device events for the raw counts). The step limits are stretched: this
+    shared 2-core machine is far slower than the GPU's."""
     out, work = tmp_path / "out", tmp_path / "work"
     done = subprocess.run(
         [str(REPO / "scripts" / "gpu-check"), str(out), "--runs", "conv-bn-relu",
@@ -413,21 +488,21 @@ def test_gpu_check_runs_its_real_plan_on_cpu(tmp_path):
     assert statuses == {
         "preflight": "ok",
         "generate conv-bn-relu": "ok",
-        "analyze": "ok",
+        "analyze conv-bn-relu": "ok",
     }, summary["steps"]
-    checks = {c["name"]: c["status"] for c in summary["checks"]}
-    assert checks["conv-bn-relu.analyze"] == "ok"  # analyze agrees with the record on CPU too
-    assert checks["preflight.cuda"] == "FAIL" and checks["conv-bn-relu.modes"] == "FAIL"
-    assert checks[f"{GATED}.ncu_bytes"] == "skip"  # not among this check's runs
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert checks["preflight.cuda"]["status"] == "FAIL"
+    assert "ran on cpu, not cuda" in checks["conv-bn-relu.modes"]["detail"]
+    assert "0 in the trace" in checks["conv-bn-relu.counts"]["detail"]  # no device events
+    assert checks[f"{GATED}.ncu_bytes"]["status"] == "skip"  # not among this check's runs
     assert [r["mode"] for r in summary["table"]] == list(DEFAULT_MODES)
-    assert "ok    conv-bn-relu.analyze" in done.stdout
 
 
 def test_cap_scale_stretches_every_step_limit():
     base = {s.name: s.cap_s for s in steps.plan()}
     scaled = {s.name: s.cap_s for s in steps.plan(cap_scale=2.5)}
     assert scaled == {name: cap * 2.5 for name, cap in base.items()}
-    assert base[f"generate {GATED}"] == 200
+    assert base[f"generate {GATED}"] == 120
 
 
 def test_a_step_killed_by_a_signal_leaves_its_python_stack_in_the_log(tmp_path):
@@ -439,3 +514,21 @@ def test_a_step_killed_by_a_signal_leaves_its_python_stack_in_the_log(tmp_path):
     log = (ws.work / outcome.log).read_text()
     assert "Fatal Python error: Segmentation fault" in log
     assert 'File "<string>", line 1' in log
+
+
+def test_an_unreadable_output_fails_its_step_not_the_check(tmp_path):
+    real = next(s for s in steps.plan() if s.name == f"generate {SIMPLE}")
+
+    def command(ws: Workspace) -> list[str]:
+        folder = ws.work / "runs" / SIMPLE / "simple-cuda-x"
+        return _python(
+            f"import pathlib; p = pathlib.Path({str(folder)!r}); p.mkdir(parents=True); "
+            "(p / 'run.json').write_text('{\"modes\": ')"
+        )
+
+    ws = _workspace(tmp_path)
+    evidence = run_plan([Step(real.name, 30, command, real.collect)], ws, budget_s=200)
+    outcome = evidence.steps[real.name]
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("its output could not be read: ")
+    assert SIMPLE not in evidence.runs

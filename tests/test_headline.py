@@ -119,7 +119,7 @@ def test_short_text_cuts_at_a_word():
 
 
 def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
-    """The verdict says 'within 1%' for such an interval (analysis/paired.RESOLUTION); the
+    """The verdict calls no change for such an interval (analysis/paired.RESOLUTION); the
     headline once painted MobileNetV2's optimize 0.99x (95% CI 0.98-1.00) red beside it."""
     from profreport.record.model import OkMode
     from profreport.render.headline import _speedup_cell
@@ -129,7 +129,12 @@ def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
         return _speedup_cell(OkMode.from_json({"speedup_vs_eager": sp}))
 
     inside = cell(0.981, 0.988, 0.996)
-    assert inside["tone"] == "neutral" and inside["detail"].startswith("within 1%: 95% CI")
+    assert inside["tone"] == "neutral"
+    assert inside["detail"].startswith("no change beyond 1% is certain: 95% CI")
+    # a median past the band, its interval not: not "within 1%" (issue 46)
+    assert cell(1.002, 1.023, 1.028)["detail"] == (
+        "no change beyond 1% is certain: 95% CI 1.00-1.03, measured in one process"
+    )
     assert inside["text"] == "0.99x"  # two decimals, as every other speedup in the column
     assert cell(0.9, 0.95, 0.98)["tone"] == "bad"
     assert cell(1.02, 1.05, 1.08)["tone"] == "good"

@@ -17,7 +17,7 @@ import torch
 
 from profreport import api, cli, interrupts, pipeline
 from profreport.capture import timing
-from profreport.cli.common import Command
+from profreport.cli import listing
 from profreport.render import html as html_render
 from tests.conftest import FAST, run_dir_in
 
@@ -279,8 +279,7 @@ def test_the_handlers_are_in_place_before_the_command_starts(monkeypatch):
         seen.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
         return 0
 
-    models = Command("models", "list the built-in models", lambda _parser: None, dispatch)
-    monkeypatch.setattr(cli, "commands", lambda: (models,))
+    monkeypatch.setattr(listing, "run_models", dispatch)
     assert cli.main(["models"]) == 0
     assert seen == [(interrupts._interrupt, interrupts._interrupt)]
 

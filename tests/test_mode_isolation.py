@@ -47,14 +47,12 @@ class WorkersThenExport(Mode):
 
 
 @pytest.fixture
-def failing_mode():
+def failing_mode(mode_registry):
     import torch._inductor.config as inductor_config
 
     # a pool even on one core (config.patch, not monkeypatch: its undo deletes a config entry)
     with inductor_config.patch(compile_threads=2):
-        mode = modes.register(WorkersThenExport())
-        yield mode
-        modes.unregister(mode.name)
+        yield modes.register(WorkersThenExport())
 
 
 def _configs() -> dict[str, dict[str, Any]]:

@@ -96,7 +96,7 @@ def test_export_failure_line_keeps_the_users_line_when_the_reason_is_long():
     line = export_failure_line(RuntimeError(text))
     assert len(line) <= 300
     assert line.startswith("torch.export failed: RuntimeError: Could not guard on")
-    assert line.endswith("dir/model.py:12: if x.sum() > 0:)")
+    assert "dir/model.py:12: if x.sum() > 0:); control flow on a value computed from" in line
 
 
 def test_export_failure_line_without_a_user_frame_keeps_the_first_line():

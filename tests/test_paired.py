@@ -334,7 +334,7 @@ def test_a_difference_inside_the_timers_resolution_is_not_called():
     assert paired.beyond_resolution((1.0017, 1.0171)) == 0  # an A/A eager run
     assert paired.beyond_resolution((1.011, 1.05)) == 1
     assert paired.beyond_resolution((0.95, 0.989)) == -1
-    assert paired.resolution_note((0.9808, 0.9917)).startswith("within 1%")
+    assert paired.resolution_note((0.9808, 0.9917)).startswith("no change beyond 1%")
     assert paired.resolution_note((0.98, 1.02)) == ""  # holds 1: plain noise
     assert paired.resolution_note((1.02, 1.05)) == ""  # called
 
@@ -343,11 +343,24 @@ def test_a_difference_inside_the_timers_resolution_is_not_called():
         return _latency_clause(OkMode.from_json({"speedup_vs_eager": sp}))
 
     assert clause(1.002, 1.005, 1.008) == (
-        "latency within 1%, the paired timer's A/A resolution (speedup 1.005, 95% CI 1.002-1.008)"
+        "latency: no change beyond 1%, the paired timer's A/A resolution, is certain "
+        "(speedup 1.005, 95% CI 1.002-1.008)"
     )
     assert clause(1.02, 1.05, 1.08) == "1.05x faster than eager (95% CI 1.02-1.08, one process)"
     assert clause(0.9, 0.95, 0.98).startswith("1.05x slower than eager")
     assert clause(0.99, 1.0, 1.01).startswith("latency unchanged within noise")
+
+
+def test_a_median_beyond_the_resolution_is_never_said_to_be_within_it():
+    """Issue 46: "latency within 1%, ... (speedup 1.023, 95% CI 1.002-1.028)" contradicted
+    itself; what the interval leaves uncertain is a change beyond the resolution."""
+    sp = {"median": 1.023, "ci95": [1.002, 1.028], "inconclusive": None}
+    said = _latency_clause(OkMode.from_json({"speedup_vs_eager": sp}))
+    assert said == (
+        "latency: no change beyond 1%, the paired timer's A/A resolution, is certain "
+        "(speedup 1.023, 95% CI 1.002-1.028)"
+    )
+    assert "within" not in said
 
 
 def test_ab_of_an_a_a_run_states_the_resolution_beside_the_ratio():
@@ -356,7 +369,7 @@ def test_ab_of_an_a_a_run_states_the_resolution_beside_the_ratio():
     base = [10.0 + 0.01 * (i % 3) for i in range(30)]
     head = [b * 0.993 for b in base]  # 0.7% faster every round, like compile's A/A head
     m = latency_change([base], [head], 10.0, 200, [], [QUIET], None)
-    assert m.note.endswith(": within 1%, the paired timer's A/A resolution"), m.note
+    assert m.note.endswith(": no change beyond 1%, the paired timer's A/A resolution, is certain")
     assert not m.regression
 
 

@@ -155,7 +155,8 @@ def _latency_disagreements(verdict: str, speedup: dict | None) -> list[str]:
             unchanged = f"latency unchanged within noise (speedup {median:.2f}, 95% CI {lo:.2f}-"
         else:  # an interval off 1 but not beyond the paired timer's resolution
             unchanged = (
-                f"latency within 1%, the paired timer's A/A resolution (speedup {median:.3f}"
+                "latency: no change beyond 1%, the paired timer's A/A resolution, is certain "
+                f"(speedup {median:.3f}"
             )
         ok = unchanged in verdict and hi >= 1 / 1.01 and lo <= 1.01
         return [] if ok else ["latency: not stated as is"]

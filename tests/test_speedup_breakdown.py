@@ -182,6 +182,23 @@ def test_no_clear_timed_change_is_not_decomposed():
     assert f.payback_calls is None  # nothing to pay back with
 
 
+def test_a_change_inside_the_timers_resolution_is_not_decomposed():
+    """Issue 46: an interval off 1 but not wholly beyond the paired timer's 1% resolution is a
+    change the verdict does not call; its time is decomposed nowhere (clause, detail, payback),
+    as for an interval holding 1."""
+    for speedup in ((1.023, 1.002, 1.028), (0.985, 0.98, 0.995)):
+        mode = _light_mode(speedup, compile_s=3.6)
+        f = time_findings("trace", mode, LIGHT_EAGER, _ceilings(20 * GB))
+        assert f is not None and f.saved_us is not None  # the numbers stay in the finding
+        assert f.clause == "no clear timed change: time not decomposed"
+        assert f.detail is not None
+        assert f.detail == "not decomposed: the verdict calls no latency change"
+        assert "kernel time" not in f.detail and "bytes" not in f.detail
+        assert f.payback_calls is None
+    called = time_findings("trace", _light_mode((1.667, 1.5, 1.9)), LIGHT_EAGER, None)
+    assert called is not None and called.clause.startswith("saved 0.8 ms: ")
+
+
 def test_slower_mode_states_signed_parts():
     true = _cpu_step(2500.0, 1300.0, 120)
     mode = _mode(

@@ -14,12 +14,14 @@ import pytest
 
 from profreport.analysis.derive import derived_run
 from profreport.analysis.module_tree import module_tree, tree_shares
+from profreport.analysis.paired import beyond_resolution
 from profreport.analysis.profiler_cost import mode_median_step
 from profreport.analysis.speedup_breakdown import AGREE_SHARE
 from profreport.format import md_line
 from profreport.modes import mode_analyses
 from profreport.record import Run, parse
 from profreport.render import html, markdown
+from profreport.render.time_view import time_rows
 from tests.visible_md import outside_details
 
 RUN_DIR = Path(__file__).parent / "data" / "runs" / "simple-cpu-light"
@@ -32,13 +34,13 @@ def run() -> Run:
 
 
 def _conclusive(run: Run) -> list[str]:
+    """The modes whose latency change the verdict calls (beyond the paired timer's resolution)."""
     out = []
     for name, mode in run.ok_modes.items():
         sp = mode.speedup_vs_eager
         if name == "eager" or sp is None or sp.inconclusive:
             continue
-        lo, hi = sp.ci95
-        if not lo <= 1.0 <= hi:
+        if beyond_resolution(sp.ci95):
             out.append(name)
     return out
 
@@ -65,6 +67,31 @@ def test_every_conclusive_mode_decomposes_within_a_quarter_of_eagers_timed_media
         assert f.agrees is True
         assert f.clause.startswith(f"saved {f.clause.split()[1]} ms: "), f.clause
         assert f.clause in (run.modes[name].verdict or "")
+
+
+def test_a_change_the_verdict_does_not_call_is_decomposed_nowhere(run):
+    """Issue 46: script (1.011, 95% CI 1.000-1.018) and trace (1.013, 1.004-1.022) are off 1 but
+    not beyond the 1% resolution: the verdict calls neither, so neither is decomposed, in the
+    verdict (the terminal's line), the summary or the report."""
+    uncalled = ("script", "trace")
+    for name in uncalled:
+        sp = run.modes[name].speedup_vs_eager
+        assert sp is not None and not sp.inconclusive
+        assert sp.ci95[1] > 1.0 and beyond_resolution(sp.ci95) == 0
+        verdict = run.modes[name].verdict or ""
+        assert "no change beyond 1%, the paired timer's A/A resolution, is certain" in verdict
+        assert "within 1%" not in verdict
+        assert verdict.endswith("; no clear timed change: time not decomposed"), verdict
+    md = markdown.render(run).split("What each timed saving is made of:", 1)[1]
+    made_of = {line[2:].split(":", 1)[0]: line for line in md.splitlines() if line[:2] == "- "}
+    for name in uncalled:
+        assert made_of[name].endswith("not decomposed: the verdict calls no latency change")
+        assert "kernel time" not in made_of[name]
+    assert "kernel time" in made_of["optimize"]  # a called change is still decomposed
+    rows = {r["mode"]: r for r in time_rows(run)}  # the report's "where the time goes"
+    for name in uncalled:
+        assert "kernel time" not in rows[name]["clause"] + rows[name]["detail"]
+    assert "kernel time" in rows["compile"]["detail"]
 
 
 def test_optimizes_convolution_is_inferred_kernel_time_not_host_overhead(run):

@@ -1,12 +1,15 @@
 import gzip
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 
 from profreport.capture.timing import (
+    DEVICE_WARMUP_S,
     TimingConfig,
     block_calls,
+    device_timing,
     expected_timing_s,
     measure_latency,
     rotated,
@@ -254,3 +257,102 @@ def test_expected_timing_matches_a_measured_run_on_the_fake_clock():
         fns = {n: clock.work(n, call_s) for n in ("eager", "compile")}
         measure_latency(fns, sync=lambda: None, cfg=cfg, clock=clock)
         assert clock.t == pytest.approx(expected_timing_s(call_s, 2, cfg), rel=0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the GPU's warm-up, on the H200 record's own rounds
+# ---------------------------------------------------------------------------------------------
+
+
+def _h200_simple():
+    run = json.loads(gzip.decompress(H200_SIMPLE.read_bytes()))
+    modes = {n: m["latency_ms"] for n, m in run["modes"].items()}
+    return run["settings"]["timing"], modes
+
+
+def _h200_rise():
+    """When compile's level fell in the recorded timing (seconds from its start) and after how
+    many of its calls, from the record's rounds and the code that timed them (c02eec3: each mode
+    warmed warmup_s in turn and sized its block in blocks of 1, 10, 100... calls, at most two
+    blocks' time; then rounds of one block each): compile's first five rounds were slow."""
+    timing, modes = _h200_simple()
+    rounds_s = sum(
+        sum(lat["samples"][:5]) * lat["calls_per_block"] / 1000 for lat in modes.values()
+    )
+    warmups_s = len(modes) * timing["warmup_s"]
+    earliest, latest = warmups_s + rounds_s, warmups_s + rounds_s + len(modes) * 2 * 0.02
+    slow_ms = statistics.median(modes["compile"]["samples"][:5])
+    calls = (
+        timing["warmup_s"] / (slow_ms / 1000)  # its warm-up's single calls
+        + 1 + 10 + 100  # its calibration blocks
+        + 5 * modes["compile"]["calls_per_block"]  # its five slow rounds
+    )  # fmt: skip
+    return earliest, latest, round(calls)
+
+
+def _recorded_device(clock, rise):
+    """The H200's modes as the fake clock runs them: each at the level of its later rounds (the
+    median of rounds 6-15), compile at its first rounds' level until `rise(t, calls)` says
+    the device's step time has settled."""
+    _, modes = _h200_simple()
+    later = {n: statistics.median(lat["samples"][5:]) / 1000 for n, lat in modes.items()}
+    slow = statistics.median(modes["compile"]["samples"][:5]) / 1000
+    calls = [0]
+
+    def compiled():
+        clock.t += later["compile"] if rise(clock.t, calls[0]) else slow
+        calls[0] += 1
+
+    fns = {n: clock.work(n, s) for n, s in later.items() if n != "compile"}
+    fns["compile"] = compiled
+    return fns, later, slow
+
+
+def test_h200_compile_settled_about_a_second_into_its_timing():
+    earliest, latest, calls = _h200_rise()
+    assert 1.0 < earliest < latest < 1.3
+    assert 1100 < calls < 1400
+    assert latest < DEVICE_WARMUP_S
+
+
+@pytest.mark.parametrize("model", ["after a time", "after a number of calls"])
+def test_a_gpu_warm_up_outlasts_the_h200s_slow_start(model):
+    """compile on the H200: 0.19-0.20 ms blocks for about the first second and a bit of its
+    timing, then 0.12-0.13 ms, whether that follows the time (a clock ramping up) or its own
+    calls. Today's warm-up settles on the slow level (steady for its six probes): compile's
+    samples mix both levels. On a GPU the warm-up lasts DEVICE_WARMUP_S first: every sample is
+    at the settled level."""
+    earliest, latest, calls = _h200_rise()
+    rise_s = (earliest + latest) / 2
+
+    def rise(t, n):
+        return t >= rise_s if model == "after a time" else n >= calls
+
+    timing, _ = _h200_simple()
+    cpu = TimingConfig(**timing)
+    clock = FakeClock()
+    fns, later, slow = _recorded_device(clock, rise)
+    before = measure_latency(fns, sync=lambda: None, cfg=cpu, clock=clock)
+    slow_samples = [s for s in before["compile"].samples_ms if s > (slow + later["compile"]) / 2e-3]
+    assert slow_samples, "the defect: compile's timed rounds hold its slow start"
+
+    gpu = device_timing(cpu, "cuda")
+    assert (gpu.warmup_s, gpu.max_time_s) == (DEVICE_WARMUP_S, cpu.max_time_s)
+    clock = FakeClock()
+    fns, later, slow = _recorded_device(clock, rise)
+    after = measure_latency(fns, sync=lambda: None, cfg=gpu, clock=clock)
+    assert after["compile"].samples_ms == pytest.approx(
+        [later["compile"] * 1000] * len(after["compile"].samples_ms)
+    )
+    assert len(after["compile"].samples_ms) >= cpu.min_blocks
+    eager = after["eager"].samples_ms
+    assert eager == pytest.approx([later["eager"] * 1000] * len(eager))
+    assert clock.t <= cpu.max_time_s + 1e-9  # within the same budget
+
+
+def test_the_cpu_keeps_its_timing_settings():
+    cfg = TimingConfig(min_time_s=0.2, max_time_s=4.0, warmup_s=0.1)
+    assert device_timing(cfg, "cpu") is cfg
+    assert device_timing(cfg, "cuda").warmup_s == DEVICE_WARMUP_S
+    long_warmup = TimingConfig(warmup_s=5.0)
+    assert device_timing(long_warmup, "cuda") is long_warmup

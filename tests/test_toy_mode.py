@@ -58,10 +58,8 @@ class ToyMode(Mode):
 
 
 @pytest.fixture
-def toy():
-    mode = modes.register(ToyMode(), summary="the model behind a closure (test only)")
-    yield mode
-    modes.unregister("toy")
+def toy(mode_registry):
+    return modes.register(ToyMode(), summary="the model behind a closure (test only)")
 
 
 def _profile(mode_names):
@@ -107,12 +105,9 @@ def test_a_toy_mode_registered_from_a_test_gets_a_full_report(toy, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failing_toy_mode_is_recorded_and_reset():
+def test_a_failing_toy_mode_is_recorded_and_reset(mode_registry):
     mode = modes.register(ToyMode(fail=True))
-    try:
-        res = _profile(("eager", "toy"))
-    finally:
-        modes.unregister("toy")
+    res = _profile(("eager", "toy"))
     entry = res.record["modes"]["toy"]
     assert entry["status"] == "failed"
     assert entry["error"] == "RuntimeError: toy cannot build this model"
@@ -146,12 +141,9 @@ class NeedsAccelerator(ToyMode):
 
 
 @pytest.mark.slow
-def test_a_mode_that_cannot_run_on_the_device_is_skipped_with_its_reason():
+def test_a_mode_that_cannot_run_on_the_device_is_skipped_with_its_reason(mode_registry):
     mode = modes.register(NeedsAccelerator())
-    try:
-        res = _profile(("eager", "toy"))
-    finally:
-        modes.unregister("toy")
+    res = _profile(("eager", "toy"))
     entry = res.record["modes"]["toy"]
     assert (entry["status"], entry["error"]) == ("skipped", "needs a CUDA device")
     assert entry["verdict"] == "toy: skipped - needs a CUDA device"

@@ -1,6 +1,6 @@
 """Does a mode compute what eager computes? Its output tensors against eager's, pairwise.
 
-Both outputs are flattened the same way (`profreport.modes.flatten_output`: pytree order, tensor
+Both outputs are flattened the same way (`modes/outputs.flatten_output`: pytree order, tensor
 leaves only) and compared pair by pair in float64 (complex128 for complex tensors):
 
 - abs error of a pair = max |actual - expected| over its elements; max_abs_err = the largest over

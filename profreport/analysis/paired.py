@@ -316,9 +316,11 @@ def beyond_resolution(ci95: Sequence[float]) -> int:
 
 
 def resolution_note(ci95: Sequence[float]) -> str:
-    """For an interval that excludes 1 but not the resolution band: the words that say so."""
+    """For an interval that excludes 1 but not the resolution band: the words that say so. The
+    median itself may lie beyond the band (1.023 with an interval of 1.002-1.028): what is not
+    certain is a change beyond it, so the words never say the change is within it."""
     if beyond_resolution(ci95) == 0 and (ci95[0] > 1.0 or ci95[1] < 1.0):
-        return f"within {RESOLUTION:.0%}, the paired timer's A/A resolution"
+        return f"no change beyond {RESOLUTION:.0%}, the paired timer's A/A resolution, is certain"
     return ""
 
 

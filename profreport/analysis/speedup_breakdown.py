@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from profreport.analysis.paired import beyond_resolution
 from profreport.analysis.profiler_cost import MedianStep, mode_median_step
 from profreport.analysis.time_breakdown import bound_of
 from profreport.record.model import Ceilings, ModeResult, OkMode, TimeFindings
@@ -86,8 +87,10 @@ def _busy(mode: ModeResult) -> tuple[str, ...]:
 
 
 def _no_clear_change(mode: ModeResult) -> bool:
+    """The verdict calls no latency change (inconclusive, or the interval not wholly beyond the
+    paired timer's resolution): then no part of the time is decomposed, anywhere."""
     sp = mode.speedup_vs_eager
-    return sp is not None and (bool(sp.inconclusive) or sp.ci95[0] <= 1.0 <= sp.ci95[1])
+    return sp is not None and (bool(sp.inconclusive) or beyond_resolution(sp.ci95) == 0)
 
 
 def payback_calls(mode: ModeResult, saved_us: float | None) -> float | None:
@@ -227,7 +230,8 @@ def _clause(f: TimeFindings, mode: ModeResult, step: MedianStep) -> str:
 def _detail(
     f: TimeFindings, mode: ModeResult, eager: OkMode, base: MedianStep, step: MedianStep
 ) -> str:
-    """The whole decomposition, for the "Where the time goes" section."""
+    """The whole decomposition, for the "Where the time goes" section; for a change the verdict
+    does not call, only the timed numbers and that it is not decomposed."""
     saved, profiled = f.saved_us or 0.0, f.profiled_saved_us or 0.0
     work, overhead = f.work_saved_us or 0.0, f.overhead_saved_us or 0.0
     work_name, overhead_name = _work_words(step.cpu)
@@ -239,6 +243,11 @@ def _detail(
             f"timed: eager {_ms(eager.latency_ms.median * 1000)} → "
             f"{_ms(mode.latency_ms.median * 1000)}, {_signed(-saved)} per call{ratio}"
         )
+    if _no_clear_change(mode):
+        parts.append("not decomposed: the verdict calls no latency change")
+        if f.busy:
+            parts.append(f"profiled while the machine was busy: {f.busy[0]}")
+        return "; ".join(parts)
     removed = (
         f", the profiler's cost removed: {_ms(base.removed_us)} of eager's step, "
         f"{_ms(step.removed_us)} of this one's"

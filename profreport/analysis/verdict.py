@@ -10,6 +10,7 @@ from __future__ import annotations
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalysis
 from profreport.analysis.paired import beyond_resolution, resolution_note
 from profreport.analysis.speedups import processes_text
+from profreport.analysis.traffic import measured_total, signed, traffic_change
 from profreport.format import fmt_bytes
 from profreport.record.model import FailedFinding, ModeResult, OkMode, Run
 
@@ -41,8 +42,28 @@ def _latency_clause(mode: ModeResult) -> str:
         )
     within = resolution_note((lo, hi))
     if within:
-        return f"latency {within} (speedup {sp.median:.3f}, 95% CI {lo:.3f}-{hi:.3f})"
+        return f"latency: {within} (speedup {sp.median:.3f}, 95% CI {lo:.3f}-{hi:.3f})"
     return f"latency unchanged within noise (speedup {sp.median:.2f}, 95% CI {lo:.2f}-{hi:.2f})"
+
+
+def _traffic_clause(name: str, mode: OkMode, eager: OkMode, run: Run) -> str:
+    """The traffic change from the source the headline shows (analysis/traffic.py), the modeled
+    change beside a measured one, and why they disagree where they do."""
+    l2 = run.ceilings.l2_bytes if run.ceilings is not None else None
+    change = traffic_change(name, mode, eager, l2)
+    if change is None:
+        partial = sorted(set(mode.bytes.not_modeled + eager.bytes.not_modeled))
+        return f"modeled traffic not comparable ({', '.join(partial)} not modeled)"
+    percent = change.percent
+    if percent is None:
+        return ""
+    said = f"{change.source} traffic {signed(percent)}"
+    if change.source == "modeled" or change.modeled_percent is None:
+        return said
+    modeled = f"modeled {signed(change.modeled_percent)}"
+    if change.differs:
+        return f"{said} (Nsight Compute DRAM), {modeled}: {change.differs}"
+    return f"{said} (Nsight Compute DRAM; {modeled})"
 
 
 def _num(x: float | None) -> str:
@@ -94,10 +115,12 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
         base = "baseline" if name == "eager" else "no eager baseline to compare"
         differs = output_clause(mode)
         base = f"{differs}; {base}" if differs else base
-        return f"{name}: {base} - {k} kernels per step, {fmt_bytes(total)} modeled traffic{lat_s}"
-    eager_traffic = eager.bytes
+        measured = measured_total(mode)
+        traffic_s = f"{fmt_bytes(total)} modeled traffic"
+        if measured is not None:
+            traffic_s = f"{fmt_bytes(measured)} measured traffic ({fmt_bytes(total)} modeled)"
+        return f"{name}: {base} - {k} kernels per step, {traffic_s}{lat_s}"
     ek = eager.kernels.per_step
-    etotal = eager_traffic.read + eager_traffic.written
     if k < ek:
         kernels_text = f"{ek} eager kernels ran as {k} kernel{'s' if k != 1 else ''}"
     elif k > ek:
@@ -105,14 +128,7 @@ def verdict_for(name: str, run: Run, analysis: ModeAnalysis = NO_ANALYSIS) -> st
     else:
         kernels_text = f"kernel count unchanged ({k} per step)"
     parts = [output_clause(mode), kernels_text, analysis.fusion_evidence(mode, run)]
-    partial = sorted(set(traffic.not_modeled + eager_traffic.not_modeled))
-    if partial:
-        parts.append(f"modeled traffic not comparable ({', '.join(partial)} not modeled)")
-    elif etotal:
-        change = (total - etotal) / etotal * 100
-        parts.append(
-            f"modeled traffic {change:+.0f}%" if round(change) else "modeled traffic unchanged"
-        )
+    parts.append(_traffic_clause(name, mode, eager, run))
     parts.append(_latency_clause(mode))
     if mode.time_findings is not None:
         parts.append(mode.time_findings.clause)

@@ -94,15 +94,29 @@ def _is_layout(group: FusionGroup) -> bool:
     return not group.eager_ops and bool(group.library_operands)
 
 
+# How to take a branch on a tensor's value out of a captured graph: compile's graph break and
+# export's failure say the same.
+VALUE_BRANCH_FIX = "compute the condition outside forward, or branch with torch.cond or torch.where"
 _ITEM_HINT = (
-    "a branch on a tensor's value (.item()) breaks the graph: compute the condition "
-    "outside forward (or branch with torch.where / torch.cond) and the break goes away"
+    f"a branch on a tensor's value (.item()) breaks the graph: {VALUE_BRANCH_FIX}; "
+    "the break then goes away"
 )
+
+
+def branches_on_a_value(reason: str, source_text: str) -> bool:
+    """Dynamo's graph-break `reason` (its first line) at `source_text` is a branch on a tensor's
+    value: a `.item()` on the line, Dynamo's own `Tensor.item()` break, or what it calls
+    data-dependent branching (`if x.sum() > 0:`)."""
+    return (
+        ".item()" in source_text
+        or "Tensor.item()" in reason
+        or reason.startswith("Data-dependent branching")
+    )
 
 
 def _graph_break(gb: GraphBreak, entry_name: str) -> WhyNotFused:
     source_text = gb.source or ""
-    item = ".item()" in source_text or "Tensor.item()" in gb.reason
+    item = branches_on_a_value(gb.reason, source_text)
     return WhyNotFused(
         kind="graph_break",
         reason=gb.reason or "no reason recorded",

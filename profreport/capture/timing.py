@@ -33,7 +33,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from profreport.record.model import TimingSettings
@@ -66,6 +66,11 @@ STEADY_TOL = 0.05
 # The warm-up takes at most this share of the budget (and at least `warmup_s`); a callable
 # still unsteady then is judged by its rounds (steady_start).
 WARMUP_SHARE = 0.1
+# On a GPU a step time can hold one level for a second and then change: on the H200, simple's
+# compile ran 0.19-0.20 ms blocks for about the first 1.2 s of its timing, then 0.12-0.13 ms,
+# which the first steady probes cannot foresee (tests/test_timing.py replays the record). There
+# the warm-up lasts at least this long, so its steady probes are the device's settled time.
+DEVICE_WARMUP_S = 2.0
 
 
 @dataclass
@@ -165,6 +170,14 @@ def warm_up(
         for n in names:  # float dust must not add a call
             grown = math.ceil(cfg.block_s / typical[n] - 1e-9)
             calls[n] = max(1, min(calls[n] * 10, grown))
+
+
+def device_timing(cfg: TimingConfig, device_type: str) -> TimingConfig:
+    """The timing settings for a device: on a GPU (any device but the CPU) the warm-up lasts at
+    least DEVICE_WARMUP_S; the CPU's settings are left as they are."""
+    if device_type == "cpu" or cfg.warmup_s >= DEVICE_WARMUP_S:
+        return cfg
+    return replace(cfg, warmup_s=DEVICE_WARMUP_S)
 
 
 def block_calls(call_s: Mapping[str, float], block_s: float) -> dict[str, int]:

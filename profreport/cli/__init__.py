@@ -1,23 +1,26 @@
 """Command line: the only edge with side effects (arguments, progress, files, exit codes).
 
-One module per command (generate, models/modes, render, compare, ab, sweep, analyze), each a `Command`
-in `COMMANDS`; what they share (the parser, argument types, gates, progress and terminal text)
-is in `cli.common`; the exit codes and the bad-input exception are `profreport.exits`.
+One module per command (generate, listing: models and modes, render, compare, ab, sweep,
+analyze), each named in `COMMANDS`, the static table the parser is built from; what they share
+(the parser, argument types, gates, progress and terminal text) is in `cli.common`; the exit
+codes and the bad-input exception are `profreport.exits`.
 
 Exit codes (the table is profreport.exits): 0 success, 1 the run finished but found a problem,
 2 bad input (one line on stderr, nothing written), 3 internal error, 130 interrupted.
 
 Importing this package loads no command: `main` installs the signal handler first, then imports
-the commands (each imports what it needs to run only when it runs), so `--help` stays light and
-a SIGTERM while anything loads is an interrupt (130).
+the chosen command's module alone (which imports what it needs to run only when it runs), so
+`--help` loads the CLI only and a SIGTERM while anything loads is an interrupt (130).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 from profreport import __version__, interrupts
 from profreport.exits import (
@@ -31,38 +34,58 @@ from profreport.exits import (
 )
 from profreport.text import terminal_text
 
-if TYPE_CHECKING:
-    from profreport.cli.common import Command
-
 __all__ = [
+    "COMMANDS",
     "EXIT_BAD_INPUT",
     "EXIT_GATE",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "Command",
     "build_parser",
-    "commands",
     "main",
 ]
 
 
-def commands() -> tuple[Command, ...]:
-    """Every subcommand, in the order `--help` lists them."""
-    from profreport.cli import ab, analyze, compare, generate, listing, render, sweep
+@dataclass(frozen=True)
+class Command:
+    """A subcommand as data: its name, its help line, and `profreport.cli.<module>`, imported only
+    when the command is chosen, whose function `arguments` declares its arguments (None: it takes
+    none) and whose function `run` runs it (returning the exit code; bad input raised as
+    UsageError)."""
 
-    return (
-        generate.COMMAND,
-        listing.MODELS,
-        listing.MODES,
-        render.COMMAND,
-        compare.COMMAND,
-        ab.COMMAND,
-        sweep.COMMAND,
-        analyze.COMMAND,
-    )
+    name: str
+    help: str
+    module: str
+    run: str = "run"
+    arguments: str | None = "add_arguments"
+
+    def load(self, function: str) -> Any:
+        return getattr(importlib.import_module(f"profreport.cli.{self.module}"), function)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Every subcommand, in the order `--help` lists them.
+COMMANDS = (
+    Command("generate", "profile a model in every mode and write a report", "generate"),
+    Command("models", "list the built-in models", "listing", "run_models", None),
+    Command("modes", "list the execution modes", "listing", "run_modes", None),
+    Command("render", "re-render report.html and summary.md from a run record", "render"),
+    Command(
+        "compare",
+        "compare two runs of one model; exit 1 on a regression beyond a threshold",
+        "compare",
+    ),
+    Command(
+        "ab", "profile base and head in one process, timed interleaved; compare and gate", "ab"
+    ),
+    Command("sweep", "one generate run per point of a grid", "sweep"),
+    Command("analyze", "analyze Kineto traces (CUDA, ROCm, CPU)", "analyze"),
+)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """Every command, with the arguments of the one `argv` names only (its first word that is
+    not an option: nothing at the top level takes a value), so that no other command loads."""
     from profreport.cli.common import DEBUG_HELP, Parser
 
     parser = Parser(prog="profreport", description=__doc__.splitlines()[0])
@@ -72,8 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     debug = Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for command in commands():
-        command.add_arguments(sub.add_parser(command.name, parents=[debug], help=command.help))
+    chosen = next((word for word in argv if not word.startswith("-")), None)
+    for command in COMMANDS:
+        arguments = sub.add_parser(command.name, parents=[debug], help=command.help)
+        if command.name == chosen and command.arguments is not None:
+            command.load(command.arguments)(arguments)
     return parser
 
 
@@ -95,9 +121,10 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         # Whatever a library made of an interrupt (an error loading the model, say), it is the
         # interrupt.
         with interrupts.unmasked():
-            args = build_parser().parse_args(argv)
-            command = next(c for c in commands() if c.name == args.command)
-            return command.run(args, out, err)
+            args = build_parser(argv).parse_args(argv)
+            command = next(c for c in COMMANDS if c.name == args.command)
+            code: int = command.load(command.run)(args, out, err)
+            return code
     except (KeyboardInterrupt, Exception) as exc:
         code = exit_code_of(exc)
         if debug and code != EXIT_INTERRUPTED:

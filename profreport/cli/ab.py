@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TextIO
 
 from profreport.cli.common import (
-    Command,
     add_gate_arguments,
     findings_error,
     gate_exit,
@@ -126,11 +125,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         findings_error(run, line, args.debug, err)
         code = EXIT_INTERNAL if line is not None else code
     return code
-
-
-COMMAND = Command(
-    "ab",
-    "profile base and head in one process, timed interleaved; compare and gate",
-    add_arguments,
-    run,
-)

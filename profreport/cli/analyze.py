@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import Command, positive_int
+from profreport.cli.common import positive_int
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
 from profreport.files import LIGHT_TRACE_NAME, TIMELINE_NAME, write_atomic
 from profreport.render.registry import ANALYSIS, formats, get
@@ -184,6 +184,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {target}", file=out)
     return done
-
-
-COMMAND = Command("analyze", "analyze Kineto traces (CUDA, ROCm, CPU)", add_arguments, run)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
@@ -18,6 +18,22 @@ if TYPE_CHECKING:
     from profreport.record.model import Run
 
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
+
+# The modes profreport.modes registers, the default ones first, in its order: --help names them
+# without loading the registry and the modes behind it (tests/test_cli_light.py keeps them equal).
+DEFAULT_MODES = ("eager", "script", "trace", "optimize", "compile")
+BUILTIN_MODES: tuple[str, ...] = (*DEFAULT_MODES, "export", "compile-max-autotune")
+BUILTIN_MODES += ("compile-cudagraphs", "compile-dynamic", "compile-fullgraph")
+
+
+def known_modes() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Every mode and the default ones: the registry's once this process has loaded it (a program
+    may register modes before it calls `main`), else the table, all the registry holds before a
+    registration. --modes is checked against the registry when the command runs."""
+    registry = sys.modules.get("profreport.modes.registry")
+    if registry is None:
+        return BUILTIN_MODES, DEFAULT_MODES
+    return registry.mode_names(), registry.default_modes()
 
 
 class Parser(argparse.ArgumentParser):
@@ -173,14 +189,3 @@ def print_traceback(exc: BaseException, err: TextIO) -> None:
     if hidden is not None:
         traceback.print_exception(type(hidden), hidden, hidden.__traceback__, file=err)
     traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One subcommand: its name and help line, how it declares its arguments, and how it runs
-    (returning the exit code; bad input raised as UsageError)."""
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, TextIO, TextIO], int]

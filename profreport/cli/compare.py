@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from profreport.cli.common import Command, add_gate_arguments, gate_exit, thresholds
+from profreport.cli.common import add_gate_arguments, gate_exit, thresholds
 from profreport.exits import UsageError
 from profreport.files import write_atomic
 from profreport.render.registry import COMPARISON, SWEEP_COMPARISON, formats, get
@@ -81,11 +81,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_atomic(out_path, content)
         print(f"comparison: {out_path}", file=out)
     return gate_exit(gated, err, args.fail_on_inconclusive)
-
-
-COMMAND = Command(
-    "compare",
-    "compare two runs of one model; exit 1 on a regression beyond a threshold",
-    add_arguments,
-    run,
-)

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from profreport.cli.common import (
-    Command,
     findings_error,
+    known_modes,
     positive_float,
     positive_int,
     progress_display,
 )
 from profreport.exits import UsageError
-from profreport.modes import default_modes, mode_names
 from profreport.record.model import Run
 from profreport.runner import EAGER_BROKEN, GenerateRequest, generate, run_name
 from profreport.text import terminal_text
@@ -31,10 +30,11 @@ if TYPE_CHECKING:
     from profreport.record.expectation import Expectation, ExpectationFile
     from profreport.runner import Generated
 
-__all__ = ["COMMAND", "run", "run_name"]
+__all__ = ["add_arguments", "run", "run_name"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    modes, defaults = known_modes()
     parser.add_argument(
         "--model",
         default="simple",
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument(
         "--modes",
-        default=",".join(default_modes()),
-        help=f"comma-separated modes, from: {', '.join(mode_names())} (`profreport modes`)",
+        default=",".join(defaults),
+        help=f"comma-separated modes, from: {', '.join(modes)} (`profreport modes`)",
     )
     parser.add_argument(
         "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"
@@ -289,8 +289,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     findings_error(run, generated.findings_error, args.debug, err)
     write_update(args, old_budget, generated, out)
     return generated.exit_code
-
-
-COMMAND = Command(
-    "generate", "profile a model in every mode and write a report", add_arguments, run
-)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from profreport.cli.common import Command
 from profreport.exits import EXIT_OK
 from profreport.modes import default_modes, mode_names, mode_summary
 
@@ -37,7 +36,3 @@ def run_modes(_args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
         print(f"{name:<{width}}  {mode_summary(name)} [{tags}; bytes: {source}]", file=out)
     print(f"\ndefault (no --modes): {','.join(defaults)}", file=out)
     return EXIT_OK
-
-
-MODELS = Command("models", "list the built-in models", lambda _parser: None, run_models)
-MODES = Command("modes", "list the execution modes", lambda _parser: None, run_modes)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from profreport.cli.common import Command, findings_error
+from profreport.cli.common import findings_error
 from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError, findings_failed
 from profreport.files import not_a_file, write_atomic
 from profreport.render.registry import report_renderers
@@ -48,8 +48,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     line = None if failed is None else findings_failed(failed, record)
     findings_error(derived, line, args.debug, err)
     return EXIT_OK if line is None else EXIT_INTERNAL
-
-
-COMMAND = Command(
-    "render", "re-render report.html and summary.md from a run record", add_arguments, run
-)

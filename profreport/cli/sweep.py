@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from profreport.cli.common import Command, positive_float, positive_int, progress_display
+from profreport.cli.common import positive_float, positive_int, progress_display
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome
@@ -219,6 +219,3 @@ def _print_summary(sweep: Sweep, root: Path, out: TextIO, skipped: int, took_s: 
     print(f"sweep: {root / 'sweep.html'}", file=out)
     print(f"record: {root / document.FILENAME}", file=out)
     print(f"summary: {root / 'sweep.md'}", file=out)
-
-
-COMMAND = Command("sweep", "one generate run per point of a grid", add_arguments, run)

@@ -29,7 +29,6 @@ from profreport.modes.registry import (
     mode_names,
     mode_summary,
     register,
-    unregister,
 )
 
 __all__ = [
@@ -47,7 +46,6 @@ __all__ = [
     "mode_summary",
     "prepare_mode",
     "register",
-    "unregister",
 ]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from profreport.analysis.fusion import compile_fusion
 from profreport.analysis.fusion_evidence import inductor_evidence
 from profreport.analysis.why_not_fused import inductor_why_not
-from profreport.modes.base import WARMUP_CALLS, Mode, PreparedMode, Sync, warm_up
+from profreport.modes.base import WARMUP_CALLS, Mode, ModeError, PreparedMode, Sync, warm_up
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
 from profreport.record.model import (
     CompilerEvidence,
@@ -60,6 +60,7 @@ class CompileMode(Mode):
         from torch._dynamo.utils import counters
         from torch._inductor import metrics
 
+        from profreport.modes.capture_errors import failure_line, known_failure, model_files
         from profreport.modes.compile_logs import capturing_compiler_logs
         from profreport.modes.inductor_capture import InductorNodeCapture, capturing_nodes
 
@@ -72,7 +73,14 @@ class CompileMode(Mode):
             compiled: Callable[..., Any] = torch.compile(module, name=name, **self.compile_kwargs)
             start = time.perf_counter()
             with capturing_nodes(handler), capturing_compiler_logs() as logs:
-                warm_up(compiled, inputs, sync, 1)
+                try:
+                    warm_up(compiled, inputs, sync, 1)
+                except Exception as exc:
+                    # under fullgraph, a break is a failure: say where, as export does
+                    if not self.compile_kwargs.get("fullgraph") or not known_failure(exc):
+                        raise
+                    line = failure_line("torch.compile(fullgraph=True)", exc, model_files(module))
+                    raise ModeError(line) from exc
             compile_s = time.perf_counter() - start
             compiler = CompilerEvidence(
                 inductor_nodes=tuple(handler.nodes),

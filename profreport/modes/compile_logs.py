@@ -33,8 +33,9 @@ _GB_ID = re.compile(r"/gb/(gb\d+)\.html")
 _MAX_TEXT = 2000
 
 
-def _summary(reason: str) -> tuple[str, str]:
-    """(the one-line reason, Dynamo's own hint) out of a graph-break reason block."""
+def break_summary(reason: str) -> tuple[str, str]:
+    """(the one-line reason, Dynamo's own hint) out of a graph-break reason block (a log
+    message's, or the message of the `Unsupported` Dynamo raises under fullgraph)."""
     lines = [ln.strip() for ln in reason.splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith("Encountered graph break")] or lines
     head = lines[0] if lines else ""
@@ -49,7 +50,7 @@ def parse_graph_break(message: str) -> GraphBreak | None:
         return None
     why = _REASON.search(message)
     reason = why.group("reason").strip() if why else ""
-    summary, hint = _summary(reason)
+    summary, hint = break_summary(reason)
     line = int(at.group("line"))
     gb = _GB_ID.search(reason)
     return GraphBreak(

@@ -15,17 +15,16 @@ output flattened to tensors, as trace does (`compiler.outputs` says what was dro
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync, warm_up
+from profreport.modes.capture_errors import failure_line, model_files
 from profreport.modes.compile import CompileMode
 from profreport.record.model import CompilerEvidence, OkMode, Run
-from profreport.text import MAX_LINE_CHARS, one_line
 
 
 def aoti_capture_config(device_type: str) -> dict[str, Any]:
@@ -39,26 +38,10 @@ def aoti_capture_config(device_type: str) -> dict[str, Any]:
     return {"fx_graph_cache": False, "cpp.enable_kernel_profile": device_type == "cpu"}
 
 
-# export's own pointer to the user's code: "The following call raised this error:" then a frame.
-_USER_FRAME = re.compile(
-    r"The following call raised this error:\s*\n\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d+)"
-    r"(?:, in (?P<func>[^\n]+))?\n(?P<code>[^\n]*)"
-)
-
-
-def export_failure_line(exc: BaseException) -> str:
-    """One line for a failed torch.export: its own reason (the first line of its message) and the
-    user's source line when export names it; the reason is cut first, so the place survives."""
-    text = str(exc).strip()
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    reason = f"torch.export failed: {type(exc).__name__}" + (f": {first}" if first else "")
-    found = _USER_FRAME.search(text)
-    if not found:
-        return one_line(reason)
-    path = found["file"] if len(found["file"]) <= 80 else "…" + found["file"][-79:]
-    code = one_line(found["code"], limit=80)
-    where = f" (at {path}:{found['line']}" + (f": {code})" if code else ")")
-    return one_line(reason, limit=MAX_LINE_CHARS - len(where)) + where
+def export_failure_line(exc: BaseException, files: Collection[str] = ()) -> str:
+    """One line for a failed torch.export: its own reason, the model's source line it failed on
+    and the usual fix (modes/capture_errors)."""
+    return failure_line("torch.export", exc, files)
 
 
 class ExportMode(CompileMode):
@@ -89,7 +72,7 @@ class ExportMode(CompileMode):
         try:
             program = torch.export.export(target, tuple(inputs))
         except Exception as exc:  # data-dependent control flow, unsupported ops, ...
-            raise ModeError(export_failure_line(exc)) from exc
+            raise ModeError(export_failure_line(exc, model_files(module))) from exc
         export_s = time.perf_counter() - start
 
         metrics.reset()

@@ -1,7 +1,8 @@
-"""The one registry of execution modes: the CLI's choices and default, the API's check, the
+"""The one registry of execution modes: the API's check of the modes asked for, the
 `profreport modes` table, the pipeline, and the analyses handed to `derive` (`mode_analyses`) all
-read it. Built-in modes are registered on first use (so importing the registry imports no
-torch); `register` adds another one."""
+read it (--help names the built-in modes from the CLI's copy, cli/common.py's, kept equal by a
+test). Built-in modes are registered on first use (so importing the registry imports no torch);
+`register` adds another one."""
 
 from __future__ import annotations
 
@@ -78,14 +79,6 @@ def register(mode: Mode, *, default: bool = False, summary: str = "") -> Mode:
     if default and mode.name not in _DEFAULT:
         _DEFAULT.append(mode.name)
     return mode
-
-
-def unregister(name: str) -> None:
-    _builtins()
-    _REGISTRY.pop(name, None)
-    _SUMMARY.pop(name, None)
-    if name in _DEFAULT:
-        _DEFAULT.remove(name)
 
 
 def mode_names() -> tuple[str, ...]:

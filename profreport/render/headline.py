@@ -10,6 +10,7 @@ from typing import Literal, TypedDict
 
 from profreport.analysis.paired import RESOLUTION, beyond_resolution, resolution_note
 from profreport.analysis.speedups import processes_text
+from profreport.analysis.traffic import measured_total, signed, traffic_change
 from profreport.format import fmt_bytes
 from profreport.record.model import ModeResult, OkMode, Run
 from profreport.render.palette import mode_color
@@ -67,39 +68,31 @@ def short_text(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
-def _measured_total(mode: OkMode) -> int | None:
-    m = mode.bytes.measured
-    if m is None or not m.available or m.read is None or m.written is None:
-        return None
-    return m.read + m.written
-
-
-def _bytes_cell(mode: OkMode, eager: OkMode | None) -> HeadlineCell:
-    """The traffic change against eager, measured (Nsight Compute) where both modes have it,
-    else modeled; eager (or a run without eager) shows its own total. The detail starts with
-    the source, which the Markdown cell keeps."""
-    traffic = mode.bytes
+def _bytes_cell(name: str, mode: OkMode, eager: OkMode | None, l2: int | None) -> HeadlineCell:
+    """The traffic change against eager from the one source the verdict quotes too
+    (analysis/traffic.py: measured by Nsight Compute where both modes have it, else modeled);
+    eager (or a run without eager) shows its own total. The detail starts with the source,
+    which the Markdown cell keeps, and says when the modeled change disagrees."""
     if eager is None:
-        measured = _measured_total(mode)
+        measured = measured_total(mode)
         if measured is not None:
             return _cell(fmt_bytes(measured), "measured, per step")
-        return _cell(fmt_bytes(traffic.read + traffic.written), "modeled, per step")
-    mode_measured, eager_measured = _measured_total(mode), _measured_total(eager)
-    if mode_measured is not None and eager_measured:
-        mode_total, eager_total, source = mode_measured, eager_measured, "measured"
-    else:
-        if traffic.not_modeled or eager.bytes.not_modeled:
-            return _cell("n/a", "partial model: not comparable", "muted")
-        mode_total = traffic.read + traffic.written
-        eager_total = eager.bytes.read + eager.bytes.written
-        source = "modeled"
-    if not eager_total:
-        return _cell("n/a", f"{source}: eager moved no bytes", "muted")
-    change = round((mode_total - eager_total) / eager_total * 100)
-    detail = f"{source}, {fmt_bytes(eager_total)} → {fmt_bytes(mode_total)}"
-    if change == 0:
+        return _cell(fmt_bytes(mode.bytes.read + mode.bytes.written), "modeled, per step")
+    change = traffic_change(name, mode, eager, l2)
+    if change is None:
+        return _cell("n/a", "partial model: not comparable", "muted")
+    percent = change.percent
+    if percent is None:
+        return _cell("n/a", f"{change.source}: eager moved no bytes", "muted")
+    source: str = change.source
+    if change.differs and change.modeled_percent is not None:
+        source += f" (modeled {signed(change.modeled_percent)}: see the verdict)"
+    detail = f"{source}, {fmt_bytes(change.eager_bytes)} → {fmt_bytes(change.mode_bytes)}"
+    rounded = round(percent)
+    if rounded == 0:
         return _cell("±0%", detail)
-    return _cell(f"{change:+d}%", detail, "good" if change < 0 else "bad")
+    tone: Tone = "neutral" if change.differs else "good" if rounded < 0 else "bad"
+    return _cell(f"{rounded:+d}%", detail, tone)
 
 
 def _speedup_cell(mode: ModeResult) -> HeadlineCell:
@@ -116,7 +109,7 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
     if called < 0:
         return _cell(f"{sp.median:.2f}x", ci, "bad")
     if resolution_note((lo, hi)):  # off 1, but not beyond what identical code can show
-        return _cell(f"{sp.median:.2f}x", f"within {RESOLUTION:.0%}: {ci}")
+        return _cell(f"{sp.median:.2f}x", f"no change beyond {RESOLUTION:.0%} is certain: {ci}")
     return _cell(f"{sp.median:.2f}x", f"no change: {ci}")
 
 
@@ -134,7 +127,9 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
     return _cell("DIFFERS", "; ".join(p for p in (err, check.note or "") if p), "bad")
 
 
-def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
+def _row(
+    name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool, l2: int | None
+) -> HeadlineRow:
     if not isinstance(mode, OkMode):
         return {
             "mode": name,
@@ -163,7 +158,7 @@ def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> H
             if cuda
             else None
         ),
-        "bytes": _bytes_cell(mode, baseline),
+        "bytes": _bytes_cell(name, mode, baseline, l2),
         "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
         "output": _output_cell(name, mode),
         "error": "",
@@ -174,8 +169,9 @@ def headline(run: Run) -> Headline:
     """The headline rows of a run with findings, in the run's mode order."""
     cuda = run.device.type == "cuda"
     eager = run.modes.get("eager")
+    l2 = run.ceilings.l2_bytes if run.ceilings is not None else None
     return {
-        "rows": [_row(name, mode, eager, cuda) for name, mode in run.modes.items()],
+        "rows": [_row(name, mode, eager, cuda, l2) for name, mode in run.modes.items()],
         "show_launches": cuda,
         "kernel_label": "device kernels" if cuda else "CPU kernels",
     }

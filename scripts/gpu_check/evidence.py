@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_check import rawtrace
+from gpu_check.rawtrace import RawTrace
+
 JSON = dict[str, Any]
+SALVAGED_PREFIX = "salvaged-"  # a staged run folder gpu-check copied at its step's time limit
 
 
 @dataclass(frozen=True)
@@ -44,16 +48,22 @@ class StepOutcome:
 
 @dataclass
 class Evidence:
-    """Everything one gpu-check left behind, by step: run records by run label, `analyze`
-    outputs by run label, the comparison, the render folder, the preflight readings."""
+    """Everything one gpu-check left behind, by step: run records by run label, each mode's
+    trace read raw (rawtrace), `analyze` outputs by run label, the comparison, the rendered
+    report, the preflight readings."""
 
     steps: dict[str, StepOutcome] = field(default_factory=dict)
     preflight: JSON | None = None
     runs: dict[str, JSON] = field(default_factory=dict)
     run_dirs: dict[str, Path] = field(default_factory=dict)
+    # run label -> mode -> its trace's raw events, counted (None: the file could not be read)
+    traces: dict[str, dict[str, RawTrace | str]] = field(default_factory=dict)
+    # run label -> why its record is a staged one (the run did not finish)
+    partial: dict[str, str] = field(default_factory=dict)
     analyses: dict[str, JSON] = field(default_factory=dict)
     comparison: JSON | None = None
     rendered: dict[str, int] | None = None  # file name -> size in bytes
+    rendered_summary: str | None = None  # the rendered summary.md
     budget_s: float = 480.0
     elapsed_s: float = 0.0
 
@@ -81,8 +91,45 @@ def run_folder(parent: Path) -> Path | None:
     """The one run folder `generate --out parent` published (None when it published none)."""
     if not parent.is_dir():
         return None
-    runs = sorted(p for p in parent.iterdir() if p.is_dir() and (p / "run.json").is_file())
+    runs = sorted(
+        p
+        for p in parent.iterdir()
+        if p.is_dir()
+        and not p.name.startswith((".", SALVAGED_PREFIX))
+        and (p / "run.json").is_file()
+    )
     return runs[-1] if runs else None
+
+
+def partial_folder(parent: Path, staged_only: bool = False) -> Path | None:
+    """A run folder generate staged and never published, with the run.json it checkpoints after
+    each mode: its own `.<name>.partial-*` (left by a crash), or the copy gpu-check kept of it at
+    the step's time limit (`salvaged-*`; not with `staged_only`)."""
+    if not parent.is_dir():
+        return None
+    prefixes = (".",) if staged_only else (".", SALVAGED_PREFIX)
+    found = sorted(
+        p
+        for p in parent.iterdir()
+        if p.is_dir()
+        and p.name.startswith(prefixes)
+        and ".partial-" in p.name
+        and (p / "run.json").is_file()
+    )
+    kept = [p for p in found if p.name.startswith(SALVAGED_PREFIX)]
+    chosen = kept or found
+    return chosen[-1] if chosen else None
+
+
+def read_traces(record: JSON, run_dir: Path) -> dict[str, RawTrace | str]:
+    """Each ok mode's trace read raw; a trace that cannot be read is the line saying why."""
+    found: dict[str, RawTrace | str] = {}
+    for mode, rel in traces_by_mode(record).items():
+        try:
+            found[mode] = rawtrace.read(run_dir / rel)
+        except (OSError, ValueError) as exc:
+            found[mode] = f"{rel}: {type(exc).__name__}: {exc}"
+    return found
 
 
 def traces_by_mode(record: JSON) -> dict[str, str]:

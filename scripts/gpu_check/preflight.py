@@ -57,9 +57,6 @@ def cuda_reading() -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"available": False, "reason": "torch.cuda.is_available() is False"}
     props = torch.cuda.get_device_properties(0)
-    code, smi = _run(
-        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], timeout_s=15
-    )
     return {
         "available": True,
         "device": props.name,
@@ -68,8 +65,24 @@ def cuda_reading() -> dict[str, Any]:
         "l2_bytes": getattr(props, "L2_cache_size", None),
         "multiprocessors": props.multi_processor_count,
         "runtime": torch.version.cuda,
-        "driver": smi.splitlines()[0] if code == 0 and smi else None,
+        **smi_reading(),
     }
+
+
+def smi_reading() -> dict[str, Any]:
+    """The driver version, and the device as nvidia-smi lists it (NVML: a second opinion on
+    what torch's CUDA runtime reports)."""
+    query = "--query-gpu=driver_version,name,memory.total"
+    code, out = _run(["nvidia-smi", query, "--format=csv,noheader,nounits"], timeout_s=15)
+    fields = [f.strip() for f in out.splitlines()[0].split(",")] if code == 0 and out else []
+    if len(fields) != 3:
+        return {"driver": None, "smi": None}
+    driver, name, memory_mib = fields
+    try:
+        memory = int(float(memory_mib) * 2**20)
+    except ValueError:
+        return {"driver": driver, "smi": None}
+    return {"driver": driver, "smi": {"name": name, "memory_bytes": memory}}
 
 
 def fusers_reading() -> dict[str, Any]:

@@ -41,8 +41,9 @@ def summary_text(evidence: Evidence, results: list[Result]) -> str:
     lines += [
         "",
         "per run and mode: kernels and launches per step (profiler); bytes per step, modeled "
-        "and measured (Nsight Compute DRAM, read + written); latency median (measured)",
-        format_table(table_rows(evidence)),
+        "and measured (Nsight Compute DRAM, read + written); latency median (measured); flags: "
+        "what the record calls doubtful (inconclusive, inconsistent, ...) and each FAIL about it",
+        format_table(table_rows(evidence, results)),
         "",
         f"gpu-check: {n['ok']} ok, {n['FAIL']} FAIL, {n['skip']} skip in "
         f"{evidence.elapsed_s:.0f} s (budget {evidence.budget_s:.0f} s)",
@@ -57,7 +58,9 @@ def summary_json(evidence: Evidence, results: list[Result]) -> dict[str, Any]:
         "counts": counts(results),
         "steps": [asdict(s) for s in evidence.steps.values()],
         "checks": [asdict(r) for r in results],
-        "table": table_rows(evidence),
+        "table": table_rows(evidence, results),
+        # the readings themselves, so a recorded check can be checked again (tests/data/runs)
+        "preflight": evidence.preflight,
     }
 
 

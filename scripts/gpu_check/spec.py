@@ -23,6 +23,10 @@ class RunSpec:
     # Modes allowed to fail with their one clean line (TorchScript cannot script transformers
     # models): the run must still complete, and every other mode must be ok.
     may_fail: tuple[str, ...] = ()
+    # True where every tensor is several times the L2 and every op streams it once: Nsight
+    # Compute's DRAM reads of a whole mode are then its modeled reads (checked both ways).
+    streams_from_dram: bool = False
+    why: str = ""  # one line: what this run shows (the docs' table)
 
     def generate_args(self) -> list[str]:
         model = self.model
@@ -36,45 +40,88 @@ class RunSpec:
         return args
 
 
-GATED = "gated-residual"
-CONV = "conv-bn-relu"
-MLP = "mlp-block"
-OPT_IN = "mlp-block-opt-in"
 SIMPLE = "simple"
+GATED = "gated-residual"
 DECODER = "decoder-lm"
 EXPORT = "export"
+DECODER_BYTES = "decoder-lm-bytes"
+CUDAGRAPHS = "cudagraphs"
+MAX_AUTOTUNE = "max-autotune"
+CONV = "conv-bn-relu"
+MLP = "mlp-block"
+QWEN2 = "bench/real_models_corpus.py:qwen2"
 
-# In order of importance: when the budget runs short, the later ones are cut.
+# In order of value: the budget cuts the last ones first. Each run is its own process with its
+# own time limit, so a crash or a hang costs that run only; the modes known to crash or hang
+# on a GPU (export, the opt-in compile variants) each have a run of their own, after the runs
+# that hold the most evidence. analyze runs right after each run, compare and render right
+# after the runs they read (steps.plan).
 RUNS = (
-    # The README's first command, DRAM bytes measured by ncu beside the modeled ones.
-    RunSpec(SIMPLE, "simple", measure_bytes=True, cap_s=90),
-    # A real decoder LM as a user builds it (2-layer Qwen2 from its config, default outputs with
-    # a KV cache); script fails on transformers models with its one line.
+    RunSpec(
+        SIMPLE,
+        "simple",
+        measure_bytes=True,
+        cap_s=90,
+        why="the README's command: cuDNN conv+ReLU, Inductor; ncu DRAM bytes per mode",
+    ),
+    RunSpec(
+        GATED,
+        "gated-residual",
+        batch_size=256,
+        measure_bytes=True,
+        streams_from_dram=True,
+        cap_s=120,
+        why="NNC fusion on GPU, one Triton kernel; 256 MiB tensors: ncu reads = modeled reads",
+    ),
     RunSpec(
         DECODER,
-        "bench/real_models_corpus.py:qwen2",
+        QWEN2,
         may_fail=("script",),
         cap_s=90,
+        why="a 2-layer Qwen2 from its config (KV cache outputs): cuBLAS GEMMs kept by compile",
     ),
-    # export apart: on torch 2.11 + CUDA 13 it ended the whole generate process with SIGSEGV
-    # (simple, Qwen2 and mlp-block alike), which took every other mode's evidence with it.
-    RunSpec(EXPORT, "simple", modes=("eager", "export"), cap_s=45),
-    # Batch 256: each of its two inputs is 256 MiB, several times an H200's 60 MB L2, so DRAM
-    # traffic is what the modeled bytes count.
-    RunSpec(GATED, "gated-residual", batch_size=256, measure_bytes=True, cap_s=200),
-    RunSpec(CONV, "conv-bn-relu", cap_s=100),
-    RunSpec(MLP, "mlp-block", dtype="bfloat16", cap_s=100),
-    # The opt-in modes on GEMMs: max-autotune weighs Triton templates against cuBLAS(Lt),
-    # bias_addmm included; cudagraphs has several kernels to replay.
     RunSpec(
-        OPT_IN,
-        "mlp-block",
-        modes=("eager", "export", "compile-max-autotune", "compile-cudagraphs"),
-        dtype="bfloat16",
-        cap_s=170,
+        EXPORT,
+        "simple",
+        modes=("eager", "export"),
+        cap_s=100,
+        why="export + AOTInductor on CUDA (SIGSEGV, then a timeout, on the H200 in 2026-12)",
     ),
+    RunSpec(
+        DECODER_BYTES,
+        QWEN2,
+        modes=("eager", "compile"),
+        measure_bytes=True,
+        cap_s=130,
+        why="ncu DRAM bytes of the decoder LM's prefill, kernel by kernel",
+    ),
+    # Decode on CUDA (issue 50, part B) belongs here once `generate --workload decode` exists:
+    # eager, compile and compile-cudagraphs per generated token. Nothing runs it yet.
+    RunSpec(
+        CUDAGRAPHS,
+        MLP,
+        modes=("eager", "compile-cudagraphs"),
+        dtype="bfloat16",
+        cap_s=90,
+        why="compile-cudagraphs replays several kernels per graph launch",
+    ),
+    RunSpec(
+        MAX_AUTOTUNE,
+        MLP,
+        modes=("eager", "compile-max-autotune"),
+        dtype="bfloat16",
+        cap_s=150,
+        why="max-autotune weighs Triton templates against cuBLAS(Lt) for the GEMMs",
+    ),
+    RunSpec(CONV, CONV, cap_s=100, why="optimize folds BatchNorm into cuDNN convolutions"),
+    RunSpec(MLP, MLP, dtype="bfloat16", cap_s=100, why="bfloat16 GEMMs through cuBLAS(Lt)"),
 )
 RUN_SPECS = {spec.label: spec for spec in RUNS}
+# `profreport compare` of two different runs (the second a different model: every number
+# changes) and `render` of the first, each right after the runs it reads.
+COMPARED = (SIMPLE, DECODER)
+RENDERED = SIMPLE
 
-# Timing kept short: the checks need a median, not a tight one.
-GENERATE_TIMING = ["--min-time", "0.2", "--max-time", "4", "--active-steps", "3"]
+# Timing kept short: the checks need a median, not a tight one. --max-time covers the GPU's
+# warm-up (at least capture/timing.DEVICE_WARMUP_S) and the rounds after it.
+GENERATE_TIMING = ["--min-time", "0.2", "--max-time", "6", "--active-steps", "3"]

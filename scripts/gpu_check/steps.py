@@ -8,7 +8,9 @@ why it cannot run instead). A step that outlives its limit is ended with its who
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_check.evidence import Evidence, StepOutcome, read_json, run_folder, traces_by_mode
-from gpu_check.spec import GATED, GENERATE_TIMING, RUNS, RunSpec
+from gpu_check.evidence import (
+    SALVAGED_PREFIX,
+    Evidence,
+    StepOutcome,
+    partial_folder,
+    read_json,
+    read_traces,
+    run_folder,
+    traces_by_mode,
+)
+from gpu_check.spec import COMPARED, GENERATE_TIMING, RENDERED, RUNS, RunSpec
 
 SCRIPTS = Path(__file__).resolve().parents[1]
 TAIL_RESERVE_S = 15.0  # kept back from the steps for the checks, the summary and the archive
@@ -53,6 +64,9 @@ class Step:
     cap_s: float
     command: Command
     collect: Collect | None = None
+    # called at the step's time limit before it is ended: keeps what it wrote so far (a
+    # generate's staged run folder, which profreport removes when it is stopped)
+    salvage: Collect | None = None
 
 
 def step_env(base: dict[str, str], work: Path, site: Path | None) -> dict[str, str]:
@@ -124,46 +138,93 @@ def _generate(spec: RunSpec, device: str) -> Command:
     return command
 
 
+def _runs_parent(ws: Workspace, label: str) -> Path:
+    return ws.work / "runs" / label
+
+
 def _collect_run(spec: RunSpec) -> Collect:
+    """The published run folder; else the staged one a crashed generate left (its run.json holds
+    the modes that finished), or the copy kept at the step's time limit."""
+
     def collect(ws: Workspace) -> None:
-        found = run_folder(ws.work / "runs" / spec.label)
-        if found is not None:
-            record = read_json(found / "run.json")
-            if record is not None:
-                ws.evidence.runs[spec.label] = record
-                ws.evidence.run_dirs[spec.label] = found
+        parent = _runs_parent(ws, spec.label)
+        found = run_folder(parent)
+        partial = None
+        if found is None:
+            found = partial_folder(parent)
+            partial = "the run did not finish: its staged record holds the modes that did"
+        if found is None:
+            return
+        record = read_json(found / "run.json")
+        if record is not None:
+            ws.evidence.runs[spec.label] = record
+            ws.evidence.run_dirs[spec.label] = found
+            ws.evidence.traces[spec.label] = read_traces(record, found)
+            if partial is not None:
+                ws.evidence.partial[spec.label] = partial
 
     return collect
 
 
-def _analyze(ws: Workspace) -> list[str] | str:
-    """One `analyze` over every run's traces (one process: torch is imported once)."""
-    traces = [
-        str(ws.evidence.run_dirs[label] / rel)
-        for label, record in ws.evidence.runs.items()
-        for rel in traces_by_mode(record).values()
-    ]
-    if not traces:
-        return "no run left a trace"
-    out = ws.work / "analyze"
-    return ws.profreport("analyze", "--format", "json", "--out", str(out), *traces)
+def _salvage_run(spec: RunSpec) -> Collect:
+    """At the time limit: a copy of the staged run folder (profreport deletes it when stopped),
+    read as the run's evidence by `_collect_run`."""
+
+    def salvage(ws: Workspace) -> None:
+        parent = _runs_parent(ws, spec.label)
+        staged = partial_folder(parent, staged_only=True)
+        if staged is not None:
+            kept = parent / f"{SALVAGED_PREFIX}{staged.name.lstrip('.')}"
+            # a file the run replaces meanwhile may fail to copy: the rest, run.json first, is
+            # still worth keeping (its checkpoints are written whole, by rename)
+            record = parent / f".{kept.name}.run.json"
+            shutil.copy2(staged / "run.json", record)
+            # some files may go meanwhile: keep what was copied
+            with contextlib.suppress(shutil.Error):
+                shutil.copytree(staged, kept, dirs_exist_ok=True)
+            kept.mkdir(exist_ok=True)
+            os.replace(record, kept / "run.json")
+        _collect_run(spec)(ws)
+
+    return salvage
 
 
-def _collect_analysis(ws: Workspace) -> None:
-    analysis = read_json(ws.work / "analyze" / "analysis.json")
-    if analysis is not None:
-        for label in ws.evidence.runs:
-            ws.evidence.analyses[label] = analysis  # each run finds its traces by their paths
+def _analyze(label: str) -> Command:
+    """`profreport analyze` of one run's traces, right after its generate."""
+
+    def command(ws: Workspace) -> list[str] | str:
+        record, run_dir = ws.evidence.runs.get(label), ws.run_dir(label)
+        if record is None or run_dir is None:
+            return f"no {label} run record"
+        traces = [str(run_dir / rel) for rel in traces_by_mode(record).values()]
+        if not traces:
+            return f"{label}: no mode left a trace"
+        out = ws.work / "analyze" / label
+        return ws.profreport("analyze", "--format", "json", "--out", str(out), *traces)
+
+    return command
+
+
+def _collect_analysis(label: str) -> Collect:
+    def collect(ws: Workspace) -> None:
+        analysis = read_json(ws.work / "analyze" / label / "analysis.json")
+        if analysis is not None:
+            ws.evidence.analyses[label] = analysis
+
+    return collect
 
 
 def _compare(ws: Workspace) -> list[str] | str:
-    run_dir = ws.run_dir(GATED)
-    if run_dir is None:
-        return f"no {GATED} run folder"
+    """Two different runs (different models: every number changes), so the check can hold each
+    change against the two runs' own traces."""
+    base, head = (ws.run_dir(label) for label in COMPARED)
+    if base is None or head is None:
+        return f"no {' or '.join(COMPARED)} run folder"
     out = ws.work / "compare.json"
     return ws.profreport(
-        "compare", str(run_dir), str(run_dir), "--format", "json", "--out", str(out)
-    )
+        "compare", str(base), str(head), "--allow-different-models",
+        "--format", "json", "--out", str(out),
+    )  # fmt: skip
 
 
 def _collect_compare(ws: Workspace) -> None:
@@ -171,9 +232,9 @@ def _collect_compare(ws: Workspace) -> None:
 
 
 def _render(ws: Workspace) -> list[str] | str:
-    run_dir = ws.run_dir(GATED)
+    run_dir = ws.run_dir(RENDERED)
     if run_dir is None:
-        return f"no {GATED} run folder"
+        return f"no {RENDERED} run folder"
     return ws.profreport("render", str(run_dir), "--out", str(ws.work / "render"))
 
 
@@ -181,6 +242,9 @@ def _collect_render(ws: Workspace) -> None:
     folder = ws.work / "render"
     if folder.is_dir():
         ws.evidence.rendered = {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file()}
+        summary = folder / "summary.md"
+        if summary.is_file():
+            ws.evidence.rendered_summary = summary.read_text(encoding="utf-8")
 
 
 def plan(
@@ -190,21 +254,27 @@ def plan(
     runs: tuple[RunSpec, ...] = RUNS,
     cap_scale: float = 1.0,
 ) -> list[Step]:
-    """The steps in order: install (when wheels are carried), preflight, the generate runs in
-    order of importance, then analyze, compare and render on what they wrote. `cap_scale`
-    stretches every step's limit (a slow CPU machine, in tests); the budget still binds."""
+    """The steps in order: install (when wheels are carried), preflight, then each generate run
+    in order of value, each followed by `analyze` of its traces; `render` right after the run it
+    renders, `compare` right after the second of the runs it compares. `cap_scale` stretches
+    every step's limit (a slow CPU machine, in tests); the budget still binds."""
     steps = []
     if wheels is not None and site is not None:
         steps.append(Step("install", 60, install_command(wheels, site)))
     steps.append(Step("preflight", 100, _preflight, _collect_preflight))
-    steps += [
-        Step(f"generate {s.label}", s.cap_s, _generate(s, device), _collect_run(s)) for s in runs
-    ]
-    steps.append(Step("analyze", 60, _analyze, _collect_analysis))
-    if any(s.label == GATED for s in runs):
-        steps.append(Step("compare", 30, _compare, _collect_compare))
-        steps.append(Step("render", 40, _render, _collect_render))
-    return [Step(s.name, s.cap_s * cap_scale, s.command, s.collect) for s in steps]
+    done: set[str] = set()
+    for s in runs:
+        steps.append(
+            Step(f"generate {s.label}", s.cap_s, _generate(s, device), _collect_run(s),
+                 _salvage_run(s))
+        )  # fmt: skip
+        steps.append(Step(f"analyze {s.label}", 60, _analyze(s.label), _collect_analysis(s.label)))
+        done.add(s.label)
+        if s.label == RENDERED:
+            steps.append(Step("render", 40, _render, _collect_render))
+        if s.label in COMPARED and set(COMPARED) <= done:
+            steps.append(Step("compare", 30, _compare, _collect_compare))
+    return [Step(s.name, s.cap_s * cap_scale, s.command, s.collect, s.salvage) for s in steps]
 
 
 def _log_name(step: str) -> str:
@@ -259,6 +329,11 @@ def run_step(
         try:
             code = proc.wait(timeout=timeout_s)
         except BaseException as exc:
+            if isinstance(exc, subprocess.TimeoutExpired) and step.salvage is not None:
+                try:
+                    step.salvage(ws)  # what it wrote so far, before it is ended
+                except OSError as lost:
+                    out.write(f"\ngpu-check: nothing kept at the time limit: {lost}\n".encode())
             _end_group(proc)  # never leave a step running behind the check
             if not isinstance(exc, subprocess.TimeoutExpired):
                 raise
@@ -267,10 +342,13 @@ def run_step(
                 "ended at its time limit", _log_name(step.name),
             )  # fmt: skip
     seconds = clock() - start
-    if step.collect is not None:
-        step.collect(ws)
     status = "ok" if code == 0 else "failed"
     reason = "" if code == 0 else _last_line(log)
+    if step.collect is not None:
+        try:
+            step.collect(ws)
+        except (OSError, ValueError) as exc:  # its output is there but unreadable: say so
+            status, reason = "failed", f"its output could not be read: {exc}"
     return StepOutcome(step.name, status, seconds, code, timeout_s, reason, _log_name(step.name))
 
 
