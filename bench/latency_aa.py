@@ -6,14 +6,17 @@ Two ways of timing base against head, each N times per pair:
   bench/ab_models/same/ (a byte-for-byte copy of base in another folder: A/A) or
   bench/ab_models/double/ (the same block applied twice: A/B, twice the work);
 - `timer`: in one process, one model's mode against itself through the paired timer
-  (capture/timing.measure_latency with two series, judged by analysis/paired.paired_gate), for
+  (capture/timing.measure_latency with two series, judged by analysis/speedups.paired_gate), for
   eager and compile: the model built twice from the same file, each instance with its own
   weights, as `ab` has them (A/A); and against the double model's same mode (A/B).
 
 Each run appends one JSON line per mode to `--record FILE` (so that a long bench can be split
-into short calls under /work/bin/quiet); `--table FILE...` prints, per pair and mode, how often a
-difference was called (the gate conclusive and the 95% interval beyond the 1% resolution), how often it was
-inconclusive, the median of the paired medians and the median |ratio - 1|.
+into short calls under /work/bin/quiet), with base's and head's blocks per timing process;
+`--table FILE...` prints, per pair and mode, how often a difference was called (the gate
+conclusive and the 95% interval beyond the 1% resolution), how often it was inconclusive, the
+median of the paired medians and the median |ratio - 1|: as each run judged it (`then`) and
+judged again from its blocks with today's statistics (`today`; lines recorded before the blocks
+were kept are judged as recorded).
 
     python bench/latency_aa.py ab --runs 2 --record aa.jsonl [--min-time 1.0] [--pairs aa,ab]
     python bench/latency_aa.py timer --runs 20 --record aa.jsonl
@@ -76,7 +79,10 @@ def run_ab(pair: str, run: int, args: argparse.Namespace, out: Path) -> list[dic
     for mc in cmp["modes"]:
         lat = next(m for m in mc["metrics"] if m["metric"] == "latency_median_ms")
         r = lat["paired"]["ratio"]
-        calls = [runs[s]["modes"][mc["mode"]]["latency_ms"]["calls_per_block"] for s in runs]
+        latency = {s: runs[s]["modes"][mc["mode"]]["latency_ms"] for s in runs}
+        calls = [latency[s]["calls_per_block"] for s in runs]
+        noise = runs["base"].get("timing_noise") or {}
+        loads = noise.get("process_loads") or [noise.get("load")]
         rows.append(
             _row(
                 "ab",
@@ -93,15 +99,40 @@ def run_ab(pair: str, run: int, args: argparse.Namespace, out: Path) -> list[dic
                 other_busy=runs["base"]["timing_noise"]["load"].get("other_busy_share"),
                 timing_s=runs["base"]["phases_s"].get("timing"),
                 wall_s=round(wall_s, 1),
+                base_blocks=_blocks(latency["base"]),
+                head_blocks=_blocks(latency["head"]),
+                loads=loads,
             )
         )
     return rows
 
 
+def _blocks(latency: dict[str, Any]) -> list[list[float]]:
+    """A stored latency's blocks per timing process."""
+    if latency.get("processes"):
+        return [p["samples"] for p in latency["processes"]]
+    return [latency["samples"]]
+
+
+def _judged(r: dict[str, Any]) -> tuple[float, list[float], str | None]:
+    """(median, 95% CI, inconclusive) of a line: judged again from its blocks with today's
+    statistics (analysis/speedups.paired_gate), or as recorded when it has none."""
+    if "base_blocks" not in r:
+        return r["median"], r["ci95"], r["inconclusive"]
+    from profreport.analysis.speedups import paired_gate
+    from profreport.record.model import MachineLoad
+
+    loads = [MachineLoad.from_json(x) if x else None for x in r["loads"]]
+    if len(loads) != len(r["base_blocks"]):
+        loads = [None] * len(r["base_blocks"])
+    gate = paired_gate(r["base_blocks"], r["head_blocks"], None, loads)
+    return gate.ratio.median, list(gate.ratio.ci95), gate.inconclusive
+
+
 def run_timer(args: argparse.Namespace) -> list[dict[str, Any]]:
     import torch
 
-    from profreport.analysis.paired import paired_gate
+    from profreport.analysis.speedups import paired_gate
     from profreport.capture.noise import watch
     from profreport.capture.timing import TimingConfig, measure_latency
     from profreport.models import load_model
@@ -125,7 +156,7 @@ def run_timer(args: argparse.Namespace) -> list[dict[str, Any]]:
                             {"base": fns["base", mode], "head": head}, lambda: None, cfg
                         )
                     base_ms, head_ms = res["base"].samples_ms, res["head"].samples_ms
-                    gate = paired_gate(base_ms, head_ms, None, watched.load)
+                    gate = paired_gate([base_ms], [head_ms], None, [watched.load])
                     r = gate.ratio
                     rows.append(
                         _row(
@@ -143,6 +174,9 @@ def run_timer(args: argparse.Namespace) -> list[dict[str, Any]]:
                             other_busy=None
                             if watched.load is None
                             else watched.load.other_busy_share,
+                            base_blocks=[base_ms],
+                            head_blocks=[head_ms],
+                            loads=[None if watched.load is None else watched.load.to_json()],
                         )
                     )
     return rows
@@ -155,18 +189,22 @@ def table(paths: list[str]) -> None:
         groups[r["tool"], r["pair"], r["mode"]].append(r)
     print(f"code: {sorted({r['code'] for r in rows})}")
     print(
-        f"{'tool':<6} {'pair':<5} {'mode':<8} {'runs':>4} {'called':>7} {'excl. 1':>7} "
-        f"{'inconcl.':>8} "
+        f"{'tool':<6} {'pair':<5} {'mode':<8} {'runs':>4} {'called':>7} {'then':>7} "
+        f"{'excl. 1':>7} {'inconcl.':>8} {'then':>4} "
         f"{'median ratio':>12} {'med |r-1|':>9} {'max |r-1|':>9} {'others':>6} {'busy':>4}  "
         "calls/block base/head"
     )
     for (tool, pair, mode), rs in sorted(groups.items()):
         dev = [abs(r["median"] - 1) for r in rs]
-        # today's rule applied to every record, old ones included; `excl. 1`: the rule before
-        # the resolution (the interval excluding 1)
-        called = sum(_called(r["median"], r["ci95"], r["inconclusive"]) for r in rs)
+        today = [_judged(r) for r in rs]
+        # `called`: today's statistics and rule; `then`: as each run judged it (the resolution
+        # rule applied to lines recorded before it); `excl. 1`: the rule before the resolution
+        # (the interval excluding 1), on the recorded intervals
+        called = sum(_called(*t) for t in today)
+        then = sum(_called(r["median"], r["ci95"], r["inconclusive"]) for r in rs)
         excl = sum(not r["inconclusive"] and (r["ci95"][0] > 1 or r["ci95"][1] < 1) for r in rs)
-        inconclusive = sum(bool(r["inconclusive"]) for r in rs)
+        inconclusive = sum(bool(t[2]) for t in today)
+        inconclusive_then = sum(bool(r["inconclusive"]) for r in rs)
         med = statistics.median(r["median"] for r in rs)
         calls = ", ".join(f"{a}/{b}" for a, b in (r["calls_per_block"] for r in rs[:6]))
         more = ", ..." if len(rs) > 6 else ""
@@ -175,14 +213,15 @@ def table(paths: list[str]) -> None:
         busy = sum(s > BUSY for s in shares)
         print(
             f"{tool:<6} {pair:<5} {mode:<8} {len(rs):>4} {called:>3}/{len(rs):<3} "
-            f"{excl:>3}/{len(rs):<3} "
-            f"{inconclusive:>8} {med:>12.3f} {statistics.median(dev):>9.3f} {max(dev):>9.3f} "
+            f"{then:>3}/{len(rs):<3} {excl:>3}/{len(rs):<3} "
+            f"{inconclusive:>8} {inconclusive_then:>4} {med:>12.3f} {statistics.median(dev):>9.3f} {max(dev):>9.3f} "
             f"{others:>6} {busy:>4}  {calls}{more}"
         )
     print(
         "pair aa: base and a byte-identical head (a call is wrong); ab: a head doing twice the "
         "work (a call is right). called = conclusive and the 95% interval beyond the 1% "
-        "resolution; excl. 1 = conclusive and the interval excluding 1 (the rule before). others: "
+        "resolution, judged with today's statistics from the recorded blocks (then: as the run "
+        "judged it); excl. 1 = conclusive and the interval excluding 1 (the rule before). others: "
         f"median share of the CPU other processes used while timing; busy: runs above {BUSY:.0%}."
     )
 

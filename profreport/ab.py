@@ -138,7 +138,7 @@ def run_ab(
         thresholds,
         base_label=labels["base"],
         head_label=labels["head"],
-        paired_load=load,
+        paired_loads=(load,),  # one timing process: this one
         allow_different_models=True,  # `ab` compares whatever two models it is given
     )
     return AbResult(runs["base"], runs["head"], comparison)

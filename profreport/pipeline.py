@@ -35,10 +35,11 @@ from profreport import __version__, interrupts
 from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import estimate
 from profreport.analysis.derive import derived_run
-from profreport.analysis.latency import summarize
+from profreport.analysis.latency import latency_of
 from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import paired_speedups, wants_more_rounds
+from profreport.analysis.paired import wants_more_rounds
+from profreport.analysis.speedups import paired_speedups
 from profreport.analysis.time_breakdown import step_walls_us
 from profreport.analysis.trace_compare import kernel_entry
 from profreport.capture.ceilings import ceilings_for, measured_again, settled
@@ -90,6 +91,7 @@ from profreport.record.model import (
     ModeResult,
     OkMode,
     OutputCheck,
+    ProcessBlocks,
     ProfileSchedule,
     Run,
     Settings,
@@ -462,7 +464,7 @@ class ReferenceRun:
         if self.current is None:
             return MachineReference(method=REFERENCE_METHOD, parts={}).adding(error=self.error)
         return summarize_reference(
-            self.current.samples_ms,
+            {part: [samples] for part, samples in self.current.samples_ms.items()},  # one process
             self.work,
             method=REFERENCE_METHOD,
             share=self.current.share,
@@ -523,18 +525,18 @@ class TimingStage:
 
     def store_latency(self, timings: dict[str, TimingResult], load: MachineLoad | None) -> None:
         """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
-        `timing_noise`."""
+        `timing_noise`, from one timing process (this one): its speedups say they cover one
+        process."""
         for name, res in timings.items():
-            stats = dataclasses.replace(
-                summarize(res.samples_ms),
-                calls_per_block=res.calls_per_block,
-                threads=torch.get_num_threads(),
+            blocks = ProcessBlocks(
                 samples=tuple(res.samples_ms),
                 warmup_samples=tuple(res.warmup_ms) or None,
+                calls_per_block=res.calls_per_block,
             )
+            stats = dataclasses.replace(latency_of([blocks]), threads=torch.get_num_threads())
             self.modes[name] = self.modes[name].adding(latency_ms=stats)
         samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
-        speedups, self.timing_noise = paired_speedups(samples, load)
+        speedups, self.timing_noise = paired_speedups([samples], [load])
         for name, speedup in speedups.items():
             self.modes[name] = self.modes[name].adding(speedup_vs_eager=speedup)
 

@@ -90,6 +90,7 @@ RENDER_MAY_IMPORT = {
         "MetricChange",
         "ModeComparison",
         "RunIdentity",
+        "Thresholds",
     },
     "profreport.analysis.kernel_definitions": {"STEP_RE", "is_inductor_kernel"},  # name rules
     "profreport.analysis.kernel_diff": {

@@ -61,7 +61,7 @@ def _speedup(record, median, lo, hi, inconclusive=None):
 def test_speedup_is_called_only_outside_its_interval_and_the_noise_band(record):
     assert _speedup(record, 1.3, 1.2, 1.4) == {
         "text": "1.30x",
-        "detail": "95% CI 1.20-1.40, measured",
+        "detail": "95% CI 1.20-1.40, measured in one process",
         "tone": "good",
     }
     assert _speedup(record, 0.5, 0.4, 0.6)["tone"] == "bad"
@@ -71,7 +71,7 @@ def test_speedup_is_called_only_outside_its_interval_and_the_noise_band(record):
     noisy = _speedup(record, 1.3, 1.2, 1.4, inconclusive="other processes used 40%")
     assert noisy == {
         "text": "inconclusive",
-        "detail": "1.30x, 95% CI 1.20-1.40, measured",
+        "detail": "1.30x, 95% CI 1.20-1.40, measured in one process",
         "tone": "muted",
     }
 
@@ -138,7 +138,7 @@ def test_a_speedup_inside_the_timers_resolution_is_not_coloured_as_a_change():
     assert inside["detail"].startswith("no change beyond 1% is certain: 95% CI")
     # a median past the band, its interval not: not "within 1%" (issue 46)
     assert cell(1.002, 1.023, 1.028)["detail"] == (
-        "no change beyond 1% is certain: 95% CI 1.00-1.03, measured"
+        "no change beyond 1% is certain: 95% CI 1.00-1.03, measured in one process"
     )
     assert inside["text"] == "0.99x"  # two decimals, as every other speedup in the column
     assert cell(0.9, 0.95, 0.98)["tone"] == "bad"

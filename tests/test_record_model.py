@@ -35,7 +35,8 @@ def document():
 
 def test_a_run1_record_from_before_loads_with_attributes(document):
     run = parse(document, str(BEFORE))
-    assert run.schema == "profreport.run/1" and SCHEMA == "profreport.run/2"  # still read
+    # written before run/2 (each timing process's samples), read as one process's record
+    assert run.schema == "profreport.run/1" and SCHEMA == "profreport.run/2"
     assert run.model.name == "simple" and run.device.type == "cpu"
     assert run.model.inputs[0].shape == (8, 32, 56, 56)
     assert list(run.modes) == ["eager", "script", "trace", "optimize", "compile"]

@@ -199,7 +199,7 @@ def test_a_run_comparison_validates_and_reads_back(tmp_path):
         _record({"eager": samples}),
         _record({"eager": [1.15 * x for x in samples]}),
         Thresholds(max_latency_regression_pct=10),
-        paired_load=MachineLoad(other_busy_share=0.0),
+        paired_loads=[MachineLoad(other_busy_share=0.0)],
     )
     documents.append(json.loads(json.dumps(paired.to_json())))
     assert documents[0]["modes"][0]["kernel_diff"]["rows"]

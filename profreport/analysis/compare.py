@@ -1,22 +1,22 @@
 """Compare two run records of the same model: what changed per mode, and what crossed a threshold.
 
 A pure function over two typed runs (the result's types: analysis/comparison.py). Kernels and
-launches come from the profiler, bytes from the model, latency from the timed samples: each
-median gets its own 95% bootstrap interval. Two runs made at different times can meet the
-machine in different states, so when both carry a machine reference (analysis/machine_reference)
-a latency change is called only beyond what the reference moved, both intervals counted, and
-gated on its change relative to the reference; runs recorded before it compare their
-intervals alone. A change counts as a regression only beyond the threshold *and* the noise, so
-noise never fails a gate. `ab` (base and head in the same rounds) gates on paired ratios.
+launches come from the profiler, bytes from the model, latency from the timed samples
+(analysis/compare_latency.py): two runs made apart are judged across their timing processes,
+the machine reference a witness that can withhold a change and never create one; `ab` (base and
+head in the same rounds) gates on paired ratios. A change counts as a regression only beyond
+the threshold *and* the noise, so noise never fails a gate; a change beyond the threshold that
+cannot be judged is inconclusive.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from profreport.analysis.change import Change
+from profreport.analysis.compare_latency import METRIC, latency_change, regression_message
 from profreport.analysis.comparison import (
     CompareError,
     Comparison,
@@ -30,20 +30,13 @@ from profreport.analysis.comparison import (
     inconclusive_latencies,
 )
 from profreport.analysis.kernel_diff import ModeKernelDiff, mode_kernel_diff
-from profreport.analysis.latency import bootstrap_median_ci
 from profreport.analysis.machine_reference import MachineChange, machine_change
-from profreport.analysis.paired import (
-    NOISE_BAND,
-    PairedGate,
-    paired_gate,
-    record_noise,
-    resolution_note,
-)
-from profreport.format import fmt_bytes, fmt_ms, fmt_pct
+from profreport.analysis.paired import beyond_resolution, busy_band, record_noise
+from profreport.analysis.speedups import mode_processes
+from profreport.format import fmt_bytes, fmt_pct
 from profreport.record.model import (
     Bytes,
     KernelCounts,
-    Latency,
     MachineLoad,
     OkMode,
     PeakMemory,
@@ -192,78 +185,6 @@ def _peak_memory(
     return _relative("peak_memory_bytes", source, change, limit_pct, note=note)
 
 
-def _latency(
-    base: Latency | None,
-    head: Latency | None,
-    limit_pct: float | None,
-    resamples: int,
-    noise: list[str],
-    load: MachineLoad | None,
-    machine: MachineChange | None,
-) -> MetricChange:
-    bs = tuple(base.samples or ()) if base is not None else ()
-    hs = tuple(head.samples or ()) if head is not None else ()
-    if base is None or head is None or not bs or not hs:
-        return _metric("latency_median_ms", "measured", Change(None, None), note="no timed samples")
-    change = Change(base.median, head.median)
-    b_ci = bootstrap_median_ci(bs, resamples=resamples)
-    h_ci = bootstrap_median_ci(hs, resamples=resamples)
-    pct = change.pct
-    inconclusive: str | None = None
-    paired: PairedGate | None = None
-    relative_pct: float | None = None
-    if load is not None:  # base and head timed in the same rounds (`ab`)
-        gate = paired_gate(bs, hs, limit_pct, load)
-        lo, hi = gate.ratio.ci95
-        note = f"paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f})"
-        within = resolution_note((lo, hi))
-        if within:
-            note = f"{note}: {within}"
-        regression, inconclusive, paired = gate.regression, gate.inconclusive, gate
-        if inconclusive:
-            note = f"latency inconclusive: {inconclusive}; {note}"
-    elif machine is not None:  # two runs, each with its machine reference
-        ratio_low, ratio_high = h_ci[0] / b_ci[1], h_ci[1] / b_ci[0]
-        # the head/base ratio with the machine's own move taken out
-        relative_pct = (head.median / base.median / machine.factor - 1) * 100
-        beyond = machine.beyond(ratio_low, ratio_high)
-        moved = f"{machine.low:.3f}-{machine.high:.3f}x"
-        numbers = f"{fmt_pct(pct)} raw, {fmt_pct(relative_pct)} relative to the machine reference"
-        within = "beyond" if beyond else "within"
-        note = f"{numbers}: {within} what the reference moved (head/base {moved})"
-        regression = limit_pct is not None and relative_pct > limit_pct and beyond > 0
-        changed = f"the machine changed (head vs base: {machine.parts_text})"
-        why = [changed] if machine.changed and not beyond else []
-        if noise and not ratio_low > machine.high * NOISE_BAND:  # noisy timing: only a huge change
-            why += noise
-        if why:
-            inconclusive, regression = "; ".join(why), False
-            note = f"latency inconclusive: {inconclusive}; {numbers}"
-    else:
-        overlap = b_ci[0] <= h_ci[1] and h_ci[0] <= b_ci[1]
-        note = "intervals overlap: within noise" if overlap else "intervals do not overlap"
-        # Slower beyond the limit, and the head's whole interval lies above the base's.
-        regression = (
-            limit_pct is not None and pct is not None and pct > limit_pct and h_ci[0] > b_ci[1]
-        )
-        if noise and not h_ci[0] > b_ci[1] * NOISE_BAND:  # noisy timing: only a huge change
-            inconclusive, regression = "; ".join(noise), False
-            note = f"latency inconclusive: {inconclusive}"
-    return _metric(
-        "latency_median_ms",
-        "measured",
-        change,
-        base_ci95=b_ci,
-        head_ci95=h_ci,
-        limit=_pct_limit(limit_pct),
-        regression=regression,
-        note=note,
-        inconclusive=inconclusive,
-        paired=paired,
-        relative_change_pct=relative_pct,
-    )
-
-
 def _regression_message(mode: str, m: MetricChange) -> str:
     pct = fmt_pct(m.change_pct)
     limit = f"limit {m.limit}"
@@ -272,19 +193,7 @@ def _regression_message(mode: str, m: MetricChange) -> str:
     if m.metric in ("bytes_per_step", "peak_memory_bytes"):
         what = "modeled bytes per step" if m.metric == "bytes_per_step" else "peak memory"
         return f"{mode}: {what} {fmt_bytes(m.base)} -> {fmt_bytes(m.head)} ({pct}), {limit}"
-    moved = f"{mode}: latency median {fmt_ms(m.base)} -> {fmt_ms(m.head)}"
-    if m.paired is not None:
-        ratio = m.paired.ratio
-        return (
-            f"{moved} ({pct}), {limit}, paired head/base {ratio.median:.3f}, "
-            f"95% CI from {ratio.ci95[0]:.3f}"
-        )
-    if m.relative_change_pct is not None:
-        return (
-            f"{moved} ({pct} raw, {fmt_pct(m.relative_change_pct)} relative to the machine "
-            f"reference), {limit}, beyond what the reference moved"
-        )
-    return f"{moved} ({pct}), {limit}, 95% intervals do not overlap"
+    return regression_message(mode, m)
 
 
 def _new_kernels(mode: str, kernels: ModeKernelDiff, pattern: str | None) -> list[Regression]:
@@ -310,17 +219,17 @@ def compare_runs(
     base_label: str = "base",
     head_label: str = "head",
     resamples: int = 2000,
-    paired_load: MachineLoad | None = None,
+    paired_loads: Sequence[MachineLoad | None] | None = None,
     allow_different_models: bool = False,
 ) -> Comparison:
     """Compare two validated runs (derived: fusion maps and kernel bytes in place); raise
     CompareError if they cannot be compared: different device types, or different models
     (DifferentModels) unless `allow_different_models`.
 
-    `paired_load` (from `ab`, which timed base and head in the same rounds) switches the latency
-    gate to per-round head/base ratios; the machine load it carries feeds the noise guard.
-    Otherwise the runs' machine references (when both have one) say what the machine alone did
-    to a latency.
+    `paired_loads` (from `ab`, which timed base and head in the same rounds: the machine load
+    of each timing process) switches the latency gate to per-round head/base ratios; the loads
+    feed the noise guard. Otherwise latency is judged across the two runs' processes, the
+    machine references (when both have one) a witness (analysis/compare_latency.py).
     """
     if base.model.name != head.model.name and not allow_different_models:
         raise DifferentModels(
@@ -331,7 +240,7 @@ def compare_runs(
             f"different device types: base {base.device.type!r}, head {head.device.type!r}"
         )
 
-    machine, machine_note = (None, "") if paired_load is not None else machine_change(base, head)
+    machine, machine_note = (None, "") if paired_loads is not None else machine_change(base, head)
     factor = machine.factor if machine is not None and machine.changed else None
     modes: list[ModeComparison] = []
     regressions: list[Regression] = []
@@ -342,6 +251,7 @@ def compare_runs(
         if isinstance(b, OkMode) and isinstance(h, OkMode):
             noise = [f"base: {r}" for r in record_noise(base, name)]
             noise += [f"head: {r}" for r in record_noise(head, name)]
+            loads = [r.timing_noise.load if r.timing_noise else None for r in (base, head)]
             metrics = [
                 _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
                 _metric(
@@ -349,14 +259,15 @@ def compare_runs(
                 ),
                 _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
                 _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),
-                _latency(
-                    b.latency_ms,
-                    h.latency_ms,
+                latency_change(
+                    mode_processes(base, name),
+                    mode_processes(head, name),
                     thresholds.max_latency_regression_pct,
                     resamples,
                     noise,
-                    paired_load,
+                    paired_loads,
                     machine,
+                    busy_band(loads),
                 ),
             ]
             kernels = mode_kernel_diff(name, b, h, factor)
@@ -389,5 +300,21 @@ def compare_runs(
         inconclusive=inconclusive_latencies(modes),
         model_differences=differences,
         machine=machine,
-        machine_note=machine.summary if machine is not None else machine_note,
+        machine_note=_machine_note(machine, modes) if machine is not None else machine_note,
+    )
+
+
+def _machine_note(machine: MachineChange, modes: Sequence[ModeComparison]) -> str:
+    """The references' one line; when they moved and no mode's latency did, said so: the
+    reference measured its own process as much as the machine (issue 48: its copy part moved
+    1.48x between two processes of the same code, eager 0.5%)."""
+    latencies = [m for mc in modes if (m := mc.metric(METRIC)) is not None and m.ratio_ci95]
+    if not machine.changed or not latencies:
+        return machine.summary
+    if any(beyond_resolution(m.ratio_ci95) for m in latencies if m.ratio_ci95 is not None):
+        return machine.summary
+    return (
+        f"{machine.summary}; no mode's latency moved beyond what the runs can tell apart: the "
+        "reference moved when the model did not (it measures its own process as much as the "
+        "machine)"
     )

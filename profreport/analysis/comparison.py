@@ -13,8 +13,8 @@ from typing import ClassVar, Protocol
 
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.machine_reference import MachineChange
-from profreport.analysis.paired import PairedGate
-from profreport.record.section import Section, required, required_factory, schema_of
+from profreport.analysis.speedups import PairedGate
+from profreport.record.section import Section, omitted, required, required_factory, schema_of
 
 SCHEMA = "profreport.compare/2"
 
@@ -37,10 +37,17 @@ class Thresholds(Section):
     max_peak_memory_increase_pct: float | None = None  # peak memory of one call
     # a regular expression: a kernel that appears in head and matches it (re.search) regresses
     new_kernel_pattern: str | None = None
+    # a latency the gate could not judge fails it too (CI jobs that want a decision)
+    fail_on_inconclusive: bool | None = omitted()
 
     @property
     def any_set(self) -> bool:
-        return any(getattr(self, f.name) is not None for f in schema_of(Thresholds))
+        """Some gate is applied (`fail_on_inconclusive` is a rule about the others)."""
+        return any(
+            getattr(self, f.name) is not None
+            for f in schema_of(Thresholds)
+            if f.name != "fail_on_inconclusive"
+        )
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,12 @@ class MetricChange(Section):
     inconclusive: str | None = None
     paired: PairedGate | None = None  # `ab`: head/base per-round ratio and its interval
     # two runs with machine references: the change with the machine's own move taken out
+    # (shown for information; never gated on: the reference is a witness, not a divisor)
     relative_change_pct: float | None = None
+    # latency: the head/base interval a call rests on, and the timing processes of each run
+    ratio_ci95: tuple[float, float] | None = omitted()
+    base_processes: int | None = omitted()
+    head_processes: int | None = omitted()
 
 
 @dataclass(frozen=True)

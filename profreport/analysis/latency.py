@@ -3,11 +3,12 @@ median (speedups are paired per round: analysis/paired.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
-from profreport.record.model import Latency
+from profreport.record.model import Latency, ProcessBlocks
 
 
 def summarize(samples_ms: Sequence[float]) -> Latency:
@@ -24,6 +25,23 @@ def summarize(samples_ms: Sequence[float]) -> Latency:
         mean=float(a.mean()),
         min=float(a.min()),
         n=int(a.size),
+    )
+
+
+def latency_of(processes: Sequence[ProcessBlocks]) -> Latency:
+    """A mode's `latency_ms` from its blocks in each timing process: the summary over every
+    block (`samples`, process after process), the first process's block size and warm-up, and
+    with several processes each one's blocks (`processes`: the statistics across them read it)."""
+    if not processes:
+        raise ValueError("no timing process")
+    first = processes[0]
+    samples = tuple(x for p in processes for x in p.samples)
+    return dataclasses.replace(
+        summarize(samples),
+        calls_per_block=first.calls_per_block,
+        samples=samples,
+        warmup_samples=first.warmup_samples if len(processes) == 1 else None,
+        processes=tuple(processes) if len(processes) > 1 else None,
     )
 
 

@@ -3,24 +3,27 @@
 A run times a short fixed workload (a matmul, a large copy: capture/reference.py) in the same
 rounds as its modes. Two runs made at different times (CI jobs, commits) can meet the machine in
 different states: the same code took 13.2 ms in one process and 10.8 ms in the next (issue 40).
-Their references say how much the machine moved; a latency change is called only beyond that,
-both intervals counted. Pure functions over typed records.
+Their references are one more witness of the machine's state, never a divisor: a latency change
+the runs' own spread calls is withheld when the reference moved the same way as far (the
+machine may explain it), and a change is never created by dividing by the reference (issue 48:
+the copy part moved 1.48x between two processes of the same code while eager moved 0.5%, and
+the division manufactured a +37.5% regression). The reference measures its own process too.
+Pure functions over typed records.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from profreport.analysis.latency import bootstrap_median_ci
-from profreport.record.model import MachineReference, ReferencePart, Run
+from profreport.analysis.processes import level, level_change
+from profreport.record.model import MachineReference, ProcessBlocks, ReferencePart, Run
 from profreport.record.section import Section
 
 
 def summarize_reference(
-    samples_ms: Mapping[str, Sequence[float]],
+    samples_ms: Mapping[str, Sequence[Sequence[float]]],
     work: Mapping[str, str],
     *,
     method: str,
@@ -29,18 +32,23 @@ def summarize_reference(
     timing_s: float,
     resamples: int = 2000,
 ) -> MachineReference:
-    """The record's `machine_reference`: per part the median per-call time and the bootstrap
-    interval of that median; what the reference was allowed and what it cost."""
+    """The record's `machine_reference`: per part (its blocks in each timing process) the
+    level (analysis/processes.level: one process, the median per-call time and the bootstrap
+    interval of that median; several, across them, each kept); what the reference was allowed
+    and what it cost."""
     parts = {}
-    for name, samples in samples_ms.items():
-        if not samples:
+    for name, per_process in samples_ms.items():
+        groups = [tuple(g) for g in per_process if g]
+        if not groups:
             continue
+        found = level(groups, resamples)
         parts[name] = ReferencePart(
             work=work.get(name, ""),
-            median_ms=statistics.median(samples),
-            ci95_ms=bootstrap_median_ci(samples, resamples=resamples),
-            n=len(samples),
-            samples_ms=tuple(samples),
+            median_ms=found.estimate,
+            ci95_ms=found.ci95,
+            n=sum(len(g) for g in groups),
+            samples_ms=tuple(x for g in groups for x in g),
+            processes=tuple(ProcessBlocks(samples=g) for g in groups) if len(groups) > 1 else None,
         )
     return MachineReference(
         method=method,
@@ -75,8 +83,9 @@ class PartChange(Section):
 @dataclass(frozen=True)
 class MachineChange(Section):
     """Base's and head's references compared. `factor` (head/base time, the parts' geometric
-    mean) is what the machine alone did to a latency; [low, high] the range the machine may have
-    moved a latency by, every part's interval counted."""
+    mean) is shown beside a latency's change, never divided by; [low, high] the range the parts
+    moved, every part's interval counted; `explains` says whether the machine may account for a
+    latency's change (a witness)."""
 
     parts: tuple[PartChange, ...]
     changed: bool  # some part's intervals lie apart
@@ -90,29 +99,33 @@ class MachineChange(Section):
         """Each part's speed in head against base: `matmul reference 1.19x, copy ...`."""
         return ", ".join(f"{p.part} reference {p.speed:.2f}x" for p in self.parts)
 
-    def beyond(self, ratio_low: float, ratio_high: float) -> int:
-        """+1 when a latency's head/base range lies wholly above what the machine moved, -1
-        wholly below, 0 when they overlap (the machine may explain it)."""
-        if ratio_low > self.high:
-            return 1
-        if ratio_high < self.low:
-            return -1
-        return 0
+    def explains(self, ci95: tuple[float, float]) -> bool:
+        """Whether the machine may explain a latency change whose head/base interval is `ci95`:
+        some part moved apart the same way, at least as far as the interval's near end."""
+        lo, hi = ci95
+        if lo > 1.0:  # slower in head
+            return any(p.apart and p.ratio > 1.0 and p.ratio_high >= lo for p in self.parts)
+        if hi < 1.0:  # faster in head
+            return any(p.apart and p.ratio < 1.0 and p.ratio_low <= hi for p in self.parts)
+        return False
 
 
 def _part_change(name: str, base: ReferencePart, head: ReferencePart) -> PartChange:
-    (b_lo, b_hi), (h_lo, h_hi) = base.ci95_ms, head.ci95_ms
-    return PartChange(
-        part=name,
-        base_ms=base.median_ms,
-        head_ms=head.median_ms,
-        base_ci95_ms=base.ci95_ms,
-        head_ci95_ms=head.ci95_ms,
-        ratio=head.median_ms / base.median_ms,
-        ratio_low=h_lo / b_hi,
-        ratio_high=h_hi / b_lo,
-        apart=h_lo > b_hi or h_hi < b_lo,
-    )
+    """One part in both runs: each run's processes when both timed several (their levels'
+    change, across processes), else the two medians' intervals (apart: they do not overlap)."""
+    b_groups, h_groups = base.process_samples(), head.process_samples()
+    if len(b_groups) >= 2 and len(h_groups) >= 2:
+        b, h = level(b_groups), level(h_groups)
+        change = level_change(b, h)
+        lo, hi = change.ci95
+        sides = (b.estimate, h.estimate, b.ci95, h.ci95)
+        ratio, apart = change.ratio, lo > 1.0 or hi < 1.0
+    else:
+        (b_lo, b_hi), (h_lo, h_hi) = base.ci95_ms, head.ci95_ms
+        sides = (base.median_ms, head.median_ms, base.ci95_ms, head.ci95_ms)
+        ratio, lo, hi = head.median_ms / base.median_ms, h_lo / b_hi, h_hi / b_lo
+        apart = h_lo > b_hi or h_hi < b_lo
+    return PartChange(name, *sides, ratio=ratio, ratio_low=lo, ratio_high=hi, apart=apart)
 
 
 def _summary(parts: Sequence[PartChange], changed: bool, factor: float) -> str:

@@ -25,13 +25,19 @@ def _latency_clause(mode: ModeResult) -> str:
         reasons = sp.inconclusive.split("; ")
         more = f" and {len(reasons) - 1} more noise signal(s)" if len(reasons) > 1 else ""
         return f"latency inconclusive: {reasons[0]}{more} (see the noise guard)"
-    noisy = ", beyond the noise band" if sp.noise else ""
+    noisy = ", widened for noise" if sp.widened else ", beyond the noise band" if sp.noise else ""
+    # one process: its rounds only, a rerun may differ by more (issue 48); a call says so
+    scope = f", {sp.covers}"
+    unstable = f"; {sp.unstable}" if sp.unstable else ""
     called = beyond_resolution((lo, hi))
     if called > 0:
-        return f"{sp.median:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f}{noisy})"
+        return (
+            f"{sp.median:.2f}x faster than eager (95% CI {lo:.2f}-{hi:.2f}{noisy}{scope}){unstable}"
+        )
     if called < 0:
         return (
-            f"{1 / sp.median:.2f}x slower than eager (95% CI of speedup {lo:.2f}-{hi:.2f}{noisy})"
+            f"{1 / sp.median:.2f}x slower than eager (95% CI of speedup {lo:.2f}-{hi:.2f}"
+            f"{noisy}{scope}){unstable}"
         )
     within = resolution_note((lo, hi))
     if within:

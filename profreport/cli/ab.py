@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{r.ci95[1]:.3f}, {r.n} paired rounds, spread {r.spread:.1%})",
                 file=out,
             )
-    code = gate_exit(result.comparison, err)
+    code = gate_exit(result.comparison, err, args.fail_on_inconclusive)
     for side, run in (("base", result.base), ("head", result.head)):
         failed = failure_summary(run)  # shown in that side's reports; a bug: exit 3
         line = None if failed is None else findings_failed(failed, folder / side / "run.json")

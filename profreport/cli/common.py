@@ -108,6 +108,13 @@ def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> No
     )
     for flag, kind, metavar, text in gates:
         parser.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
+    parser.add_argument(
+        "--fail-on-inconclusive",
+        action="store_true",
+        help="gate: a latency the gate could not judge (noise, processes that disagree, a change "
+        "beyond the limit the runs cannot tell apart) fails it too (exit 1); by default it "
+        "neither passes nor fails",
+    )
 
 
 def thresholds(args: argparse.Namespace) -> Any:
@@ -120,6 +127,7 @@ def thresholds(args: argparse.Namespace) -> Any:
         max_latency_regression_pct=args.max_latency_regression,
         max_peak_memory_increase_pct=args.max_peak_memory_increase,
         new_kernel_pattern=args.fail_on_new_kernel,
+        fail_on_inconclusive=args.fail_on_inconclusive or None,
     )
 
 
@@ -147,13 +155,20 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
 
 
-def gate_exit(comparison: Any, err: TextIO) -> int:
-    """Name each regression and each inconclusive latency on stderr; 1 when a gate failed."""
+def gate_exit(comparison: Any, err: TextIO, fail_on_inconclusive: bool = False) -> int:
+    """Name each regression and each inconclusive latency on stderr; 1 when a gate failed (an
+    inconclusive latency too, with `fail_on_inconclusive`)."""
     for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
         print(f"regression: {regression.message}", file=err)
+    verdict = (
+        "fails the gate: --fail-on-inconclusive"
+        if fail_on_inconclusive
+        else ("latency neither passes nor fails")
+    )
     for line in comparison.inconclusive:  # neither passed nor failed on that evidence
-        print(f"inconclusive: {terminal_text(line)} (latency neither passes nor fails)", file=err)
-    return EXIT_GATE if comparison.regressed else EXIT_OK
+        print(f"inconclusive: {terminal_text(line)} ({verdict})", file=err)
+    failed = comparison.regressed or (fail_on_inconclusive and bool(comparison.inconclusive))
+    return EXIT_GATE if failed else EXIT_OK
 
 
 def findings_error(run: Run, line: str | None, debug: bool, err: TextIO) -> None:

@@ -80,4 +80,4 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         write_atomic(out_path, content)
         print(f"comparison: {out_path}", file=out)
-    return gate_exit(gated, err)
+    return gate_exit(gated, err, args.fail_on_inconclusive)

@@ -190,8 +190,21 @@ class Bytes(Section):
 
 
 @dataclass(frozen=True)
+class ProcessBlocks(Section):
+    """One timing process's blocks of a series: the per-call latency of each block (ms), in round
+    order, so that block *i* of two series of one process ran in the same round."""
+
+    samples: tuple[float, ...] = required(())
+    # the leading rounds' blocks that were still warm-up in this process (not in the statistics)
+    warmup_samples: tuple[float, ...] | None = omitted()
+    calls_per_block: int | None = omitted()
+
+
+@dataclass(frozen=True)
 class Latency(Section):
-    """Per-call latency over timed blocks, milliseconds (measured outside the profiler)."""
+    """Per-call latency over timed blocks, milliseconds (measured outside the profiler).
+    `processes`: each timing process's blocks, when there were several (run/2); `samples` holds
+    them all, process after process (without `processes`: one process's blocks)."""
 
     median: float = required(0.0)
     iqr: float | None = None  # p75 - p25
@@ -206,6 +219,14 @@ class Latency(Section):
     # per-call latency of the blocks of the first rounds, timed while some series' call time
     # was still settling (capture/timing.steady_start): kept apart, not in the statistics
     warmup_samples: tuple[float, ...] | None = omitted()
+    processes: tuple[ProcessBlocks, ...] | None = omitted()  # run/2, several processes: each's
+
+    def process_samples(self) -> tuple[tuple[float, ...], ...]:
+        """Each timing process's steady blocks: `processes`, or `samples` as one process; ()
+        when none were kept."""
+        if self.processes:
+            return tuple(p.samples for p in self.processes if p.samples)
+        return (self.samples,) if self.samples else ()
 
 
 @dataclass(frozen=True)
@@ -218,10 +239,24 @@ class PairedRatios(Section):
 
 
 @dataclass(frozen=True)
+class ProcessSpeedup(Section):
+    """One timing process's paired speedup: the median of its per-round ratios and that
+    median's distribution-free 95% interval (its rounds only)."""
+
+    median: float = required(1.0)
+    ci95: tuple[float, float] = required((1.0, 1.0))
+    rounds: int = required(0)
+
+
+@dataclass(frozen=True)
 class Speedup(Section):
     """Eager time / mode time: the median and 95% CI of the paired per-round ratios (`method`
     says how; records written before it: medians' ratio with a bootstrap of `resamples`);
-    `noise`: what the noise guard saw; `inconclusive`: why it would not call it."""
+    `noise`: what the noise guard saw; `inconclusive`: why it would not call it.
+    `processes` (run/2): how many timing processes the interval covers (1: this process's
+    rounds only, not what a rerun sees); `per_process`: each one's own; `unstable`: processes
+    whose own intervals do not overlap, named; `widened`: why the interval is wider than the
+    rounds' (noise signals widen it instead of withholding a call)."""
 
     median: float = required(1.0)
     ci95: tuple[float, float] = required((1.0, 1.0))
@@ -229,9 +264,20 @@ class Speedup(Section):
     method: str | None = omitted()
     rounds: int | None = omitted()
     ratios: PairedRatios | None = omitted()
-    per_round: tuple[float, ...] | None = omitted()
+    per_round: tuple[float, ...] | None = omitted()  # every process's rounds, process by process
     noise: str | None = None
     inconclusive: str | None = None
+    processes: int | None = omitted()
+    per_process: tuple[ProcessSpeedup, ...] | None = omitted()
+    unstable: str | None = omitted()
+    widened: str | None = omitted()
+
+    @property
+    def covers(self) -> str:
+        """What the interval covers: 'one process' (this process's rounds only: a rerun may
+        differ by more; every record before run/2 too) or 'N processes'."""
+        k = self.processes or 1
+        return "one process" if k == 1 else f"{k} processes"
 
 
 # ---------------------------------------------------------------- compiler output
@@ -459,6 +505,8 @@ class TimingNoise(Section):
     reasons: tuple[str, ...] = ()
     tripped: bool = False
     context: tuple[str, ...] | None = omitted()
+    # run/2: each timing process's machine load (`load` is then the busiest one's)
+    process_loads: tuple[MachineLoad, ...] | None = omitted()
 
     def mode_reasons(self, mode: str) -> list[str]:
         """The run's reasons and `mode`'s own."""
@@ -480,7 +528,14 @@ class ReferencePart(Section):
     median_ms: float = required(0.0)
     ci95_ms: tuple[float, float] = required((0.0, 0.0))
     n: int = 0  # timed blocks (one call each)
-    samples_ms: tuple[float, ...] = ()
+    samples_ms: tuple[float, ...] = ()  # every process's blocks, process by process
+    processes: tuple[ProcessBlocks, ...] | None = omitted()  # run/2, several processes: each's
+
+    def process_samples(self) -> tuple[tuple[float, ...], ...]:
+        """Each timing process's blocks (`samples_ms` as one process without `processes`)."""
+        if self.processes:
+            return tuple(p.samples for p in self.processes if p.samples)
+        return (self.samples_ms,) if self.samples_ms else ()
 
 
 @dataclass(frozen=True)

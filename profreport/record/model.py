@@ -1,7 +1,9 @@
 """The run record (`profreport.run/2`) as frozen dataclasses: one class per idea, written by the
 pipeline and read by every analysis and renderer.
 
-`Run.from_json(document)` reads a run/2 document (today's, and every one written since run/1);
+`Run.from_json(document)` reads a run/2 document and every run/1 one (run/2 adds each timing
+process's samples and speedups covering processes: `Latency.processes`, `Speedup.processes`,
+and the findings listed on `Run`; a run/1 record timed one process, and reads as one);
 `to_json()` gives back the same document: the same keys with the same values (declared fields in
 declaration order, then the unknown keys: key order means nothing).
 Keys a class does not declare (a newer writer's additions, or another tool's) are kept in `extra`
@@ -41,6 +43,8 @@ from profreport.record.evidence import (
     OutputCheck,
     PairedRatios,
     PeakMemory,
+    ProcessBlocks,
+    ProcessSpeedup,
     ProfilerCost,
     ReferencePart,
     ResizedAccess,
@@ -124,6 +128,8 @@ __all__ = [
     "OutputCheck",
     "PairedRatios",
     "PeakMemory",
+    "ProcessBlocks",
+    "ProcessSpeedup",
     "ProfileSchedule",
     "ProfilerCost",
     "ReferencePart",
@@ -414,14 +420,15 @@ ModeResult = OkMode | FailedMode | SkippedMode
 @dataclass(frozen=True)
 class Run(Section):
     """A whole run record (`profreport.run/2`; a run/1 record is read the same way: run/2 added
-    the run's findings `roofs`, `module_tree`, `module_savings` and each mode's `median_step`
-    and `speedup_call`)."""
+    each timing process's samples and speedups, the run's findings `roofs`, `module_tree`,
+    `module_savings` and each mode's `median_step`, `speedup_call` and `traffic`)."""
 
     SCHEMA: ClassVar[str] = "profreport.run/2"
+    # run/1: one timing process; its latency and speedups read as that one process's
     EARLIER: ClassVar[tuple[str, ...]] = ("profreport.run/1",)
     NOUN: ClassVar[str] = "run record"
 
-    schema: str = ""  # profreport.run/2
+    schema: str = ""  # profreport.run/2 (or run/1: a record written before it)
     tool: Tool | None = None
     created_utc: str | None = None  # when the run started, UTC (ISO 8601)
     model: ModelInfo = required_factory(ModelInfo)

@@ -44,6 +44,8 @@ class its `status` names: every mode that ran (an OkMode) has its `kernels` and 
 "or null" may be null; any other field may be left out. Keys a class does not
 declare (another tool's) are kept as they are. The same description as a JSON Schema, to check
 a run.json without profreport: [schemas/run.schema.json](schemas/run.schema.json).
+Records of schema `profreport.run/1` (written before run/2 kept each timing process's samples)
+are read too: they timed one process, and every speedup in them covers that process only.
 
 Evidence is what capture observed; the fields marked *finding* (the run's `roofs`,
 `module_tree` and `module_savings`; a mode's `fusion`, `roofline`, `why_not_fused`,

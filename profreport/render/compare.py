@@ -6,7 +6,15 @@ JSON is the document itself (render/run_json.py).
 
 from __future__ import annotations
 
-from profreport.analysis.comparison import Comparison, MetricChange, ModeComparison, RunIdentity
+from dataclasses import dataclass
+
+from profreport.analysis.comparison import (
+    Comparison,
+    MetricChange,
+    ModeComparison,
+    RunIdentity,
+    Thresholds,
+)
 from profreport.format import (
     MdMarkup,
     fmt_bytes,
@@ -60,14 +68,23 @@ def _latency_side(median: float | None, ci: tuple[float, float] | None) -> str:
 def _latency_change(m: MetricChange | None) -> str:
     if m is None or m.change_pct is None:
         return "n/a"
-    if m.relative_change_pct is not None:  # the note says the raw and the relative change
-        return m.note
-    return f"{fmt_pct(m.change_pct)}, {m.note}" if m.note else fmt_pct(m.change_pct)
+    return m.note or fmt_pct(m.change_pct)  # the note starts with the change
+
+
+def _result(flagged: list[str], lat: MetricChange | None) -> str:
+    """A row's result: its regressions, else an inconclusive latency (never "ok" for what the
+    gate could not judge), else ok."""
+    if flagged:
+        return "regression: " + ", ".join(_LABELS[m] for m in sorted(flagged))
+    if lat is not None and lat.inconclusive:
+        return "inconclusive: latency"
+    return "ok"
 
 
 def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
     lat = mc.metric("latency_median_ms")
     flagged = [metric for mode, metric in regressed if mode == mc.mode]
+    result = _result(flagged, lat)
     status = (
         mc.base_status
         if mc.base_status == mc.head_status
@@ -83,9 +100,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
         "latency_base": _latency_side(lat.base, lat.base_ci95) if lat else "n/a",
         "latency_head": _latency_side(lat.head, lat.head_ci95) if lat else "n/a",
         "latency_change": _latency_change(lat),
-        "result": ("regression: " + ", ".join(_LABELS[m] for m in sorted(flagged)))
-        if flagged
-        else "ok",
+        "result": result,
         "regressed": bool(flagged),
         # CSS class per cell, so the template only lays out.
         "css": {
@@ -94,7 +109,7 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
             "bytes": "bad" if "bytes_per_step" in flagged else "",
             "latency": "bad" if "latency_median_ms" in flagged else "",
             "peak_memory": "bad" if "peak_memory_bytes" in flagged else "",
-            "result": "bad" if flagged else "",
+            "result": "bad" if flagged else "warn" if result != "ok" else "",
         },
     }
 
@@ -105,15 +120,19 @@ def _paired(cmp: Comparison) -> bool:
 
 
 LATENCY_SOURCE = {
-    False: "latency: measured, median with a 95% bootstrap interval — a slowdown counts only "
-    "when the intervals do not overlap, and, when both runs timed a machine reference, only "
-    "beyond what the reference moved (both intervals counted), gated on the change relative to it",
-    True: "latency: measured in one process, base and head blocks interleaved; the gate reads "
-    "the median of per-round head/base ratios with a distribution-free 95% interval",
+    False: "latency: measured; each run's level and the head/base change come from its timing "
+    "processes (across them when both runs timed several; a run that timed one process widens "
+    "the interval for what a process's luck can do) — a slowdown counts only when its whole 95% "
+    "interval lies beyond 1; the machine reference is a witness that can withhold a change "
+    "(it moved as far the same way), never a divisor that creates one",
+    True: "latency: measured, base and head blocks interleaved in each timing process; the gate "
+    "reads the median of per-round head/base ratios with its 95% interval (across the processes "
+    "when there were several)",
 }
 NOISE_SOURCE = (
-    "; when the noise guard tripped (run.json timing_noise) latency is inconclusive: it neither "
-    "passes nor fails"
+    "; when the machine was busy (run.json timing_noise), processes disagreed, or a change beyond "
+    "the limit cannot be told apart, latency is inconclusive: it neither passes nor fails unless "
+    "--fail-on-inconclusive"
 )
 
 
@@ -128,15 +147,12 @@ def _thresholds_text(cmp: Comparison) -> str:
     latency = t.max_latency_regression_pct
     if latency is not None and _paired(cmp):
         parts.append(f"latency: paired head/base ratio +{latency:g}% with its 95% interval above 1")
-    elif latency is not None and cmp.machine is not None:
-        parts.append(
-            f"latency median +{latency:g}% relative to the machine reference, beyond what the "
-            "reference moved"
-        )
     elif latency is not None:
-        parts.append(f"latency median +{latency:g}% with non-overlapping 95% intervals")
+        parts.append(f"latency median +{latency:g}% with the head/base 95% interval above 1")
     if t.new_kernel_pattern is not None:
         parts.append(f"no new kernel matching {t.new_kernel_pattern!r}")
+    if t.fail_on_inconclusive:
+        parts.append("an inconclusive latency fails")
     return "; ".join(parts) if parts else "none"
 
 
@@ -149,18 +165,50 @@ def _side(ident: RunIdentity) -> SideView:
     }
 
 
-def outcome_text(regressions: int, thresholds_set: bool) -> str:
-    """A comparison's outcome in one line (of two runs, or of two sweeps)."""
+@dataclass(frozen=True)
+class Outcome:
+    """A comparison's outcome (of two runs, or of two sweeps): one line, its mark in Markdown
+    and its CSS class. A latency the gate could not judge is never a ✅."""
+
+    text: str
+    mark: str
+    css: str
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def gate_outcome(regressions: int, inconclusive: int, thresholds: Thresholds) -> Outcome:
+    """The outcome of a gate with `regressions` failed and `inconclusive` latencies it could
+    not judge."""
+    unjudged = f"{_plural(inconclusive, 'latency result')} inconclusive"
+    fails = bool(thresholds.fail_on_inconclusive)
     if regressions:
-        return f"{regressions} regression{'s' if regressions != 1 else ''} beyond the thresholds"
-    if thresholds_set:
-        return "no regression beyond the thresholds"
-    return "report only: no thresholds set"
+        text = f"{_plural(regressions, 'regression')} beyond the thresholds"
+        return Outcome(f"{text}; {unjudged}" if inconclusive else text, "❌", "regressed")
+    if inconclusive and fails:
+        return Outcome(
+            f"no regression called, but {unjudged}: a failed gate (--fail-on-inconclusive)",
+            "❌",
+            "regressed",
+        )
+    if inconclusive and thresholds.any_set:
+        return Outcome(
+            f"no regression called; {unjudged}: not judged (neither passed nor failed)",
+            "❔",
+            "inconclusive",
+        )
+    if thresholds.any_set:
+        return Outcome("no regression beyond the thresholds", "✅", "clean")
+    text = "report only: no thresholds set"
+    return Outcome(f"{text} ({unjudged})" if inconclusive else text, "ℹ️", "clean")
 
 
 def build_compare_view(cmp: Comparison) -> CompareView:
     """The plain, formatted view-model the Markdown and HTML renderers lay out."""
     regressed = {(r.mode, r.metric) for r in cmp.regressions}
+    outcome = gate_outcome(len(cmp.regressions), len(cmp.inconclusive), cmp.thresholds)
     return {
         "title": f"profreport compare: {cmp.model} on {cmp.device_type}",
         "model_differences": list(cmp.model_differences),
@@ -170,9 +218,10 @@ def build_compare_view(cmp: Comparison) -> CompareView:
         "machine_changed": cmp.machine is not None and cmp.machine.changed,
         "base": _side(cmp.base),
         "head": _side(cmp.head),
-        "outcome": outcome_text(len(cmp.regressions), cmp.thresholds.any_set),
+        "outcome": outcome.text,
+        "outcome_mark": outcome.mark,
         "regressed": cmp.regressed,
-        "outcome_class": "regressed" if cmp.regressed else "clean",
+        "outcome_class": outcome.css,
         "thresholds": _thresholds_text(cmp),
         "show_launches": cmp.device_type == "cuda",
         "rows": [_row(mc, regressed) for mc in cmp.modes],
@@ -187,7 +236,7 @@ def build_compare_view(cmp: Comparison) -> CompareView:
 
 def render_markdown(cmp: Comparison) -> str:
     v = build_compare_view(cmp)
-    mark = "❌" if v["regressed"] else "✅"
+    mark = v["outcome_mark"]
     base, head = v["base"], v["head"]
     lines = [
         f"### {md_line(v['title'])}",

@@ -98,7 +98,7 @@ def _speedup_cell(mode: ModeResult) -> HeadlineCell:
     if sp is None or not sp.has("median"):
         return _cell("n/a", "not timed", "muted")
     lo, hi = sp.ci95
-    ci = f"95% CI {lo:.2f}-{hi:.2f}, measured"
+    ci = f"95% CI {lo:.2f}-{hi:.2f}, measured in {sp.covers}"
     call = mode.speedup_call
     if call == "inconclusive":
         return _cell("inconclusive", f"{sp.median:.2f}x, {ci}", "muted")

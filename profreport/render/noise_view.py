@@ -67,12 +67,17 @@ def noise_text(noise: TimingNoise | None) -> str:
         )
     band = th.noise_band if th.has("noise_band") else 1.5
     decision = (
-        "tripped: a change is reported as inconclusive unless its 95% interval and three "
-        f"rounds in four (the ratios' quartile) are beyond {band}x the "
-        "same way"
+        "tripped: a busy machine or too few rounds make a change inconclusive unless its 95% "
+        f"interval and three rounds in four (the ratios' quartile) are beyond {band}x the same "
+        "way; a mode's ratios' spread, two peaks or moved rounds widen its interval to the "
+        "ratios' 10th-90th percentiles (a call then needs nine rounds in ten on its side)"
         if noise.tripped
         else "quiet: directions are stated"
     )
+    if noise.process_loads:
+        parts.append(
+            f"timed in {len(noise.process_loads)} processes (the busiest one's load above)"
+        )
     two_peaks = (
         "Two peaks = the sorted log-blocks split into two groups of at least "
         f"{_pct(_threshold(th, 'min_peak_share'))} each with a gap wider than "

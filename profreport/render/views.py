@@ -230,6 +230,7 @@ class CompareView(TypedDict):
     base: SideView
     head: SideView
     outcome: str
+    outcome_mark: str  # ❌, ❔, ✅ or ℹ️ (Markdown)
     regressed: bool
     outcome_class: str
     thresholds: str

@@ -12,16 +12,16 @@ from profreport.render.jinja import render_page
 from profreport.sweep.compare import SweepComparison
 
 
-def _outcome(c: SweepComparison) -> str:
-    return run_compare.outcome_text(len(c.regressions), c.thresholds.any_set)
+def _outcome(c: SweepComparison) -> run_compare.Outcome:
+    return run_compare.gate_outcome(len(c.regressions), len(c.inconclusive), c.thresholds)
 
 
 def render_markdown(c: SweepComparison) -> str:
-    mark = "❌" if c.regressed else "✅"
+    outcome = _outcome(c)
     lines = [
         f"## {md_line(f'profreport compare: sweep {c.base} → {c.head}')}",
         "",
-        f"{mark} **{md_cell(_outcome(c))}** over {len(c.points)} matched points",
+        f"{outcome.mark} **{md_cell(outcome.text)}** over {len(c.points)} matched points",
         "",
     ]
     for p in c.points:
@@ -41,8 +41,8 @@ def render_markdown(c: SweepComparison) -> str:
 def build_view(c: SweepComparison) -> dict[str, Any]:
     return {
         "title": f"profreport compare: sweep {c.base} → {c.head}",
-        "outcome": _outcome(c),
-        "outcome_class": "regressed" if c.regressed else "clean",
+        "outcome": _outcome(c).text,
+        "outcome_class": _outcome(c).css,
         "points": [
             {
                 "label": p.point,
