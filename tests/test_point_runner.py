@@ -16,10 +16,10 @@ from profreport import exits
 from profreport.record.model import Run
 from profreport.runner import (
     EAGER_BROKEN,
+    Generated,
     GenerateRequest,
     GenerateResult,
     ResultError,
-    mode_failures,
     run_point,
 )
 from profreport.sweep import local, point, ray_executor
@@ -100,25 +100,24 @@ def _run_with(statuses: dict[str, str]) -> Run:
     return Run.from_json({**RUN_JSON, "modes": modes})
 
 
+def _ending(states: dict[str, str], strict: bool = False) -> Generated:
+    return Generated.of(Path("run"), _run_with(states), strict)
+
+
 def test_mode_failures_set_the_exit_code_as_generate_documents():
-    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=False)
-    assert code == 0 and [(f.line, f.fatal) for f in failures] == [
+    done = _ending({"eager": "ok", "compile": "failed"})
+    assert done.exit_code == 0 and [(f.line, f.fatal) for f in done.failures] == [
         ("compile failed: compile broke", False)
     ]
-    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=True)
-    assert code == 1 and failures[0].fatal
-    code, failures = mode_failures(_run_with({"eager": "failed", "compile": "ok"}), strict=False)
-    assert code == 1 and failures[0].fatal
-    code, _ = mode_failures(_run_with({"script": "failed", "compile": "failed"}), strict=False)
-    assert code == 1  # no mode ran at all
+    done = _ending({"eager": "ok", "compile": "failed"}, strict=True)
+    assert done.exit_code == 1 and done.failures[0].fatal
+    done = _ending({"eager": "failed", "compile": "ok"})
+    assert done.exit_code == 1 and done.failures[0].fatal
+    assert _ending({"script": "failed", "compile": "failed"}).exit_code == 1  # none ran at all
 
 
 def test_a_generate_that_failed_says_why_in_one_line(tmp_path):
-    from profreport.runner import Generated
-
-    run = _run_with({"eager": "failed", "compile": "failed"})
-    code, failures = mode_failures(run, strict=False)
-    generated = Generated(tmp_path, run, code, failures)
+    generated = Generated.of(tmp_path, _run_with({"eager": "failed", "compile": "failed"}), False)
     assert generated.error == f"eager failed: eager broke; {EAGER_BROKEN}"
     result = GenerateResult.made(generated.exit_code, generated.run_dir, generated.error)
     assert (result.exit_code, result.status, result.run_dir) == (1, "failed", tmp_path)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from profreport.files import read_text
+from profreport.files import read_text, slug
 from profreport.record.section import Minimum, Section
 from profreport.runner import GenerateRequest
 
@@ -76,10 +75,9 @@ class Point:
     @property
     def id(self) -> str:
         """A folder name: the model's slug and the axis values (unique within a sweep)."""
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.model).strip("-.")[:80] or "model"
         batch = f"-b{self.batch_size}" if self.batch_size is not None else ""
         seq = f"-s{self.seq_len}" if self.seq_len is not None else ""
-        return f"{slug}{batch}{seq}-{self.dtype}"
+        return f"{slug(self.model, 80) or 'model'}{batch}{seq}-{self.dtype}"
 
 
 @dataclass(frozen=True)

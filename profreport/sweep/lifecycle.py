@@ -11,13 +11,13 @@ built on it and only parses arguments, shows progress and prints.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from profreport.exits import UsageError
+from profreport.files import not_a_file, slug
 from profreport.sweep import document
 from profreport.sweep.document import PointOutcome, SweepRecordError
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec
@@ -35,11 +35,9 @@ def _nothing(*_args: object) -> None:
 
 def new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
     """A fresh sweep folder under `parent`, named after the first model and the time."""
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--out {parent} exists and is not a folder")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.models[0]).strip("-.")[:60] or "model"
+    not_a_file(parent)
     more = f"-and-{len(spec.models) - 1}-more" if len(spec.models) > 1 else ""
-    name = f"sweep-{slug}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    name = f"sweep-{slug(spec.models[0], 60) or 'model'}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     try:
         parent.mkdir(parents=True, exist_ok=True)
         for n in range(1, 1000):
@@ -50,7 +48,7 @@ def new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
             except FileExistsError:
                 continue
     except OSError as exc:
-        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write to {parent}: {exc.strerror or exc}") from None
     raise UsageError(f"cannot find a free folder name for {name} under {parent}")
 
 
@@ -216,12 +214,11 @@ def run_sweep(
     """Run a sweep of `spec` in a new folder under `out`, or finish the one in `resume`; every
     point is one `generate` run in a process of its own (`executor` local, or ray). Returns the
     sweep as finished (its folder, grid and record). UsageError (one line) for bad input."""
-    if (spec is None) == (resume is None):
-        raise ValueError("run_sweep takes a spec (a new sweep) or resume (a sweep folder)")
-    if resume is not None:
+    if spec is not None and resume is None:
+        run = SweepRun.new(spec, executor or "local", out)
+    elif resume is not None and spec is None:
         run = SweepRun.resume(resume, executor)
     else:
-        assert spec is not None
-        run = SweepRun.new(spec, executor or "local", out)
+        raise ValueError("run_sweep takes a spec (a new sweep) or resume (a sweep folder)")
     run.run(ray_address, on_start, on_done)
     return run

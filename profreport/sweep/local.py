@@ -23,8 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from profreport.exits import status_of
-from profreport.files import write_atomic
-from profreport.record import dumps
+from profreport.files import RECORD, dumps, write_atomic
 from profreport.runner import GenerateRequest, GenerateResult, ResultError
 from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
@@ -77,7 +76,7 @@ def outcome_of(
         status = "failed" if exit_code == 0 else status_of(exit_code)
         return PointOutcome(status, _no_result(exit_code), exit_code, None, log, duration_s, worker)
     run_dir = None
-    if result.run_dir is not None and (point_dir / result.run_dir.name / "run.json").is_file():
+    if result.run_dir is not None and (point_dir / result.run_dir.name / RECORD).is_file():
         run_dir = point_dir / result.run_dir.name
     return PointOutcome(
         result.status, result.error, result.exit_code, run_dir, log, duration_s, worker
