@@ -20,9 +20,10 @@ from profreport.env import DTYPES, device_for
 from profreport.exits import UsageError
 from profreport.files import RunFolder, run_folder_name
 from profreport.models import LoadedModel, ModelError, load_model
-from profreport.pipeline import Progress, RunSetup, TimingPlan
+from profreport.pipeline import RunSetup, TimingPlan
 from profreport.record.model import Run
 from profreport.runner import Terminal, profile_runs, run_options, staged_run
+from profreport.text import Progress
 
 SIDES = ("base", "head")
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}

@@ -28,11 +28,11 @@ from profreport.env import DTYPES, resolve_device
 from profreport.files import RunFolder
 from profreport.models import LoadedModel
 from profreport.modes import mode_analyses
-from profreport.pipeline import Progress, RunSetup, quiet
+from profreport.pipeline import RunSetup, quiet
 from profreport.record.model import Run
 from profreport.record.section import JSONObject
 from profreport.runner import profile_runs, run_options, save_reports
-from profreport.text import error_line
+from profreport.text import Progress, error_line
 
 if TYPE_CHECKING:
     import pandas as pd

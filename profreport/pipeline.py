@@ -107,11 +107,9 @@ from profreport.record.model import (
 from profreport.record.section import schema_of
 from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
-from profreport.text import error_line, full_error, one_line
+from profreport.text import Progress, error_line, full_error, one_line
 from profreport.traceio import Trace, load_trace
 from profreport.version import __version__
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TextIO, TypeVar, cast
 
 import orjson
-import torch
 
-from profreport import interrupts, pipeline
-from profreport.analysis.derive import failure_summary
-from profreport.env import DTYPES, device_for
+from profreport import interrupts
 from profreport.exits import (
     EXIT_GATE,
     EXIT_INTERNAL,
@@ -51,25 +48,19 @@ from profreport.files import (
     run_folder_name,
     write_tensorboard_summary,
 )
-from profreport.models import LoadedModel, ModelError, load_model
-from profreport.modes import default_modes, mode_names
-from profreport.pipeline import (
-    ON_ITS_OWN,
-    Progress,
-    RunCollector,
-    RunOptions,
-    RunSetup,
-    TimingPlan,
-    ceilings_again,
-    derive_findings,
-)
-from profreport.record.model import AbSide, MachineLoad, ProfileSchedule, Run, TimingSettings
 from profreport.record.section import Section, required
-from profreport.text import Notice, error_line
+from profreport.text import Notice, Progress, error_line
 
+# Only what a command's edge needs is imported here, so that `generate --help` and a sweep's
+# documents stay light; the driver imports torch and the pipeline when it runs.
 if TYPE_CHECKING:
+    import torch
+
     from profreport.analysis.budget import BudgetCheck
+    from profreport.models import LoadedModel
+    from profreport.pipeline import RunOptions, RunSetup, TimingPlan
     from profreport.record.expectation import ExpectationFile
+    from profreport.record.model import MachineLoad, Run
 
 _T = TypeVar("_T")
 # Given the stream that still reaches the terminal while library output goes to run.log, the
@@ -100,6 +91,10 @@ def run_options(
     """Options of one run; ValueError on an unknown mode or a schedule too short.
     `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
     a check that needs only the profiled counts and bytes (the kernel-budget fixture)."""
+    from profreport.modes import default_modes, mode_names
+    from profreport.pipeline import RunOptions
+    from profreport.record.model import ProfileSchedule, TimingSettings
+
     known = mode_names()
     chosen = tuple(modes) if modes is not None else default_modes()
     unknown = [m for m in chosen if m not in known]
@@ -139,7 +134,7 @@ def profile_runs(
     setups: Mapping[str, RunSetup],
     progress: Progress,
     *,
-    plan: TimingPlan = ON_ITS_OWN,
+    plan: TimingPlan | None = None,
     reports: bool = True,
     expect: ExpectationFile | None = None,
 ) -> Profiled:
@@ -149,10 +144,18 @@ def profile_runs(
     the timing step, prepared stages in, each side's latency out); each side finished and its
     evidence saved (run.json, the kernel tables) before any finding of any side is derived, so
     a bug in a finding costs one `profreport render`, never a run; then each side's findings,
-    its check against the kernel budget `expect` and, with `reports`, its reports."""
+    its check against the kernel budget `expect` and, with `reports`, its reports. `plan`:
+    how the sides share the timing rounds (None: one run, its modes judged against eager)."""
+    import torch
+
+    from profreport import pipeline
+    from profreport.analysis.derive import failure_summary
+    from profreport.record.model import AbSide
+
+    plan = plan or pipeline.ON_ITS_OWN
     folders = " and ".join(str(setup.folder.record) for setup in setups.values())
     progress(Notice(f"evidence so far: {folders} ({KEPT_IF_IT_DIES})"))
-    collectors = {side: RunCollector(setup) for side, setup in setups.items()}
+    collectors = {side: pipeline.RunCollector(setup) for side, setup in setups.items()}
     # one clear of the compilers' caches for all sides: a later side's builds keep the code of
     # an earlier one, which is timed with it
     stages = {
@@ -175,8 +178,8 @@ def profile_runs(
     done = Profiled({}, timed.load)
     for side, run in evidence.items():
         setup = setups[side]
-        again = ceilings_again(setup.device, setup.dtype)
-        derived = derive_findings(run, remeasure=again, progress=setup.progress)
+        again = pipeline.ceilings_again(setup.device, setup.dtype)
+        derived = pipeline.derive_findings(run, remeasure=again, progress=setup.progress)
         if expect is not None and not failure_summary(derived):
             from profreport.analysis.budget import check_budget
 
@@ -423,6 +426,9 @@ class GenerateRequest(Section):
 
     def load(self, device: torch.device) -> LoadedModel:
         """The model, built on `device` (UsageError: it cannot be)."""
+        from profreport.env import DTYPES
+        from profreport.models import ModelError, load_model
+
         try:
             return load_model(
                 self.model,
@@ -471,6 +477,8 @@ class Generated:
         """How a published run ends: 0 when eager ran (or, without eager, any mode did); 1 when
         the model itself is broken, with `strict` when any mode failed, or over the budget; 3
         when a finding failed to derive."""
+        from profreport.analysis.derive import failure_summary
+
         failures = tuple(
             ModeFailure(name, m.status, m.error or m.status, strict or name == "eager")
             for name, m in run.modes.items()
@@ -518,6 +526,9 @@ def generate(
     nothing half-written. `now` names the run folder and stamps the record. With `expect`, the
     run is checked against that kernel budget (analysis/budget.py): the reports open with the
     check, and a breach makes the exit code 1."""
+    from profreport.env import device_for
+    from profreport.pipeline import RunSetup
+
     options = request.options()
     device = device_for(request.device, request.dtype, request.threads)
     model, build_log = terminal.built(lambda: request.load(device))

@@ -38,7 +38,7 @@ RUN: Document[Run] = Document("run")  # a run record (profreport.run/2)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
 # `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
 ANALYSIS: Document[AnalysisDocument] = Document("analysis")
-# a sweep record (profreport.sweep/1) and two sweeps gated point by point: kinds whose renderers
+# a sweep record (profreport.sweep/2) and two sweeps gated point by point: kinds whose renderers
 # (and document types) belong to the sweep package, which registers them
 SWEEP: Document[Any] = Document("sweep")
 SWEEP_COMPARISON: Document[Any] = Document("sweep-comparison")

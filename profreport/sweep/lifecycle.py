@@ -19,14 +19,14 @@ from pathlib import Path
 from profreport.exits import UsageError
 from profreport.files import not_a_file, slug
 from profreport.sweep import document
-from profreport.sweep.document import PointOutcome, SweepRecordError
+from profreport.sweep.document import SweepRecordError
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec
 from profreport.sweep.model import Sweep
 
 EXECUTORS = ("local", "ray")
 INTERRUPTED = "the sweep was interrupted"
 OnStart = Callable[[Point], None]
-OnDone = Callable[[Point, PointOutcome], None]
+OnDone = Callable[[Point], None]  # the point as it ended
 
 
 def _nothing(*_args: object) -> None:
@@ -96,7 +96,7 @@ class SweepRun:
             created_utc=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             executor=executor,
             grid=spec,
-            points=tuple(document.pending_entry(p) for p in spec.points()),
+            points=tuple(spec.points()),
         )
         return cls(root, spec, save(sweep, root, final=False), executor)
 
@@ -122,22 +122,23 @@ class SweepRun:
         """The points not done yet (pending, or stopped by an interrupt)."""
         return [p for p in self.spec.points() if self.sweep.status(p.id) not in document.DONE]
 
-    def record(self, point: Point, outcome: PointOutcome) -> None:
-        """A finished point and one row per mode from its run record, saved to sweep.json."""
+    def record(self, point: Point) -> None:
+        """A point as it ended, and one row per mode from its run record, saved to sweep.json."""
         from profreport.record import RecordError, load_run
 
         run = None
-        if outcome.run_dir is not None:
+        if point.run is not None:
             try:
-                run = load_run(outcome.run_dir)
+                run = load_run(self.root / point.run)
             except RecordError as exc:
-                outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
-        elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
-            outcome.status, outcome.error = "failed", "generate wrote no run record"
-        entry = document.point_entry(point, outcome, self.root)
-        run_rel = entry.run if run is not None else None
-        rows = document.mode_rows(point, self.spec.modes, run, outcome, run_rel)
-        self.sweep = self.sweep.with_point(entry, rows)
+                point = dataclasses.replace(
+                    point, status="failed", error=f"unreadable run record: {exc}"
+                )
+        elif point.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
+            point = dataclasses.replace(
+                point, status="failed", error="generate wrote no run record"
+            )
+        self.sweep = self.sweep.with_point(point, document.mode_rows(point, self.spec.modes, run))
         save(self.sweep, self.root, final=False)
 
     def run(
@@ -152,11 +153,11 @@ class SweepRun:
             running.add(point.id)
             on_start(point)
 
-        def done(point: Point, outcome: PointOutcome) -> None:
+        def done(point: Point) -> None:
             running.discard(point.id)
             # recorded before it is written: a Ctrl-C while writing still keeps the outcome
-            self.record(point, outcome)
-            on_done(point, outcome)
+            self.record(point)
+            on_done(point)
 
         try:  # with the executor named, reporting each point as it starts and ends
             if self.executor == "ray":
