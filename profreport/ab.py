@@ -57,12 +57,10 @@ def compared_pairs(names: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _timing_line(series: int, round_no: int, samples: int) -> str:
-    return f"timing base and head, {series} series interleaved: round {round_no}, {samples}"
-
-
 # base and head in shared rounds, in `ab_order`; each side's record names the order
-AB_TIMING = TimingPlan(compared_pairs, ab_order, _timing_line, "ab_order (profreport/ab.py)")
+AB_TIMING = TimingPlan(
+    compared_pairs, ab_order, "series of base and head", "ab_order (profreport/ab.py)"
+)
 
 
 @dataclass(frozen=True)

@@ -242,10 +242,8 @@ class RunFolder:
     """
 
     def __init__(self, path: Path) -> None:
-        self._path = self._staging = path
+        self.path = self._staging = self._name = path
         self._staged: tuple[Path, str] | None = None  # (parent, name) until published
-        self._name: Path = path
-        self._within: tuple[RunFolder, str] | None = None
         self.published: Path | None = None
 
     @classmethod
@@ -268,18 +266,9 @@ class RunFolder:
         return cls(Path(tempfile.mkdtemp(prefix="profreport-")))
 
     def side(self, name: str) -> RunFolder:
-        """A run folder `name` inside this one, published with it."""
-        inner = RunFolder(self.path / name)
-        inner._within = (self, name)
-        return inner
-
-    @property
-    def path(self) -> Path:
-        """Where the folder is now (its staging folder until it is published)."""
-        if self._within is not None:
-            outer, name = self._within
-            return outer.path / name
-        return self._path
+        """A run folder `name` inside this one while it is staged (each side of `profreport
+        ab`), published with it."""
+        return RunFolder(self.path / name)
 
     @property
     def record(self) -> Path:
@@ -312,8 +301,8 @@ class RunFolder:
             try:
                 # rename(2) replaces only an empty folder, so nothing written is ever lost; a
                 # folder that holds anything (another run) makes it fail and we take the next name.
-                os.rename(self._path, candidate)
-                self.published = self._path = candidate
+                os.rename(self.path, candidate)
+                self.published = self.path = candidate
                 self._staged = None
                 return candidate
             except OSError as exc:

@@ -346,21 +346,16 @@ def _against_eager(names: list[str]) -> list[tuple[str, str]]:
     return [("eager", name) for name in names if name != "eager"]
 
 
-def _timing_line(series: int, round_no: int, samples: int) -> str:
-    return f"timing {series} modes interleaved: round {round_no}, {samples} samples each"
-
-
 @dataclass(frozen=True)
 class TimingPlan:
     """How the stages share the timing rounds: which series are judged against each other (more
     rounds while a ratio lacks only rounds), the order of a round (None: every series rotated
-    one place a round), the progress line every tenth round (series, round, fewest samples),
-    and what each stage's record says of that order (`order_name`: `profreport ab`'s; None: a
-    run timed on its own)."""
+    one place a round), what the progress calls the series, and what each stage's record says
+    of that order (`order_name`: `profreport ab`'s; None: a run timed on its own)."""
 
     pairs: Callable[[list[str]], list[tuple[str, str]]] = _against_eager
     order: Callable[[int, list[str]], list[str]] | None = None
-    line: Callable[[int, int, int], str] = _timing_line
+    series: str = "modes"
     order_name: str | None = None
 
 
@@ -429,7 +424,9 @@ def time_stages(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: P
         def each_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
                 fewest = min(len(r.samples_ms) for r in results.values())
-                progress(plan.line(n, round_no, fewest))
+                progress(
+                    f"timing {n} {plan.series} interleaved: round {round_no}, {fewest} samples each"
+                )
 
         try:
             with watch() as watched, reference.timed() as timed:

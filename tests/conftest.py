@@ -142,7 +142,7 @@ def replay_collection(monkeypatch: pytest.MonkeyPatch, evidence_for: Any) -> Non
     each run setup, the evidence `evidence_for(setup)` hands back (checkpointed in the run's
     folder, as collection does), with nothing left to time; the findings are derived, saved
     and published as for a real run."""
-    from profreport import runner
+    from profreport import pipeline
     from profreport.pipeline import PhaseClock, TimingStage
 
     class Replayed:
@@ -157,7 +157,7 @@ def replay_collection(monkeypatch: pytest.MonkeyPatch, evidence_for: Any) -> Non
         def finish(self, ab: Any = None) -> Any:
             return self.evidence
 
-    monkeypatch.setattr(runner, "RunCollector", Replayed)
+    monkeypatch.setattr(pipeline, "RunCollector", Replayed)
 
 
 def evidence_of(record: Any) -> Any:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from profreport.exits import UsageError
-from profreport.files import not_a_file, slug
+from profreport.files import RunFolder, slug
 from profreport.sweep import document
 from profreport.sweep.document import SweepRecordError
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec
@@ -34,22 +34,14 @@ def _nothing(*_args: object) -> None:
 
 
 def new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
-    """A fresh sweep folder under `parent`, named after the first model and the time."""
-    not_a_file(parent)
+    """A fresh sweep folder under `parent`, named after the first model and the time (`-2`,
+    `-3`, ... when that name is taken, as a run folder's is)."""
     more = f"-and-{len(spec.models) - 1}-more" if len(spec.models) > 1 else ""
     name = f"sweep-{slug(spec.models[0], 60) or 'model'}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        for n in range(1, 1000):
-            folder = parent / (name if n == 1 else f"{name}-{n}")
-            try:
-                folder.mkdir()
-                return folder
-            except FileExistsError:
-                continue
+        return RunFolder.staged(parent, name).publish()
     except OSError as exc:
         raise UsageError(f"cannot write to {parent}: {exc.strerror or exc}") from None
-    raise UsageError(f"cannot find a free folder name for {name} under {parent}")
 
 
 def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
