@@ -175,17 +175,15 @@ def library_writes(folder: Path) -> Iterator[None]:
     """A block in which a library writes files into `folder` for profreport, which reads them
     back. A library may write short on a full disk without raising (torch.profiler's trace
     exporter does), and the read then fails on a file missing or cut short: whatever the block
-    raises is then the disk's OSError when `folder` takes no more bytes (`raise_if_full`);
-    anything else goes on up as it was."""
+    raises is then the disk's OSError naming `folder` (what it holds may be cut short) when the
+    disk refused a write or `folder` takes no more bytes; anything else goes on up as it was."""
     try:
         yield
     except Exception as exc:
-        if disk_error(exc) is None:
-            try:
-                raise_if_full(folder)
-            except OSError as refused:
-                raise refused from exc
-        raise
+        refused = disk_error(exc) or _refusal(folder)
+        if refused is None:
+            raise
+        raise OSError(refused.errno, refused.strerror, str(folder)) from exc
 
 
 def _tfrecords_whole(path: Path) -> bool:
@@ -313,17 +311,16 @@ class RunFolder:
 
     def keep_partial(self, refused: OSError) -> Path | None:
         """After a disk refused a file: the staged folder published as `<name>-partial` when it
-        holds a record of the evidence so far (what the disk refused removed, as it may be cut
-        short; every file a record names was checked whole when it was written), else left to
-        be removed. Returns the partial folder (None: nothing is kept)."""
+        holds a record of the evidence so far, else left to be removed; returns the partial
+        folder (None: nothing is kept). What is kept is whole: a file profreport writes is
+        written atomically (the disk refusing it leaves the one before), every file a record
+        names was read back whole, and a library's output folder the disk refused (a mode's
+        traces, the light pass's: in no record yet) is removed."""
         if self._staged is None or not self.records():
             return None
         cut = Path(refused.filename) if isinstance(refused.filename, str) else None
-        if cut is not None and self.path in cut.parents:
-            if cut.is_dir():  # a library's output folder (a mode's traces): not in the record
-                shutil.rmtree(cut, ignore_errors=True)
-            else:
-                cut.unlink(missing_ok=True)
+        if cut is not None and cut.is_dir() and self.path in cut.parents:
+            shutil.rmtree(cut, ignore_errors=True)
         try:
             return self.publish(f"{self._staged[1]}-partial")
         except OSError:

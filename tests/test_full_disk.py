@@ -78,6 +78,12 @@ def test_a_mode_trace_cut_short_on_a_full_disk_is_the_disks_error(
     assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path / "eager"))
 
 
+def test_a_write_the_disk_refuses_inside_a_library_block_names_the_folder(tmp_path):
+    with pytest.raises(OSError) as refused, files.library_writes(tmp_path):
+        raise OSError(errno.ENOSPC, NO_SPACE)  # a plain write's error names no file
+    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path))
+
+
 def test_a_trace_cut_short_on_a_disk_with_room_is_no_disk_error(tmp_path, short_trace_exporter):
     with pytest.raises(ValueError) as cut:  # the trace's JSON, read back, ends early
         _profile(tmp_path / "eager")

@@ -164,6 +164,31 @@ def test_a_disk_that_fills_up_after_the_evidence_keeps_a_partial_record(
     assert not list(kept.glob("report.html*")) and not list(kept.glob(".*.tmp"))
 
 
+def test_a_checkpoint_the_disk_refuses_keeps_the_one_before(
+    recorded_pipeline, tmp_path, monkeypatch
+):
+    """run.json is written atomically: the evidence saved after the timing failing on a full
+    disk leaves the checkpoint before it whole, and that is what the partial folder keeps."""
+    from profreport import files
+
+    replace, records = files.os.replace, []
+
+    def full_after_the_first_record(src, dst):
+        if Path(dst).name == "run.json":
+            records.append(dst)
+            if len(records) > 1:
+                raise OSError(28, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", full_after_the_first_record)
+    out = tmp_path / "out"
+    code, _out, err = _generate(out)
+    assert code == 2
+    (kept,) = out.iterdir()
+    assert err.startswith(f"error: cannot write {kept / 'run.json'}: No space left on device;")
+    assert set(load(kept)["modes"]) == {"eager", "script", "trace", "optimize", "compile"}
+
+
 def test_a_finding_that_raises_keeps_the_evidence_and_exits_3(
     recorded_pipeline, tmp_path, monkeypatch
 ):
