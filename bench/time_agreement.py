@@ -47,17 +47,17 @@ def _load(spec: str) -> Any:
 
 
 def run(spec: str, modes: str, out: Path, min_time: float) -> None:
-    """One generate run of ``spec`` into out/<name>/ (through the library API)."""
-    from profreport.api import profile_loaded, run_options
+    """One generate run of ``spec`` into out/<name>/ (through the driver generate runs on)."""
+    from profreport.files import RunFolder
+    from profreport.pipeline import RunSetup, quiet
+    from profreport.runner import profile_runs, run_options
 
     model = _load(spec)
-    folder = out / spec.replace("/", "_").replace(":", "_")
+    folder = RunFolder(out / spec.replace("/", "_").replace(":", "_"))
     options = run_options(modes.split(","), min_time_s=min_time, max_time_s=60.0)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        result = profile_loaded(model, torch.device("cpu"), "float32", Path(tmp), options)
-        result.save(folder)
-    print(f"{spec}: {folder} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    profile_runs({"": RunSetup(model, torch.device("cpu"), "float32", folder, options)}, quiet)
+    print(f"{spec}: {folder.path} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
 
 def _ms(us: float | None) -> str:

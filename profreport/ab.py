@@ -1,38 +1,32 @@
 """`profreport ab`: base and head in one process, their latency blocks interleaved.
 
-Both models are built, profiled and warmed up as `generate` does (pipeline.RunCollector), then
-timed together: each round runs every mode of both sides, modes in rotating order and, within a
-mode, base and head adjacent in alternating order (base first on even rounds). Block *i* of base
-and of head ran moments apart, so the gate compares them round by round (analysis/paired.py).
-Each side then finishes as an ordinary run; compare_runs reads the two records.
+Both models are built and profiled as `generate` does, each side into its own run folder inside
+the ab folder (`base/`, `head/`, checkpointed as generate's is), then timed together by the one
+driver (runner.profile_runs): each round runs every mode of both sides, modes in rotating order
+and, within a mode, base and head adjacent in alternating order (base first on even rounds).
+Block *i* of base and of head ran moments apart, so the gate compares them round by round
+(analysis/paired.py). Each side then finishes as an ordinary run, its evidence saved before any
+finding is derived; compare_runs reads the two records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
-
-import torch
 
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
-from profreport.models import LoadedModel
-from profreport.pipeline import (
-    Progress,
-    RunCollector,
-    RunOptions,
-    RunSetup,
-    TimingStage,
-    ceilings_again,
-    derive_findings,
-    time_stages,
-)
-from profreport.record.model import MachineLoad, Run
+from profreport.env import DTYPES, device_for
+from profreport.exits import UsageError
+from profreport.files import RunFolder, run_folder_name
+from profreport.models import LoadedModel, ModelError, load_model
+from profreport.pipeline import RunSetup, TimingPlan
+from profreport.record.model import Run
+from profreport.runner import Terminal, profile_runs, run_options, staged_run
+from profreport.text import Progress
 
-Side = Literal["base", "head"]
-SIDES: tuple[Side, Side] = ("base", "head")
+SIDES = ("base", "head")
+COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
 
 def key(side: str, mode: str) -> str:
@@ -63,82 +57,98 @@ def compared_pairs(names: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def time_together(
-    collectors: dict[Side, RunCollector],
-    inputs: dict[str, tuple[torch.Tensor, ...]],
-    device: torch.device,
-    options: RunOptions,
-    progress: Progress,
-) -> MachineLoad | None:
-    """Time base and head in shared rounds (pipeline.time_stages, in `ab_order`); store each
-    side's latency in its record; return the machine load over the timing (None: nothing was
-    timed). A mode that raises is marked failed on its side and the rest are timed again
-    without it."""
-    stages: dict[str, TimingStage] = {
-        side: c.stage for side, c in collectors.items() if c.stage is not None
-    }
-
-    def on_round(n: int, round_no: int, samples: int) -> None:
-        progress(f"timing base and head, {n} series interleaved: round {round_no}, {samples}")
-
-    load = time_stages(stages, inputs, device, options, on_round, compared_pairs, ab_order)
-    for side in SIDES:
-        if stages[side].machine_reference is not None:  # timed
-            collectors[side].mark_ab(side)
-    return load
+# base and head in shared rounds, in `ab_order`; each side's record names the order
+AB_TIMING = TimingPlan(
+    compared_pairs, ab_order, "series of base and head", "ab_order (profreport/ab.py)"
+)
 
 
-@dataclass
+@dataclass(frozen=True)
+class AbRequest:
+    """What one `profreport ab` is asked for: the two models (as `generate --model` takes
+    them), how they run, the folder the ab folder goes under, and the comparison's gates and
+    format (md, json or html)."""
+
+    base: str
+    head: str
+    modes: tuple[str, ...] = ("eager", "compile")
+    device: str = "auto"
+    dtype: str = "float32"
+    out: Path = Path("reports")
+    min_time_s: float = 1.0
+    max_time_s: float = 120.0
+    threads: int | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    format: str = "md"
+
+
+@dataclass(frozen=True)
 class AbResult:
+    """A published ab folder: each side's run (base/, head/), their comparison and its file."""
+
+    folder: Path
     base: Run
     head: Run
     comparison: Comparison
+    comparison_file: Path
 
 
-def run_ab(
-    models: dict[Side, LoadedModel],
-    device: torch.device,
-    dtype: str,
-    run_dirs: dict[Side, Path],
-    options: RunOptions,
-    thresholds: Thresholds,
-    progress: Progress = lambda _msg: None,
-    labels: dict[Side, str] | None = None,
-    now: Callable[[], datetime] | None = None,
-) -> AbResult:
-    """Profile base and head (run folders `run_dirs[side]`), time them together, compare."""
-    collectors: dict[Side, RunCollector] = {}
-    for side in SIDES:
+def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) -> AbResult:
+    """Profile base and head into one ab folder under `request.out`, timed together; compare
+    and publish. Bad input raises UsageError before anything is written; a bug after both
+    sides' evidence was saved publishes the folder and says where (as `generate` does)."""
+    from profreport.render.registry import COMPARISON, get
 
-        def tagged(msg: str, side: str = side) -> None:
-            progress(f"{side}: {msg}")
-
-        setup = RunSetup(models[side], device, dtype, run_dirs[side], options, tagged, now)
-        collectors[side] = RunCollector(setup)
-        # one clear of the compilers' caches for both sides: head's builds keep base's code
-        collectors[side].prepare(fresh_compilers=side == "base")
-    with (
-        collectors["base"].phases.phase("timing"),
-        collectors["head"].phases.phase("timing"),
-        torch.no_grad(),
-    ):
-        load = time_together(
-            collectors, {s: models[s].example_inputs for s in SIDES}, device, options, progress
+    try:
+        options = run_options(
+            request.modes, min_time_s=request.min_time_s, max_time_s=request.max_time_s
         )
-    # each side finishes as an ordinary run: the typed record with today's findings
-    again = ceilings_again(device, dtype)
-    runs = {
-        side: derive_findings(collectors[side].finish(), remeasure=again, progress=progress)
-        for side in SIDES
-    }
-    labels = labels or {side: side for side in SIDES}
-    comparison = compare_runs(
-        runs["base"],
-        runs["head"],
-        thresholds,
-        base_label=labels["base"],
-        head_label=labels["head"],
-        paired_loads=(load,),  # one timing process: this one
-        allow_different_models=True,  # `ab` compares whatever two models it is given
-    )
-    return AbResult(runs["base"], runs["head"], comparison)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    device = device_for(request.device, request.dtype, request.threads)
+
+    def build() -> dict[str, LoadedModel]:
+        models = {}
+        for side, spec in zip(SIDES, (request.base, request.head), strict=True):
+            try:
+                models[side] = load_model(spec, device, DTYPES[request.dtype])
+            except ModelError as exc:
+                raise UsageError(f"{side}: {exc}") from None
+        return models
+
+    models, build_log = terminal.built(build)
+    stamp = now or datetime.now(timezone.utc)
+    names = dict.fromkeys(models[side].name for side in SIDES)  # one name when they agree
+    name = run_folder_name(f"{'-vs-'.join(names)}-ab", device.type, stamp)
+    folder = RunFolder.staged(request.out, name)
+    with staged_run(folder, terminal, build_log) as progress:
+        setups = {
+            side: RunSetup(
+                models[side],
+                device,
+                request.dtype,
+                folder.side(side),
+                options,
+                _tagged(progress, side),
+                lambda: stamp,
+            )
+            for side in SIDES
+        }
+        done = profile_runs(setups, progress, plan=AB_TIMING)
+        base, head = done.runs["base"], done.runs["head"]
+        comparison = compare_runs(
+            base,
+            head,
+            request.thresholds,
+            base_label=request.base,
+            head_label=request.head,
+            paired_loads=(done.load,),  # one timing process: this one
+            allow_different_models=True,  # `ab` compares whatever two models it is given
+        )
+        content = get(COMPARISON, request.format).text(comparison)
+        written = folder.write(COMPARE_NAMES[request.format], content)
+    return AbResult(folder.path, base, head, comparison, folder.path / written.name)
+
+
+def _tagged(progress: Progress, side: str) -> Progress:
+    return lambda msg: progress(f"{side}: {msg}")

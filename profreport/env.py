@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from profreport.exits import UsageError
 from profreport.record.model import Device, Environment, Fusers
 from profreport.text import first_line
 
@@ -97,6 +98,21 @@ def _probe_dtype(device: torch.device, dtype: torch.dtype) -> None:
     x = torch.ones(1, 2, 4, 4, device=device, dtype=dtype)
     torch.nn.functional.conv2d(x, torch.ones(2, 2, 3, 3, device=device, dtype=dtype))
     torch.mm(x[0, 0], x[0, 1])
+
+
+def device_for(device_name: str, dtype_name: str, threads: int | None) -> torch.device:
+    """`threads` applied, `device_name` resolved and checked to run `dtype_name` (UsageError
+    if not)."""
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        device = resolve_device(device_name)
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(first_line(exc)) from None
+    problem = dtype_problem(device, DTYPES[dtype_name])
+    if problem:
+        raise UsageError(problem)
+    return device
 
 
 def device_info(device: torch.device) -> Device:

@@ -1,14 +1,14 @@
-"""The generate pipeline: model -> modes -> capture -> the run record (a typed `Run`).
+"""Collecting a run: model -> modes -> capture -> the run record's evidence (a typed `Run`).
 
-`collect_run` runs every requested mode (one failing does not stop the others), profiles it,
-logs its tensor I/O, times all modes together, and returns the run record's evidence;
-`derive_findings` then adds today's findings (analysis/derive), so that a caller can save the
-evidence before anything is derived from it. Every stage writes typed record sections
-(profreport.record.model); the only files it writes are the Kineto traces under
-`<run_dir>/tensorboard/<mode>/`, which belong beside the record (the evidence so far goes to the
-setup's `checkpoint`, for the caller to keep).
-`RunCollector` is the same run in two stages with the timing between them (`prepare`, then
-`finish`), so that `profreport ab` can time two runs together.
+`RunCollector` runs every requested mode (one failing does not stop the others), profiles it,
+counts its kernels and sizes its tensor I/O (`prepare`, which hands back the `TimingStage`: the
+modes warm and waiting); `time_stages` times the stages of one run, or of both sides of
+`profreport ab`, in shared rounds (the timing step: one function, replaceable); `finish` measures
+what comes after the timing and returns the evidence, and `derive_findings` adds today's findings
+(analysis/derive). Every stage writes typed record sections (profreport.record.model); the only
+files it writes are the Kineto traces, in the run's folder beside the record, and the evidence so
+far, checkpointed there after each mode (files.RunFolder). The one driver that orders these
+steps, saves and publishes is runner.profile_runs.
 
 Over 400 lines on purpose: it is the one place that orders the stages (build, profile, count,
 bytes, interleaved timing, output checks, failure handling per mode); each stage's work is in
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-from profreport import __version__, interrupts
+from profreport import interrupts
+from profreport.analysis import derive
 from profreport.analysis import kernels as kernel_analysis
 from profreport.analysis.bytes_model import estimate
-from profreport.analysis.derive import derived_run
 from profreport.analysis.latency import latency_of
 from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
@@ -60,6 +60,8 @@ from profreport.capture.timing import (
     measure_latency,
 )
 from profreport.env import DTYPES, collect_env, device_info, make_sync
+from profreport.exits import disk_error
+from profreport.files import TENSORBOARD, RunFolder
 from profreport.light_pass import light_pass
 from profreport.models import LoadedModel
 from profreport.modes import (
@@ -105,10 +107,9 @@ from profreport.record.model import (
 from profreport.record.section import schema_of
 from profreport.run_estimate import duration_notice
 from profreport.script_errors import interpreter_failure_line
-from profreport.text import error_line, full_error, one_line
+from profreport.text import Progress, error_line, full_error, one_line
 from profreport.traceio import Trace, load_trace
-
-Progress = Callable[[str], None]
+from profreport.version import __version__
 
 
 @dataclass(frozen=True)
@@ -235,14 +236,13 @@ def _measured_bytes(
     """Nsight Compute's DRAM bytes for one step of this mode, or why there are none."""
     if not options.measure_bytes:
         return unavailable_bytes(NOT_REQUESTED)
-    reason = ncu_unavailable_reason(device.type)
-    if reason is None and not model.spec:
+    reason, spec = ncu_unavailable_reason(device.type), model.spec
+    if reason is None and not spec:
         reason = "the model was passed as an object; measuring needs a spec a child can load"
-    if reason is not None:
-        return unavailable_bytes(reason)
-    assert model.spec is not None
+    if reason is not None or not spec:
+        return unavailable_bytes(reason or "")
     child = ChildModel(
-        model.spec, str(device), dtype, model.batch_size, model.memory_format == "channels_last"
+        spec, str(device), dtype, model.batch_size, model.memory_format == "channels_last"
     )
     return measure_mode(child, name)
 
@@ -346,29 +346,58 @@ def _against_eager(names: list[str]) -> list[tuple[str, str]]:
     return [("eager", name) for name in names if name != "eager"]
 
 
-def time_stages(
-    stages: Mapping[str, TimingStage],
-    inputs: Mapping[str, tuple[torch.Tensor, ...]],
-    device: torch.device,
-    options: RunOptions,
-    on_round: Callable[[int, int, int], None],
-    pairs: Callable[[list[str]], list[tuple[str, str]]],
-    order: Callable[[int, list[str]], list[str]] | None = None,
-) -> MachineLoad | None:
-    """Time the prepared modes of every stage (a run's, or each side's of `profreport ab`,
-    its series named `side/mode`) in shared rounds; store each stage's latency and machine
-    reference, and return the machine load over the timing (None: nothing was timed). A mode
-    that raises is marked failed on its stage and the others are timed again without it, in
-    what is left of the `--max-time` budget. `on_round` is told every tenth round the series,
-    the round and the fewest samples a series has; `pairs` names the series judged against
-    each other (more rounds while a ratio lacks only rounds). Without `options.time_latency`,
-    each stage's prepared modes say they were not timed."""
+@dataclass(frozen=True)
+class TimingPlan:
+    """How the stages share the timing rounds: which series are judged against each other (more
+    rounds while a ratio lacks only rounds), the order of a round (None: every series rotated
+    one place a round), what the progress calls the series, and what each stage's record says
+    of that order (`order_name`: `profreport ab`'s; None: a run timed on its own)."""
+
+    pairs: Callable[[list[str]], list[tuple[str, str]]] = _against_eager
+    order: Callable[[int, list[str]], list[str]] | None = None
+    series: str = "modes"
+    order_name: str | None = None
+
+
+ON_ITS_OWN = TimingPlan()  # one run: its modes, each judged against eager
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timing step measured: each stage's latency series by mode, the machine
+    reference timed in the same rounds and the machine's load meanwhile (`reference` None:
+    nothing was timed)."""
+
+    series: Mapping[str, Mapping[str, TimingResult]] = field(default_factory=dict)
+    reference: MachineReference | None = None
+    load: MachineLoad | None = None
+
+
+def _own_failure(exc: BaseException, start: int) -> None:
+    """Raise what `exc` is when it is no failure of a mode: an interrupt (in disguise or not),
+    or a disk that refused a file (bad input)."""
+    interrupts.reraise_if_interrupted(exc, start)
+    refused = disk_error(exc)
+    if refused is not None:
+        raise refused
+
+
+def time_stages(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress) -> Timed:
+    """The timing step: the prepared modes of every stage (a run's, or each side's of
+    `profreport ab`, its series then named `side/mode`) timed in shared rounds within the
+    options' budget; returns each stage's latency series (runner.profile_runs stores them). A
+    mode that raises is marked failed on its stage (`TimingStage.mark_failed`) and the others
+    are timed again without it, in what is left of the `max_time_s` budget; a stage that cannot
+    be timed says why (`TimingStage.not_timed`). A timer of another kind (in worker processes,
+    say) takes the same stages, plan and progress and returns the same `Timed`."""
+    setup = next(iter(stages.values())).setup
+    options, device = setup.options, setup.device
     if not options.time_latency:
         for stage in stages.values():
             stage.not_timed(NOT_TIMED)
-        return None
+        return Timed()
     if not any(stage.prepared_modes for stage in stages.values()):
-        return None
+        return Timed()
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
     # one machine reference for all stages: they are timed in the same rounds
@@ -379,14 +408,14 @@ def time_stages(
         if lost is not None:  # one process, one CUDA context: no stage can be timed
             for stage in stages.values():
                 stage.not_timed(lost)
-            return None
+            return Timed()
         fns: dict[str, Callable[[], Any]] = {
-            f"{side}/{mode}" if side else mode: partial(p.fn, *inputs[side])
+            f"{side}/{mode}" if side else mode: partial(p.fn, *stage.setup.model.example_inputs)
             for side, stage in stages.items()
             for mode, p in stage.prepared_modes.items()
         }
         if not fns:
-            return None
+            return Timed()
         budget = replace(
             device_timing(options.timing, device.type),
             max_time_s=max(0.0, deadline - time.perf_counter()),
@@ -394,7 +423,10 @@ def time_stages(
 
         def each_round(round_no: int, results: dict[str, TimingResult], n: int = len(fns)) -> None:
             if round_no % 10 == 1:
-                on_round(n, round_no, min(len(r.samples_ms) for r in results.values()))
+                fewest = min(len(r.samples_ms) for r in results.values())
+                progress(
+                    f"timing {n} {plan.series} interleaved: round {round_no}, {fewest} samples each"
+                )
 
         try:
             with watch() as watched, reference.timed() as timed:
@@ -403,24 +435,21 @@ def time_stages(
                     sync,
                     budget,
                     on_round=each_round,
-                    order=order,
-                    wants_more=partial(wants_more_rounds, pairs=pairs(list(fns))),
+                    order=plan.order,
+                    wants_more=partial(wants_more_rounds, pairs=plan.pairs(list(fns))),
                     reference=timed,
                 )
         except TimingFailed as failure:
-            interrupts.reraise_if_interrupted(failure.error, start)
+            _own_failure(failure.error, start)
             if not reference.failed(failure):
                 side, _, mode = failure.mode.rpartition("/")
                 stages[side].mark_failed(mode, failure.error, device)
             continue
-        machine = reference.record()
-        series = {key.rpartition("/"): result for key, result in timings.items()}
-        for side, stage in stages.items():
-            stage.store_latency(
-                {m: r for (s, _, m), r in series.items() if s == side}, watched.load
-            )
-            stage.machine_reference = machine
-        return watched.load
+        series: dict[str, dict[str, TimingResult]] = {side: {} for side in stages}
+        for key, result in timings.items():
+            side, _, mode = key.rpartition("/")
+            series[side][mode] = result
+        return Timed(series, reference.record(), watched.load)
 
 
 class ReferenceRun:
@@ -480,31 +509,31 @@ def quiet(_msg: str) -> None:
 
 @dataclass(frozen=True)
 class RunSetup:
-    """What one run profiles, how, and where its traces go; `now` and `clock` are the run's
-    timestamp (None: the time it starts, UTC) and phase clock (tests replace them).
-    `checkpoint` is handed the evidence so far after each mode and after the timing
-    (`generate` writes it to the staged run.json, so a process that dies, by a segfault say,
-    leaves the evidence of the modes that finished)."""
+    """What one run profiles, how, and the folder its traces and the evidence so far go to
+    (checkpointed after each mode and after the timing, so that a process that dies, by a
+    segfault say, leaves the evidence of the modes that finished); `now` and `clock` are the
+    run's timestamp (None: the time it starts, UTC) and phase clock (tests replace them)."""
 
     model: LoadedModel
     device: torch.device
     dtype: str
-    run_dir: Path
+    folder: RunFolder
     options: RunOptions = field(default_factory=RunOptions)
     progress: Progress = quiet
     now: Callable[[], datetime] | None = None
     clock: Callable[[], float] = time.perf_counter
-    checkpoint: Callable[[Run], None] | None = None
 
 
 @dataclass
 class TimingStage:
     """The modes of a run that are built, profiled and warm, waiting to be timed: each mode's
-    record entry so far (`modes`), and what timing calls (`prepared_modes`, `sync`)."""
+    record entry so far (`modes`), and what timing calls (`prepared_modes` on the setup's
+    model's inputs, `sync`)."""
 
     modes: dict[str, ModeResult]
     prepared_modes: dict[str, PreparedMode]
     sync: Callable[[], None]
+    setup: RunSetup
     timing_noise: TimingNoise | None = None  # once timed
     machine_reference: MachineReference | None = None  # once timed
     # why the device can run nothing more (a fatal CUDA error poisoned the context), else None
@@ -523,10 +552,13 @@ class TimingStage:
         for name in self.prepared_modes:
             self.modes[name] = self.modes[name].adding(not_timed=reason)
 
-    def store_latency(self, timings: dict[str, TimingResult], load: MachineLoad | None) -> None:
-        """Each mode's `latency_ms` and paired `speedup_vs_eager`, and the run's
-        `timing_noise`, from one timing process (this one): its speedups say they cover one
+    def store(self, timings: Mapping[str, TimingResult], timed: Timed) -> None:
+        """What the timing step measured (nothing when it timed nothing): each mode's
+        `latency_ms` and paired `speedup_vs_eager`, the run's `timing_noise` and machine
+        reference, from one timing process (this one): its speedups say they cover one
         process."""
+        if timed.reference is None:
+            return
         for name, res in timings.items():
             blocks = ProcessBlocks(
                 samples=tuple(res.samples_ms),
@@ -536,9 +568,10 @@ class TimingStage:
             stats = dataclasses.replace(latency_of([blocks]), threads=torch.get_num_threads())
             self.modes[name] = self.modes[name].adding(latency_ms=stats)
         samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
-        speedups, self.timing_noise = paired_speedups([samples], [load])
+        speedups, self.timing_noise = paired_speedups([samples], [timed.load])
         for name, speedup in speedups.items():
             self.modes[name] = self.modes[name].adding(speedup_vs_eager=speedup)
+        self.machine_reference = timed.reference
 
 
 class RunCollector:
@@ -556,7 +589,6 @@ class RunCollector:
         self._bytes_work: dict[str, BytesWork] = {}
         self._step_walls: dict[str, list[float]] = {}  # each mode's profiled steps, for sizing
         self.stage: TimingStage | None = None
-        self._ab: AbSide | None = None
         self._finished = False
 
     def prepare(self, fresh_compilers: bool = True) -> TimingStage:
@@ -624,7 +656,7 @@ class RunCollector:
                 try:
                     modes[name], prepared_modes[name] = self._prepare_mode(name, entry, reference)
                 except _ModeFailed as failed:  # one failing mode must not stop the others
-                    interrupts.reraise_if_interrupted(failed.error, start)  # no failure, a stop
+                    _own_failure(failed.error, start)  # a stop or a full disk: no failure
                     modes[name] = _mark_failed(failed.entry, name, failed.error, device)
                     context_lost = lost_after(name, device)
                 self._save_so_far(modes, NOT_TIMED_YET)
@@ -632,7 +664,7 @@ class RunCollector:
             # leftover compile jobs included), so that none of profreport's own processes
             # competes with the timing (the noise guard counts them apart: capture/noise.py)
             stop_compile_workers()
-            self.stage = TimingStage(modes, prepared_modes, sync, context_lost=context_lost)
+            self.stage = TimingStage(modes, prepared_modes, sync, setup, context_lost=context_lost)
             with phases.phase("time_breakdown"):
                 self._light_pass(self.stage)
         return self.stage
@@ -660,12 +692,12 @@ class RunCollector:
                     prepared.fn,
                     model.example_inputs,
                     device,
-                    setup.run_dir / "tensorboard" / name,
+                    setup.folder.path / TENSORBOARD / name,
                     name,
                     sync,
                     setup.options.profile,
                 )
-            entry = entry.adding(trace=str(trace_path.relative_to(setup.run_dir)))
+            entry = entry.adding(trace=str(trace_path.relative_to(setup.folder.path)))
             with phases.phase("kernels"):
                 trace = load_trace(trace_path)
                 entry = entry.adding(kernels=_kernel_counts(trace, prepared, device))
@@ -678,7 +710,8 @@ class RunCollector:
             with phases.phase("bytes"):
                 # the operations the bytes model sums, from where the mode says they come from
                 source = mode_for(name).bytes_source
-                assert source is not None  # set when the mode was registered
+                if source is None:  # `modes.register` refuses a mode without one
+                    raise ModeError(f"{name} has no bytes source")
                 self._bytes_work[name] = source.capture(prepared, model.example_inputs, sync)
                 # the mode's modeled bytes (analysis/bytes_model)
                 work = _derive_unrecorded(self._bytes_work[name], self._bytes_work.get("eager"))
@@ -705,24 +738,20 @@ class RunCollector:
             fns = {name: partial(p.fn, *inputs) for name, p in prepared.items()}
             start = interrupts.mark()
             try:
-                found = light_pass(fns, setup.device, self.sync, setup.run_dir, schedule)
+                found = light_pass(fns, setup.device, self.sync, setup.folder.path, schedule)
             except ProfilingFailed as failure:
-                interrupts.reraise_if_interrupted(failure.error, start)
+                _own_failure(failure.error, start)
                 stage.mark_failed(failure.mode, failure.error, setup.device)
                 continue
             for name, breakdown in found.items():
                 modes[name] = modes[name].adding(time_breakdown=breakdown)
             break
 
-    def mark_ab(self, side: Literal["base", "head"]) -> None:
-        """This run is one side of `profreport ab` (timed together with the other)."""
-        self._ab = AbSide(side=side, order="ab_order (profreport/ab.py)")
-
     def _save_so_far(self, modes: Mapping[str, ModeResult], not_timed: str | None) -> None:
-        """Hand the evidence so far to the setup's checkpoint: the modes done (measured bytes
+        """Checkpoint the evidence so far in the run's folder: the modes done (measured bytes
         come last) and, before the timing, `not_timed` for each that ran."""
-        checkpoint, run = self.setup.checkpoint, self._run
-        if checkpoint is None or run is None:
+        run = self._run
+        if run is None:
             return
         so_far = {
             name: mode.adding(not_timed=not_timed)
@@ -731,15 +760,16 @@ class RunCollector:
             for name, mode in modes.items()
         }
         run = replace(run, modes=so_far).adding(ceilings=self._ceilings, phases_s=self._phases_s())
-        checkpoint(run)
+        self.setup.folder.checkpoint(run)
 
     def _phases_s(self) -> dict[str, float]:
         return {k: round(v, 3) for k, v in self.phases.seconds.items()}
 
-    def finish(self) -> Run:
+    def finish(self, ab: AbSide | None = None) -> Run:
         """After timing: ceilings measured again if the machine was busy, each mode's modeled
         (and measured) bytes; the run record's evidence (its findings are derived from it:
-        `derive_findings`)."""
+        `derive_findings`). `ab`: this run is that side of `profreport ab`, timed with the
+        other."""
         stage, run, ceilings = self.stage, self._run, self._ceilings
         if stage is None or run is None or ceilings is None or self._finished:
             raise RuntimeError("finish() comes once, after prepare() and the timing")
@@ -767,7 +797,7 @@ class RunCollector:
             ceilings=ceilings,
             timing_noise=stage.timing_noise,
             machine_reference=stage.machine_reference,
-            ab=self._ab,
+            ab=ab,
             phases_s=self._phases_s(),
         )
 
@@ -778,22 +808,6 @@ class _ModeFailed(Exception):
     def __init__(self, entry: ModeEntry, error: BaseException) -> None:
         super().__init__(str(error))
         self.entry, self.error = entry, error
-
-
-def collect_run(setup: RunSetup) -> Run:
-    """Run all requested modes of the setup's model and return the run record's evidence
-    (traces land in its run_dir; the findings: `derive_findings`); the modes are timed together
-    (`time_stages`), each judged against eager."""
-
-    def on_round(n: int, round_no: int, samples: int) -> None:
-        setup.progress(f"timing {n} modes interleaved: round {round_no}, {samples} samples each")
-
-    collector = RunCollector(setup)
-    stages = {"": collector.prepare()}
-    with collector.phases.phase("timing"), torch.no_grad():
-        inputs = {"": setup.model.example_inputs}
-        time_stages(stages, inputs, setup.device, setup.options, on_round, _against_eager)
-    return collector.finish()
 
 
 def derive_findings(
@@ -812,7 +826,7 @@ def derive_findings(
     ceiling measured in a slow moment the load check did not see; a floor still beaten after
     that stays flagged inconsistent in the record."""
     start = clock()
-    run = derived_run(evidence, mode_analyses())
+    run = derive.derived_run(evidence, mode_analyses())
     beaten = any(
         r is not None and r.consistent is False for r in (m.roofline for m in run.modes.values())
     )
@@ -820,7 +834,7 @@ def derive_findings(
         if progress is not None:
             progress("a median beat its floor: measuring memory bandwidth and matmul rate again")
         evidence = evidence.adding(ceilings=remeasure(evidence.ceilings))
-        run = derived_run(evidence, mode_analyses())
+        run = derive.derived_run(evidence, mode_analyses())
     phases = {**(run.phases_s or {}), "fusion_map": round(clock() - start, 3)}
     return run.adding(phases_s=phases)
 

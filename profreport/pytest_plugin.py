@@ -15,7 +15,6 @@ nothing heavy until a test asks for the fixture.
 
 from __future__ import annotations
 
-import re
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
@@ -63,10 +62,12 @@ def snapshot_path(test_file: Path, test_name: str, path: str | Path | None = Non
     """Where a test's budget is kept: `path` (relative to the test file's folder), else
     `__profreport__/<test name>.json` there (a parametrized name's brackets and other
     characters a file name should not hold become `_`)."""
+    from profreport.files import slug
+
     folder = test_file.parent
     if path is not None:
         return folder / path
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_name).strip("_") or "test"
+    name = slug(test_name, fill="_", strip="_") or "test"
     return folder / SNAPSHOT_DIR / f"{name}.json"
 
 
@@ -130,7 +131,7 @@ def profreport_expect(
             model, tensors, modes, device, dtype, time_latency=timed, **options
         )
         try:
-            if update:
+            if update or previous is None:  # (no budget and no update failed above)
                 eager = result.run.modes.get("eager")
                 if eager is not None and eager.status != "ok":
                     pytest.fail(
@@ -139,7 +140,6 @@ def profreport_expect(
                 write_atomic(target, dumps(expectation_of(result.run, previous)))
                 request.config.stash[_WRITTEN].append(str(target))
                 return None
-            assert previous is not None
             check = check_budget(previous, result.run, str(target))
             if not check.passed:
                 report = tmp_path_factory.mktemp("profreport") / "run"

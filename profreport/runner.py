@@ -1,24 +1,28 @@
-"""One `generate` below the command line: a typed request in, a published run folder out.
+"""Profiling a run below the command line: the one driver, and `generate` on it.
 
-`profreport generate` (cli/generate.py) and every sweep point (sweep/point.py, in a child process
-or a Ray worker) call `generate`. `run_point` turns however a run ended (a run folder, bad input,
-an interrupt, a bug) into a `GenerateResult`: the data a sweep reads, never terminal text.
+`profile_runs` profiles one run, or the two sides of `profreport ab` timed together: collect
+(pipeline.RunCollector), time (pipeline.time_stages, the one timing step), finish, save the
+evidence, derive the findings, save the reports. `generate` (this module), `profreport ab`
+(ab.py) and the library's `profreport.profile` (api.py) all run on it. `staged_run` is what a
+command's run folder goes through: staged, its library output kept off the terminal, published
+whole; a bug after the evidence was saved publishes it and says where, a disk that refuses a file
+is bad input. `run_point` turns however a `generate` ended into a `GenerateResult`: the data a
+sweep point hands back, never terminal text.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TextIO, TypeVar, cast
+
+import orjson
 
 from profreport import interrupts
 from profreport.exits import (
@@ -28,176 +32,224 @@ from profreport.exits import (
     EvidenceSaved,
     Status,
     UsageError,
+    disk_error,
     error_of,
     exit_code_of,
     findings_failed,
+    refused_line,
     status_of,
 )
-from profreport.files import StagedFolder, not_a_file
+from profreport.files import (
+    RECORD,
+    RUN_LOG,
+    TENSORBOARD,
+    TIMELINE_NAME,
+    RunFolder,
+    run_folder_name,
+    write_tensorboard_summary,
+)
 from profreport.record.section import Section, required
-from profreport.text import Notice, error_line, first_line
+from profreport.text import Notice, Progress, error_line
 
+# Only what a command's edge needs is imported here, so that `generate --help` and a sweep's
+# documents stay light; the driver imports torch and the pipeline when it runs.
 if TYPE_CHECKING:
     import torch
 
     from profreport.analysis.budget import BudgetCheck
+    from profreport.models import LoadedModel
+    from profreport.pipeline import RunOptions, RunSetup, TimingPlan
     from profreport.record.expectation import ExpectationFile
-    from profreport.record.model import Run
+    from profreport.record.model import MachineLoad, Run
 
-Progress = Callable[[str], None]
 _T = TypeVar("_T")
 # Given the stream that still reaches the terminal while library output goes to run.log, the
 # progress callable to use for the run (the CLI's is a status line or plain lines).
 ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
 
-LOG_NAME = "run.log"
 EAGER_BROKEN = "the model does not run in eager mode; the report says so"
-# what the staged run.json is, should the process die before the run folder is published
+# what a run's checkpointed run.json is, should the process die before the folder is published
 KEPT_IF_IT_DIES = "kept if the process dies; `profreport render` reads it"
-# With the device, the time, a `-N` suffix and the staging folder's `.<name>.partial-XXXXXXXX`,
-# a slug this long stays far below the 255-byte limit on a file name.
-SLUG_MAX = 96
+# the run renderers that open with a kernel-budget check when the run was checked
+_CHECKED = ("html", "md")
 
 
-class ResultError(ValueError):
-    """A result file that is not a generate result (one line)."""
+# ---------------------------------------------------------------- the one driver
 
 
-@dataclass(frozen=True)
-class GenerateRequest(Section):
-    """What one `generate` is asked for: the model and its size, how it runs, and the folder the
-    run folder goes under (`out`). One field per `generate` flag; a sweep point's request.json."""
+def run_options(
+    modes: Sequence[str] | None = None,
+    *,
+    active_steps: int = 3,
+    min_time_s: float = 1.0,
+    max_time_s: float = 60.0,
+    bootstrap_resamples: int = 2000,
+    measure_bytes: bool = False,
+    remeasure_ceilings: bool = False,
+    time_latency: bool = True,
+) -> RunOptions:
+    """Options of one run; ValueError on an unknown mode or a schedule too short.
+    `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
+    a check that needs only the profiled counts and bytes (the kernel-budget fixture)."""
+    from profreport.modes import default_modes, mode_names
+    from profreport.pipeline import RunOptions
+    from profreport.record.model import ProfileSchedule, TimingSettings
 
-    SCHEMA: ClassVar[str] = "profreport.generate-request/1"
-    NOUN: ClassVar[str] = "generate request"
-
-    schema: str = SCHEMA
-    model: str = "simple"
-    device: str = "auto"  # auto | cpu | cuda[:N]
-    dtype: str = "float32"
-    modes: tuple[str, ...] | None = None  # None: the default modes
-    batch_size: int | None = None
-    layers: int | None = None
-    seq_len: int | None = None
-    channels_last: bool = False
-    out: Path = Path("reports")  # the folder the run folder is made in
-    active_steps: int = 3
-    min_time_s: float = 1.0
-    max_time_s: float = 60.0
-    threads: int | None = None
-    measure_bytes: bool = False
-    remeasure_ceilings: bool = False
-    strict: bool = False
-
-
-@dataclass(frozen=True)
-class ModeFailure:
-    """A mode that did not run. `fatal`: it makes the run's exit code 1 (eager, or any mode
-    with `strict`); otherwise it is a warning and the run counts."""
-
-    mode: str
-    status: str
-    error: str
-    fatal: bool
-
-    @property
-    def line(self) -> str:
-        return f"{self.mode} {self.status}: {self.error}"
-
-
-@dataclass(frozen=True)
-class Generated:
-    """A published run: its folder, its record as stored, typed, and how `generate` ends on it."""
-
-    run_dir: Path
-    run: Run
-    exit_code: int
-    failures: tuple[ModeFailure, ...]
-    # findings that raised while being derived (a bug: exit 3), which and what each raised
-    findings_failed: str | None = None
-    budget: BudgetCheck | None = None  # the run against its expectation file (--expect)
-
-    @property
-    def eager_failed(self) -> bool:
-        return any(f.mode == "eager" for f in self.failures)
-
-    @property
-    def findings_error(self) -> str | None:
-        """The one line of findings that failed to derive (None when none did)."""
-        if self.findings_failed is None:
-            return None
-        return findings_failed(self.findings_failed, self.run_dir / "run.json")
-
-    @property
-    def error(self) -> str | None:
-        """Why the exit code is not 0, in one line (None when it is)."""
-        if self.exit_code == EXIT_OK:
-            return None
-        if self.findings_error is not None:
-            return self.findings_error
-        lines = [f.line for f in self.failures if f.fatal] or [f.line for f in self.failures]
-        if self.budget is not None and not self.budget.passed:
-            lines.append(f"over the kernel budget in {self.budget.source}")
-        return "; ".join([*lines, EAGER_BROKEN] if self.eager_failed else lines)
-
-
-@dataclass(frozen=True)
-class GenerateResult(Section):
-    """How one `generate` ended, as data: what a sweep point writes to its result file and the
-    sweep reads back. `run_dir` is None when no run folder was published."""
-
-    SCHEMA: ClassVar[str] = "profreport.generate-result/1"
-    NOUN: ClassVar[str] = "generate result"
-
-    schema: str = SCHEMA
-    status: Status = required("failed")  # ok | failed | interrupted: the exit code's
-    exit_code: int = required(0)
-    run_dir: Path | None = required(None, null=True)  # the published run folder
-    record: Path | None = required(None, null=True)  # its run.json
-    error: str | None = required(None, null=True)  # why the exit code is not 0, one line
-
-    @classmethod
-    def made(
-        cls, exit_code: int, run_dir: Path | None = None, error: str | None = None
-    ) -> GenerateResult:
-        """The result of a run that ended with `exit_code` (its status follows from it)."""
-        record = None if run_dir is None else run_dir / "run.json"
-        return cls(
-            status=status_of(exit_code),
-            exit_code=exit_code,
-            run_dir=run_dir,
-            record=record,
-            error=error,
+    known = mode_names()
+    chosen = tuple(modes) if modes is not None else default_modes()
+    unknown = [m for m in chosen if m not in known]
+    if unknown or not chosen:
+        raise ValueError(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(known)}"
         )
-
-    @classmethod
-    def ended_by(cls, exc: BaseException) -> GenerateResult:
-        """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
-        the run's evidence was saved names its folder)."""
-        run_dir = exc.record.parent if isinstance(exc, EvidenceSaved) else None
-        return cls.made(exit_code_of(exc), run_dir, error_of(exc))
-
-    @classmethod
-    def parse(
-        cls,
-        data: Any,
-        source: str = "generate result",
-        error: type[Exception] = ResultError,
-        closed: bool = False,
-    ) -> GenerateResult:
-        """`Section.parse`, and a status that is its exit code's."""
-        result = super().parse(data, source, error, closed)
-        if result.status != status_of(result.exit_code):
-            raise error(f"{source}: status {result.status!r} for exit {result.exit_code}")
-        return result
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("a mode is listed twice")
+    if active_steps < 3:
+        raise ValueError("active_steps must be at least 3")
+    if not (min_time_s > 0 and max_time_s > 0):
+        raise ValueError("min_time_s and max_time_s must be positive")
+    return RunOptions(
+        modes=chosen,
+        profile=ProfileSchedule(wait=1, warmup=1, active=active_steps),
+        timing=TimingSettings(min_time_s=min_time_s, max_time_s=max_time_s),
+        bootstrap_resamples=bootstrap_resamples,
+        measure_bytes=measure_bytes,
+        remeasure_ceilings=remeasure_ceilings,
+        time_latency=time_latency,
+    )
 
 
-def run_name(model: str, device: str, now: datetime) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "model"  # ASCII: chars = bytes
-    if len(slug) > SLUG_MAX:  # recognisable by its start, told apart by a hash of the whole name
-        digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        slug = f"{slug[: SLUG_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
-    return f"{slug}-{device}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+@dataclass(frozen=True)
+class Profiled:
+    """What `profile_runs` made: each side's run with today's findings (and the timeline its
+    reports link), each side's kernel-budget check where one was asked for, and the machine's
+    load over the shared timing (None: nothing was timed)."""
+
+    runs: dict[str, Run]
+    load: MachineLoad | None = None
+    budgets: dict[str, BudgetCheck] = field(default_factory=dict)
+
+
+def profile_runs(
+    setups: Mapping[str, RunSetup],
+    progress: Progress,
+    *,
+    plan: TimingPlan | None = None,
+    reports: bool = True,
+    expect: ExpectationFile | None = None,
+) -> Profiled:
+    """Profile one run, or several timed together (the sides of `profreport ab`), each into its
+    setup's folder. In order: every side's modes built, profiled and counted (the evidence
+    checkpointed after each mode); all sides timed in shared rounds (`pipeline.time_stages`:
+    the timing step, prepared stages in, each side's latency out); each side finished and its
+    evidence saved (run.json, the kernel tables) before any finding of any side is derived, so
+    a bug in a finding costs one `profreport render`, never a run; then each side's findings,
+    its check against the kernel budget `expect` and, with `reports`, its reports. `plan`:
+    how the sides share the timing rounds (None: one run, its modes judged against eager)."""
+    import torch
+
+    from profreport import pipeline
+    from profreport.analysis.derive import failure_summary
+    from profreport.record.model import AbSide
+
+    plan = plan or pipeline.ON_ITS_OWN
+    folders = " and ".join(str(setup.folder.record) for setup in setups.values())
+    progress(Notice(f"evidence so far: {folders} ({KEPT_IF_IT_DIES})"))
+    collectors = {side: pipeline.RunCollector(setup) for side, setup in setups.items()}
+    # one clear of the compilers' caches for all sides: a later side's builds keep the code of
+    # an earlier one, which is timed with it
+    stages = {
+        side: c.prepare(fresh_compilers=not i) for i, (side, c) in enumerate(collectors.items())
+    }
+    with ExitStack() as timing:
+        for collector in collectors.values():
+            timing.enter_context(collector.phases.phase("timing"))
+        timing.enter_context(torch.no_grad())
+        timed = pipeline.time_stages(stages, plan, progress)
+        for side, stage in stages.items():
+            stage.store(timed.series.get(side, {}), timed)
+    evidence = {}
+    for side, collector in collectors.items():
+        ab = None
+        if plan.order_name is not None and stages[side].machine_reference is not None:
+            ab = AbSide(side=cast("Literal['base', 'head']", side), order=plan.order_name)
+        evidence[side] = collector.finish(ab)
+        save_evidence(evidence[side], setups[side].folder)
+    done = Profiled({}, timed.load)
+    for side, run in evidence.items():
+        setup = setups[side]
+        again = pipeline.ceilings_again(setup.device, setup.dtype)
+        derived = pipeline.derive_findings(run, remeasure=again, progress=setup.progress)
+        if expect is not None and not failure_summary(derived):
+            from profreport.analysis.budget import check_budget
+
+            done.budgets[side] = check_budget(expect.expectation, derived, str(expect.path))
+        if reports:
+            derived = save_reports(derived, setup.folder, done.budgets.get(side))
+        done.runs[side] = derived
+    return done
+
+
+def save_evidence(evidence: Run, folder: RunFolder) -> None:
+    """A run's evidence, before anything is derived from it: each mode's kernel table
+    (kernels_<mode>.csv, its finding columns empty until the reports are saved) and run.json."""
+    from profreport.render.tables import kernel_csv
+
+    for name in evidence.ok_modes:
+        folder.write(f"kernels_{name}.csv", kernel_csv(evidence, name))
+    folder.checkpoint(evidence)
+
+
+def save_reports(run: Run, folder: RunFolder, budget: BudgetCheck | None = None) -> Run:
+    """Write a run with its findings into `folder`: run.json, report.html, summary.md,
+    kernels_<mode>.csv, the TensorBoard summary and all_modes.timeline.json (every mode's
+    profiled step in one trace, linked from the report). With `budget` (analysis/budget.py),
+    report.html and summary.md open with that check. Returns the run as written (with its
+    timeline)."""
+    from profreport.render import tensorboard_summary as tb
+    from profreport.render.registry import RUN, renderers
+    from profreport.render.tables import kernel_csv
+
+    # the timeline is no evidence: the findings stand, only the link is added
+    run = run.adding(timeline=_write_timeline(run, folder))
+    outputs = {
+        r.filename: r.render(run, **({"budget": budget} if budget and r.name in _CHECKED else {}))
+        for r in renderers(RUN)
+    }
+    for name in run.ok_modes:
+        outputs[f"kernels_{name}.csv"] = kernel_csv(run, name)
+    for name, content in outputs.items():
+        folder.write(name, content)
+    summary = outputs["summary.md"]  # also the TensorBoard summary's text
+    if not isinstance(summary, str):
+        raise TypeError("the summary.md renderer gave bytes")
+    write_tensorboard_summary(
+        folder.path / TENSORBOARD / "summary",
+        tb.scalars(run),
+        tb.TEXT_TAG,
+        summary,
+        tb.walltime(run),
+    )
+    return run
+
+
+def _write_timeline(run: Run, folder: RunFolder) -> str | None:
+    """Every mode's profiled step as one trace (render/timeline); its file name, or None when
+    no mode left a trace."""
+    from profreport.render import timeline
+    from profreport.traceio.load import read_document
+
+    traces = {}
+    for mode, entry in run.ok_modes.items():
+        if entry.trace and (folder.path / entry.trace).is_file():
+            traces[mode] = read_document(folder.path / entry.trace)
+    if not traces:
+        return None
+    folder.write(TIMELINE_NAME, orjson.dumps(timeline.build(traces)))
+    return TIMELINE_NAME
+
+
+# ---------------------------------------------------------------- a command's run folder
 
 
 _PROCESS_FDS = (1, 2)
@@ -260,176 +312,290 @@ def built_off_the_terminal(build: Callable[[], _T], err: TextIO, debug: bool) ->
     temporary log (the run folder is named after the model, so it comes later) whose text
     then opens the run's run.log. A build that fails leaves nothing behind."""
     with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
-        log = Path(folder) / LOG_NAME
+        log = Path(folder) / RUN_LOG
         with library_output(log, err, debug):
             built = build()
         return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
 
 
-def staging(parent: Path, name: str) -> StagedFolder:
-    not_a_file(parent)
-    try:
-        return StagedFolder(parent, name)
-    except OSError as exc:
-        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
-
-
-def device_for(device_name: str, dtype_name: str, threads: int | None) -> torch.device:
-    """`threads` applied, `device_name` resolved and checked to run `dtype_name` (UsageError
-    if not)."""
-    import torch
-
-    from profreport.env import DTYPES, dtype_problem, resolve_device
-
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        device = resolve_device(device_name)
-    except (ValueError, RuntimeError) as exc:
-        raise UsageError(first_line(exc)) from None
-    problem = dtype_problem(device, DTYPES[dtype_name])
-    if problem:
-        raise UsageError(problem)
-    return device
-
-
-def mode_failures(run: Run, strict: bool) -> tuple[int, tuple[ModeFailure, ...]]:
-    """The exit code of a finished run and the modes that failed: 0 when eager ran (or, without
-    eager, any mode did); 1 when the model itself is broken, or with `strict` any mode failed."""
-    failures = tuple(
-        ModeFailure(name, m.status, m.error or m.status, strict or name == "eager")
-        for name, m in run.modes.items()
-        if m.status != "ok"
-    )
-    broken = any(f.mode == "eager" for f in failures) or len(failures) == len(run.modes)
-    return (EXIT_GATE if broken or (strict and failures) else EXIT_OK), failures
-
-
-def _silent(_terminal: TextIO) -> AbstractContextManager[Progress]:
+def silent(_terminal: TextIO) -> AbstractContextManager[Progress]:
     return nullcontext(lambda _msg: None)
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """Where a command's run shows itself: `err`, the stream library output is kept off (see
+    `library_output`; with `debug` it is not); `progress`, the display of the run's progress
+    messages, given the stream that still reaches the terminal."""
+
+    err: TextIO
+    progress: ProgressDisplay = silent
+    debug: bool = False
+
+    def built(self, build: Callable[[], _T]) -> tuple[_T, str]:
+        """`build()`, its library output kept off the terminal (`built_off_the_terminal`)."""
+        return built_off_the_terminal(build, self.err, self.debug)
+
+
+@contextmanager
+def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> Iterator[Progress]:
+    """A command's staged run folder for the block: libraries' output to its run.log (see
+    `library_output`), profreport's progress to the terminal's display, and the folder
+    published when the block ends. An interrupt (one a library swallowed too) leaves nothing; a disk that
+    refused a file is bad input (UsageError naming it; the evidence so far kept as
+    `<name>-partial` when there is any); a bug after some evidence was saved publishes the
+    folder and says where (EvidenceSaved); a bug before that leaves nothing."""
+    started = interrupts.mark()
+    with (
+        folder,
+        library_output(folder.path / RUN_LOG, terminal.err, terminal.debug, build_log) as shown,
+        terminal.progress(shown) as progress,
+    ):
+        try:
+            yield progress
+            if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
+                raise KeyboardInterrupt
+            folder.publish()
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            interrupts.reraise_if_interrupted(exc, started)
+            refused = disk_error(exc)
+            if refused is not None:
+                kept = folder.keep_partial(refused)
+                where = folder.shown(refused.filename or folder.path)
+                raise UsageError(f"{refused_line(refused, where)}; {_kept(kept)}") from exc
+            if not folder.records():
+                raise
+            folder.publish()
+            raise EvidenceSaved(tuple(folder.records()), error_line(exc)) from exc
+
+
+def _kept(partial: Path | None) -> str:
+    if partial is None:
+        return "nothing was kept"
+    return f"the evidence so far is kept in {partial} (a partial run: `profreport render` reads it)"
+
+
+# ---------------------------------------------------------------- generate
+
+
+class ResultError(ValueError):
+    """A result file that is not a generate result (one line)."""
+
+
+@dataclass(frozen=True)
+class GenerateRequest(Section):
+    """What one `generate` is asked for: the model and its size, how it runs, and the folder the
+    run folder goes under (`out`). One field per `generate` flag; a sweep point's request.json."""
+
+    SCHEMA: ClassVar[str] = "profreport.generate-request/1"
+    NOUN: ClassVar[str] = "generate request"
+
+    schema: str = SCHEMA
+    model: str = "simple"
+    device: str = "auto"  # auto | cpu | cuda[:N]
+    dtype: str = "float32"
+    modes: tuple[str, ...] | None = None  # None: the default modes
+    batch_size: int | None = None
+    layers: int | None = None
+    seq_len: int | None = None
+    channels_last: bool = False
+    out: Path = Path("reports")  # the folder the run folder is made in
+    active_steps: int = 3
+    min_time_s: float = 1.0
+    max_time_s: float = 60.0
+    threads: int | None = None
+    measure_bytes: bool = False
+    remeasure_ceilings: bool = False
+    strict: bool = False
+
+    def options(self) -> RunOptions:
+        """How the run goes (UsageError: a mode unknown, a schedule too short)."""
+        try:
+            return run_options(
+                self.modes,
+                active_steps=self.active_steps,
+                min_time_s=self.min_time_s,
+                max_time_s=self.max_time_s,
+                measure_bytes=self.measure_bytes,
+                remeasure_ceilings=self.remeasure_ceilings,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    def load(self, device: torch.device) -> LoadedModel:
+        """The model, built on `device` (UsageError: it cannot be)."""
+        from profreport.env import DTYPES
+        from profreport.models import ModelError, load_model
+
+        try:
+            return load_model(
+                self.model,
+                device,
+                DTYPES[self.dtype],
+                self.batch_size,
+                self.channels_last,
+                layers=self.layers,
+                seq_len=self.seq_len,
+            )
+        except ModelError as exc:
+            raise UsageError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ModeFailure:
+    """A mode that did not run. `fatal`: it makes the run's exit code 1 (eager, or any mode
+    with `strict`); otherwise it is a warning and the run counts."""
+
+    mode: str
+    status: str
+    error: str
+    fatal: bool
+
+    @property
+    def line(self) -> str:
+        return f"{self.mode} {self.status}: {self.error}"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A published run: its folder, its record as stored, typed, and how `generate` ends on it."""
+
+    run_dir: Path
+    run: Run
+    exit_code: int
+    failures: tuple[ModeFailure, ...]
+    # findings that raised while being derived (a bug: exit 3), which and what each raised
+    findings_failed: str | None = None
+    budget: BudgetCheck | None = None  # the run against its expectation file (--expect)
+
+    @classmethod
+    def of(
+        cls, run_dir: Path, run: Run, strict: bool, budget: BudgetCheck | None = None
+    ) -> Generated:
+        """How a published run ends: 0 when eager ran (or, without eager, any mode did); 1 when
+        the model itself is broken, with `strict` when any mode failed, or over the budget; 3
+        when a finding failed to derive."""
+        from profreport.analysis.derive import failure_summary
+
+        failures = tuple(
+            ModeFailure(name, m.status, m.error or m.status, strict or name == "eager")
+            for name, m in run.modes.items()
+            if m.status != "ok"
+        )
+        broken = any(f.mode == "eager" for f in failures) or len(failures) == len(run.modes)
+        over = budget is not None and not budget.passed
+        code = EXIT_GATE if broken or (strict and failures) or over else EXIT_OK
+        failed = failure_summary(run)
+        return cls(run_dir, run, EXIT_INTERNAL if failed else code, failures, failed, budget)
+
+    @property
+    def eager_failed(self) -> bool:
+        return any(f.mode == "eager" for f in self.failures)
+
+    @property
+    def findings_error(self) -> str | None:
+        """The one line of findings that failed to derive (None when none did)."""
+        if self.findings_failed is None:
+            return None
+        return findings_failed(self.findings_failed, self.run_dir / RECORD)
+
+    @property
+    def error(self) -> str | None:
+        """Why the exit code is not 0, in one line (None when it is)."""
+        if self.exit_code == EXIT_OK:
+            return None
+        if self.findings_error is not None:
+            return self.findings_error
+        lines = [f.line for f in self.failures if f.fatal] or [f.line for f in self.failures]
+        if self.budget is not None and not self.budget.passed:
+            lines.append(f"over the kernel budget in {self.budget.source}")
+        return "; ".join([*lines, EAGER_BROKEN] if self.eager_failed else lines)
 
 
 def generate(
     request: GenerateRequest,
-    err: TextIO,
+    terminal: Terminal,
     *,
-    progress_display: ProgressDisplay = _silent,
-    debug: bool = False,
     now: datetime | None = None,
     expect: ExpectationFile | None = None,
 ) -> Generated:
     """Profile the requested model in every requested mode and publish its run folder under
     `request.out`. Bad input raises UsageError before anything is written; an interrupt leaves
-    nothing half-written. `err` is the terminal stream library output is kept off (see
-    `library_output`); `now` names the run folder and stamps the record. With `expect`, the run
-    is checked against that kernel budget (analysis/budget.py): the reports open with the check,
-    and a breach makes the exit code 1."""
-    from profreport import api
-    from profreport.analysis.derive import failure_summary
-    from profreport.env import DTYPES
-    from profreport.models import LoadedModel, ModelError, load_model
-    from profreport.pipeline import RunSetup, ceilings_again, collect_run, derive_findings
+    nothing half-written. `now` names the run folder and stamps the record. With `expect`, the
+    run is checked against that kernel budget (analysis/budget.py): the reports open with the
+    check, and a breach makes the exit code 1."""
+    from profreport.env import device_for
+    from profreport.pipeline import RunSetup
 
-    started = interrupts.mark()
-    try:
-        options = api.run_options(
-            request.modes,
-            active_steps=request.active_steps,
-            min_time_s=request.min_time_s,
-            max_time_s=request.max_time_s,
-            measure_bytes=request.measure_bytes,
-            remeasure_ceilings=request.remeasure_ceilings,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc).replace("active_steps", "--active-steps")) from None
+    options = request.options()
     device = device_for(request.device, request.dtype, request.threads)
-
-    def build() -> LoadedModel:
-        try:
-            return load_model(
-                request.model,
-                device,
-                DTYPES[request.dtype],
-                request.batch_size,
-                request.channels_last,
-                layers=request.layers,
-                seq_len=request.seq_len,
-            )
-        except ModelError as exc:
-            raise UsageError(str(exc)) from None
-
-    model, build_log = built_off_the_terminal(build, err, debug)
-
+    model, build_log = terminal.built(lambda: request.load(device))
     stamp = now or datetime.now(timezone.utc)
-    with (
-        staging(request.out, run_name(model.name, device.type, stamp)) as staged,
-        library_output(staged.path / LOG_NAME, err, debug, build_log) as terminal,
-        progress_display(terminal) as progress,
-    ):
-        folder = staged.path
-        progress(Notice(f"evidence so far: {folder / 'run.json'} ({KEPT_IF_IT_DIES})"))
-        budget = None
-        try:
-            setup = RunSetup(
-                model,
-                device,
-                request.dtype,
-                folder,
-                options,
-                progress,
-                now=lambda: stamp,
-                checkpoint=partial(_checkpoint, folder=folder, out=request.out),
-            )
-            evidence = collect_run(setup)
-            _saved(lambda: api.save_evidence(evidence, folder), request.out)
-            # a finding that raises is recorded in its mode
-            again = ceilings_again(device, request.dtype)
-            run = derive_findings(evidence, remeasure=again, progress=progress)
-            if expect is not None and not failure_summary(run):
-                from profreport.analysis.budget import check_budget
-
-                budget = check_budget(expect.expectation, run, str(expect.path))
-            result = api.RunResult(run, folder)
-            _saved(lambda: result.save(folder, budget=budget), request.out)
-            if interrupts.since(started):  # an interrupt some library swallowed: not a whole run
-                raise KeyboardInterrupt
-            run_dir = _saved(staged.publish, request.out)
-        except (UsageError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # a bug: what was saved of the run is kept, and said where
-            interrupts.reraise_if_interrupted(exc, started)
-            if not (folder / "run.json").is_file():
-                raise
-            record = _saved(staged.publish, request.out) / "run.json"
-            raise EvidenceSaved(record, error_line(exc)) from exc
-    code, failures = mode_failures(run, request.strict)
-    failed = failure_summary(run)
-    if budget is not None and not budget.passed:
-        code = EXIT_GATE
-    return Generated(run_dir, run, EXIT_INTERNAL if failed else code, failures, failed, budget)
+    folder = RunFolder.staged(request.out, run_folder_name(model.name, device.type, stamp))
+    with staged_run(folder, terminal, build_log) as progress:
+        setup = RunSetup(model, device, request.dtype, folder, options, progress, lambda: stamp)
+        done = profile_runs({"": setup}, progress, expect=expect)
+    return Generated.of(folder.path, done.runs[""], request.strict, done.budgets.get(""))
 
 
-def _checkpoint(evidence: Run, folder: Path, out: Path) -> None:
-    """The evidence so far as the staged run.json: what a process that dies leaves behind in
-    its `.<name>.partial-*` folder (`profreport render` reads it)."""
-    from profreport import api
+@dataclass(frozen=True)
+class GenerateResult(Section):
+    """How one `generate` ended, as data: what a sweep point writes to its result file and the
+    sweep reads back. `run_dir` is None when no run folder was published."""
 
-    _saved(lambda: api.save_record(evidence, folder), out)
+    SCHEMA: ClassVar[str] = "profreport.generate-result/1"
+    NOUN: ClassVar[str] = "generate result"
 
+    schema: str = SCHEMA
+    status: Status = required("failed")  # ok | failed | interrupted: the exit code's
+    exit_code: int = required(0)
+    run_dir: Path | None = required(None, null=True)  # the published run folder
+    record: Path | None = required(None, null=True)  # its run.json
+    error: str | None = required(None, null=True)  # why the exit code is not 0, one line
 
-def _saved(write: Callable[[], _T], out: Path) -> _T:
-    """`write()`; a full disk or a folder made read-only meanwhile is no bug but bad input."""
-    try:
-        return write()
-    except OSError as exc:
-        raise UsageError(f"cannot write the run under {out}: {exc.strerror or exc}") from exc
+    @classmethod
+    def made(
+        cls, exit_code: int, run_dir: Path | None = None, error: str | None = None
+    ) -> GenerateResult:
+        """The result of a run that ended with `exit_code` (its status follows from it)."""
+        record = None if run_dir is None else run_dir / RECORD
+        return cls(
+            status=status_of(exit_code),
+            exit_code=exit_code,
+            run_dir=run_dir,
+            record=record,
+            error=error,
+        )
+
+    @classmethod
+    def ended_by(cls, exc: BaseException) -> GenerateResult:
+        """The result of a run that raised `exc` (bad input, an interrupt, a bug; a bug after
+        the run's evidence was saved names its folder)."""
+        run_dir = exc.record.parent if isinstance(exc, EvidenceSaved) else None
+        return cls.made(exit_code_of(exc), run_dir, error_of(exc))
+
+    @classmethod
+    def parse(
+        cls,
+        data: Any,
+        source: str = "generate result",
+        error: type[Exception] = ResultError,
+        closed: bool = False,
+    ) -> GenerateResult:
+        """`Section.parse`, and a status that is its exit code's."""
+        result = super().parse(data, source, error, closed)
+        if result.status != status_of(result.exit_code):
+            raise error(f"{source}: status {result.status!r} for exit {result.exit_code}")
+        return result
 
 
 def run_point(request: GenerateRequest, err: TextIO) -> GenerateResult:
     """`generate`, and how it ended as data, whatever ended it (a sweep point's whole run)."""
     try:
         with interrupts.unmasked():
-            done = generate(request, err)
+            done = generate(request, Terminal(err))
             return GenerateResult.made(done.exit_code, done.run_dir, done.error)
     except (KeyboardInterrupt, Exception) as exc:  # every ending is a result, as the CLI's is
         return GenerateResult.ended_by(exc)

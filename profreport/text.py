@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TENSOR_OPEN = re.compile(r"(?<![\w.])tensor\(")
@@ -15,6 +16,9 @@ MAX_LINE_CHARS = 300
 class Notice(str):
     """A progress message that stays on the terminal (how long a heavy run will take), where
     the other progress messages replace one another."""
+
+
+Progress = Callable[[str], None]  # what a run tells of its progress, a message at a time
 
 
 def without_tensor_reprs(text: str) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import difflib
 import gzip
 import hashlib
@@ -307,7 +308,6 @@ def write_sweeps(out: Outputs, records: Sequence[Record], scratch: Path) -> int:
     """Two sweeps of the `simple` model over two batch sizes, whose points are copies of the
     checked-in `simple` records on the CPU (in the second the first point failed and the second
     takes another record), rendered; then compared both ways."""
-    from profreport.sweep.document import PointOutcome
     from profreport.sweep.grid import checked_spec
     from profreport.sweep.lifecycle import SweepRun
 
@@ -320,12 +320,17 @@ def write_sweeps(out: Outputs, records: Sequence[Record], scratch: Path) -> int:
         sweep_run = SweepRun.new(spec, "local", scratch / "sweeps" / label, now=SWEEP_TIME)
         for point, pick in zip(spec.points(), picks, strict=True):
             if pick is None:
-                outcome = PointOutcome("failed", "generate exited 1", exit_code=1, duration_s=2.0)
+                ended = dataclasses.replace(
+                    point, status="failed", error="generate exited 1", exit_code=1, duration_s=2.0
+                )
             else:
                 run = sweep_run.root / "points" / point.id / "run"
                 shutil.copytree(pick.path.parent, run)
-                outcome = PointOutcome("ok", run_dir=run, duration_s=1.0, worker="golden")
-            sweep_run.record(point, outcome)
+                rel = run.relative_to(sweep_run.root).as_posix()
+                ended = dataclasses.replace(
+                    point, status="ok", run=rel, duration_s=1.0, worker="golden"
+                )
+            sweep_run.record(ended)
         sweep_run.finish()
         for name in ("sweep.json", "sweep.html", "sweep.md"):
             out.write(f"sweep/{label}/{name}", (sweep_run.root / name).read_bytes())

@@ -116,6 +116,50 @@ def _no_torch_deprecation_noise():
         yield
 
 
+def setup(
+    options: Any = None, inputs: tuple[Any, ...] = (), device: str = "cpu", folder: Any = None
+) -> Any:
+    """A run setup for stages built by hand (their prepared modes are what runs): a model that
+    is only its `inputs`, its folder a temporary one unless given."""
+    import torch
+
+    from profreport.files import RunFolder
+    from profreport.models import LoadedModel
+    from profreport.pipeline import RunOptions, RunSetup
+
+    model = LoadedModel("hand-built", "", torch.nn.Identity(), tuple(inputs), None)
+    return RunSetup(
+        model,
+        torch.device(device),
+        "float32",
+        folder or RunFolder.temporary(),
+        options or RunOptions(),
+    )
+
+
+def replay_collection(monkeypatch: pytest.MonkeyPatch, evidence_for: Any) -> None:
+    """Collection replaced by recorded runs: the one driver (runner.profile_runs) gets, for
+    each run setup, the evidence `evidence_for(setup)` hands back (checkpointed in the run's
+    folder, as collection does), with nothing left to time; the findings are derived, saved
+    and published as for a real run."""
+    from profreport import pipeline
+    from profreport.pipeline import PhaseClock, TimingStage
+
+    class Replayed:
+        def __init__(self, setup: Any) -> None:
+            self.setup, self.phases = setup, PhaseClock()
+
+        def prepare(self, fresh_compilers: bool = True) -> Any:
+            self.evidence = evidence_for(self.setup)
+            self.setup.folder.checkpoint(self.evidence)
+            return TimingStage(dict(self.evidence.modes), {}, lambda: None, self.setup)
+
+        def finish(self, ab: Any = None) -> Any:
+            return self.evidence
+
+    monkeypatch.setattr(pipeline, "RunCollector", Replayed)
+
+
 def evidence_of(record: Any) -> Any:
     """The run as collection writes it, before anything is derived: every stored finding
     dropped (a run.json written with findings, read back as evidence)."""

@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from profreport.ab import ab_order
+from profreport.analysis import derive
 from profreport.analysis.compare import Thresholds, compare_runs
 from profreport.capture.timing import TimingConfig, measure_latency
 from profreport.cli import main
+from profreport.record import load
 from profreport.record.model import MachineLoad, Run
+from tests.conftest import RECORDED_GATED_RUN, evidence_of, replay_collection
 from tests.test_timing import FakeClock
 
 MODELS = Path(__file__).resolve().parents[1] / "bench" / "ab_models"
@@ -185,3 +188,49 @@ def test_ab_pairs_base_and_head_within_each_process_across_three():
     assert not odd.regressed
     assert lat.paired.unstable == "unstable across processes: 1.00 in two of 3, 1.15 in one"
     assert lat.inconclusive == lat.paired.unstable
+
+
+def _raising(*_args, **_kwargs):
+    raise RuntimeError("a bug in deriving\nfindings")
+
+
+def _kept_both_sides(out: Path, err: str) -> None:
+    """ab exited 3 on a bug in the findings with both sides' evidence published, saying where."""
+    (folder,) = out.iterdir()
+    assert not folder.name.startswith(".")  # published, not left in its staging folder
+    records = [folder / side / "run.json" for side in ("base", "head")]
+    assert err == (
+        "error: internal error: RuntimeError: a bug in deriving (a profreport bug); the runs' "
+        f"evidence was saved in {records[0]} and {records[1]}: `profreport render` of each "
+        "derives its findings again once the bug is fixed; rerun with --debug for the traceback\n"
+    )
+    for record in records:
+        run = load(record)  # the evidence, checkpointed as generate's is
+        assert run["modes"]["eager"]["kernels"]["per_step"] > 0
+        assert "verdict" not in run["modes"]["eager"]  # nothing derived before it was saved
+        assert (record.parent / "kernels_eager.csv").is_file()
+    assert not (folder / "compare.md").exists()
+
+
+def test_ab_keeps_both_sides_evidence_when_deriving_findings_raises(tmp_path, monkeypatch):
+    """Issue 46: ab profiled and timed both sides, then a bug deriving the findings cost both
+    runs (exit 3, an empty --out folder); generate kept its evidence in the same case."""
+    replay_collection(monkeypatch, lambda _setup: evidence_of(load(RECORDED_GATED_RUN)))
+    monkeypatch.setattr(derive, "derived_run", _raising)
+    err = io.StringIO()
+    argv = ["ab", "gated-residual", "gated-residual", "--modes", "eager,compile", "--quiet"]
+    rc = main([*argv, "--device", "cpu", "--out", str(tmp_path)], out=io.StringIO(), err=err)
+    assert rc == 3
+    _kept_both_sides(tmp_path, err.getvalue())
+
+
+@pytest.mark.slow
+def test_ab_of_real_files_keeps_both_sides_evidence_when_deriving_raises(tmp_path, monkeypatch):
+    """The issue's own command, profiled and timed for real."""
+    monkeypatch.setattr(derive, "derived_run", _raising)
+    err = io.StringIO()
+    base, same = (f"{MODELS / side / 'block.py'}:build" for side in ("base", "same"))
+    argv = ["ab", base, same, "--modes", "eager,trace", "--min-time", "0.05", "--quiet"]
+    rc = main([*argv, "--device", "cpu", "--out", str(tmp_path)], out=io.StringIO(), err=err)
+    assert rc == 3
+    _kept_both_sides(tmp_path, err.getvalue())

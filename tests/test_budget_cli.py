@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from profreport import api, cli, pipeline
+from profreport import cli, pipeline
 from profreport.pytest_plugin import snapshot_path
 from profreport.record import load
-from tests.conftest import FAST, evidence_of, run_dir_in
+from profreport.runner import run_options
+from tests.conftest import FAST, evidence_of, replay_collection, run_dir_in, setup
 
 DATA = Path(__file__).parent / "data" / "kernel_diff"
 ROOT = Path(__file__).parent.parent
@@ -26,12 +27,10 @@ def recorded_runs(monkeypatch):
     """The pipeline replaced: each call hands back the next of the runs in `queue` (by name)."""
     queue: list[str] = []
 
-    def collect_run(setup):
-        record = load(DATA / queue.pop(0))
-        setup.run_dir.mkdir(parents=True, exist_ok=True)
-        return evidence_of(copy.deepcopy(record))  # no findings: derived after saving
+    def collected(_setup):
+        return evidence_of(copy.deepcopy(load(DATA / queue.pop(0))))  # findings derived after
 
-    monkeypatch.setattr(pipeline, "collect_run", collect_run)
+    replay_collection(monkeypatch, collected)
     return queue
 
 
@@ -146,12 +145,12 @@ def test_a_run_without_latency_timing_never_times_and_says_why(monkeypatch):
 
     monkeypatch.setattr(pipeline, "measure_latency", never)
     modes = {"eager": pipeline.OkMode(), "compile": pipeline.OkMode()}
-    stage = pipeline.TimingStage(dict(modes), dict.fromkeys(modes), lambda: None)
-    options = api.run_options(["eager", "compile"], time_latency=False)
-    pipeline.time_stages({"": stage}, {"": ()}, None, options, print, pipeline._against_eager)
+    options = run_options(["eager", "compile"], time_latency=False)
+    stage = pipeline.TimingStage(dict(modes), dict.fromkeys(modes), lambda: None, setup(options))
+    timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
     assert {m.not_timed for m in stage.modes.values()} == {pipeline.NOT_TIMED}
-    assert stage.timing_noise is None
-    assert api.run_options(["eager"]).time_latency  # timed unless asked
+    assert timed.reference is None and not timed.series
+    assert run_options(["eager"]).time_latency  # timed unless asked
 
 
 # ---------------------------------------------------------------- the pytest plugin

@@ -19,7 +19,7 @@ from profreport.capture.timing import TimingConfig
 from profreport.modes import PreparedMode, mode_for
 from profreport.record import Run, load
 from profreport.record.model import OkMode
-from tests.conftest import FAST, run_dir_in
+from tests.conftest import FAST, run_dir_in, setup
 
 ILLEGAL = "CUDA error: an illegal memory access was encountered"
 CUDA = torch.device("cuda")  # a label: nothing runs on it
@@ -140,14 +140,23 @@ def test_generate_after_an_illegal_address_writes_the_report(
     assert Run.from_json(json.loads((run_dir / "run.json").read_text())).modes["eager"].not_timed
 
 
-def _stage(prepared: dict[str, PreparedMode]) -> pipeline.TimingStage:
-    modes = {name: OkMode() for name in prepared}
-    return pipeline.TimingStage(modes, prepared, lambda: None)
-
-
 TIMING = pipeline.RunOptions(
     timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
 )
+
+
+def _stage(prepared: dict[str, PreparedMode]) -> pipeline.TimingStage:
+    modes = {name: OkMode() for name in prepared}
+    return pipeline.TimingStage(
+        modes, prepared, lambda: None, setup(TIMING, (torch.ones(2),), "cuda")
+    )
+
+
+def _timed(stages: dict[str, pipeline.TimingStage], plan=pipeline.ON_ITS_OWN) -> pipeline.Timed:
+    timed = pipeline.time_stages(stages, plan, print)
+    for side, stage in stages.items():
+        stage.store(timed.series.get(side, {}), timed)
+    return timed
 
 
 def test_an_illegal_address_while_timed_keeps_the_other_modes(monkeypatch):
@@ -166,9 +175,7 @@ def test_an_illegal_address_while_timed_keeps_the_other_modes(monkeypatch):
             "compile": PreparedMode("compile", compile_fn),
         }
     )
-    pipeline.time_stages(
-        {"": stage}, {"": (torch.ones(2),)}, CUDA, TIMING, print, pipeline._against_eager
-    )
+    _timed({"": stage})
 
     modes = stage.modes
     assert modes["compile"].status == "failed"
@@ -190,9 +197,7 @@ def test_out_of_memory_while_timed_is_not_a_lost_context(monkeypatch):
     stage = _stage(
         {"eager": PreparedMode("eager", lambda x: x + 1), "compile": PreparedMode("compile", oom)}
     )
-    pipeline.time_stages(
-        {"": stage}, {"": (torch.ones(2),)}, CUDA, TIMING, print, pipeline._against_eager
-    )
+    _timed({"": stage})
     modes = stage.modes
     assert modes["compile"].status == "failed"
     latency = modes["eager"].latency_ms
@@ -203,24 +208,11 @@ def test_ab_times_neither_side_once_the_context_is_lost():
     base = _stage({"eager": PreparedMode("eager", lambda x: x + 1)})
     head = _stage({"eager": PreparedMode("eager", lambda x: x + 1)})
     head.context_lost = "the CUDA context was lost when compile failed (AcceleratorError: ...)"
-    inputs = {"base": (torch.ones(2),), "head": (torch.ones(2),)}
 
-    collectors = {"base": _Collector(base), "head": _Collector(head)}
+    timed = _timed({"base": base, "head": head}, ab.AB_TIMING)
 
-    load = ab.time_together(collectors, inputs, CUDA, TIMING, print)  # type: ignore[arg-type]
-
-    assert load is None
+    assert timed.load is None and timed.reference is None  # nothing was timed
     for stage in (base, head):
         assert stage.modes["eager"].not_timed == head.context_lost
         assert stage.modes["eager"].latency_ms is None
-
-
-class _Collector:
-    """What ab.time_together reads of a RunCollector: its prepared stage and its sync."""
-
-    def __init__(self, stage: pipeline.TimingStage) -> None:
-        self.stage = stage
-        self.sync = stage.sync
-
-    def mark_ab(self, _side: str) -> None:
-        raise AssertionError("nothing was timed")
+        assert stage.machine_reference is None  # so its record names no ab order

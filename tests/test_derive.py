@@ -85,7 +85,7 @@ def test_deriving_an_unchanged_analysis_gives_back_the_stored_findings(before):
     for entry in expected["modes"].values():
         entry["verdict"] = _one_process(entry["verdict"])
     assert derived == expected  # same fusion maps, kernel bytes and verdicts
-    findings = RunResult.of_record(before, BEFORE.parent).findings  # the library's view
+    findings = RunResult.of_record(before, BEFORE.parent).run  # the library's view
     assert findings.modes["compile"].verdict == expected["modes"]["compile"]["verdict"]
     fusion = findings.modes["compile"].fusion
     assert fusion is not None and fusion.to_json() == before["modes"]["compile"]["fusion"]

@@ -9,10 +9,12 @@ from profreport.analysis import fusion, fusion_optimize
 from profreport.analysis.bytes_model import calls_from_tensor_io
 from profreport.analysis.kernels import BOOKKEEPING_OPS
 from profreport.capture.opio import record_tensor_io
+from profreport.files import RunFolder
 from profreport.models import load_model
-from profreport.pipeline import RunOptions, RunSetup, collect_run
+from profreport.pipeline import RunOptions, RunSetup, quiet
 from profreport.record import load
 from profreport.record.model import InductorNode, OkMode, ScriptFusionGroup, TensorIO
+from profreport.runner import profile_runs
 from tests.conftest import generate_run
 
 F32 = 4
@@ -310,7 +312,8 @@ def test_optimize_mode_with_a_real_nnc_fusion_group(tmp_path, nnc_on_cpu):
 def test_measured_bytes_say_why_they_are_missing(tmp_path):
     m = load_model("gated-residual", torch.device("cpu"), torch.float32, batch_size=1)
     opts = RunOptions(modes=("eager",), measure_bytes=True)
-    rec = collect_run(RunSetup(m, torch.device("cpu"), "float32", tmp_path, opts)).to_json()
+    setup = RunSetup(m, torch.device("cpu"), "float32", RunFolder(tmp_path), opts)
+    rec = profile_runs({"": setup}, quiet, reports=False).runs[""].to_json()
     measured = rec["modes"]["eager"]["bytes"]["measured"]
     assert measured["available"] is False
     assert "device is cpu" in measured["reason"]

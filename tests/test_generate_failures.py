@@ -4,6 +4,7 @@ overwritten run folder."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from profreport.capture.timing import TimingConfig, TimingFailed, measure_latenc
 from profreport.modes import PreparedMode
 from profreport.record import load
 from profreport.record.model import OkMode
-from tests.conftest import FAST, run_dir_in
+from tests.conftest import FAST, run_dir_in, setup
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -161,7 +162,7 @@ def test_output_folder_that_cannot_be_written(tmp_path, capsys, kind):
     rc = cli.main(_generate(out, "--model", "gated-residual", "--batch-size", "1"))
     err = capsys.readouterr().err
     _one_line_exit_2(rc, err)
-    assert ("exists and is not a folder" if kind == "file" else "cannot write to --out") in err
+    assert ("exists and is not a folder" if kind == "file" else f"cannot write to {out}") in err
     assert blocker.read_text() == "keep me\n"
 
 
@@ -316,7 +317,7 @@ def test_staged_folder_publishes_beside_existing_ones(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("earlier")
     (tmp_path / "run-2").write_text("a file, not a folder")
-    with files.StagedFolder(tmp_path, "run") as staged:
+    with files.RunFolder.staged(tmp_path, "run") as staged:
         (staged.path / "run.json").write_text("new")
         assert staged.path.name.startswith(".run.partial-")
         published = staged.publish()
@@ -325,7 +326,7 @@ def test_staged_folder_publishes_beside_existing_ones(tmp_path):
     assert (tmp_path / "run-2").read_text() == "a file, not a folder"
     assert (published / "run.json").read_text() == "new"
     assert oct(published.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
-    with pytest.raises(RuntimeError), files.StagedFolder(tmp_path, "other") as staged:
+    with pytest.raises(RuntimeError), files.RunFolder.staged(tmp_path, "other") as staged:
         (staged.path / "half.json").write_text("{")
         raise RuntimeError
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run-2", "run-3"]
@@ -364,15 +365,9 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
     options = pipeline.RunOptions(
         timing=TimingConfig(min_time_s=0.01, max_time_s=5, block_s=0.001, min_blocks=3)
     )
-    stage = pipeline.TimingStage(modes, prepared, lambda: None)
-    pipeline.time_stages(
-        {"": stage},
-        {"": (torch.ones(2),)},
-        torch.device("cpu"),
-        options,
-        print,
-        pipeline._against_eager,
-    )
+    stage = pipeline.TimingStage(modes, prepared, lambda: None, setup(options, (torch.ones(2),)))
+    timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
+    stage.store(timed.series[""], timed)
     trace = stage.modes["trace"]
     assert trace.status == "failed"
     assert trace.error == "RuntimeError: out of memory"
@@ -434,7 +429,11 @@ def test_a_disk_that_fills_up_is_one_line_and_leaves_nothing(tmp_path, capsys, m
     )
     err = capsys.readouterr().err
     _one_line_exit_2(rc, err)
-    assert f"cannot write the run under {out}: No space left on device" in err
+    named = re.fullmatch(
+        r"error: cannot write (\S+): No space left on device; nothing was kept\n", err
+    )
+    assert named is not None  # a path in the run folder as it would have been named
+    assert Path(named[1]).relative_to(out).parts[0].startswith("gated-residual-cpu-")
     assert list(out.iterdir()) == []
 
 

@@ -1,5 +1,5 @@
 """`profreport generate` and a sweep point end to end through the edge, without profiling: the
-pipeline (pipeline.collect_run) hands back the checked-in gated-residual run, so the fast tier
+collection (pipeline.RunCollector) hands back the checked-in gated-residual run, so the fast tier
 still stages and publishes a run folder with every output, prints the table and the paths, and
 sets the exit code from the modes that failed. The real runs are in the slow tier
 (test_generate_e2e.py, test_generate_failures.py, test_sweep_e2e.py)."""
@@ -7,15 +7,17 @@ sets the exit code from the modes that failed. The real runs are in the slow tie
 import copy
 import io
 import json
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
-from profreport import cli, pipeline
+from profreport import cli
 from profreport.modes import mode_for
 from profreport.record import load
 from profreport.runner import GenerateRequest, run_point
-from tests.conftest import FAST, RECORDED_GATED_RUN, evidence_of, run_dir_in
+from tests.conftest import FAST, RECORDED_GATED_RUN, evidence_of, replay_collection, run_dir_in
 
 FAILED = {
     "status": "failed",
@@ -31,14 +33,12 @@ def recorded_pipeline(monkeypatch):
     record = load(RECORDED_GATED_RUN)
     calls = []
 
-    def collect_run(setup):
+    def collected(setup):
         calls.append((setup.model.name, setup.device.type, setup.dtype, setup.options.modes))
-        shutil.copytree(RECORDED_GATED_RUN / "tensorboard", setup.run_dir / "tensorboard")
-        evidence = evidence_of(copy.deepcopy(record))  # no findings: derived after saving
-        setup.checkpoint(evidence)  # as the pipeline does after each mode
-        return evidence
+        shutil.copytree(RECORDED_GATED_RUN / "tensorboard", setup.folder.path / "tensorboard")
+        return evidence_of(copy.deepcopy(record))  # no findings: derived after saving
 
-    monkeypatch.setattr(pipeline, "collect_run", collect_run)
+    replay_collection(monkeypatch, collected)
     return record, calls
 
 
@@ -115,7 +115,9 @@ def test_a_sweep_point_gets_the_same_run_as_data(recorded_pipeline, tmp_path):
     assert json.loads(json.dumps(result.to_json()))["record"] == str(result.record)
 
 
-def test_a_disk_that_fills_up_while_saving_is_one_line(recorded_pipeline, tmp_path, monkeypatch):
+def test_a_disk_that_fills_up_before_any_evidence_is_one_line_and_keeps_nothing(
+    recorded_pipeline, tmp_path, monkeypatch
+):
     from profreport import files
 
     def full(*_args, **_kwargs):
@@ -124,8 +126,67 @@ def test_a_disk_that_fills_up_while_saving_is_one_line(recorded_pipeline, tmp_pa
     monkeypatch.setattr(files.os, "replace", full)
     code, _out, err = _generate(tmp_path / "out")
     assert code == 2
-    assert err == f"error: cannot write the run under {tmp_path / 'out'}: No space left on device\n"
+    named = re.fullmatch(
+        r"error: cannot write (\S+)/run\.json: No space left on device; nothing was kept\n", err
+    )
+    assert named is not None  # the run folder as it would have been named
+    assert Path(named[1]).parent == tmp_path / "out"
+    assert Path(named[1]).name.startswith("gated-residual-cpu-")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_disk_that_fills_up_after_the_evidence_keeps_a_partial_record(
+    recorded_pipeline, tmp_path, monkeypatch
+):
+    """Issue 46: a full disk is bad input (exit 2, one line naming the file and the disk), and
+    what is kept is a complete record named as partial: the evidence checkpointed so far."""
+    from profreport import files
+
+    replace = files.os.replace
+
+    def full_for_reports(src, dst):
+        if Path(dst).name == "report.html":
+            raise OSError(28, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", full_for_reports)
+    out = tmp_path / "out"
+    code, _out, err = _generate(out)
+    assert code == 2
+    (kept,) = out.iterdir()
+    assert kept.name.startswith("gated-residual-cpu-") and kept.name.endswith("-partial")
+    assert err == (
+        f"error: cannot write {kept / 'report.html'}: No space left on device; the evidence so "
+        f"far is kept in {kept} (a partial run: `profreport render` reads it)\n"
+    )
+    record = load(kept)  # validates
+    assert set(record["modes"]) == {"eager", "script", "trace", "optimize", "compile"}
+    assert not list(kept.glob("report.html*")) and not list(kept.glob(".*.tmp"))
+
+
+def test_a_checkpoint_the_disk_refuses_keeps_the_one_before(
+    recorded_pipeline, tmp_path, monkeypatch
+):
+    """run.json is written atomically: the evidence saved after the timing failing on a full
+    disk leaves the checkpoint before it whole, and that is what the partial folder keeps."""
+    from profreport import files
+
+    replace, records = files.os.replace, []
+
+    def full_after_the_first_record(src, dst):
+        if Path(dst).name == "run.json":
+            records.append(dst)
+            if len(records) > 1:
+                raise OSError(28, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", full_after_the_first_record)
+    out = tmp_path / "out"
+    code, _out, err = _generate(out)
+    assert code == 2
+    (kept,) = out.iterdir()
+    assert err.startswith(f"error: cannot write {kept / 'run.json'}: No space left on device;")
+    assert set(load(kept)["modes"]) == {"eager", "script", "trace", "optimize", "compile"}
 
 
 def test_a_finding_that_raises_keeps_the_evidence_and_exits_3(

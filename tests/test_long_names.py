@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from profreport import cli
-from profreport.cli.generate import run_name
+from profreport.files import run_folder_name as run_name
 from tests.conftest import FAST, run_dir_in
 
 MODEL = """
@@ -22,7 +22,7 @@ def test_run_folder_names_stay_under_the_file_name_limit():
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     long_a, long_b = "m" * 230 + "a:build", "m" * 230 + "b:build"
     name_a, name_b = (run_name(n, "cuda", now) for n in (long_a, long_b))
-    staging = f".{name_a}.partial-12345678-999"  # StagedFolder's hidden name, and a -N suffix
+    staging = f".{name_a}.partial-12345678-999"  # RunFolder's hidden name, and a -N suffix
     assert len(staging.encode()) <= 255
     assert name_a != name_b  # unique: a short hash of the whole name
     assert name_a.startswith("m" * 40) and name_a.endswith("-cuda-20260102T030405Z")

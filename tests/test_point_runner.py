@@ -16,10 +16,10 @@ from profreport import exits
 from profreport.record.model import Run
 from profreport.runner import (
     EAGER_BROKEN,
+    Generated,
     GenerateRequest,
     GenerateResult,
     ResultError,
-    mode_failures,
     run_point,
 )
 from profreport.sweep import local, point, ray_executor
@@ -100,25 +100,24 @@ def _run_with(statuses: dict[str, str]) -> Run:
     return Run.from_json({**RUN_JSON, "modes": modes})
 
 
+def _ending(states: dict[str, str], strict: bool = False) -> Generated:
+    return Generated.of(Path("run"), _run_with(states), strict)
+
+
 def test_mode_failures_set_the_exit_code_as_generate_documents():
-    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=False)
-    assert code == 0 and [(f.line, f.fatal) for f in failures] == [
+    done = _ending({"eager": "ok", "compile": "failed"})
+    assert done.exit_code == 0 and [(f.line, f.fatal) for f in done.failures] == [
         ("compile failed: compile broke", False)
     ]
-    code, failures = mode_failures(_run_with({"eager": "ok", "compile": "failed"}), strict=True)
-    assert code == 1 and failures[0].fatal
-    code, failures = mode_failures(_run_with({"eager": "failed", "compile": "ok"}), strict=False)
-    assert code == 1 and failures[0].fatal
-    code, _ = mode_failures(_run_with({"script": "failed", "compile": "failed"}), strict=False)
-    assert code == 1  # no mode ran at all
+    done = _ending({"eager": "ok", "compile": "failed"}, strict=True)
+    assert done.exit_code == 1 and done.failures[0].fatal
+    done = _ending({"eager": "failed", "compile": "ok"})
+    assert done.exit_code == 1 and done.failures[0].fatal
+    assert _ending({"script": "failed", "compile": "failed"}).exit_code == 1  # none ran at all
 
 
 def test_a_generate_that_failed_says_why_in_one_line(tmp_path):
-    from profreport.runner import Generated
-
-    run = _run_with({"eager": "failed", "compile": "failed"})
-    code, failures = mode_failures(run, strict=False)
-    generated = Generated(tmp_path, run, code, failures)
+    generated = Generated.of(tmp_path, _run_with({"eager": "failed", "compile": "failed"}), False)
     assert generated.error == f"eager failed: eager broke; {EAGER_BROKEN}"
     result = GenerateResult.made(generated.exit_code, generated.run_dir, generated.error)
     assert (result.exit_code, result.status, result.run_dir) == (1, "failed", tmp_path)
@@ -136,30 +135,28 @@ def test_a_point_spec_becomes_a_request():
     spec = checked_spec(
         {"models": ["simple"], "batch_sizes": [4], "min_time_s": 0.5, "threads": 2}, "t"
     )
-    request = spec.request(Point("simple", 4, None, "float32"), Path("p"))
+    request = spec.request(Point.at("simple", 4, None, "float32"), Path("p"))
     assert (request.model, request.batch_size, request.min_time_s) == ("simple", 4, 0.5)
     assert (request.max_time_s, request.threads, request.out) == (60.0, 2, Path("p"))
-    with pytest.raises(GridError, match="generate_flags"):
-        checked_spec({"models": ["simple"], "generate_flags": ["--strict"]}, "t")
-    assert checked_spec({"models": ["simple"], "generate_flags": []}, "t").generate_flags == ()
+    for flags in (["--strict"], []):  # never taken (a sweep/1 record's empty list: document.load)
+        with pytest.raises(GridError, match="unknown field 'generate_flags'"):
+            checked_spec({"models": ["simple"], "generate_flags": flags}, "t")
 
 
-def _point_dir_with_run(tmp_path: Path) -> Path:
-    run = tmp_path / "point" / "m-cpu-20260101T000000Z"
-    run.mkdir(parents=True)
-    (run / "run.json").write_text("{}")
-    return tmp_path / "point"
+POINT = Point.at("m", None, None, "float32")
 
 
 def test_the_outcome_comes_from_the_result_never_from_output(tmp_path):
-    point_dir = _point_dir_with_run(tmp_path)
+    run = tmp_path / "points" / POINT.id / "m-cpu-20260101T000000Z"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
     # The result names the folder where its process wrote it; the executor looks it up by name.
     result = GenerateResult.made(1, Path("/elsewhere/m-cpu-20260101T000000Z"), "eager failed")
-    outcome = local.outcome_of(result, 1, point_dir, worker="w")
-    assert (outcome.status, outcome.error, outcome.exit_code) == ("failed", "eager failed", 1)
-    assert outcome.run_dir == point_dir / "m-cpu-20260101T000000Z" and outcome.worker == "w"
+    ended = local.ended(POINT, result, 1, tmp_path, worker="w")
+    assert (ended.status, ended.error, ended.exit_code) == ("failed", "eager failed", 1)
+    assert ended.run == f"points/{POINT.id}/m-cpu-20260101T000000Z" and ended.worker == "w"
     missing = GenerateResult.made(0, Path("/elsewhere/never-written"))
-    assert local.outcome_of(missing, 0, point_dir).run_dir is None
+    assert local.ended(POINT, missing, 0, tmp_path).run is None
 
 
 @pytest.mark.parametrize(
@@ -171,8 +168,9 @@ def test_the_outcome_comes_from_the_result_never_from_output(tmp_path):
     ],
 )
 def test_a_point_without_a_result_is_named_by_its_exit(tmp_path, exit_code, status, error):
-    outcome = local.outcome_of(None, exit_code, tmp_path)
-    assert outcome.status == status and error in outcome.error and outcome.run_dir is None
+    ended = local.ended(POINT, None, exit_code, tmp_path)
+    assert ended.status == status and error in ended.error and ended.run is None
+    assert ended.exit_code == exit_code
 
 
 def test_an_unreadable_result_file_is_one_line(tmp_path):
@@ -189,17 +187,20 @@ def test_the_point_child_writes_its_result_file(tmp_path):
     """The local executor's child, once as a real process: bad input is exit 2, a result file
     saying so, and the error line in its output for people."""
     spec = checked_spec({"models": ["no-such-model"], "device": "cpu"}, "t")
-    outcome = local.run_point(spec, spec.points()[0], tmp_path / "p")
-    assert (outcome.status, outcome.exit_code, outcome.run_dir) == ("failed", 2, None)
-    assert "no-such-model" in outcome.error and outcome.worker.startswith("local pid")
-    result = json.loads((tmp_path / "p" / "result.json").read_text())
-    assert result["exit_code"] == 2 and result["error"] == outcome.error
-    request = json.loads((tmp_path / "p" / "request.json").read_text())
-    assert request["model"] == "no-such-model" and request["out"] == str(tmp_path / "p")
-    assert f"error: {outcome.error}" in (tmp_path / "p" / "generate.log").read_text()
+    (todo,) = spec.points()
+    ended = local.run_point(spec, todo, tmp_path)
+    assert (ended.status, ended.exit_code, ended.run) == ("failed", 2, None)
+    assert "no-such-model" in ended.error and ended.worker.startswith("local pid")
+    folder = tmp_path / "points" / todo.id
+    assert ended.log == f"points/{todo.id}/generate.log"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["exit_code"] == 2 and result["error"] == ended.error
+    request = json.loads((folder / "request.json").read_text())
+    assert request["model"] == "no-such-model" and request["out"] == str(folder)
+    assert f"error: {ended.error}" in (folder / "generate.log").read_text()
     # the child is runnable by hand on the files it left
     proc = subprocess.run(
-        [sys.executable, "-m", "profreport.sweep.point", str(tmp_path / "p" / "request.json"),
+        [sys.executable, "-m", "profreport.sweep.point", str(folder / "request.json"),
          str(tmp_path / "again.json")],
         capture_output=True, text=True, env=local.child_environment(), check=False,
     )  # fmt: skip
@@ -211,9 +212,10 @@ def test_the_ray_task_runs_below_the_cli_and_returns_data(tmp_path):
     request = GenerateRequest(model="no-such-model", device="cpu", out=tmp_path / "driver")
     task = ray_executor.run_point_task(request.to_json(), cold_compile=False)
     assert task["result"]["exit_code"] == 2 and task["result"]["status"] == "failed"
-    outcome = ray_executor._unpack(task, tmp_path / "point")
-    assert (outcome.status, outcome.run_dir) == ("failed", None)
-    assert json.loads((tmp_path / "point" / "result.json").read_text()) == task["result"]
+    ended = ray_executor._unpack(task, POINT, tmp_path)
+    assert (ended.status, ended.run) == ("failed", None)
+    folder = tmp_path / "points" / POINT.id
+    assert json.loads((folder / "result.json").read_text()) == task["result"]
     assert not (tmp_path / "driver").exists()
 
 
@@ -226,7 +228,8 @@ def test_the_driver_unpacks_a_run_folder_a_task_sent(tmp_path):
         tar.add(run, arcname=run.name)
     result = GenerateResult.made(0, run)
     task = {"result": result.to_json(), "tar": buf.getvalue(), "duration_s": 1.5, "worker": "ray x"}
-    outcome = ray_executor._unpack(task, tmp_path / "point")
-    assert outcome.status == "ok" and outcome.run_dir == tmp_path / "point" / run.name
-    assert (outcome.run_dir / "run.json").is_file() and outcome.duration_s == 1.5
-    assert (tmp_path / "point" / "generate.log").read_text() == (f"{point.summary_line(result)}\n")
+    ended = ray_executor._unpack(task, POINT, tmp_path)
+    assert ended.status == "ok" and ended.run == f"points/{POINT.id}/{run.name}"
+    assert (tmp_path / ended.run / "run.json").is_file() and ended.duration_s == 1.5
+    log = tmp_path / "points" / POINT.id / "generate.log"
+    assert log.read_text() == f"{point.summary_line(result)}\n"

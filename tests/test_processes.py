@@ -9,6 +9,7 @@ import pytest
 from profreport.analysis import paired, processes, speedups
 from profreport.analysis.verdict import _latency_clause
 from profreport.record.model import MachineLoad, OkMode, Run
+from tests.conftest import setup
 
 QUIET = MachineLoad(other_busy_share=0.01)
 
@@ -262,14 +263,16 @@ def test_a_latency_keeps_each_process_and_one_process_stays_as_today():
 def test_generate_today_stores_one_process_and_says_so():
     """The pipeline's timing stage (one process: this one) through the workers' interface."""
     from profreport.capture.timing import TimingResult
-    from profreport.pipeline import TimingStage
+    from profreport.pipeline import Timed, TimingStage
+    from profreport.record.model import MachineReference
 
-    stage = TimingStage(
-        modes={"eager": OkMode(), "compile": OkMode()}, prepared_modes={}, sync=print
-    )
+    modes = {"eager": OkMode(), "compile": OkMode()}
+    stage = TimingStage(modes=modes, prepared_modes={}, sync=print, setup=setup())
     eager = TimingResult(2, [10.0 + 0.01 * (i % 3) for i in range(15)])
     compile_ = TimingResult(3, [5.0 + 0.01 * (i % 4) for i in range(15)], warmup_ms=[9.0])
-    stage.store_latency({"eager": eager, "compile": compile_}, QUIET)
+    reference = MachineReference(method="timed with the modes", parts={})
+    stage.store({"eager": eager, "compile": compile_}, Timed(reference=reference, load=QUIET))
+    assert stage.machine_reference is reference
     sp = stage.modes["compile"].speedup_vs_eager
     assert sp.processes == 1 and sp.per_process is None and sp.to_json()["processes"] == 1
     assert sp.median == pytest.approx(2.0, rel=0.01)

@@ -243,13 +243,14 @@ def test_light_pass_traces_move_with_a_saved_run(tmp_path):
 def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profiled_again(
     tmp_path,
 ):
+    from profreport.files import RunFolder
     from profreport.models import LoadedModel
     from profreport.modes import PreparedMode
     from profreport.pipeline import RunCollector, RunSetup, TimingStage
 
     x = torch.ones(4)
     model = LoadedModel("tiny", "", torch.nn.Identity(), (x,), None)
-    collector = RunCollector(RunSetup(model, CPU, "float32", tmp_path))
+    collector = RunCollector(RunSetup(model, CPU, "float32", RunFolder(tmp_path)))
 
     def broken(_x):
         raise RuntimeError("out of memory")
@@ -258,7 +259,9 @@ def test_a_mode_failing_in_the_light_pass_is_marked_failed_and_the_others_profil
         "eager": PreparedMode("eager", fn=lambda t: t * 2),
         "trace": PreparedMode("trace", fn=broken),
     }
-    stage = TimingStage({name: OkMode() for name in prepared}, prepared, collector.sync)
+    stage = TimingStage(
+        {name: OkMode() for name in prepared}, prepared, collector.sync, collector.setup
+    )
     collector._light_pass(stage)
     assert stage.context_lost is None
     modes = stage.modes

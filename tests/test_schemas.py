@@ -5,6 +5,7 @@ validation refuses, and the documents the code writes (a sweep, a point's reques
 sweep comparison, a fresh `generate` run) validate against theirs."""
 
 import copy
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -140,15 +141,14 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     from profreport.modes import mode_analyses
     from profreport.record import load
     from profreport.sweep.compare import compare_sweeps
-    from profreport.sweep.document import PointOutcome, mode_rows
+    from profreport.sweep.document import mode_rows
     from profreport.sweep.grid import Point
-    from profreport.sweep.model import Sweep, SweepPoint
+    from profreport.sweep.model import Sweep
 
     run = derived_run(load(recorded_gated_run), mode_analyses())
-    point = Point("gated-residual", 1, None, "float32")
-    rows = mode_rows(point, ("eager",), run, PointOutcome("ok"), "points/p/run")
-    entry = SweepPoint(id="p", model="gated-residual", batch_size=1, dtype="float32", status="ok")
-    sweep = Sweep(points=(entry,), rows=tuple(rows))
+    point = Point(id="p", model="gated-residual", batch_size=1, dtype="float32", status="ok")
+    rows = mode_rows(dataclasses.replace(point, run="points/p/run"), ("eager",), run)
+    sweep = Sweep(points=(point,), rows=tuple(rows))
     document = json.loads(json.dumps(sweep.to_json()))
     assert _errors("sweep", document) == []
     assert _errors("sweep", {**document, "points": [{"id": "p"}]})  # no model, dtype or status

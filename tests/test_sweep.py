@@ -2,6 +2,7 @@
 summary, the renderers, the comparison of two sweeps, and bad input. The end-to-end sweeps (local
 and Ray executors) are in test_sweep_e2e.py."""
 
+import dataclasses
 import io
 import json
 import math
@@ -15,9 +16,9 @@ from profreport.cli import main
 from profreport.modes import mode_analyses
 from profreport.record import load
 from profreport.record.model import OkMode, Run
-from profreport.sweep import document, render, summary
+from profreport.sweep import document, lifecycle, render, summary
 from profreport.sweep.compare import compare_sweeps
-from profreport.sweep.document import PointOutcome, mode_rows, peak_memory_bytes
+from profreport.sweep.document import mode_rows, peak_memory_bytes
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.model import Sweep
 
@@ -47,8 +48,8 @@ def test_axes_apply_to_the_models_that_take_them():
     assert {p.seq_len for p in by_model["hf:vit"]} == {None} and len(by_model["hf:vit"]) == 4
     assert [(p.batch_size, p.seq_len) for p in by_model["my/model.py:build"]] == [(None, None)] * 2
     assert len({p.id for p in points}) == len(points)
-    assert Point("hf:gpt2", 8, 512, "bfloat16").id == "hf-gpt2-b8-s512-bfloat16"
-    request = spec.request(Point("hf:gpt2", 8, 512, "bfloat16"), Path("points/p"))
+    assert Point.at("hf:gpt2", 8, 512, "bfloat16").id == "hf-gpt2-b8-s512-bfloat16"
+    request = spec.request(Point.at("hf:gpt2", 8, 512, "bfloat16"), Path("points/p"))
     assert (request.model, request.dtype, request.out) == ("hf:gpt2", "bfloat16", Path("points/p"))
     assert (request.batch_size, request.seq_len) == (8, 512)
     assert request.modes == ("eager", "compile")
@@ -88,6 +89,36 @@ def test_the_grid_survives_sweep_json():
         checked_spec({"models": ["simple"], "cold_compile": "no"}, "t")
 
 
+def test_a_sweep_record_is_written_as_sweep_2_and_a_sweep_1_record_still_reads(tmp_path):
+    """/2 drops the grid's generate_flags (always empty in /1, kept only to be refused) and
+    holds the grid's own points; a /1 record is read as the /2 it differs from, and resumed."""
+    spec = checked_spec({"models": ["simple"], "batch_sizes": [1]}, "t")
+    new = lifecycle.SweepRun.new(spec, "local", tmp_path / "new")
+    written = json.loads((new.root / "sweep.json").read_text())
+    assert written["schema"] == "profreport.sweep/2" and "generate_flags" not in written["grid"]
+    assert written["points"] == [
+        {"id": "simple-b1-float32", "model": "simple", "batch_size": 1, "seq_len": None,
+         "dtype": "float32", "status": "pending", "error": None, "exit_code": None, "run": None,
+         "log": None, "duration_s": None, "worker": None}
+    ]  # fmt: skip
+    old = tmp_path / "old"
+    old.mkdir()
+    grid = {**written["grid"], "generate_flags": []}
+    (old / "sweep.json").write_text(
+        json.dumps({**written, "schema": "profreport.sweep/1", "grid": grid})
+    )
+    assert document.is_sweep(old)
+    read = document.load_sweep(old)
+    assert (
+        read.schema == "profreport.sweep/2"
+        and read.grid == spec
+        and "generate_flags" not in read.grid.to_json()
+    )
+    resumed = lifecycle.SweepRun.resume(old)
+    assert [p.id for p in resumed.todo()] == ["simple-b1-float32"]
+    assert json.loads((old / "sweep.json").read_text())["schema"] == "profreport.sweep/2"
+
+
 def test_config_file(tmp_path):
     path = tmp_path / "sweep.toml"
     path.write_text(
@@ -115,8 +146,10 @@ def test_peak_memory_is_read_only_where_recorded():
 
 def test_rows_come_from_the_run_record(gated_run):
     record = load(gated_run)
-    point = Point("gated-residual", 1, None, "float32")
-    rows = mode_rows(point, ("eager",), Run.from_json(record), PointOutcome("ok"), "points/x/run")
+    point = dataclasses.replace(
+        Point.at("gated-residual", 1, None, "float32"), status="ok", run="points/x/run"
+    )
+    rows = mode_rows(point, ("eager",), Run.from_json(record))
     assert [r.mode for r in rows] == list(record["modes"])
     eager = record["modes"]["eager"]
     first = rows[0]
@@ -133,7 +166,8 @@ def test_rows_come_from_the_run_record(gated_run):
         record["modes"]["compile"]["speedup_vs_eager"]["ci95"]
     )
     # A point without a run record: one failed row per mode it was to run, with its error.
-    failed = mode_rows(point, ("eager", "compile"), None, PointOutcome("failed", "boom"), None)
+    point = dataclasses.replace(point, status="failed", error="boom", run=None)
+    failed = mode_rows(point, ("eager", "compile"), None)
     assert [(r.mode, r.status, r.error, r.device) for r in failed] == [
         ("eager", "failed", "boom", None),
         ("compile", "failed", "boom", None),
@@ -305,11 +339,17 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
             if interrupt[0] and n == 1:
                 raise KeyboardInterrupt
             if point.model == "simple":
-                run = root / "points" / point.id / "run"
-                shutil.copytree(gated_run, run)
-                on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.5, worker="w"))
+                shutil.copytree(gated_run, root / "points" / point.id / "run")
+                run = f"points/{point.id}/run"
+                on_done(
+                    dataclasses.replace(point, status="ok", run=run, duration_s=1.5, worker="w")
+                )
             else:
-                on_done(point, PointOutcome("failed", "boom", exit_code=2, duration_s=0.5))
+                on_done(
+                    dataclasses.replace(
+                        point, status="failed", error="boom", exit_code=2, duration_s=0.5
+                    )
+                )
 
     monkeypatch.setattr(lifecycle, "save", save)
     monkeypatch.setattr(local, "run_local", run_local)
@@ -437,14 +477,14 @@ def test_a_sweep_is_a_library_call_new_and_resumed(gated_run, tmp_path, monkeypa
     def run_local(spec, todo, root, on_start, on_done):
         for point in todo:
             on_start(point)
-            run = root / "points" / point.id / "run"
-            shutil.copytree(gated_run, run)
-            on_done(point, PointOutcome("ok", run_dir=run, duration_s=1.0, worker="w"))
+            shutil.copytree(gated_run, root / "points" / point.id / "run")
+            run = f"points/{point.id}/run"
+            on_done(dataclasses.replace(point, status="ok", run=run, duration_s=1.0, worker="w"))
 
     monkeypatch.setattr(local, "run_local", run_local)
     seen = []
     spec = profreport.SweepSpec(models=("simple",), batch_sizes=(1, 2))
-    done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p, o: seen.append(p.id))
+    done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p: seen.append(p.id))
     assert seen == ["simple-b1-float32", "simple-b2-float32"]
     assert done.root.parent == tmp_path and (done.root / "sweep.html").is_file()
     written = document.load_sweep(done.root)

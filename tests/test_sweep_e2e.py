@@ -103,7 +103,7 @@ def ray_sweep(ray_instance, tmp_path_factory):
 
 def test_local_sweep_writes_a_run_per_point(local_sweep):
     doc = document.load(local_sweep / "sweep.json")
-    assert doc["schema"] == "profreport.sweep/1" and doc["executor"] == "local"
+    assert doc["schema"] == "profreport.sweep/2" and doc["executor"] == "local"
     assert [(p["id"], p["status"]) for p in doc["points"]] == [
         ("gated-residual-b1-float32", "ok"),
         ("gated-residual-b4-float32", "ok"),

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from profreport.cli.common import UsageError
-from profreport.runner import LOG_NAME, built_off_the_terminal, library_output
+from profreport.files import RUN_LOG as LOG_NAME
+from profreport.runner import built_off_the_terminal, library_output
 
 MODEL_FILE = """
 import sys

@@ -12,10 +12,10 @@ from torch import nn
 
 import profreport
 from profreport import cli, modes
-from profreport.api import run_options
 from profreport.modes import Mode, PreparedMode
 from profreport.record.model import CompilerEvidence, FusionMap
 from profreport.render.palette import MODE_COLORS, mode_color
+from profreport.runner import run_options
 
 
 class Gate(nn.Module):

@@ -39,6 +39,7 @@ from profreport.capture.ncu_results import (
     parse_ncu_csv,
     unavailable_bytes,
 )
+from profreport.files import raise_if_full
 from profreport.record.model import MeasuredBytes
 
 CHILD_MODULE = "profreport.ncu_child"
@@ -193,6 +194,8 @@ def measure_mode(
         except OSError as exc:
             return unavailable_bytes(f"could not start ncu: {exc}", cmd)
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        if log and not log.endswith("\n"):  # a table cut short: a full disk is the user's to fix
+            raise_if_full(Path(tmp))
     if code is None:
         return unavailable_bytes(
             f"ncu timed out after {timeout_s:g} s: {_failure_detail(log, out, err)}", cmd

@@ -18,6 +18,7 @@ from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
 from torch.profiler import schedule as profiler_schedule
 
 from profreport.capture.timing import rotated
+from profreport.files import library_writes
 from profreport.record.model import ProfileSchedule
 
 
@@ -37,7 +38,10 @@ def cpu_trace_events(
         activities=[ProfilerActivity.CPU], profile_memory=profile_memory, with_modules=with_modules
     ) as prof:
         run()
-    with tempfile.TemporaryDirectory(prefix="profreport-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="profreport-") as folder,
+        library_writes(Path(folder)),
+    ):
         path = Path(folder) / "trace.json"
         prof.export_chrome_trace(str(path))
         events: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get(
@@ -55,7 +59,8 @@ def profile_mode(
     sync: Callable[[], None],
     steps: ProfileSchedule,
 ) -> Path:
-    """Profile `steps.active` steps after wait/warm-up and return the path of the trace written.
+    """Profile `steps.active` steps after wait/warm-up and return the path of the trace written
+    (read back whole: on a disk that takes no more, the disk's OSError).
 
     Shapes and FLOPs are recorded; each step is one forward call, marked `ProfilerStep#N`.
     """
@@ -74,10 +79,11 @@ def profile_mode(
             fn(*inputs)
             sync()
             prof.step()
-    written = sorted(set(trace_dir.glob("*.pt.trace.json*")) - before)
-    if len(written) != 1:
-        raise RuntimeError(f"expected one trace in {trace_dir}, found {len(written)}")
-    add_rank_info(written[0])
+    with library_writes(trace_dir):  # the exporter writes short on a full disk, and says nothing
+        written = sorted(set(trace_dir.glob("*.pt.trace.json*")) - before)
+        if len(written) != 1:
+            raise RuntimeError(f"expected one trace in {trace_dir}, found {len(written)}")
+        add_rank_info(written[0])
     return written[0]
 
 
@@ -203,11 +209,12 @@ def profile_interleaved(
                 raise ProfilingFailed(name, exc) from exc
             prof.step()
     plain = trace_path.with_name(trace_path.name.removesuffix(".gz"))
-    prof.export_chrome_trace(str(plain))
-    if plain != trace_path:
-        trace_path.write_bytes(gzip.compress(plain.read_bytes()))
-        plain.unlink()
-    add_rank_info(trace_path)
+    with library_writes(trace_path.parent):  # its exporter writes short on a full disk, silently
+        prof.export_chrome_trace(str(plain))
+        if plain != trace_path:
+            trace_path.write_bytes(gzip.compress(plain.read_bytes()))
+            plain.unlink()
+        add_rank_info(trace_path)
     timed += unprofiled(blocks - blocks // 2)
     labels = {f"ProfilerStep#{i + 1}": name for i, (name, read) in enumerate(plan) if read}
     return LightSession(trace_path, labels, schedule, calls, tuple(timed), tuple(fns))

@@ -9,6 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
@@ -153,6 +154,14 @@ def progress_display(quiet: bool, stream: TextIO) -> Iterator[Any]:
             yield show
         return
     yield lambda msg: print(f"profreport: {msg}", file=stream, flush=True)
+
+
+def terminal(args: argparse.Namespace, err: TextIO) -> Any:
+    """The runner.Terminal of a command that profiles: `err`, its progress display (none with
+    --quiet), --debug."""
+    from profreport.runner import Terminal
+
+    return Terminal(err, partial(progress_display, args.quiet), args.debug)
 
 
 def gate_exit(comparison: Any, err: TextIO, fail_on_inconclusive: bool = False) -> int:

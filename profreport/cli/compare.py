@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from profreport.cli.common import add_gate_arguments, gate_exit, thresholds
 from profreport.exits import UsageError
-from profreport.files import write_atomic
+from profreport.files import record_file, write_atomic
 from profreport.render.registry import COMPARISON, SWEEP_COMPARISON, formats, get
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 record = run_record.load(Path(source))
             except run_record.RecordError as exc:
                 raise UsageError(str(exc)) from None
-            path = Path(source) if Path(source).is_file() else Path(source) / "run.json"
+            path = record_file(Path(source))
             runs.append(compared_run(record, mode_analyses(), path))
         try:
             comparison = compare_runs(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import textwrap
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -18,11 +17,12 @@ from profreport.cli.common import (
     known_modes,
     positive_float,
     positive_int,
-    progress_display,
+    terminal,
 )
 from profreport.exits import UsageError
+from profreport.files import RECORD
 from profreport.record.model import Run
-from profreport.runner import EAGER_BROKEN, GenerateRequest, generate, run_name
+from profreport.runner import EAGER_BROKEN, GenerateRequest, generate
 from profreport.text import terminal_text
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from profreport.record.expectation import Expectation, ExpectationFile
     from profreport.runner import Generated
 
-__all__ = ["add_arguments", "run", "run_name"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -234,6 +234,8 @@ def write_update(
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.active_steps < 3:
+        raise UsageError("--active-steps must be at least 3")
     budget, old_budget = read_budgets(args)  # read before the run
     request = GenerateRequest(  # the run the flags ask for
         model=args.model,
@@ -254,12 +256,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         strict=args.strict,
     )
     generated = generate(
-        request,
-        err,
-        progress_display=partial(progress_display, args.quiet),
-        debug=args.debug,
-        now=datetime.now(timezone.utc),
-        expect=budget,
+        request, terminal(args, err), now=datetime.now(timezone.utc), expect=budget
     )
     run, run_dir = generated.run, generated.run_dir
     if generated.budget is not None:  # the outcome first, then the usual headline
@@ -276,7 +273,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for reason in sorted(reasons):
             print(f"warning: measured bytes not available: {reason}", file=err)
     print(f"report: {run_dir / 'report.html'}", file=out)
-    print(f"record: {run_dir / 'run.json'}", file=out)
+    print(f"record: {run_dir / RECORD}", file=out)
     print(f"tables: {run_dir / 'kernels_<mode>.csv'}", file=out)
     print(f"traces: tensorboard --logdir {run_dir / 'tensorboard'}", file=out)
     for failure in generated.failures:  # each named on stderr; fatal ones set the exit code

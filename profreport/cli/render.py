@@ -8,7 +8,7 @@ from typing import TextIO
 
 from profreport.cli.common import findings_error
 from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError, findings_failed
-from profreport.files import not_a_file, write_atomic
+from profreport.files import not_a_file, record_file, write_atomic
 from profreport.render.registry import report_renderers
 
 
@@ -31,8 +31,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     derived = derived_run(
         rec, mode_analyses()
     )  # today's analysis of the stored evidence, not the stored verdicts
-    src = Path(args.record)
-    own = src if src.is_dir() else src.parent
+    record = record_file(Path(args.record))
+    own = record.parent
     folder = Path(args.out) if args.out else own
     not_a_file(folder)
     if folder.resolve() != own.resolve():  # the record's own reports may be re-rendered; others not
@@ -44,7 +44,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for renderer in report_renderers():
         print(folder / renderer.filename, file=out)
     failed = failure_summary(derived)  # shown in the reports; a bug, so exit 3 too
-    record = src if src.is_file() else src / "run.json"
     line = None if failed is None else findings_failed(failed, record)
     findings_error(derived, line, args.debug, err)
     return EXIT_OK if line is None else EXIT_INTERNAL

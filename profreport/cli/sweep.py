@@ -17,7 +17,6 @@ from typing import Any, TextIO
 from profreport.cli.common import positive_float, positive_int, progress_display
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep import document
-from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import RUN_KEYS, GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.lifecycle import EXECUTORS, SweepRun
 from profreport.sweep.model import Sweep
@@ -183,9 +182,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         def on_start(point: Point) -> None:
             progress(f"{point.label}: running", False)
 
-        def on_done(point: Point, outcome: PointOutcome) -> None:
-            took = f" ({outcome.duration_s:.1f} s)" if outcome.duration_s is not None else ""
-            progress(f"{point.label}: {outcome.status}{took}", True)
+        def on_done(point: Point) -> None:
+            took = f" ({point.duration_s:.1f} s)" if point.duration_s is not None else ""
+            progress(f"{point.label}: {point.status}{took}", True)
 
         started = time.monotonic()
         try:

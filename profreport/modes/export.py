@@ -18,8 +18,10 @@ import os
 import tempfile
 import time
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
+from profreport.files import library_writes
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync, warm_up
 from profreport.modes.capture_errors import failure_line, model_files
@@ -79,7 +81,10 @@ class ExportMode(CompileMode):
         handler = InductorNodeCapture()
         device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
         config = {**aoti_capture_config(device), **self.inductor_options}
-        with tempfile.TemporaryDirectory(prefix="profreport-aoti-") as folder:
+        with (
+            tempfile.TemporaryDirectory(prefix="profreport-aoti-") as folder,
+            library_writes(Path(folder)),  # a package cut short by a full disk fails to load
+        ):
             with capturing_nodes(handler):
                 package = torch._inductor.aoti_compile_and_package(
                     program,

@@ -12,11 +12,10 @@ a GPU box re-renders anywhere. The names under `modes.<mode>` are a contract for
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
+from profreport.files import dumps, record_file
 from profreport.record.model import (
     Bytes,
     CompilerEvidence,
@@ -78,21 +77,6 @@ class RecordError(Exception):
     """Not a readable profreport run record; the message is one line for the user."""
 
 
-def _clean(value: Any) -> Any:
-    # JSON has no NaN/Infinity; a number we could not compute is written as null.
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def dumps(record: JSONObject) -> str:
-    return json.dumps(_clean(record), indent=1, sort_keys=False) + "\n"
-
-
 def validate(record: Any, source: str = "record") -> JSONObject:
     """Check the document against the typed record (record/model.py: a field's type and its
     `required` default say what a reader may rely on); raise RecordError naming the first field
@@ -101,10 +85,8 @@ def validate(record: Any, source: str = "record") -> JSONObject:
 
 
 def load(path: Path) -> JSONObject:
-    """Read and validate a run record from a run.json file or a run folder."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "run.json"
+    """Read and validate a run record from a run.json file (or run.json.gz) or a run folder."""
+    path = record_file(Path(path))
     return validate(read_json(path, RecordError), str(path))
 
 

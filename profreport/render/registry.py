@@ -17,6 +17,8 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from profreport.files import RECORD
+
 if TYPE_CHECKING:
     from profreport.analysis.comparison import Comparison
     from profreport.analysis.trace_document import AnalysisDocument
@@ -36,7 +38,7 @@ RUN: Document[Run] = Document("run")  # a run record (profreport.run/2)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
 # `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
 ANALYSIS: Document[AnalysisDocument] = Document("analysis")
-# a sweep record (profreport.sweep/1) and two sweeps gated point by point: kinds whose renderers
+# a sweep record (profreport.sweep/2) and two sweeps gated point by point: kinds whose renderers
 # (and document types) belong to the sweep package, which registers them
 SWEEP: Document[Any] = Document("sweep")
 SWEEP_COMPARISON: Document[Any] = Document("sweep-comparison")
@@ -67,7 +69,7 @@ class Renderer(Generic[D]):
 
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (
-    Renderer("json", RUN, "run.json", "profreport.render.run_json:render"),
+    Renderer("json", RUN, RECORD, "profreport.render.run_json:render"),
     Renderer("html", RUN, "report.html", "profreport.render.html:render"),
     Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
@@ -109,4 +111,4 @@ def get(document: Document[D], name: str) -> Renderer[D]:
 def report_renderers() -> tuple[Renderer[Run], ...]:
     """What `profreport render` re-renders from a record: every run renderer but the record's
     own JSON."""
-    return tuple(r for r in renderers(RUN) if r.filename != "run.json")
+    return tuple(r for r in renderers(RUN) if r.filename != RECORD)

@@ -2,13 +2,13 @@
 lengths x dtypes), run by a local or a Ray executor, gathered into one sweep record.
 
 - `grid`: the sweep's specification (flags or sweep.toml) and its points.
-- `document`: the sweep record (`profreport.sweep/1`, sweep.json): one row per point and mode,
+- `document`: the sweep record (`profreport.sweep/2`, sweep.json): one row per point and mode,
   pointing at the run folders; read back for `--resume` and `compare`.
-- `model`: that record as frozen dataclasses (`Sweep`, `SweepPoint`, `SweepRow`; its grid is
-  `grid.SweepSpec`) with `from_json`/`to_json`; readers use attributes.
+- `model`: that record as frozen dataclasses (`Sweep`, `SweepRow`; its grid is
+  `grid.SweepSpec`, its points `grid.Point`) with `from_json`/`to_json`; readers use attributes.
 - `summary`: a pure analysis of the rows (geometric-mean speedup, pass rate, compile time,
   compression ratio; the series the charts draw).
-- `local` / `ray_executor`: where the points run; both hand back a `PointOutcome`.
+- `local` / `ray_executor`: where the points run; both hand back the point as it ended.
 - `render`: sweep.html and sweep.md; `compare`: two sweeps gated point by point.
 - `lifecycle`: a sweep as a library (`run_sweep`, `SweepRun`: new or resumed, each point
   recorded, saved); the command's edge (arguments, progress, exit codes) is `profreport.cli.sweep`.

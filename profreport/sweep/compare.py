@@ -70,15 +70,15 @@ def compare_sweeps(
     """Compare two sweep records; `*_runs` map a point id to its (derived) run, for the points
     that have one."""
     thresholds = thresholds or Thresholds()
-    head_points = {p.point.key: p for p in head.points}
-    base_keys = {p.point.key for p in base.points}
+    head_points = {p.key: p for p in head.points}
+    base_keys = {p.key for p in base.points}
     out: list[PointEntry] = []
     regressions: list[Regression] = []
     for bp in base.points:
-        hp = head_points.get(bp.point.key)
+        hp = head_points.get(bp.key)
         if hp is None:
             continue
-        label = bp.point.label
+        label = bp.label
         b_run, h_run = base_runs.get(bp.id), head_runs.get(hp.id)
         if b_run is not None and h_run is not None:
             try:
@@ -107,8 +107,8 @@ def compare_sweeps(
         head=head_label,
         thresholds=thresholds,
         points=tuple(out),
-        only_in_base=tuple(p.point.label for p in base.points if p.point.key not in head_points),
-        only_in_head=tuple(p.point.label for p in head.points if p.point.key not in base_keys),
+        only_in_base=tuple(p.label for p in base.points if p.key not in head_points),
+        only_in_head=tuple(p.label for p in head.points if p.key not in base_keys),
         regressions=tuple(regressions),
         regressed=bool(regressions),
         inconclusive=tuple(

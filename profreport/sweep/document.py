@@ -1,4 +1,4 @@
-"""The sweep record (`profreport.sweep/1`, sweep.json): what a sweep ran and where its runs are.
+"""The sweep record (`profreport.sweep/2`, sweep.json): what a sweep ran and where its runs are.
 
 `points` lists every point of the grid with its outcome (ok, failed, pending, interrupted), the
 run folder it wrote (relative to sweep.json) and the error when it failed. `rows` holds one row per
@@ -6,23 +6,24 @@ point and mode, copied from the point's run.json (kernels from the profiler, byt
 latency measured) so other tools can plot a sweep without reading every run; profreport's own
 comparison reads the run folders themselves.
 
-This module builds the record's entries (`point_entry`, `mode_rows`: the typed `SweepPoint` and
-`SweepRow` of profreport.sweep.model) and reads a sweep.json (`load_sweep`: checked and typed by
-the record's classes).
+This module builds the record's rows (`mode_rows`: the typed `SweepRow` of
+profreport.sweep.model) and reads a sweep.json (`load_sweep`: checked and typed by the record's
+classes; a `profreport.sweep/1` record is read as the /2 it differs from by an always empty
+`grid.generate_flags`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 from profreport.record.model import Latency, ModeResult, OkMode, Run, Speedup
 from profreport.record.section import JSONObject, read_json
 from profreport.sweep.grid import Point
-from profreport.sweep.model import PointStatus, Sweep, SweepPoint, SweepRow
+from profreport.sweep.model import Sweep, SweepRow
 
 SCHEMA = Sweep.SCHEMA
+SCHEMA_1 = "profreport.sweep/1"  # read still
 FILENAME = "sweep.json"
 DONE = ("ok", "failed")  # a point `--resume` does not run again
 NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
@@ -30,20 +31,6 @@ NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
 
 class SweepRecordError(Exception):
     """Not a readable sweep record; the message is one line for the user."""
-
-
-@dataclass
-class PointOutcome:
-    """How one point's `generate` run ended, as an executor reports it. `run_dir` is the run
-    folder on the driver's disk (None when generate wrote none)."""
-
-    status: PointStatus  # ok | failed | interrupted
-    error: str | None = None
-    exit_code: int | None = None
-    run_dir: Path | None = None
-    log: Path | None = None
-    duration_s: float | None = None
-    worker: str | None = None
 
 
 def peak_memory_bytes(mode: ModeResult) -> int | None:
@@ -72,14 +59,9 @@ def _figures(mode: OkMode) -> SweepRow:
     )
 
 
-def mode_rows(
-    point: Point,
-    modes: tuple[str, ...],
-    run: Run | None,
-    outcome: PointOutcome,
-    run_rel: str | None,
-) -> list[SweepRow]:
-    """One row per mode of `point`: from its run record, or (no record) the point's error."""
+def mode_rows(point: Point, modes: tuple[str, ...], run: Run | None) -> list[SweepRow]:
+    """One row per mode of a finished `point`: from its run record, or (no record) the point's
+    own status and error."""
     batch_size = point.batch_size
     if run is not None and batch_size is None:
         batch_size = run.model.batch_size  # the model's own size
@@ -87,7 +69,7 @@ def mode_rows(
     for name in list(run.modes) if run is not None else list(modes):
         m = run.modes[name] if run is not None else None
         if m is None:
-            row = SweepRow(status=outcome.status, error=outcome.error)
+            row = SweepRow(status=point.status, error=point.error)
         elif isinstance(m, OkMode):
             row = _figures(m)
         else:
@@ -102,39 +84,10 @@ def mode_rows(
                 dtype=point.dtype,
                 device=None if run is None else run.device.type,
                 mode=name,
-                run=run_rel,
+                run=None if run is None else point.run,
             )
         )
     return rows
-
-
-def point_entry(point: Point, outcome: PointOutcome, root: Path) -> SweepPoint:
-    """The record's entry of a finished point (its run and log relative to sweep.json)."""
-
-    def rel(path: Path | None) -> str | None:
-        return None if path is None else path.relative_to(root).as_posix()
-
-    return dataclasses.replace(
-        pending_entry(point),
-        status=outcome.status,
-        error=outcome.error,
-        exit_code=outcome.exit_code,
-        run=rel(outcome.run_dir),
-        log=rel(outcome.log),
-        duration_s=outcome.duration_s,
-        worker=outcome.worker,
-    )
-
-
-def pending_entry(point: Point) -> SweepPoint:
-    """The record's entry of a point not run yet: its axis values."""
-    return SweepPoint(
-        id=point.id,
-        model=point.model,
-        batch_size=point.batch_size,
-        seq_len=point.seq_len,
-        dtype=point.dtype,
-    )
 
 
 def load(path: Path) -> JSONObject:
@@ -142,7 +95,13 @@ def load(path: Path) -> JSONObject:
     naming the first wrong field)."""
     if path.is_dir():
         path = path / FILENAME
-    return Sweep.checked(read_json(path, SweepRecordError), str(path), SweepRecordError)
+    document = read_json(path, SweepRecordError)
+    if isinstance(document, dict) and document.get("schema") == SCHEMA_1:
+        grid = document.get("grid")
+        if isinstance(grid, dict) and grid.get("generate_flags") == []:
+            grid = {k: v for k, v in grid.items() if k != "generate_flags"}
+        document = {**document, "schema": SCHEMA, "grid": grid}
+    return Sweep.checked(document, str(path), SweepRecordError)
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -156,4 +115,4 @@ def is_sweep(path: Path) -> bool:
         data = read_json(path / FILENAME if path.is_dir() else path, SweepRecordError)
     except SweepRecordError:
         return False
-    return isinstance(data, dict) and data.get("schema") == SCHEMA
+    return isinstance(data, dict) and data.get("schema") in (SCHEMA, SCHEMA_1)

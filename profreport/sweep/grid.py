@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from profreport.files import read_text
-from profreport.record.section import Minimum, Section
+from profreport.files import read_text, slug
+from profreport.record.section import Minimum, Section, required
 from profreport.runner import GenerateRequest
 
 DType = Literal["float32", "float16", "bfloat16"]
@@ -50,14 +49,36 @@ def takes_seq_len(model: str) -> bool:
         return True
 
 
-@dataclass(frozen=True)
-class Point:
-    """One `generate` run of the sweep."""
+PointStatus = Literal["ok", "failed", "pending", "interrupted"]
 
-    model: str
-    batch_size: int | None
-    seq_len: int | None
-    dtype: str
+
+@dataclass(frozen=True)
+class Point(Section):
+    """One `generate` run of the sweep: where it sits on the grid (its model and axis values,
+    and the folder name they make, `id`) and how it ended (pending until it runs: its status,
+    the error and exit code of a point that failed, its run folder and log relative to
+    sweep.json, how long it took and what ran it). One of sweep.json's `points`."""
+
+    id: str = required("")
+    model: str = required("")
+    batch_size: int | None = None
+    seq_len: int | None = None
+    dtype: str = required("")
+    status: PointStatus = required("pending")
+    error: str | None = None
+    exit_code: int | None = None
+    run: str | None = None
+    log: str | None = None
+    duration_s: float | None = None
+    worker: str | None = None
+
+    @classmethod
+    def at(cls, model: str, batch_size: int | None, seq_len: int | None, dtype: str) -> Point:
+        """The pending point of these axis values, its id a folder name unique in a sweep."""
+        batch = f"-b{batch_size}" if batch_size is not None else ""
+        seq = f"-s{seq_len}" if seq_len is not None else ""
+        name = f"{slug(model, 80) or 'model'}{batch}{seq}-{dtype}"
+        return cls(id=name, model=model, batch_size=batch_size, seq_len=seq_len, dtype=dtype)
 
     @property
     def key(self) -> tuple[str, int | None, int | None, str]:
@@ -74,12 +95,8 @@ class Point:
         return ", ".join([*parts, self.dtype])
 
     @property
-    def id(self) -> str:
-        """A folder name: the model's slug and the axis values (unique within a sweep)."""
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.model).strip("-.")[:80] or "model"
-        batch = f"-b{self.batch_size}" if self.batch_size is not None else ""
-        seq = f"-s{self.seq_len}" if self.seq_len is not None else ""
-        return f"{slug}{batch}{seq}-{self.dtype}"
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass(frozen=True)
@@ -100,9 +117,6 @@ class SweepSpec(Section):
     # Each point compiles into an empty Inductor cache (a cold compile, as the PyTorch
     # dashboard's cold-start compile time); False: the cache on disk is shared (warm).
     cold_compile: bool = True
-    # Kept so that sweep.json's grid keeps its shape; always empty (a point is a typed
-    # GenerateRequest, not command-line flags).
-    generate_flags: tuple[str, ...] = field(default=(), compare=False)
 
     def points(self) -> list[Point]:
         out: list[Point] = []
@@ -110,7 +124,7 @@ class SweepSpec(Section):
             batches = self.batch_sizes if takes_batch_size(model) and self.batch_sizes else [None]
             seqs = self.seq_lens if takes_seq_len(model) and self.seq_lens else [None]
             for batch, seq, dtype in itertools.product(batches, seqs, self.dtypes):
-                out.append(Point(model, batch, seq, dtype))
+                out.append(Point.at(model, batch, seq, dtype))
         return out
 
     def request(self, point: Point, out: Path) -> GenerateRequest:
@@ -151,10 +165,6 @@ def checked_spec(data: Mapping[str, Any], source: str) -> SweepSpec:
     if unknown:
         raise GridError(
             f"{source}: unknown mode {unknown[0]!r}; choose from {', '.join(mode_names())}"
-        )
-    if spec.generate_flags:
-        raise GridError(
-            f"{source}: generate_flags: no longer taken (set the grid's settings instead)"
         )
     spec = dataclasses.replace(
         spec,

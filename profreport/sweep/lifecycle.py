@@ -11,22 +11,22 @@ built on it and only parses arguments, shows progress and prints.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from profreport.exits import UsageError
+from profreport.files import RunFolder, slug
 from profreport.sweep import document
-from profreport.sweep.document import PointOutcome, SweepRecordError
+from profreport.sweep.document import SweepRecordError
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec
 from profreport.sweep.model import Sweep
 
 EXECUTORS = ("local", "ray")
 INTERRUPTED = "the sweep was interrupted"
 OnStart = Callable[[Point], None]
-OnDone = Callable[[Point, PointOutcome], None]
+OnDone = Callable[[Point], None]  # the point as it ended
 
 
 def _nothing(*_args: object) -> None:
@@ -34,24 +34,14 @@ def _nothing(*_args: object) -> None:
 
 
 def new_folder(parent: Path, spec: SweepSpec, now: datetime) -> Path:
-    """A fresh sweep folder under `parent`, named after the first model and the time."""
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--out {parent} exists and is not a folder")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.models[0]).strip("-.")[:60] or "model"
+    """A fresh sweep folder under `parent`, named after the first model and the time (`-2`,
+    `-3`, ... when that name is taken, as a run folder's is)."""
     more = f"-and-{len(spec.models) - 1}-more" if len(spec.models) > 1 else ""
-    name = f"sweep-{slug}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    name = f"sweep-{slug(spec.models[0], 60) or 'model'}{more}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        for n in range(1, 1000):
-            folder = parent / (name if n == 1 else f"{name}-{n}")
-            try:
-                folder.mkdir()
-                return folder
-            except FileExistsError:
-                continue
+        return RunFolder.staged(parent, name).publish()
     except OSError as exc:
-        raise UsageError(f"cannot write to --out {parent}: {exc.strerror or exc}") from None
-    raise UsageError(f"cannot find a free folder name for {name} under {parent}")
+        raise UsageError(f"cannot write to {parent}: {exc.strerror or exc}") from None
 
 
 def save(sweep: Sweep, root: Path, final: bool) -> Sweep:
@@ -98,7 +88,7 @@ class SweepRun:
             created_utc=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             executor=executor,
             grid=spec,
-            points=tuple(document.pending_entry(p) for p in spec.points()),
+            points=tuple(spec.points()),
         )
         return cls(root, spec, save(sweep, root, final=False), executor)
 
@@ -124,22 +114,23 @@ class SweepRun:
         """The points not done yet (pending, or stopped by an interrupt)."""
         return [p for p in self.spec.points() if self.sweep.status(p.id) not in document.DONE]
 
-    def record(self, point: Point, outcome: PointOutcome) -> None:
-        """A finished point and one row per mode from its run record, saved to sweep.json."""
+    def record(self, point: Point) -> None:
+        """A point as it ended, and one row per mode from its run record, saved to sweep.json."""
         from profreport.record import RecordError, load_run
 
         run = None
-        if outcome.run_dir is not None:
+        if point.run is not None:
             try:
-                run = load_run(outcome.run_dir)
+                run = load_run(self.root / point.run)
             except RecordError as exc:
-                outcome.status, outcome.error = "failed", f"unreadable run record: {exc}"
-        elif outcome.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
-            outcome.status, outcome.error = "failed", "generate wrote no run record"
-        entry = document.point_entry(point, outcome, self.root)
-        run_rel = entry.run if run is not None else None
-        rows = document.mode_rows(point, self.spec.modes, run, outcome, run_rel)
-        self.sweep = self.sweep.with_point(entry, rows)
+                point = dataclasses.replace(
+                    point, status="failed", error=f"unreadable run record: {exc}"
+                )
+        elif point.status == "ok":  # exit 0, yet no run folder named: never count it as a pass
+            point = dataclasses.replace(
+                point, status="failed", error="generate wrote no run record"
+            )
+        self.sweep = self.sweep.with_point(point, document.mode_rows(point, self.spec.modes, run))
         save(self.sweep, self.root, final=False)
 
     def run(
@@ -154,11 +145,11 @@ class SweepRun:
             running.add(point.id)
             on_start(point)
 
-        def done(point: Point, outcome: PointOutcome) -> None:
+        def done(point: Point) -> None:
             running.discard(point.id)
             # recorded before it is written: a Ctrl-C while writing still keeps the outcome
-            self.record(point, outcome)
-            on_done(point, outcome)
+            self.record(point)
+            on_done(point)
 
         try:  # with the executor named, reporting each point as it starts and ends
             if self.executor == "ray":
@@ -216,12 +207,11 @@ def run_sweep(
     """Run a sweep of `spec` in a new folder under `out`, or finish the one in `resume`; every
     point is one `generate` run in a process of its own (`executor` local, or ray). Returns the
     sweep as finished (its folder, grid and record). UsageError (one line) for bad input."""
-    if (spec is None) == (resume is None):
-        raise ValueError("run_sweep takes a spec (a new sweep) or resume (a sweep folder)")
-    if resume is not None:
+    if spec is not None and resume is None:
+        run = SweepRun.new(spec, executor or "local", out)
+    elif resume is not None and spec is None:
         run = SweepRun.resume(resume, executor)
     else:
-        assert spec is not None
-        run = SweepRun.new(spec, executor or "local", out)
+        raise ValueError("run_sweep takes a spec (a new sweep) or resume (a sweep folder)")
     run.run(ray_address, on_start, on_done)
     return run

@@ -12,6 +12,7 @@ half-written run folder), then killed if it does not.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -22,11 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from profreport.exits import status_of
-from profreport.files import write_atomic
-from profreport.record import dumps
+from profreport.files import RECORD, dumps, write_atomic
 from profreport.runner import GenerateRequest, GenerateResult, ResultError
-from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
 
 LOG_NAME = "generate.log"
@@ -61,26 +59,40 @@ def _no_result(exit_code: int) -> str:
     return f"the point's process exited with code {exit_code} without a result (see {LOG_NAME})"
 
 
-def outcome_of(
+def ended(
+    point: Point,
     result: GenerateResult | None,
     exit_code: int,
-    point_dir: Path,
+    root: Path,
     *,
     log: Path | None = None,
     duration_s: float | None = None,
     worker: str | None = None,
-) -> PointOutcome:
-    """A point's outcome from its result (None: its process wrote none) and its process's exit
-    code. The run folder is the result's, looked up under `point_dir` by name, where the
-    executor put it."""
+) -> Point:
+    """`point` as it ended, from its result (None: its process wrote none) and its process's
+    exit code. The run folder is the result's, looked up by name under the point's folder
+    (root/points/<id>), where the executor put it; paths are relative to `root`."""
+    point_dir = root / "points" / point.id
     if result is None:
-        status = "failed" if exit_code == 0 else status_of(exit_code)
-        return PointOutcome(status, _no_result(exit_code), exit_code, None, log, duration_s, worker)
+        result = GenerateResult.made(exit_code, None, _no_result(exit_code))
+        if exit_code == 0:  # exit 0 without a result is no pass
+            result = dataclasses.replace(result, status="failed")
     run_dir = None
-    if result.run_dir is not None and (point_dir / result.run_dir.name / "run.json").is_file():
+    if result.run_dir is not None and (point_dir / result.run_dir.name / RECORD).is_file():
         run_dir = point_dir / result.run_dir.name
-    return PointOutcome(
-        result.status, result.error, result.exit_code, run_dir, log, duration_s, worker
+
+    def rel(path: Path | None) -> str | None:
+        return None if path is None else path.relative_to(root).as_posix()
+
+    return dataclasses.replace(
+        point,
+        status=result.status,
+        error=result.error,
+        exit_code=result.exit_code,
+        run=rel(run_dir),
+        log=rel(log),
+        duration_s=duration_s,
+        worker=worker,
     )
 
 
@@ -115,8 +127,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def run_point(spec: SweepSpec, point: Point, point_dir: Path) -> PointOutcome:
-    """Run one point in a child process, its output to point_dir/generate.log."""
+def run_point(spec: SweepSpec, point: Point, root: Path) -> Point:
+    """Run one point in a child process under root/points/<id>/, its output to generate.log;
+    the point as it ended."""
+    point_dir = root / "points" / point.id
     request = write_request(point_dir, spec.request(point, point_dir))
     result_path = point_dir / RESULT_NAME
     result_path.unlink(missing_ok=True)  # a result from an earlier try is not this one's
@@ -136,13 +150,22 @@ def run_point(spec: SweepSpec, point: Point, point_dir: Path) -> PointOutcome:
         except BaseException:  # Ctrl-C or SIGTERM to the sweep: stop the child, then unwind
             _stop(proc)
             raise
-    duration_s, worker = round(time.monotonic() - started, 3), f"local pid {proc.pid}"
+    took = round(time.monotonic() - started, 3)
     try:
-        result = read_result(result_path)
+        result, unreadable = read_result(result_path), None
     except ResultError as exc:
-        return PointOutcome("failed", str(exc), exit_code, None, log_path, duration_s, worker)
-    return outcome_of(
-        result, exit_code, point_dir, log=log_path, duration_s=duration_s, worker=worker
+        result, unreadable = None, str(exc)
+    done = ended(
+        point,
+        result,
+        exit_code,
+        root,
+        log=log_path,
+        duration_s=took,
+        worker=f"local pid {proc.pid}",
+    )
+    return (
+        done if unreadable is None else dataclasses.replace(done, status="failed", error=unreadable)
     )
 
 
@@ -151,9 +174,9 @@ def run_local(
     points: list[Point],
     root: Path,
     on_start: Callable[[Point], None],
-    on_done: Callable[[Point, PointOutcome], None],
+    on_done: Callable[[Point], None],
 ) -> None:
-    """Run `points` one after another under root/points/<id>/, reporting each as it ends."""
+    """Run `points` one after another, reporting each as it ends."""
     for point in points:
         on_start(point)
-        on_done(point, run_point(spec, point, root / "points" / point.id))
+        on_done(run_point(spec, point, root))

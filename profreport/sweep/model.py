@@ -1,5 +1,5 @@
-"""The sweep record (`profreport.sweep/1`) as frozen dataclasses: what readers use instead of
-string keys.
+"""The sweep record (`profreport.sweep/2`) as frozen dataclasses: what readers use instead of
+string keys. Its points are the grid's own (`grid.Point`: the axes and how the point ended).
 
 `Sweep.from_json(document)` reads a sweep.json document (validated by `document.load`);
 `to_json()` gives back the same document: the same keys with the same values (declared fields in
@@ -17,40 +17,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from profreport.record.model import Latency, Section, Speedup, Tool
 from profreport.record.section import required, required_factory
-from profreport.sweep.grid import Point, SweepSpec
-
-PointStatus = Literal["ok", "failed", "pending", "interrupted"]
-
-
-@dataclass(frozen=True)
-class SweepPoint(Section):
-    """One point of the grid and its outcome. A pending point holds only its axis values and
-    status; `run` and `log` are relative to sweep.json."""
-
-    id: str = required("")
-    model: str = required("")
-    batch_size: int | None = None
-    seq_len: int | None = None
-    dtype: str = required("")
-    status: PointStatus = required("pending")
-    error: str | None = None
-    exit_code: int | None = None
-    run: str | None = None
-    log: str | None = None
-    duration_s: float | None = None
-    worker: str | None = None
-
-    @property
-    def point(self) -> Point:
-        return Point(self.model, self.batch_size, self.seq_len, self.dtype)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+from profreport.sweep.grid import Point, PointStatus, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -127,9 +98,9 @@ class SweepSummary(Section):
 
 @dataclass(frozen=True)
 class Sweep(Section):
-    """A whole sweep record (`profreport.sweep/1`)."""
+    """A whole sweep record (`profreport.sweep/2`)."""
 
-    SCHEMA: ClassVar[str] = "profreport.sweep/1"
+    SCHEMA: ClassVar[str] = "profreport.sweep/2"  # /1: its grid had generate_flags, always []
     NOUN: ClassVar[str] = "sweep record"
 
     schema: str = SCHEMA
@@ -137,7 +108,7 @@ class Sweep(Section):
     created_utc: str | None = None  # when the sweep started, UTC (ISO 8601)
     executor: str | None = None  # local | ray: what ran the latest points
     grid: SweepSpec = required_factory(SweepSpec)
-    points: tuple[SweepPoint, ...] = required(())
+    points: tuple[Point, ...] = required(())
     rows: tuple[SweepRow, ...] = required(())
     summary: SweepSummary | None = None  # the dashboard figures (a copy for other tools)
 
@@ -145,7 +116,7 @@ class Sweep(Section):
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""
         return next((p.status for p in self.points if p.id == point_id), "pending")
 
-    def with_point(self, point: SweepPoint, rows: Sequence[SweepRow] | None = None) -> Sweep:
+    def with_point(self, point: Point, rows: Sequence[SweepRow] | None = None) -> Sweep:
         """A copy with `point` in place of the point of its id, and `rows` (None: the rows it
         has) in place of that point's rows; rows stay in the order of the points."""
         points = tuple(point if p.id == point.id else p for p in self.points)

@@ -15,6 +15,7 @@ hf: models, transformers. `ray` itself is the optional extra `profreport[ray]`.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import socket
@@ -24,12 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profreport.files import write_atomic
-from profreport.record import dumps
+from profreport.files import dumps, write_atomic
 from profreport.runner import GenerateRequest, GenerateResult, run_point
-from profreport.sweep.document import PointOutcome
 from profreport.sweep.grid import Point, SweepSpec
-from profreport.sweep.local import LOG_NAME, RESULT_NAME, compile_cache, outcome_of, write_request
+from profreport.sweep.local import LOG_NAME, RESULT_NAME, compile_cache, ended, write_request
 from profreport.sweep.point import summary_line
 from profreport.text import one_line
 
@@ -116,9 +115,10 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else '')}"
 
 
-def _unpack(task: dict[str, Any], point_dir: Path) -> PointOutcome:
-    """The task's run folder under `point_dir`, its result and log beside it (as a local point
-    leaves them), and the point's outcome read from the result."""
+def _unpack(task: dict[str, Any], point: Point, root: Path) -> Point:
+    """The task's run folder under the point's folder, its result and log beside it (as a
+    local point leaves them), and the point as it ended, read from the result."""
+    point_dir = root / "points" / point.id
     point_dir.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(task["tar"]), mode="r:gz") as tar:
         tar.extractall(point_dir, filter="data")
@@ -126,10 +126,11 @@ def _unpack(task: dict[str, Any], point_dir: Path) -> PointOutcome:
     write_atomic(point_dir / RESULT_NAME, dumps(task["result"]))
     log = point_dir / LOG_NAME
     log.write_text(summary_line(result) + "\n", encoding="utf-8")
-    return outcome_of(
+    return ended(
+        point,
         result,
         result.exit_code,
-        point_dir,
+        root,
         log=log,
         duration_s=task["duration_s"],
         worker=task["worker"],
@@ -141,7 +142,7 @@ def run_ray(
     points: list[Point],
     root: Path,
     on_start: Callable[[Point], None],
-    on_done: Callable[[Point, PointOutcome], None],
+    on_done: Callable[[Point], None],
     address: str | None = None,
 ) -> None:
     """Run every point as a Ray task and record each as it finishes; on Ctrl-C the tasks still
@@ -167,10 +168,13 @@ def run_ray(
                 done, _ = ray.wait(list(pending), num_returns=1)
                 point = pending.pop(done[0])
                 try:
-                    outcome = _unpack(ray.get(done[0]), root / "points" / point.id)
+                    on_done(_unpack(ray.get(done[0]), point, root))
                 except ray.exceptions.RayError as exc:
-                    outcome = PointOutcome("failed", _failure(exc), worker="ray")
-                on_done(point, outcome)
+                    on_done(
+                        dataclasses.replace(
+                            point, status="failed", error=_failure(exc), worker="ray"
+                        )
+                    )
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -58,7 +58,7 @@ def _mode_summary(mode: str, rows: list[SweepRow], eager: dict[str, int]) -> Mod
 
 
 def summarize(sweep: Sweep) -> SweepSummary:
-    """The dashboard figures of a sweep record (`profreport.sweep/1`)."""
+    """The dashboard figures of a sweep record (`profreport.sweep/2`)."""
     rows, points = sweep.rows, sweep.points
     modes = list(dict.fromkeys([*sweep.grid.modes, *(r.mode for r in rows)]))
     eager_peak = {
@@ -68,7 +68,7 @@ def summarize(sweep: Sweep) -> SweepSummary:
     }
     by_mode = {m: [r for r in rows if r.mode == m] for m in modes}
     failed = tuple(
-        FailedPoint(p.id, p.point.label, p.status, p.error or p.status)
+        FailedPoint(p.id, p.label, p.status, p.error or p.status)
         for p in points
         if p.status == "failed"
     )
