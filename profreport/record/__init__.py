@@ -12,8 +12,6 @@ a GPU box re-renders anywhere. The names under `modes.<mode>` are a contract for
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +37,7 @@ from profreport.record.model import (
     TensorIO,
     Tool,
 )
-from profreport.record.section import JSONObject, read_json
+from profreport.record.section import JSONObject, dumps, read_json
 
 __all__ = [
     "SCHEMA",
@@ -76,21 +74,6 @@ SCHEMA = Run.SCHEMA
 
 class RecordError(Exception):
     """Not a readable profreport run record; the message is one line for the user."""
-
-
-def _clean(value: Any) -> Any:
-    # JSON has no NaN/Infinity; a number we could not compute is written as null.
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def dumps(record: JSONObject) -> str:
-    return json.dumps(_clean(record), indent=1, sort_keys=False) + "\n"
 
 
 def validate(record: Any, source: str = "record") -> JSONObject:
