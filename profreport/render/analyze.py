@@ -52,6 +52,8 @@ def fmt(value: Any, style: str = "int") -> str:
         return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.2f}"
     if style == "bytes":
         return _human_bytes(int(value))
+    if style == "pct":
+        return f"{value:,.2f}"
     if style == "ratio":
         return f"×{value:.2f}"
     if style == "delta":
@@ -204,7 +206,7 @@ def _steps_text(n: float | None) -> str:
 
 
 def _delta_row(label: str, d: Change, style: str) -> tuple[str, str, str, str, str]:
-    plain = d.change is None or style != "us"
+    plain = d.change is None or style not in ("us", "pct")
     delta = fmt(d.change, "delta") if plain else f"{d.change:+,.2f}"
     return (label, fmt(d.base, style), fmt(d.head, style), delta, fmt(d.ratio, "ratio"))
 
@@ -361,31 +363,15 @@ def _step_rows(steps: tuple[StepTime, ...]) -> dict[str, Any]:
     }
 
 
-def _change_row(label: str, d: Change, count: bool) -> tuple[str, str, str, str]:
-    def show(v: float | None) -> str:
-        if v is None:
-            return "–"
-        return f"{v:,.0f}" if count else _us(v)
-
-    delta = "–" if d.change is None else (f"{d.change:+,.0f}" if count else f"{d.change:+,.2f}")
-    return (label, show(d.base), show(d.head), delta)
-
-
 def time_compare_view(c: TimeChanges) -> dict[str, Any]:
     """Two traces' median steps part by part, and their whole-trace idle shares."""
     rows = [
-        _change_row(PART_LABELS[k], d, k in COUNTS) for k, d in c.step.items() if k in PART_LABELS
+        _delta_row(PART_LABELS[k], d, "int" if k in COUNTS else "us")[:4]
+        for k, d in c.step.items()
+        if k in PART_LABELS
     ]
-    idle = c.idle_pct
-    if idle is not None:
-        rows.append(
-            (
-                "whole-trace device idle (%)",
-                "–" if idle.base is None else f"{idle.base:.2f}",
-                "–" if idle.head is None else f"{idle.head:.2f}",
-                "–" if idle.change is None else f"{idle.change:+.2f}",
-            )
-        )
+    if c.idle_pct is not None:
+        rows.append(_delta_row("whole-trace device idle (%)", c.idle_pct, "pct")[:4])
     return {"bound": f"{c.baseline_bound or '–'} → {c.bound or '–'}", "rows": rows}
 
 
