@@ -90,9 +90,9 @@ def _json_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
 
 
-def _is_record(path: Path) -> bool:
+def _is_record(path: Path, schema: str = RUN_SCHEMA) -> bool:
     try:
-        return RUN_SCHEMA in _read_head(path).decode("utf-8", "replace")
+        return schema in _read_head(path).decode("utf-8", "replace")
     except (OSError, EOFError, gzip.BadGzipFile):
         return False
 
@@ -125,7 +125,8 @@ def stage_records(data: Path) -> list[Record]:
 def trace_groups(data: Path, records: Sequence[Record]) -> list[tuple[str, list[str]]]:
     """What `analyze` is run on: every trace file by itself, each run folder's tensorboard/
     folder, and A-vs-B pairs (the first the baseline)."""
-    traces = [p for p in _json_files(data) if not _is_record(p)]
+    # neither a run record nor another profreport document (an analysis kept as a test's input)
+    traces = [p for p in _json_files(data) if not _is_record(p, '"profreport.')]
     groups: list[tuple[str, list[str]]] = []
     for p in traces:  # a run's own traces are read through its folder, below
         if "tensorboard" not in p.parts:

@@ -13,14 +13,17 @@ import orjson
 import pytest
 
 from profreport import cli
-from profreport.analysis.trace_compare import SCHEMA
-from profreport.analysis.trace_document import AnalysisDocument
+from profreport.analysis.trace_document import SCHEMA, AnalysisDocument
+from profreport.record.section import DocumentError, dumps
 from profreport.render.analyze import render_html, render_markdown, view_model
 
 DATA = Path(__file__).parent / "data"
 ALEXNET = str(DATA / "a100_alexnet_inference.json.gz")
 TRITON = str(DATA / "a100_torch_compile_triton.json.gz")
 MI250 = str(DATA / "mi250_rocm_train.json.gz")
+# `analyze --format json` of two kernel_diff traces as profreport.analysis/1 wrote it (the paths
+# in it relative to the repository)
+ANALYSIS_1 = DATA / "analysis-1" / "norm_gelu_block-gelu_norm_block.json"
 
 
 def run_cli(*argv: str) -> tuple[int, str]:
@@ -33,7 +36,7 @@ def test_json_single_trace():
     code, out = run_cli(ALEXNET, "--format", "json", "--top", "5")
     assert code == 0
     doc = orjson.loads(out)
-    assert doc["schema"] == SCHEMA == "profreport.analysis/1"
+    assert doc["schema"] == SCHEMA == "profreport.analysis/2"
     assert doc["comparison"] == []
     (t,) = doc["traces"]
     assert t["path"] == ALEXNET
@@ -65,17 +68,18 @@ def test_json_steps_and_comparison():
     ]
     (cmp,) = doc["comparison"]
     assert (cmp["baseline"], cmp["path"]) == (MI250, TRITON)
-    assert cmp["totals"]["kernels"] == {"baseline": 14, "value": 1, "delta": -13, "ratio": 1 / 14}
-    assert cmp["totals"]["launches"]["delta"] == -13
-    assert cmp["totals"]["memcpy_bytes"]["delta"] == -5120
-    assert cmp["per_step"]["steps"] == {"baseline": 2, "value": 1}
+    pct = (1 - 14) / 14 * 100
+    assert cmp["totals"]["kernels"] == {"base": 14, "head": 1, "change": -13, "change_pct": pct}
+    assert cmp["totals"]["launches"]["change"] == -13
+    assert cmp["totals"]["memcpy_bytes"]["change"] == -5120
+    assert cmp["per_step"]["steps"] == {"base": 2, "head": 1, "change": -1, "change_pct": -50.0}
     kernels = {(k["head"] or k["base"])["name"]: k for k in cmp["kernels"]}
     added = kernels["triton_poi_fused_add_cos_sin_0"]
     assert (added["status"], added["base"], added["head"]["calls"]) == ("appeared", None, 1)
     assert added["calls_change"] == 1 and added["time_us_change"] == added["head"]["time_us"]
     # every mi250 kernel/memcpy disappeared, the triton one appeared; none paired
     assert len(kernels) == 13 + 1 and cmp["kernels_paired"] == 0
-    ops = {o["op"]: o["delta"] for o in cmp["launching_ops"]}
+    ops = {o["op"]: o["change"] for o in cmp["launching_ops"]}
     assert ops["triton_poi_fused_add_cos_sin_0"] == 1
     assert ops["aten::addmm"] == -2
 
@@ -356,9 +360,50 @@ def test_json_time_breakdown_per_trace_and_in_the_comparison():
     assert base["bound"]["label"] in ("host-bound", "launch-bound", "device-bound")
     (cmp,) = doc["comparison"]
     changes = cmp["time_breakdown"]
-    assert changes["idle_pct"]["baseline"] == 98.33 and changes["idle_pct"]["value"] == 99.49
-    assert changes["step"]["wall_us"]["baseline"] == base["typical"]["wall_us"]
+    assert changes["idle_pct"]["base"] == 98.33 and changes["idle_pct"]["head"] == 99.49
+    assert changes["step"]["wall_us"]["base"] == base["typical"]["wall_us"]
     assert "op_us" not in changes["step"]  # neither side is a CPU trace
+
+
+def test_json_is_the_document_models_text_and_a_valid_document_of_its_class():
+    """analysis.json is written as every document is (record/section.dumps) and passes its own
+    class's check: a top kernel, over the whole trace, has its per-step keys as null."""
+    _, out = run_cli(MI250, TRITON, "--format", "json")
+    doc = AnalysisDocument.parse(orjson.loads(out))
+    assert out == dumps(doc.to_json())
+    row = doc.traces[0].top_kernels[0]
+    assert row.has("calls_per_step") and row.calls_per_step is None
+    assert row.has("time_us_per_step") and row.time_us_per_step is None
+
+
+def test_an_analysis_1_document_is_read_as_todays(monkeypatch):
+    monkeypatch.chdir(DATA.parent.parent)
+    old = orjson.loads(ANALYSIS_1.read_bytes())
+    paths = [t["path"] for t in old["traces"]]
+    read = AnalysisDocument.parse_file(ANALYSIS_1)
+    assert read.schema == SCHEMA
+    assert dumps(read.to_json()) == run_cli(*paths, "--format", "json")[1]
+    assert render_markdown(read) == run_cli(*paths)[1]
+    (was,) = old["comparison"]
+    (now,) = read.comparison
+    op = was["launching_ops"][0]
+    assert (now.launching_ops[0].op, now.launching_ops[0].base, now.launching_ops[0].change) == (
+        op["op"],
+        op["baseline_kernels"],
+        op["delta"],
+    )
+    assert (now.per_step["steps"].base, now.per_step["steps"].head) == (
+        was["per_step"]["steps"]["baseline"],
+        was["per_step"]["steps"]["value"],
+    )
+
+
+def test_an_analysis_1_document_of_the_wrong_shape_is_one_line():
+    bad = {"schema": "profreport.analysis/1", "comparison": [{"totals": {"kernels": {}}}]}
+    with pytest.raises(
+        DocumentError, match=r"^doc: comparison\[0\]\.totals\.kernels\.base: missing"
+    ):
+        AnalysisDocument.parse(bad, "doc")
 
 
 def test_typed_document_writes_and_reads_the_same_json():

@@ -85,6 +85,7 @@ def test_capture_and_render_import_no_layer_above_them_not_even_by_name():
 RENDER_MAY_IMPORT = {
     "profreport.analysis.attribution": {"group_module"},  # the common module of a group's paths
     "profreport.analysis.budget": {"Breach", "BudgetCheck", "FusedGroupChange"},
+    "profreport.analysis.change": {"Change"},  # the change of one number, in any document
     "profreport.analysis.comparison": {
         "Comparison",
         "MetricChange",
@@ -106,7 +107,6 @@ RENDER_MAY_IMPORT = {
     "profreport.analysis.trace_compare": {"TIME_PARTS"},
     "profreport.analysis.trace_document": {
         "AnalysisDocument",
-        "CountChange",
         "PER_STEP_FIELDS",
         "TimeChanges",
         "TraceComparison",

@@ -218,6 +218,22 @@ def test_a_run_comparison_validates_and_reads_back(tmp_path):
     assert any("'regressed' is a required property" in e for e in _errors("compare", broken))
 
 
+def test_an_analysis_validates_against_its_schema_and_an_analysis_1_does_not(capsys):
+    """`analyze --format json` (two traces compared, their time breakdowns, top kernels over
+    the whole trace) validates against analysis.schema.json; an analysis/1 document, whose
+    changes had another shape, is read by profreport (upgraded) but is not of today's schema."""
+    from profreport.cli import main
+
+    data = ROOT / "tests" / "data"
+    traces = ["a100_alexnet_inference.json.gz", "a100_torch_compile_triton.json.gz"]
+    assert main(["analyze", *(str(data / t) for t in traces), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "profreport.analysis/2" and doc["comparison"][0]["launching_ops"]
+    assert _errors("analysis", doc) == []
+    older = _read(data / "analysis-1" / "norm_gelu_block-gelu_norm_block.json")
+    assert _errors("analysis", older)
+
+
 @pytest.mark.slow
 def test_a_fresh_generate_run_validates_against_the_published_schema(gated_run):
     assert _errors("run", json.loads((gated_run / "run.json").read_text())) == []

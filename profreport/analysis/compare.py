@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from profreport.analysis.change import Change
-from profreport.analysis.compare_latency import METRIC, latency_change, regression_message
+from profreport.analysis.compare_latency import (
+    METRIC,
+    latency_change,
+    pct_limit,
+    regression_message,
+)
 from profreport.analysis.comparison import (
     CompareError,
     Comparison,
@@ -122,34 +127,27 @@ def _setup_warnings(base: Run, head: Run, models_differ: bool) -> list[str]:
     return out
 
 
-def _pct_limit(limit_pct: float | None) -> str | None:
-    return None if limit_pct is None else f"+{limit_pct:g}%"
-
-
-def _metric(metric: str, source: str, change: Change, **gate: Any) -> MetricChange:
-    """One metric's numbers in base and head, their difference and relative change; `gate`: the
-    limit applied, whether it was crossed, and a note."""
-    return MetricChange(
-        metric, source, change.base, change.head, change.difference, change.pct, **gate
-    )
-
-
 def _relative(
-    metric: str, source: str, change: Change, limit_pct: float | None, note: str = ""
+    metric: str,
+    source: str,
+    base: float | None,
+    head: float | None,
+    limit_pct: float | None,
+    note: str = "",
 ) -> MetricChange:
     """A metric gated on its growth relative to base (modeled bytes, peak memory)."""
-    regression = limit_pct is not None and change.grew_beyond_pct(limit_pct)
-    return _metric(
-        metric, source, change, limit=_pct_limit(limit_pct), regression=regression, note=note
-    )
+    m = MetricChange.of(base, head, metric=metric, source=source, limit=pct_limit(limit_pct))
+    regression = limit_pct is not None and m.grew_beyond_pct(limit_pct)
+    return replace(m, regression=regression, note=note)
 
 
 def _kernels(base: KernelCounts, head: KernelCounts, limit: int | None) -> MetricChange:
     b, h = base.per_step, head.per_step
-    return _metric(
-        "kernels_per_step",
-        "profiler",
-        Change(b, h),
+    return MetricChange.of(
+        b,
+        h,
+        metric="kernels_per_step",
+        source="profiler",
         limit=None if limit is None else f"+{limit} kernels",
         regression=limit is not None and h - b > limit,
     )
@@ -160,7 +158,8 @@ def _bytes(base: Bytes, head: Bytes, limit_pct: float | None) -> MetricChange:
     return _relative(
         "bytes_per_step",
         "modeled",
-        Change(base.read + base.written, head.read + head.written),
+        base.read + base.written,
+        head.read + head.written,
         limit_pct,
         note=f"partial in {' and '.join(partial)} (some kernels not modeled)" if partial else "",
     )
@@ -172,17 +171,14 @@ def _peak_memory(
     """Peak memory of one call (capture/peak_memory); gated like modeled bytes."""
     b_source = _as_stored(base, "source") if base is not None else None
     h_source = _as_stored(head, "source") if head is not None else None
-    change = Change(
-        base.bytes if base is not None else None, head.bytes if head is not None else None
-    )
+    b, h = (None if side is None else side.bytes for side in (base, head))
     source = h_source or b_source or "measured"
-    if change.difference is None:
-        missing = " and ".join(
-            side for side, v in (("base", change.base), ("head", change.head)) if v is None
-        )
-        return _metric("peak_memory_bytes", source, change, note=f"not measured in {missing}")
+    if b is None or h is None:
+        missing = " and ".join(side for side, v in (("base", b), ("head", h)) if v is None)
+        note = f"not measured in {missing}"
+        return MetricChange.of(b, h, metric="peak_memory_bytes", source=source, note=note)
     note = "" if b_source == h_source else "measured differently"
-    return _relative("peak_memory_bytes", source, change, limit_pct, note=note)
+    return _relative("peak_memory_bytes", source, b, h, limit_pct, note=note)
 
 
 def _regression_message(mode: str, m: MetricChange) -> str:
@@ -254,8 +250,11 @@ def compare_runs(
             loads = [r.timing_noise.load if r.timing_noise else None for r in (base, head)]
             metrics = [
                 _kernels(b.kernels, h.kernels, thresholds.max_kernel_increase),
-                _metric(
-                    "launches_per_step", "profiler", Change(b.kernels.launches, h.kernels.launches)
+                MetricChange.of(
+                    b.kernels.launches,
+                    h.kernels.launches,
+                    metric="launches_per_step",
+                    source="profiler",
                 ),
                 _bytes(b.bytes, h.bytes, thresholds.max_bytes_increase_pct),
                 _peak_memory(b.peak_memory, h.peak_memory, thresholds.max_peak_memory_increase_pct),

@@ -18,26 +18,22 @@ and says why (never "ok"). Pure: (two typed latencies, options) -> MetricChange.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from profreport.analysis.change import Change
 from profreport.analysis.comparison import MetricChange
 from profreport.analysis.machine_reference import MachineChange
 from profreport.analysis.paired import NOISE_BAND, beyond_resolution, resolution_note
 from profreport.analysis.processes import PROCESS_ALLOWANCE, Level, LevelChange, level, level_change
-from profreport.analysis.speedups import PairedGate, paired_gate
+from profreport.analysis.speedups import paired_gate
 from profreport.format import fmt_ms, fmt_pct
 from profreport.record.model import MachineLoad
 
 METRIC = "latency_median_ms"
 
 
-def _limit(limit_pct: float | None) -> str | None:
+def pct_limit(limit_pct: float | None) -> str | None:
+    """A relative limit as a metric states it ("+5%"; None: not gated)."""
     return None if limit_pct is None else f"+{limit_pct:g}%"
-
-
-def _beyond_limit(change: Change, limit_pct: float | None) -> bool:
-    pct = change.pct
-    return limit_pct is not None and pct is not None and pct > limit_pct
 
 
 def latency_change(
@@ -56,52 +52,28 @@ def latency_change(
     runs' own noise-guard reasons for this mode, which withhold a change across runs unless its
     interval lies beyond `noise_band` (paired.busy_band of the runs' loads)."""
     if not b_groups or not h_groups:
-        return MetricChange(METRIC, "measured", None, None, None, None, note="no timed samples")
+        return MetricChange.of(
+            None, None, metric=METRIC, source="measured", note="no timed samples"
+        )
     b, h = level(b_groups, resamples), level(h_groups, resamples)
-    change = Change(b.estimate, h.estimate)
-    if paired_loads is not None:
-        return _paired(b, h, change, b_groups, h_groups, limit_pct, paired_loads)
-    return _across_runs(b, h, change, limit_pct, noise, machine, noise_band)
-
-
-def _metric(
-    b: Level,
-    h: Level,
-    change: Change,
-    limit_pct: float | None,
-    *,
-    regression: bool,
-    note: str,
-    inconclusive: str | None,
-    ratio_ci95: tuple[float, float],
-    paired: PairedGate | None = None,
-    relative_change_pct: float | None = None,
-) -> MetricChange:
-    return MetricChange(
-        METRIC,
-        "measured",
-        change.base,
-        change.head,
-        change.difference,
-        change.pct,
+    m = MetricChange.of(
+        b.estimate,
+        h.estimate,
+        metric=METRIC,
+        source="measured",
         base_ci95=b.ci95,
         head_ci95=h.ci95,
-        limit=_limit(limit_pct),
-        regression=regression,
-        note=note,
-        inconclusive=inconclusive,
-        paired=paired,
-        relative_change_pct=relative_change_pct,
-        ratio_ci95=ratio_ci95,
+        limit=pct_limit(limit_pct),
         base_processes=b.processes,
         head_processes=h.processes,
     )
+    if paired_loads is not None:
+        return _paired(m, b_groups, h_groups, limit_pct, paired_loads)
+    return _across_runs(m, b, h, limit_pct, noise, machine, noise_band)
 
 
 def _paired(
-    b: Level,
-    h: Level,
-    change: Change,
+    m: MetricChange,
     b_groups: Sequence[Sequence[float]],
     h_groups: Sequence[Sequence[float]],
     limit_pct: float | None,
@@ -111,9 +83,7 @@ def _paired(
     loads = list(loads) if len(loads) == k else [None] * k
     gate = paired_gate(b_groups[:k], h_groups[:k], limit_pct, loads)
     lo, hi = gate.ratio.ci95
-    note = (
-        f"{fmt_pct(change.pct)}, paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f}"
-    )
+    note = f"{fmt_pct(m.change_pct)}, paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f}"
     note += f", {k} processes)" if k > 1 else ", one process)"
     within = resolution_note((lo, hi))
     extras = [within] if within else []
@@ -125,11 +95,8 @@ def _paired(
         note = f"{note}: {'; '.join(extras)}"
     if gate.inconclusive:
         note = f"latency inconclusive: {gate.inconclusive}; {note}"
-    return _metric(
-        b,
-        h,
-        change,
-        limit_pct,
+    return replace(
+        m,
         regression=gate.regression,
         note=note,
         inconclusive=gate.inconclusive,
@@ -150,9 +117,9 @@ def scope_text(b: Level, h: Level, found: LevelChange) -> str:
 
 
 def _across_runs(
+    m: MetricChange,
     b: Level,
     h: Level,
-    change: Change,
     limit_pct: float | None,
     noise: list[str],
     machine: MachineChange | None,
@@ -162,7 +129,7 @@ def _across_runs(
     lo, hi = found.ci95
     called = beyond_resolution(found.ci95)
     interval = f"95% CI {lo:.3f}-{hi:.3f}, {scope_text(b, h, found)}"
-    numbers = f"{fmt_pct(change.pct)}, head/base {found.ratio:.3f} ({interval})"
+    numbers = f"{fmt_pct(m.change_pct)}, head/base {found.ratio:.3f} ({interval})"
     relative_pct = None
     if machine is not None:
         relative_pct = (found.ratio / machine.factor - 1) * 100
@@ -175,11 +142,11 @@ def _across_runs(
         why.append(f"the machine changed (head vs base: {machine.parts_text}) as far")
     if noise and not (lo > noise_band or hi < 1 / noise_band):  # noisy timing: only huge
         why += noise
-    beyond_limit = _beyond_limit(change, limit_pct)
+    beyond_limit = limit_pct is not None and m.grew_beyond_pct(limit_pct)
     regression = beyond_limit and called > 0 and not why
     if beyond_limit and not regression and not why:
         why.append(
-            f"head/base {found.ratio:.3f} is beyond the {_limit(limit_pct)} limit, but not "
+            f"head/base {found.ratio:.3f} is beyond the {pct_limit(limit_pct)} limit, but not "
             f"beyond what the runs can tell apart ({interval})"
         )
     if why:
@@ -188,11 +155,8 @@ def _across_runs(
         note = f"{numbers}: {'slower' if called > 0 else 'faster'} in head"
     else:
         note = f"{numbers}: no change beyond what the runs can tell apart"
-    return _metric(
-        b,
-        h,
-        change,
-        limit_pct,
+    return replace(
+        m,
         regression=regression,
         note=note,
         inconclusive="; ".join(why) or None,

@@ -1,5 +1,5 @@
 """What a comparison of two runs is: its thresholds, per-metric changes, regressions and the gate
-outcome it shares with a comparison of two sweeps (`profreport.compare/1` as dataclasses).
+outcome it shares with a comparison of two sweeps (`profreport.compare/2` as dataclasses).
 
 The computation that fills them is analysis/compare.py; renderers (render/compare.py) and the
 CLI's gate read these; `Comparison.to_json()` is the document `compare --format json` writes.
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from profreport.analysis.change import Change
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.machine_reference import MachineChange
 from profreport.analysis.speedups import PairedGate
@@ -51,16 +52,12 @@ class Thresholds(Section):
 
 
 @dataclass(frozen=True)
-class MetricChange(Section):
-    """One metric of one mode in base and head, and whether it regressed."""
+class MetricChange(Change):
+    """One metric of one mode in base and head (its `Change`), and whether it regressed."""
 
-    metric: str  # kernels_per_step | launches_per_step | bytes_per_step | latency_median_ms
-    # | peak_memory_bytes
-    source: str  # profiler | modeled | measured
-    base: float | None
-    head: float | None
-    change: float | None  # head - base
-    change_pct: float | None  # relative to base; None when base is 0 or a side is missing
+    metric: str = required("")  # kernels_per_step | launches_per_step | bytes_per_step
+    # | latency_median_ms | peak_memory_bytes
+    source: str = required("")  # profiler | modeled | measured
     base_ci95: tuple[float, float] | None = None
     head_ci95: tuple[float, float] | None = None
     limit: str | None = None  # the threshold applied, as text ("+2 kernels", "+5%")

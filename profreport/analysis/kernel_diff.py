@@ -2,7 +2,7 @@
 
 Pure functions over two kernel tables: a run mode's (`compare`, `ab`: per profiled step) or a
 trace's (`analyze A B`: over the whole trace); one row type for both, which the
-`profreport.analysis/1` document writes as it is. Rows are paired by a list of
+`profreport.analysis/2` document writes as it is. Rows are paired by a list of
 strategies tried in order, each a key on one kernel: the exact name; the eager ops the kernel
 computes (the fusion map: Inductor names its generated kernels after the ops and a counter that
 moves between builds, `cpp_fused_add_gelu_0` vs `_1`); the generated name without that counter
@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from profreport.analysis.change import Change
+from profreport.analysis.change import difference
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
 from profreport.record.model import FusionMap, OkMode, Section
 from profreport.record.section import omitted, required
@@ -183,7 +183,7 @@ def kernel_change(
 ) -> KernelChange:
     """One row of the diff: its status and head - base."""
     calls = (head.calls if head else 0.0) - (base.calls if base else 0.0)
-    time = Change(base.time_us if base else 0.0, head.time_us if head else 0.0).difference
+    time = difference(base.time_us if base else 0.0, head.time_us if head else 0.0)
     delta_bytes, source = _bytes_change(base, head)
     status: RowStatus
     if base is None:

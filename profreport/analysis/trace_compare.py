@@ -1,7 +1,7 @@
 """Trace counts as a versioned JSON-ready document, and the comparison of traces to a baseline.
 
 Pure functions: :class:`~profreport.analysis.kernels.TraceCounts` (and each trace's time
-breakdown) in, the typed ``profreport.analysis/1`` document out (analysis/trace_document.py;
+breakdown) in, the typed ``profreport.analysis/2`` document out (analysis/trace_document.py;
 ``profreport analyze --format json`` writes its ``to_json()``). `kernel_entry` is the one JSON
 shape of a kernel row that the run record's kernel tables share.
 """
@@ -25,18 +25,14 @@ from profreport.analysis.kernels import (
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.analysis.trace_document import (
     PER_STEP_FIELDS,
-    SCHEMA,
     TOTAL_FIELDS,
     AnalysisDocument,
-    CountChange,
     CounterSummary,
     OpChange,
-    PerStepChanges,
-    StepsPair,
     TimeChanges,
-    TotalChanges,
     TraceComparison,
     TraceSummary,
+    count_change,
 )
 
 DEFINITION_TEXT = {"device": DEVICE_DEFINITION_TEXT, "cpu": CPU_DEFINITION_TEXT}
@@ -69,7 +65,6 @@ def analysis_document(
         ]
     used = sorted({c.definition for _, c in traces})
     return AnalysisDocument(
-        schema=SCHEMA,
         traces=tuple(summaries),
         comparison=tuple(comparison),
         definitions={d: DEFINITION_TEXT[d] for d in used},
@@ -113,10 +108,12 @@ def trace_summary(
 def kernel_entry(row: KernelRow, steps: int | None = None) -> KernelRow:
     """One kernel row as a record writes it: the one shape of `analyze`'s top kernels and the
     run record's kernel tables. With `steps` (a run's profiled steps), per-step calls and time
-    are added and the row is marked as the profiler's; counter totals add the FLOPs and DRAM
-    bytes derived from them."""
+    are added and the row is marked as the profiler's; without, they are null (a trace's row is
+    over the whole trace); counter totals add the FLOPs and DRAM bytes derived from them."""
     entry = dataclasses.replace(row, counters=row.counters or None)
-    if steps is not None:
+    if steps is None:
+        entry = entry.adding(calls_per_step=None, time_us_per_step=None)
+    else:
         entry = dataclasses.replace(
             entry,
             calls_per_step=row.calls / steps,
@@ -126,15 +123,6 @@ def kernel_entry(row: KernelRow, steps: int | None = None) -> KernelRow:
     if row.counter_totals is not None:
         entry = entry.adding(**derived(row.counter_totals))
     return entry
-
-
-def _delta(base: float | None, value: float | None) -> CountChange:
-    """One count against the baseline; no difference stated when a side did not record it."""
-    change = Change(base, value)
-    delta = change.difference
-    if isinstance(delta, float):
-        delta = round(delta, 3)
-    return CountChange(baseline=base, value=value, delta=delta, ratio=change.ratio)
 
 
 def compare_counts(
@@ -155,13 +143,11 @@ def compare_counts(
         )
     base_sum, other_sum = trace_summary(base_path, base, 0), trace_summary(path, other, 0)
     base_step, other_step = per_step(base), per_step(other)
-    totals: dict[str, Any] = {
-        f: _delta(getattr(base_sum, f), getattr(other_sum, f)) for f in TOTAL_FIELDS
+    totals = {f: count_change(getattr(base_sum, f), getattr(other_sum, f)) for f in TOTAL_FIELDS}
+    steps = {
+        f: count_change(getattr(base_step, f), getattr(other_step, f)) for f in PER_STEP_FIELDS
     }
-    steps: dict[str, Any] = {
-        f: _delta(getattr(base_step, f), getattr(other_step, f)) for f in PER_STEP_FIELDS
-    }
-    steps["steps"] = StepsPair(baseline=base_step.steps, value=other_step.steps)
+    steps["steps"] = count_change(base_step.steps, other_step.steps)
     # A trace's rows as sides of the kernel diff: their whole-trace calls and time (a trace has
     # no fusion map: rows pair by name, else an Inductor-generated name without its counter).
     base_rows, rows = (
@@ -173,8 +159,8 @@ def compare_counts(
         baseline=base_path,
         path=path,
         note=note,
-        totals=TotalChanges(**totals),
-        per_step=PerStepChanges(**steps),
+        totals=totals,
+        per_step=steps,
         kernels=kernels,
         kernels_paired=paired,
         launching_ops=tuple(_op_differences(base.kernels_by_op, other.kernels_by_op)),
@@ -203,15 +189,15 @@ TIME_PARTS = (
 def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeChanges:
     """Each part of the two median steps, and the whole-trace device idle share, side by side
     (a part neither side has is left out)."""
-    step: dict[str, CountChange] = {}
+    step: dict[str, Change] = {}
     if base.typical is not None and other.typical is not None:
         for part in TIME_PARTS:
             b, o = getattr(base.typical, part), getattr(other.typical, part)
             if b is not None or o is not None:
-                step[part] = _delta(b, o)
+                step[part] = count_change(b, o)
     idle = None
     if base.device is not None or other.device is not None:
-        idle = _delta(
+        idle = count_change(
             None if base.device is None else base.device.idle_pct,
             None if other.device is None else other.device.idle_pct,
         )
@@ -226,9 +212,8 @@ def time_changes(base: TraceTimeBreakdown, other: TraceTimeBreakdown) -> TimeCha
 def _op_differences(base: dict[str, int], other: dict[str, int]) -> list[OpChange]:
     """Kernels launched per CPU op, where the count differs."""
     changed = [
-        (op, base.get(op, 0), other.get(op, 0))
+        OpChange.of(base.get(op, 0), other.get(op, 0), op=op)
         for op in base.keys() | other.keys()
         if base.get(op, 0) != other.get(op, 0)
     ]
-    changed.sort(key=lambda r: (-abs(r[2] - r[1]), r[0]))
-    return [OpChange(op=op, baseline_kernels=b, kernels=o, delta=o - b) for op, b, o in changed]
+    return sorted(changed, key=lambda c: (-abs(c.change or 0), c.op))

@@ -1,7 +1,8 @@
-"""The ``profreport.analysis/1`` document of ``profreport analyze`` as frozen dataclasses.
+"""The ``profreport.analysis/2`` document of ``profreport analyze`` as frozen dataclasses.
 
-`AnalysisDocument.to_json()` writes the document `analyze --format json` prints; `from_json`
-reads one back (to re-render it), keeping its keys. Its renderers read these
+`AnalysisDocument.to_json()` writes the document `analyze --format json` prints; `parse` reads
+one back (to re-render it), keeping its keys; an analysis/1 document is read too, its changes
+(`{baseline, value, delta, ratio}` there) read as today's `Change`s. Its renderers read these
 classes by attribute. Keys a writer leaves out (a comparison's `note`, a trace's `counters`) are
 absent, not null: they are `omitted()` fields, written only when set.
 
@@ -12,16 +13,18 @@ stays JSON (`Mapping`): it is passed through as Kineto and the counter analysis 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
+from profreport.analysis.change import Change
 from profreport.analysis.kernel_diff import KernelChange
 from profreport.analysis.kernels import PerStepCounts, StepCounts
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.record.model import JSON, KernelRow, Section
-from profreport.record.section import omitted, schema_of
+from profreport.record.section import JSONObject, omitted, required, schema_of
 
-SCHEMA = "profreport.analysis/1"
+SCHEMA = "profreport.analysis/2"
+ANALYSIS_1 = "profreport.analysis/1"
 
 
 @dataclass(frozen=True)
@@ -71,59 +74,35 @@ class TraceSummary(Section):
     time_breakdown: TraceTimeBreakdown | None = omitted()
 
 
-@dataclass(frozen=True)
-class CountChange(Section):
-    """One number of a trace against the baseline's (analysis.change.Change as written)."""
-
-    baseline: float | None = None
-    value: float | None = None
-    delta: float | None = None
-    ratio: float | None = None
-
-
-@dataclass(frozen=True)
-class StepsPair(Section):
-    baseline: int = 0
-    value: int = 0
-
-
-@dataclass(frozen=True)
-class TotalChanges(Section):
-    kernels: CountChange = field(default_factory=CountChange)
-    memcpy: CountChange = field(default_factory=CountChange)
-    memset: CountChange = field(default_factory=CountChange)
-    launches: CountChange = field(default_factory=CountChange)
-    graph_launches: CountChange = field(default_factory=CountChange)
-    memcpy_bytes: CountChange = field(default_factory=CountChange)
-    memset_bytes: CountChange = field(default_factory=CountChange)
-    kernel_time_us: CountChange = field(default_factory=CountChange)
-    unlinked_kernels: CountChange = field(default_factory=CountChange)
-
-
-@dataclass(frozen=True)
-class PerStepChanges(Section):
-    kernels: CountChange = field(default_factory=CountChange)
-    launches: CountChange = field(default_factory=CountChange)
-    memcpy: CountChange = field(default_factory=CountChange)
-    memset: CountChange = field(default_factory=CountChange)
-    graph_launches: CountChange = field(default_factory=CountChange)
-    kernel_time_us: CountChange = field(default_factory=CountChange)
-    steps: StepsPair = field(default_factory=StepsPair)
+def count_change(base: float | None, head: float | None) -> Change:
+    """A trace's number against the baseline's: its `Change`, a float difference written to 3
+    places (no 0.19999999999999998; µs are shown to 2)."""
+    found = Change.of(base, head)
+    if isinstance(found.change, float):
+        return replace(found, change=round(found.change, 3))
+    return found
 
 
 # The whole-trace counts a comparison states, and the per-step ones (in document order).
-TOTAL_FIELDS = tuple(f.name for f in schema_of(TotalChanges))
-PER_STEP_FIELDS = tuple(f.name for f in schema_of(PerStepChanges) if f.name != "steps")
+TOTAL_FIELDS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "graph_launches",
+    "memcpy_bytes",
+    "memset_bytes",
+    "kernel_time_us",
+    "unlinked_kernels",
+)
+PER_STEP_FIELDS = tuple(f.name for f in schema_of(PerStepCounts) if f.name != "steps")
 
 
 @dataclass(frozen=True)
-class OpChange(Section):
-    """Kernels launched by one CPU op, where the count differs."""
+class OpChange(Change):
+    """Kernels launched by one CPU op in the baseline and in this trace, where they differ."""
 
-    op: str = ""
-    baseline_kernels: int = 0
-    kernels: int = 0
-    delta: int = 0
+    op: str = required("")
 
 
 @dataclass(frozen=True)
@@ -133,8 +112,8 @@ class TimeChanges(Section):
 
     baseline_bound: str | None = None
     bound: str | None = None
-    idle_pct: CountChange | None = None
-    step: Mapping[str, CountChange] = field(default_factory=dict)
+    idle_pct: Change | None = None
+    step: Mapping[str, Change] = field(default_factory=dict)  # by TIME_PARTS name
 
 
 @dataclass(frozen=True)
@@ -144,8 +123,9 @@ class TraceComparison(Section):
     baseline: str = ""
     path: str = ""
     note: str | None = omitted()
-    totals: TotalChanges = field(default_factory=TotalChanges)
-    per_step: PerStepChanges = field(default_factory=PerStepChanges)
+    totals: Mapping[str, Change] = field(default_factory=dict)  # by TOTAL_FIELDS name
+    # by PER_STEP_FIELDS name, and `steps`: the ProfilerSteps of each trace
+    per_step: Mapping[str, Change] = field(default_factory=dict)
     # the kernels that differ, by impact (analysis/kernel_diff, over the whole trace), and how
     # many pairs its strategies found
     kernels: tuple[KernelChange, ...] = ()
@@ -159,9 +139,67 @@ class AnalysisDocument(Section):
     """The whole ``analyze`` result: a summary per trace, later traces against the first."""
 
     SCHEMA: ClassVar[str] = SCHEMA
+    EARLIER: ClassVar[tuple[str, ...]] = (ANALYSIS_1,)
     NOUN: ClassVar[str] = "trace analysis"
 
     schema: str = SCHEMA
     traces: tuple[TraceSummary, ...] = ()
     comparison: tuple[TraceComparison, ...] = ()
     definitions: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def upgraded(cls, data: JSONObject) -> JSONObject:
+        """An analysis/1 document in today's shape: a change there was `{baseline, value,
+        delta, ratio}` (a launching op's `{op, baseline_kernels, kernels, delta}`, the steps
+        `{baseline, value}`), each read as the `Change` of its two numbers; a top kernel had no
+        per-step keys (null today: a trace's row is over the whole trace)."""
+        if data.get("schema") != ANALYSIS_1:
+            return data
+        new = {**data, "schema": SCHEMA}
+        if isinstance(data.get("traces"), list):
+            new["traces"] = [_trace_1(t) for t in data["traces"]]
+        if isinstance(data.get("comparison"), list):
+            new["comparison"] = [_comparison_1(c) for c in data["comparison"]]
+        return new
+
+
+def _trace_1(old: Any) -> Any:
+    """One analysis/1 trace summary, its top kernels given today's null per-step keys."""
+    if not isinstance(old, dict) or not isinstance(old.get("top_kernels"), list):
+        return old
+    per_step = {"calls_per_step": None, "time_us_per_step": None}
+    rows = [{**per_step, **k} if isinstance(k, dict) else k for k in old["top_kernels"]]
+    return {**old, "top_kernels": rows}
+
+
+def _change_1(old: Any, base: str = "baseline", head: str = "value") -> Any:
+    """One analysis/1 change as a `Change` (anything else as it is, for the shape check)."""
+    if not isinstance(old, dict) or base not in old:
+        return old
+    numbers = (old[base], old.get(head))
+    if not all(v is None or type(v) in (int, float) for v in numbers):
+        return old
+    rest = {k: v for k, v in old.items() if k not in (base, head, "delta", "ratio")}
+    return {**rest, **count_change(*numbers).to_json()}
+
+
+def _comparison_1(old: Any) -> Any:
+    """One analysis/1 comparison with its changes read as `Change`s (only the keys it has)."""
+    if not isinstance(old, dict):
+        return old
+    new = dict(old)
+    for key in ("totals", "per_step"):
+        if isinstance(old.get(key), dict):
+            new[key] = {k: _change_1(v) for k, v in old[key].items()}
+    if isinstance(old.get("launching_ops"), list):
+        new["launching_ops"] = [
+            _change_1(o, "baseline_kernels", "kernels") for o in old["launching_ops"]
+        ]
+    time = old.get("time_breakdown")
+    if isinstance(time, dict):
+        time = new["time_breakdown"] = dict(time)
+        if "idle_pct" in time:
+            time["idle_pct"] = _change_1(time["idle_pct"])
+        if isinstance(time.get("step"), dict):
+            time["step"] = {k: _change_1(v) for k, v in time["step"].items()}
+    return new

@@ -148,7 +148,9 @@ def class_schema(cls: type[Section]) -> JSONObject:
         out["description"] = doc
     properties = {s.name: _field_schema(s, comments.get(s.name, "")) for s in specs}
     if cls.SCHEMA is not None:
-        kinds = {"enum": [cls.SCHEMA, *cls.EARLIER]} if cls.EARLIER else {"const": cls.SCHEMA}
+        # an earlier version the class rewrites (`upgraded`) is not of this shape: not listed
+        earlier = () if "upgraded" in vars(cls) else cls.EARLIER
+        kinds = {"enum": [cls.SCHEMA, *earlier]} if earlier else {"const": cls.SCHEMA}
         properties["schema"] = {**properties.get("schema", {}), **kinds}
     out["properties"] = properties
     always = [s.name for s in specs if s.required]

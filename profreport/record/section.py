@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -378,6 +379,23 @@ def _value_problems(
             yield from _value_problems(item, v, f"{where}.{k}", item.nullable, closed)
 
 
+def _finite(value: Any) -> Any:
+    # JSON has no NaN/Infinity; a number that could not be computed is written as null.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps(document: JSONObject) -> str:
+    """The text of a document (a `Section.to_json()`): what every document file profreport
+    writes holds (run.json, a comparison, an analysis, a sweep)."""
+    return json.dumps(_finite(document), indent=1, sort_keys=False) + "\n"
+
+
 def read_json(path: Path, error: type[Exception] = DocumentError) -> Any:
     """The parsed JSON of the file at `path`, or `error` in one line naming why not."""
     try:
@@ -410,7 +428,8 @@ class Section:
     `extra`: keys this class does not declare, kept and written back."""
 
     # a whole document's kind (its `schema` key) and what a message calls it; None: a part.
-    # EARLIER: the kinds of its earlier versions, still read (their fields are a subset)
+    # EARLIER: the kinds of its earlier versions, still read (their fields a subset of today's,
+    # or rewritten into today's shape by `upgraded`)
     SCHEMA: ClassVar[str | None] = None
     EARLIER: ClassVar[tuple[str, ...]] = ()
     NOUN: ClassVar[str] = "document"
@@ -444,9 +463,10 @@ class Section:
         error: type[Exception] = DocumentError,
         closed: bool = False,
     ) -> JSONObject:
-        """`data` if it is a document of this class (its `SCHEMA`, when it has one, and every
-        field of its declared shape); otherwise `error` naming the first thing wrong, in one line
-        beginning with `source`. `closed`: an undeclared key is wrong too."""
+        """`data` if it is a document of this class (its `SCHEMA` or one it reads, when it has
+        one, in today's shape: `upgraded`; and every field of its declared shape); otherwise
+        `error` naming the first thing wrong, in one line beginning with `source`. `closed`: an
+        undeclared key is wrong too."""
         if cls.SCHEMA is not None and (
             not isinstance(data, dict) or data.get("schema") not in (cls.SCHEMA, *cls.EARLIER)
         ):
@@ -456,8 +476,16 @@ class Section:
             )
         if not isinstance(data, dict):
             raise error(f"{source}: expected an object, found {_found(data)}")
-        for problem in problems(cls, data, closed=closed):
+        document = cls.upgraded(data)
+        for problem in problems(cls, document, closed=closed):
             raise error(f"{source}: {problem}")
+        return document
+
+    @classmethod
+    def upgraded(cls, data: JSONObject) -> JSONObject:
+        """`data` in today's shape: a document class whose `EARLIER` version is not a subset of
+        today's rewrites such a document here (what it cannot rewrite, it leaves for the shape
+        check to name). The default changes nothing."""
         return data
 
     @classmethod

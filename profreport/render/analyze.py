@@ -1,6 +1,6 @@
-"""Renderers for ``profreport analyze`` documents: each takes the typed ``profreport.analysis/1``
-document (analysis/trace_document.py) and returns the content (JSON, Markdown or a
-self-contained HTML page); writing it is the caller's job.
+"""Renderers for ``profreport analyze`` documents: each takes the typed ``profreport.analysis/2``
+document (analysis/trace_document.py) and returns the content (Markdown or a self-contained
+HTML page; its JSON is the document itself, render/run_json.py); writing it is the caller's job.
 
 Its "where the time goes" section (one trace's time breakdown, and two traces' side by side) is
 a formatted view-model of its own with its Markdown; the HTML partials lay out the same dicts."""
@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from profreport.analysis.change import Change
 from profreport.analysis.kernel_diff import ModeKernelDiff
 from profreport.analysis.time_breakdown import TraceTimeBreakdown
 from profreport.analysis.trace_compare import TIME_PARTS
 from profreport.analysis.trace_document import (
     PER_STEP_FIELDS,
     AnalysisDocument,
-    CountChange,
     TimeChanges,
     TraceComparison,
     TraceSummary,
@@ -47,11 +45,6 @@ ROWS = (
 )
 
 
-def render_json(doc: AnalysisDocument, top: int = 15) -> str:
-    data = doc.to_json()
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
-
-
 def fmt(value: Any, style: str = "int") -> str:
     if value is None:
         return "–"
@@ -59,6 +52,8 @@ def fmt(value: Any, style: str = "int") -> str:
         return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.2f}"
     if style == "bytes":
         return _human_bytes(int(value))
+    if style == "pct":
+        return f"{value:,.2f}"
     if style == "ratio":
         return f"×{value:.2f}"
     if style == "delta":
@@ -182,14 +177,14 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
     per_step = c.per_step
     return {
         "title": f"{c.path} vs {c.baseline}",
-        "steps": _steps_text(per_step.steps.baseline)
+        "steps": _steps_text(per_step["steps"].base)
         + " in the baseline, "
-        + _steps_text(per_step.steps.value)
+        + _steps_text(per_step["steps"].head)
         + " here",
         "note": c.note,
-        "totals": [_delta_row(label, getattr(c.totals, key), style) for key, label, style in ROWS],
+        "totals": [_delta_row(label, c.totals[key], style) for key, label, style in ROWS],
         "per_step": [
-            _delta_row(label, getattr(per_step, key), style)
+            _delta_row(label, per_step[key], style)
             for key, label, style in ROWS
             if key in PER_STEP_FIELDS
         ],
@@ -197,23 +192,23 @@ def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
             ModeKernelDiff("", c.kernels, c.kernels_paired), top, per="trace", title=KERNELS_TITLE
         ),
         "ops": [
-            (short(o.op, 60), fmt(o.baseline_kernels), fmt(o.kernels), fmt(o.delta, "delta"))
+            (short(o.op, 60), fmt(o.base), fmt(o.head), fmt(o.change, "delta"))
             for o in c.launching_ops[:top]
         ],
         "time": None if c.time_breakdown is None else time_compare_view(c.time_breakdown),
     }
 
 
-def _steps_text(n: int) -> str:
+def _steps_text(n: float | None) -> str:
     if not n:
         return "no ProfilerSteps (whole trace)"
     return "1 ProfilerStep" if n == 1 else f"{n} ProfilerSteps"
 
 
-def _delta_row(label: str, d: CountChange, style: str) -> tuple[str, str, str, str, str]:
-    plain = d.delta is None or style != "us"
-    delta = fmt(d.delta, "delta") if plain else f"{d.delta:+,.2f}"
-    return (label, fmt(d.baseline, style), fmt(d.value, style), delta, fmt(d.ratio, "ratio"))
+def _delta_row(label: str, d: Change, style: str) -> tuple[str, str, str, str, str]:
+    plain = d.change is None or style not in ("us", "pct")
+    delta = fmt(d.change, "delta") if plain else f"{d.change:+,.2f}"
+    return (label, fmt(d.base, style), fmt(d.head, style), delta, fmt(d.ratio, "ratio"))
 
 
 def render_markdown(doc: AnalysisDocument, top: int = 15) -> str:
@@ -368,31 +363,15 @@ def _step_rows(steps: tuple[StepTime, ...]) -> dict[str, Any]:
     }
 
 
-def _change_row(label: str, d: CountChange, count: bool) -> tuple[str, str, str, str]:
-    def show(v: float | None) -> str:
-        if v is None:
-            return "–"
-        return f"{v:,.0f}" if count else _us(v)
-
-    delta = "–" if d.delta is None else (f"{d.delta:+,.0f}" if count else f"{d.delta:+,.2f}")
-    return (label, show(d.baseline), show(d.value), delta)
-
-
 def time_compare_view(c: TimeChanges) -> dict[str, Any]:
     """Two traces' median steps part by part, and their whole-trace idle shares."""
     rows = [
-        _change_row(PART_LABELS[k], d, k in COUNTS) for k, d in c.step.items() if k in PART_LABELS
+        _delta_row(PART_LABELS[k], d, "int" if k in COUNTS else "us")[:4]
+        for k, d in c.step.items()
+        if k in PART_LABELS
     ]
-    idle = c.idle_pct
-    if idle is not None:
-        rows.append(
-            (
-                "whole-trace device idle (%)",
-                "–" if idle.baseline is None else f"{idle.baseline:.2f}",
-                "–" if idle.value is None else f"{idle.value:.2f}",
-                "–" if idle.delta is None else f"{idle.delta:+.2f}",
-            )
-        )
+    if c.idle_pct is not None:
+        rows.append(_delta_row("whole-trace device idle (%)", c.idle_pct, "pct")[:4])
     return {"bound": f"{c.baseline_bound or '–'} → {c.bound or '–'}", "rows": rows}
 
 

@@ -36,7 +36,7 @@ class Document(Generic[D]):
 
 RUN: Document[Run] = Document("run")  # a run record (profreport.run/2)
 COMPARISON: Document[Comparison] = Document("comparison")  # `profreport compare` of two runs
-# `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/1)
+# `profreport analyze` over Kineto traces: the analysis document (profreport.analysis/2)
 ANALYSIS: Document[AnalysisDocument] = Document("analysis")
 # a sweep record (profreport.sweep/2) and two sweeps gated point by point: kinds whose renderers
 # (and document types) belong to the sweep package, which registers them
@@ -75,7 +75,7 @@ _BUILTIN = (
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
     Renderer("json", COMPARISON, "comparison.json", "profreport.render.run_json:render"),
     Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
-    Renderer("json", ANALYSIS, "analysis.json", "profreport.render.analyze:render_json"),
+    Renderer("json", ANALYSIS, "analysis.json", "profreport.render.run_json:render"),
     Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
     Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
 )

@@ -34,7 +34,7 @@ class PointEntry(Section):
     base_status: str = required("")
     head_status: str = required("")
     note: str = ""
-    # the two runs compared (a profreport.compare/1 document), where both sides have one
+    # the two runs compared (a profreport.compare/2 document), where both sides have one
     comparison: Comparison | None = required(None, null=True)
 
 
