@@ -14,7 +14,8 @@ import pytest
 
 from profreport import cli
 from profreport.analysis.trace_document import SCHEMA, AnalysisDocument
-from profreport.record.section import DocumentError, dumps
+from profreport.files import dumps
+from profreport.record.section import DocumentError
 from profreport.render.analyze import render_html, render_markdown, view_model
 
 DATA = Path(__file__).parent / "data"
@@ -366,7 +367,7 @@ def test_json_time_breakdown_per_trace_and_in_the_comparison():
 
 
 def test_json_is_the_document_models_text_and_a_valid_document_of_its_class():
-    """analysis.json is written as every document is (record/section.dumps) and passes its own
+    """analysis.json is written as every document is (files.dumps) and passes its own
     class's check: a top kernel, over the whole trace, has its per-step keys as null."""
     _, out = run_cli(MI250, TRITON, "--format", "json")
     doc = AnalysisDocument.parse(orjson.loads(out))

@@ -38,7 +38,7 @@ from profreport.record.model import (
     TensorIO,
     Tool,
 )
-from profreport.record.section import JSONObject, dumps, read_json
+from profreport.record.section import JSONObject, read_json
 
 __all__ = [
     "SCHEMA",

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -377,23 +376,6 @@ def _value_problems(
     elif shape.kind == "map" and item is not None:
         for k, v in value.items():
             yield from _value_problems(item, v, f"{where}.{k}", item.nullable, closed)
-
-
-def _finite(value: Any) -> Any:
-    # JSON has no NaN/Infinity; a number that could not be computed is written as null.
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def dumps(document: JSONObject) -> str:
-    """The text of a document (a `Section.to_json()`): what every document file profreport
-    writes holds (run.json, a comparison, an analysis, a sweep)."""
-    return json.dumps(_finite(document), indent=1, sort_keys=False) + "\n"
 
 
 def read_json(path: Path, error: type[Exception] = DocumentError) -> Any:

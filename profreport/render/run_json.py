@@ -1,10 +1,11 @@
 """JSON renderer of a document (a run, a comparison, a trace analysis, a sweep, two sweeps
 compared): the document itself (run.json, comparison.json, analysis.json, sweep.json), as the
-document model writes it (record/section.dumps)."""
+document model writes it (files.dumps)."""
 
 from __future__ import annotations
 
-from profreport.record.section import Section, dumps
+from profreport.files import dumps
+from profreport.record.section import Section
 
 
 def render(document: Section, **_options: object) -> str:
