@@ -2,10 +2,9 @@
 lengths x dtypes), run by a local or a Ray executor, gathered into one sweep record.
 
 - `grid`: the sweep's specification (flags or sweep.toml) and its points.
-- `document`: the sweep record (`profreport.sweep/2`, sweep.json): one row per point and mode,
+- `model`: the sweep record (`profreport.sweep/2`, sweep.json) as frozen dataclasses (`Sweep`,
+  `SweepRow`; its grid is `grid.SweepSpec`, its points `grid.Point`): one row per point and mode,
   pointing at the run folders; read back for `--resume` and `compare`.
-- `model`: that record as frozen dataclasses (`Sweep`, `SweepRow`; its grid is
-  `grid.SweepSpec`, its points `grid.Point`) with `from_json`/`to_json`; readers use attributes.
 - `summary`: a pure analysis of the rows (geometric-mean speedup, pass rate, compile time,
   compression ratio; the series the charts draw).
 - `local` / `ray_executor`: where the points run; both hand back the point as it ended.
