@@ -1,13 +1,8 @@
 """The kernel budget (`profreport.expect/1`): what a model is expected to run, per device kind and
-mode, in a small JSON file checked in beside the model and reviewed like code.
-
-The numbers it holds are the deterministic ones (the same code on the same device kind gives the
-same counts on any machine of that kind): kernels per step, modeled bytes per step, the fused
-groups and the kernels by name. `profreport generate --expect FILE` and the `profreport_expect`
-pytest fixture compare a run with it (analysis/budget.py); `--update-expect` / `pytest
---profreport-update` write it from a run, keeping what a person set (tolerances, `min_speedup`,
-notes). The file is written one entry per line, in a stable order, so a change reads as a
-one-line diff; docs/expect.md is its reference, generated from these classes.
+mode, in a small JSON file checked in beside the model and reviewed like code. It holds the
+deterministic numbers (the same code on the same device kind gives the same counts on any machine
+of that kind); `REFERENCE_INTRO` (docs/expect.md, with a table per class) says how a run is
+compared with it (analysis/budget.py) and what a refresh keeps.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Renderers for a run comparison: Markdown (pull-request comment) and a small HTML page.
 
 Both read one view-model built from the `Comparison` dataclass, so they say the same thing; its
-JSON is the document itself (render/run_json.py).
+JSON is the document itself (registry.render_json).
 """
 
 from __future__ import annotations

@@ -25,13 +25,13 @@ __all__ = ["SweepRun", "SweepSpec", "run_sweep"]
 # a sweep record typed (profreport.sweep.model.Sweep), two sweeps compared
 # (profreport.sweep.compare.SweepComparison).
 for _renderer in (
-    Renderer("json", SWEEP, "sweep.json", "profreport.render.run_json:render"),
+    Renderer("json", SWEEP, "sweep.json", "profreport.render.registry:render_json"),
     Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
     Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
     Renderer(
         "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
     ),
-    Renderer("json", SWEEP_COMPARISON, "comparison.json", "profreport.render.run_json:render"),
+    Renderer("json", SWEEP_COMPARISON, "comparison.json", "profreport.render.registry:render_json"),
     Renderer(
         "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
     ),

@@ -3,7 +3,7 @@ sequence length and dtype, then compared and gated mode by mode on its two run r
 run comparison (analysis/compare.py). A point that ran in base and failed in head is a regression
 when any threshold is set, as a mode that stopped working is in a run comparison.
 
-`compare_sweeps` is pure (the records come in loaded); `run` is the command's edge.
+`compare_sweeps` is pure (the records come in loaded); `compare_sweep_files` reads them.
 """
 
 from __future__ import annotations
