@@ -13,7 +13,7 @@ import torch
 
 from profreport.exits import UsageError
 from profreport.record.model import Device, Environment, Fusers
-from profreport.text import first_line
+from profreport.text import one_line
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -88,9 +88,7 @@ def dtype_problem(device: torch.device, dtype: torch.dtype) -> str | None:
     try:
         _probe_dtype(device, dtype)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
-        return (
-            f"{str(dtype).removeprefix('torch.')} does not run on {device.type}: {first_line(exc)}"
-        )
+        return f"{str(dtype).removeprefix('torch.')} does not run on {device.type}: {one_line(str(exc))}"
     return None
 
 
@@ -108,7 +106,7 @@ def device_for(device_name: str, dtype_name: str, threads: int | None) -> torch.
     try:
         device = resolve_device(device_name)
     except (ValueError, RuntimeError) as exc:
-        raise UsageError(first_line(exc)) from None
+        raise UsageError(one_line(str(exc))) from None
     problem = dtype_problem(device, DTYPES[dtype_name])
     if problem:
         raise UsageError(problem)

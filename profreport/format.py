@@ -36,6 +36,11 @@ def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1f}%"
 
 
+def plural(n: int, noun: str) -> str:
+    """ "1 kernel", "3 kernels"."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 # Markdown escaping for strings that come from input (model files, traces, records). The output
 # must mean the same in GitHub's CommonMark and in Python-Markdown, which TensorBoard's text
 # plugin uses: backslash escapes where both honour them, character references where Python-Markdown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from profreport.capture.profiling import light_schedule
 from profreport.capture.timing import TimingConfig, expected_timing_s
+from profreport.format import plural
 from profreport.modes.base import WARMUP_CALLS
 from profreport.record.model import ProfileSchedule
 from profreport.text import Notice
@@ -38,7 +39,7 @@ def duration_notice(
         budget = " (the --max-time budget)"
     return Notice(
         f"eager's first call took {call_s:.2f} s: expect about {_duration(others_s)} of warm-up, "
-        f"profiling and checks for {n_modes} mode{'s' if n_modes != 1 else ''} (plus compile "
+        f"profiling and checks for {plural(n_modes, 'mode')} (plus compile "
         f"time), then about {_duration(timing_s)} of latency timing{budget}"
     )
 

@@ -64,15 +64,10 @@ def short_path(path: str, limit: int = 80) -> str:
     return path if len(path) <= limit else "…" + path[-(limit - 1) :]
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message: what a user reads of it in one line."""
-    return one_line(str(exc))
-
-
 def error_line(exc: BaseException) -> str:
     """`Type: first line of the message` (just `Type` when there is no message), one line of at
     most MAX_LINE_CHARS characters and without tensor reprs."""
-    first = first_line(exc)
+    first = one_line(str(exc))
     return one_line(f"{type(exc).__name__}: {first}") if first else type(exc).__name__
 
 

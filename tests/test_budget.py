@@ -26,7 +26,6 @@ from profreport.analysis.budget_file import (
 from profreport.analysis.derive import derived_run
 from profreport.modes import mode_analyses
 from profreport.record.expectation import (
-    REFERENCE_INTRO,
     DeviceExpectation,
     ExpectationError,
     FailedExpectation,
@@ -42,6 +41,7 @@ from profreport.render.budget import budget_markdown, budget_text, budget_view, 
 from tests.conftest import RECORDED_GATED_RUN
 
 DATA = Path(__file__).parent / "data" / "kernel_diff"
+EXPECT_PAGE = Path(__file__).parent.parent / "docs" / "expect.md"  # its example file
 
 
 def _run(name: str) -> Run:
@@ -303,7 +303,7 @@ def test_a_malformed_file_is_one_line_with_the_position():
 
 
 def test_the_documented_example_is_a_valid_file():
-    example = REFERENCE_INTRO.split("```json\n", 1)[1].split("```", 1)[0]
+    example = EXPECT_PAGE.read_text().split("```json\n", 1)[1].split("```", 1)[0]
     budget = parse(example, "docs/expect.md")
     assert budget.devices["cpu"].modes["compile"].min_speedup == 1.1
 
@@ -311,7 +311,7 @@ def test_the_documented_example_is_a_valid_file():
 def test_a_mode_is_read_as_its_status_names_and_only_an_ok_one_must_have_its_counts():
     schema = json.loads((DATA.parents[2] / "docs" / "schemas" / "expect.schema.json").read_text())
     published = jsonschema.Draft202012Validator(schema)
-    example = json.loads(REFERENCE_INTRO.split("```json\n", 1)[1].split("```", 1)[0])
+    example = json.loads(EXPECT_PAGE.read_text().split("```json\n", 1)[1].split("```", 1)[0])
     modes = example["devices"]["cpu"]["modes"]
     modes |= {"eager": {"status": "failed", "note": "raises here"}, "script": {"status": "skipped"}}
     budget = parse(json.dumps(example, indent=2), "b.json")

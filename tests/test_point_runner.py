@@ -138,7 +138,7 @@ def test_a_point_spec_becomes_a_request():
     request = spec.request(Point.at("simple", 4, None, "float32"), Path("p"))
     assert (request.model, request.batch_size, request.min_time_s) == ("simple", 4, 0.5)
     assert (request.max_time_s, request.threads, request.out) == (60.0, 2, Path("p"))
-    for flags in (["--strict"], []):  # never taken (a sweep/1 record's empty list: document.load)
+    for flags in (["--strict"], []):  # never taken (a sweep/1 record's empty list: Sweep.upgraded)
         with pytest.raises(GridError, match="unknown field 'generate_flags'"):
             checked_spec({"models": ["simple"], "generate_flags": flags}, "t")
 

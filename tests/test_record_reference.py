@@ -1,15 +1,19 @@
-"""docs/record.md is generated from the record's dataclasses: the checked-in page is today's."""
+"""docs/record.md's tables are generated from the record's dataclasses: the checked-in page is
+today's."""
 
 from pathlib import Path
 
-from profreport.record.model import ModeEntry, OkMode
-from profreport.record.reference import reference_markdown, section_markdown
+from profreport.record.expectation import Expectation
+from profreport.record.model import ModeEntry, OkMode, Run
+from profreport.record.reference import intro, reference_markdown, section_markdown
 
 PAGE = Path(__file__).parent.parent / "docs" / "record.md"
 
 
 def test_the_checked_in_record_reference_is_up_to_date():
-    assert PAGE.read_text() == reference_markdown(), "run scripts/record-docs"
+    page = PAGE.read_text()
+    assert page == reference_markdown(Run, page), "run scripts/record-docs"
+    assert intro(page).startswith("# The run record")  # the page's own text, above the tables
 
 
 def test_a_section_table_names_type_requirement_and_the_declarations_comment():
@@ -24,9 +28,6 @@ def test_a_section_table_names_type_requirement_and_the_declarations_comment():
 
 
 def test_the_checked_in_expectation_reference_is_up_to_date():
-    from profreport.record.reference import PAGES
-
-    root, intro = PAGES["expect"]
-    page = PAGE.parent / "expect.md"
-    assert page.read_text() == reference_markdown(root, intro), "run scripts/record-docs"
-    assert "| `min_speedup` | number or null |  | set by a person" in page.read_text()
+    page = (PAGE.parent / "expect.md").read_text()
+    assert page == reference_markdown(Expectation, page), "run scripts/record-docs"
+    assert "| `min_speedup` | number or null |  | set by a person" in page

@@ -141,9 +141,8 @@ def test_a_sweep_and_a_sweep_comparison_validate(recorded_gated_run):
     from profreport.modes import mode_analyses
     from profreport.record import load
     from profreport.sweep.compare import compare_sweeps
-    from profreport.sweep.document import mode_rows
     from profreport.sweep.grid import Point
-    from profreport.sweep.model import Sweep
+    from profreport.sweep.model import Sweep, mode_rows
 
     run = derived_run(load(recorded_gated_run), mode_analyses())
     point = Point(id="p", model="gated-residual", batch_size=1, dtype="float32", status="ok")

@@ -16,11 +16,10 @@ from profreport.cli import main
 from profreport.modes import mode_analyses
 from profreport.record import load
 from profreport.record.model import OkMode, Run
-from profreport.sweep import document, lifecycle, render, summary
+from profreport.sweep import lifecycle, model, render, summary
 from profreport.sweep.compare import compare_sweeps
-from profreport.sweep.document import mode_rows, peak_memory_bytes
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec, read_config
-from profreport.sweep.model import Sweep
+from profreport.sweep.model import Sweep, mode_rows, peak_memory_bytes
 
 
 @pytest.fixture
@@ -107,8 +106,8 @@ def test_a_sweep_record_is_written_as_sweep_2_and_a_sweep_1_record_still_reads(t
     (old / "sweep.json").write_text(
         json.dumps({**written, "schema": "profreport.sweep/1", "grid": grid})
     )
-    assert document.is_sweep(old)
-    read = document.load_sweep(old)
+    assert model.is_sweep(old)
+    read = model.load_sweep(old)
     assert (
         read.schema == "profreport.sweep/2"
         and read.grid == spec
@@ -197,7 +196,7 @@ def _row(point, mode, batch, speedup=None, compile_s=None, peak=None, status="ok
 
 def _sweep(rows, points):
     return {
-        "schema": document.SCHEMA,
+        "schema": model.Sweep.SCHEMA,
         "grid": {"models": ["m"], "modes": ["eager", "compile"], "device": "cpu"},
         "points": points,
         "rows": rows,
@@ -366,7 +365,7 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
     assert len(written) == 8  # start, 1 point, Ctrl-C; start, 3 points, end
     for text in written:
         assert dumps(Sweep.from_json(json.loads(text)).to_json()) == text
-    final = document.load_sweep(folder)
+    final = model.load_sweep(folder)
     raw = json.loads(written[-1])
     assert [(p.id, p.status, p.error) for p in final.points] == [
         (p["id"], p["status"], p["error"]) for p in raw["points"]
@@ -392,8 +391,8 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
 )
 def test_a_sweep_record_the_typed_record_cannot_read_is_one_line(change, message, tmp_path):
     (tmp_path / "sweep.json").write_text(json.dumps({**_sweep([], _points("ok")), **change}))
-    with pytest.raises(document.SweepRecordError, match=re.escape(message)):
-        document.load(tmp_path)
+    with pytest.raises(model.SweepRecordError, match=re.escape(message)):
+        model.load(tmp_path)
 
 
 def _cli(*argv):
@@ -447,7 +446,7 @@ def test_an_out_that_is_a_file_is_refused(tmp_path):
 
 def test_compare_of_sweeps_takes_every_gate_the_command_accepts(monkeypatch, tmp_path):
     from profreport.sweep import compare as sweep_compare
-    from profreport.sweep.document import SweepRecordError
+    from profreport.sweep.model import SweepRecordError
 
     seen = []
 
@@ -487,7 +486,7 @@ def test_a_sweep_is_a_library_call_new_and_resumed(gated_run, tmp_path, monkeypa
     done = profreport.run_sweep(spec, out=tmp_path, on_done=lambda p: seen.append(p.id))
     assert seen == ["simple-b1-float32", "simple-b2-float32"]
     assert done.root.parent == tmp_path and (done.root / "sweep.html").is_file()
-    written = document.load_sweep(done.root)
+    written = model.load_sweep(done.root)
     assert [p.status for p in written.points] == ["ok", "ok"]
     assert written.summary is not None and written.summary.ok_points == 2
     assert len(written.rows) == 2 * len(load(gated_run)["modes"])

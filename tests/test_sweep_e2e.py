@@ -15,7 +15,7 @@ import pytest
 
 from profreport.cli import main
 from profreport.record import dumps
-from profreport.sweep import document
+from profreport.sweep import model
 from profreport.sweep.model import Sweep
 from tests.test_browser import _open, browser  # noqa: F401  (the Chromium fixture)
 
@@ -63,7 +63,7 @@ def _folder(parent: Path) -> Path:
 
 
 def _numbers(folder: Path) -> dict:
-    rows = document.load(folder / "sweep.json")["rows"]
+    rows = model.load(folder / "sweep.json")["rows"]
     return {(r["point"], r["mode"]): (r["kernels_per_step"], r["bytes_per_step"]) for r in rows}
 
 
@@ -102,7 +102,7 @@ def ray_sweep(ray_instance, tmp_path_factory):
 
 
 def test_local_sweep_writes_a_run_per_point(local_sweep):
-    doc = document.load(local_sweep / "sweep.json")
+    doc = model.load(local_sweep / "sweep.json")
     assert doc["schema"] == "profreport.sweep/2" and doc["executor"] == "local"
     assert [(p["id"], p["status"]) for p in doc["points"]] == [
         ("gated-residual-b1-float32", "ok"),
@@ -138,7 +138,7 @@ def test_local_sweep_writes_a_run_per_point(local_sweep):
 
 
 def test_ray_sweep_equals_the_local_sweep(local_sweep, ray_sweep):
-    doc = document.load(ray_sweep / "sweep.json")
+    doc = model.load(ray_sweep / "sweep.json")
     assert doc["executor"] == "ray"
     assert all(p["status"] == "ok" and p["worker"].startswith("ray ") for p in doc["points"])
     # The run folders came back as files and sit under the sweep folder on the driver.
@@ -192,7 +192,7 @@ def test_a_point_that_raises_is_recorded_and_the_sweep_completes(tmp_path):
     code, stdout, err = _sweep("--config", str(_config(tmp_path, raises=RAISES)), "--quiet")
     assert code == 1
     folder = _folder(tmp_path / "out")
-    doc = document.load(folder / "sweep.json")
+    doc = model.load(folder / "sweep.json")
     statuses = {p["model"].rpartition("/")[2]: p["status"] for p in doc["points"]}
     assert statuses == {"gated-residual": "ok", "raises.py:build": "failed"}
     bad = next(p for p in doc["points"] if p["status"] == "failed")
@@ -218,7 +218,7 @@ def test_a_killed_ray_worker_is_a_failed_point(ray_instance, tmp_path):
         "--quiet",
     )
     assert code == 1
-    doc = document.load(_folder(tmp_path / "out") / "sweep.json")
+    doc = model.load(_folder(tmp_path / "out") / "sweep.json")
     by_model = {p["model"].rpartition("/")[2]: p for p in doc["points"]}
     assert by_model["gated-residual"]["status"] == "ok"
     # The raising point failed on its own, in a worker with an empty Inductor cache.
@@ -242,9 +242,9 @@ def test_ctrl_c_keeps_finished_points_and_resume_runs_the_rest(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until the first point is recorded
         try:
-            if document.load(_folder(out))["points"][0]["status"] == "ok":
+            if model.load(_folder(out))["points"][0]["status"] == "ok":
                 break
-        except (ValueError, OSError, document.SweepRecordError):
+        except (ValueError, OSError, model.SweepRecordError):
             pass
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
@@ -252,7 +252,7 @@ def test_ctrl_c_keeps_finished_points_and_resume_runs_the_rest(tmp_path):
     assert proc.returncode == 130, err
     folder = _folder(out)
     assert f"resume with: profreport sweep --resume {folder}" in err
-    doc = document.load(folder)
+    doc = model.load(folder)
     statuses = [p["status"] for p in doc["points"]]
     # The point running when Ctrl-C came is "interrupted" ("pending" had it not started yet).
     assert statuses[0] == "ok" and statuses[1] in ("interrupted", "pending"), statuses
@@ -263,7 +263,7 @@ def test_ctrl_c_keeps_finished_points_and_resume_runs_the_rest(tmp_path):
 
     code, stdout, err = _sweep("--resume", str(folder), "--quiet")
     assert code == 0, err
-    doc = document.load(folder)
+    doc = model.load(folder)
     assert [p["status"] for p in doc["points"]] == ["ok", "ok"]
     assert doc["points"][0]["run"] == first_run  # not run again
     assert "points already done were not run again" in stdout

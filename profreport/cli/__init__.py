@@ -5,9 +5,6 @@ analyze), each named in `COMMANDS`, the static table the parser is built from; w
 (the parser, argument types, gates, progress and terminal text) is in `cli.common`; the exit
 codes and the bad-input exception are `profreport.exits`.
 
-Exit codes (the table is profreport.exits): 0 success, 1 the run finished but found a problem,
-2 bad input (one line on stderr, nothing written), 3 internal error, 130 interrupted.
-
 Importing this package loads no command: `main` installs the signal handler first, then imports
 the chosen command's module alone (which imports what it needs to run only when it runs), so
 `--help` loads the CLI only and a SIGTERM while anything loads is an interrupt (130).

@@ -1,17 +1,11 @@
 """``profreport analyze``: count kernels in existing traces and compare them to the first one.
 
-    profreport analyze trace.pt.trace.json[.gz]          # one trace, Markdown table on stdout
-    profreport analyze eager.json.gz compiled.json.gz    # the first is the baseline
-    profreport analyze reports/<run>/tensorboard/        # every *.json / *.json.gz under a folder
-    profreport analyze TRACE --format json|md|html [--out DIR]
-    profreport analyze reports/ --keep-going             # skip unreadable files, exit 1 if any
-    profreport analyze TRACE --hta-rounding              # times rounded as HTA 0.5 rounds them
-
-This module is the command's edge: it declares its arguments, finds and reads the trace files,
-writes the output and picks the exit code (shared with every command, see cli.common). Counting
-lives in :mod:`profreport.analysis.kernels`, where the time goes in
-:mod:`profreport.analysis.time_breakdown`, rendering in :mod:`profreport.render.analyze`
-(through the renderer registry).
+profreport analyze trace.pt.trace.json[.gz]          # one trace, Markdown table on stdout
+profreport analyze eager.json.gz compiled.json.gz    # the first is the baseline
+profreport analyze reports/<run>/tensorboard/        # every *.json / *.json.gz under a folder
+profreport analyze TRACE --format json|md|html [--out DIR]
+profreport analyze reports/ --keep-going             # skip unreadable files, exit 1 if any
+profreport analyze TRACE --hta-rounding              # times rounded as HTA 0.5 rounds them
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     gated: GateOutcome
     if sweep_compare.either_is_sweep(args.base, args.head):  # gated point by point (sweep.compare)
-        from profreport.sweep.document import SweepRecordError
+        from profreport.sweep.model import SweepRecordError
 
         try:
             gated = sweep_compare.compare_sweep_files(args.base, args.head, thresholds(args))

@@ -16,10 +16,9 @@ from typing import Any, TextIO
 
 from profreport.cli.common import positive_float, positive_int, progress_display
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from profreport.sweep import document
 from profreport.sweep.grid import RUN_KEYS, GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.lifecycle import EXECUTORS, SweepRun
-from profreport.sweep.model import Sweep
+from profreport.sweep.model import FILENAME, Sweep
 
 EXIT_FAILED = EXIT_GATE  # the sweep finished, but some point failed
 # Flags that describe the grid: with --resume the grid comes from sweep.json instead.
@@ -216,5 +215,5 @@ def _print_summary(sweep: Sweep, root: Path, out: TextIO, skipped: int, took_s: 
         print(f"  ({skipped} points already done were not run again)", file=out)
     print(f"sweep took {took_s:.1f} s (wall clock)", file=out)
     print(f"sweep: {root / 'sweep.html'}", file=out)
-    print(f"record: {root / document.FILENAME}", file=out)
+    print(f"record: {root / FILENAME}", file=out)
     print(f"summary: {root / 'sweep.md'}", file=out)

@@ -1,13 +1,8 @@
 """The kernel budget (`profreport.expect/1`): what a model is expected to run, per device kind and
-mode, in a small JSON file checked in beside the model and reviewed like code.
-
-The numbers it holds are the deterministic ones (the same code on the same device kind gives the
-same counts on any machine of that kind): kernels per step, modeled bytes per step, the fused
-groups and the kernels by name. `profreport generate --expect FILE` and the `profreport_expect`
-pytest fixture compare a run with it (analysis/budget.py); `--update-expect` / `pytest
---profreport-update` write it from a run, keeping what a person set (tolerances, `min_speedup`,
-notes). The file is written one entry per line, in a stable order, so a change reads as a
-one-line diff; docs/expect.md is its reference, generated from these classes.
+mode, in a small JSON file checked in beside the model and reviewed like code. It holds the
+deterministic numbers (the same code on the same device kind gives the same counts on any machine
+of that kind); docs/expect.md (its tables generated from these classes) says how a run is
+compared with it (analysis/budget.py) and what a refresh keeps.
 """
 
 from __future__ import annotations
@@ -32,71 +27,6 @@ from profreport.record.section import (
 )
 
 SCHEMA = "profreport.expect/1"
-
-
-REFERENCE_INTRO = """\
-# The kernel budget (`profreport.expect/1`)
-
-Generated from `profreport/record/expectation.py` by `scripts/record-docs`; do not edit by hand
-(tests/test_record_reference.py checks it). How to use it in CI and in a test suite: [ci.md](ci.md).
-
-A small JSON file checked in beside the model: what it is expected to run on each device kind
-(`devices.cpu`, `devices.cuda`, ...), one entry per mode. `profreport generate ... --update-expect
-FILE` and `pytest --profreport-update` write it from a run; `profreport generate ... --expect FILE`
-and the `profreport_expect` fixture compare a run with it (`profreport/analysis/budget.py`) and
-fail on a breach (exit 1, or the test fails with one line per breach).
-
-| what | compared with the run | over budget when |
-|---|---|---|
-| `status` | the mode's status | the file expects `ok` and the mode failed or was skipped |
-| `kernels_per_step` | kernels per profiled step (profiler) | it differs by more than `tolerances.kernels_per_step` (default 0: exact) |
-| `bytes_per_step` | modeled bytes read + written per step | it differs by more than `tolerances.bytes_pct` percent (default 1) |
-| `fused_groups` | groups of eager ops one kernel computes (the fusion map), per forward | a group is found fewer times than expected (none: "no longer fused") |
-| `kernels` | kernels by name, calls per step (profiler) | more than `tolerances.kernel_names` kernels (default 0) appeared, disappeared or changed their calls |
-| `min_speedup` | the paired speedup against eager, its 95% lower bound (measured) | the bound is below it, or the mode was not timed |
-
-Kernels are named as the profiler names them, except Inductor's generated kernels: their graph
-prefix and per-process counter are left out (`graph_0_cpp_fused_relu_3` is `cpp_fused_relu`),
-so a rebuild that only renumbers kernels is no change; kernels of one name are counted together.
-Module paths (`modules`) and the kernels of a fused group say where it ran and are not compared.
-A fused group the run has more of than expected, a mode now running that the file expects to
-fail, a device kind or a mode the file does not hold, and a mode it holds that the run did not
-ask for are reported, never breaches. A torch version other than the file's is noted.
-
-Set by a person and kept when the file is refreshed: `tolerances` (the file's, and a mode's own,
-which override them key by key), a mode's `min_speedup` (the fixture then times latency, which it
-otherwise skips) and `note`. Everything else is written from the run. A key the file does not
-declare is refused with its line, so a misspelt option is never silently ignored. The file is
-written one entry per line (devices, fused groups and kernels sorted by name; modes eager first,
-then by name), so an accepted change is a short diff in review.
-
-```json
-{
-  "schema": "profreport.expect/1",
-  "model": "Block",
-  "tolerances": {"kernels_per_step": 0, "bytes_pct": 1.0, "kernel_names": 0},
-  "devices": {
-    "cpu": {
-      "device": "AMD EPYC",
-      "torch": "2.13.0+cpu",
-      "modes": {
-        "compile": {
-          "status": "ok",
-          "kernels_per_step": 3,
-          "bytes_per_step": 148224,
-          "fused_groups": {},
-          "kernels": {
-            "aten::addmm": {"calls_per_step": 2, "modules": ["up", "down"]},
-            "cpp_fused_relu": {"calls_per_step": 1, "modules": ["act"]}
-          },
-          "min_speedup": 1.1
-        }
-      }
-    }
-  }
-}
-```
-"""
 
 
 class ExpectationError(Exception):

@@ -1,13 +1,15 @@
-"""The reference pages of the documents declared as record Sections, generated from their
-dataclasses: each class's docstring, and per field its JSON type, whether a document must have
-it, and the comment beside its declaration. docs/record.md is the run record's
-(`python -m profreport.record.reference`), docs/expect.md the kernel budget's
-(`python -m profreport.record.reference expect`); a test keeps the checked-in pages equal to them.
+"""The reference pages of the documents declared as record Sections: below a page's own text
+(written by hand, kept as it is), one table per class generated from its dataclass: the class's
+docstring, and per field its JSON type, whether a document must have it, and the comment beside
+its declaration. docs/record.md is the run record's, docs/expect.md the kernel budget's
+(`python -m profreport.record.reference docs/record.md docs/expect.md` rewrites their tables); a
+test keeps the checked-in tables today's.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from profreport.record import expectation
 from profreport.record.json_schema import (
@@ -29,31 +31,6 @@ _TYPES = {
     "any": "any value",
     "pair": "list of two numbers",
 }
-
-INTRO = """\
-# The run record (`run.json`, schema `profreport.run/2`)
-
-Generated from `profreport/record/` (model.py, evidence.py, findings.py) by
-`scripts/record-docs`; do not edit by hand (tests/test_record_reference.py checks it).
-
-One JSON object per run, written once by `profreport generate` (or `RunResult.save`) and read by
-every renderer and comparison through the same classes (`profreport.record.load_run`). A field's
-type is its schema: `profreport render` refuses a record whose field has another type, naming
-the field. **Required**: *yes* = every object of that class has the key. A mode is read as the
-class its `status` names: every mode that ran (an OkMode) has its `kernels` and `bytes`. A type
-"or null" may be null; any other field may be left out. Keys a class does not
-declare (another tool's) are kept as they are. The same description as a JSON Schema, to check
-a run.json without profreport: [schemas/run.schema.json](schemas/run.schema.json).
-Records of schema `profreport.run/1` (written before run/2 kept each timing process's samples)
-are read too: they timed one process, and every speedup in them covers that process only.
-
-Evidence is what capture observed; the fields marked *finding* (the run's `roofs`,
-`module_tree` and `module_savings`; a mode's `fusion`, `roofline`, `why_not_fused`,
-`time_findings`, `median_step`, `speedup_call` and `verdict`; the bytes and roofline fields of a
-kernel row) are a copy for other tools: profreport derives them again from the evidence whenever
-it reads a record (`profreport.analysis.derive`). A run/1 record (written before run/2 added the
-run's findings, the median step and the speedup's call) is read the same way.
-"""
 
 
 def _link(cls: type[Section]) -> str:
@@ -101,18 +78,22 @@ def section_markdown(cls: type[Section]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reference_markdown(root: type[Section] = Run, intro: str = INTRO) -> str:
-    """docs/record.md: the intro, then one table per class reachable from `root`."""
-    return "\n".join([intro, *(section_markdown(cls) for cls in sections(root))])
+def intro(page: str) -> str:
+    """A reference page's own text: all above its first class table."""
+    return page[: page.index("\n## ")]
 
 
-# each document's page: its root class and intro (docs/<name>.md)
-PAGES: dict[str, tuple[type[Section], str]] = {
-    "record": (Run, INTRO),
-    "expect": (expectation.Expectation, expectation.REFERENCE_INTRO),
-}
+def reference_markdown(root: type[Section], page: str) -> str:
+    """`page` (docs/<name>.md) with today's tables: its own text, then one table per class
+    reachable from `root`."""
+    return "\n".join([intro(page), *(section_markdown(cls) for cls in sections(root))])
+
+
+# each document's page (docs/<name>.md) by name: its root class
+PAGES: dict[str, type[Section]] = {"record": Run, "expect": expectation.Expectation}
 
 
 if __name__ == "__main__":
-    root, intro = PAGES[sys.argv[1] if len(sys.argv) > 1 else "record"]
-    print(reference_markdown(root, intro), end="")
+    for path in map(Path, sys.argv[1:]):
+        text = reference_markdown(PAGES[path.stem], path.read_text(encoding="utf-8"))
+        path.write_text(text, encoding="utf-8")

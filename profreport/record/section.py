@@ -25,21 +25,11 @@ An object built in code writes every declared field, less the `omitted()` ones l
 read from a document writes the keys it had. Either way the declared fields come in declaration
 order, then the kept unknown keys (`extra`): the order of the keys in a document means nothing.
 
-Why this engine and not pydantic v2 (measured by bench/document_model.py on the largest
-checked-in run record, 713 KB, and a synthetic one nine times larger; pydantic as a TypeAdapter
-over these same dataclasses; measured 2026-12-04): pydantic loads such a
-record 2.6x faster (4.5 ms against 11.7 ms) and writes it 7x faster (3.4 ms against 23 ms), but a
-process pays ~88 ms more to import it and build the run record's core schema before its first
-load (165 ms against 77 ms, from a fresh process to ready to load), so a command that reads one
-or a few records (render, compare, analyze) is faster here, and only a process that loads some
-twelve such records breaks even.
-What the record needs that pydantic does not give as is would be code of our own on top of it:
-keys written only when set (`omitted`: a field serializer or `exclude_if` per field, while
-other None fields are written as null), kept unknown keys (`extra="allow"`,
-which stdlib dataclasses do not write back: every class would become a BaseModel), strict types
-(lax mode reads "1" as 1, a list as a tuple only in JSON mode) and one-line messages from its
-error lists. Findings dropped on read and the generated docs cost the same both ways (a walk of
-the declared fields). So the engine stays this module, made general, with no new dependency.
+Why not pydantic v2 (bench/document_model.py, 2026-12-04, on the largest checked-in record): it
+loads 2.6x and writes 7x faster, but a process pays ~88 ms more to import it and build the run
+record's schema, so a command that reads a few records (render, compare, analyze) is faster
+here; and what the record needs (keys written only when set, unknown keys kept and written back,
+strict types, one-line messages) would be code of our own on top of it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Renderers for ``profreport analyze`` documents: each takes the typed ``profreport.analysis/2``
 document (analysis/trace_document.py) and returns the content (Markdown or a self-contained
-HTML page; its JSON is the document itself, render/run_json.py); writing it is the caller's job.
+HTML page; its JSON is the document itself, registry.render_json); writing it is the caller's job.
 
 Its "where the time goes" section (one trace's time breakdown, and two traces' side by side) is
 a formatted view-model of its own with its Markdown; the HTML partials lay out the same dicts."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from profreport.analysis.budget import Breach, BudgetCheck, FusedGroupChange
-from profreport.format import fmt_bytes, md_cell, md_code, md_table
+from profreport.format import fmt_bytes, md_cell, md_code, md_table, plural
 from profreport.render.kernel_diff import places, signed
 
 # How to accept an intended change, said under the rows (the pytest fixture says its own).
@@ -46,14 +46,10 @@ def _n(x: float | str) -> str:
     return f"{x:g}" if float(x).is_integer() else f"{x:.3g}"
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _kernel_row(b: Breach) -> tuple[str, str, str, str]:
     """(expected, actual, change, allowed) of a kernel by name."""
     assert isinstance(b.expected, (int, float)) and isinstance(b.actual, (int, float))
-    allowed = "exact" if not b.tolerance else f"{_plural(int(b.tolerance), 'kernel')} may change"
+    allowed = "exact" if not b.tolerance else f"{plural(int(b.tolerance), 'kernel')} may change"
     if b.kernel_status == "appeared":
         return "—", _n(b.actual), "new", allowed
     if b.kernel_status == "disappeared":
@@ -112,10 +108,10 @@ def _gained(g: FusedGroupChange) -> str:
 
 def _counts(check: BudgetCheck) -> str:
     parts = [
-        f"{_plural(check.count('within budget'), 'mode')} within budget",
+        f"{plural(check.count('within budget'), 'mode')} within budget",
         f"{check.count('over budget')} over",
-        _plural(check.kernels("appeared"), "new kernel"),
-        _plural(check.kernels("disappeared"), "gone kernel"),
+        plural(check.kernels("appeared"), "new kernel"),
+        plural(check.kernels("disappeared"), "gone kernel"),
     ]
     if check.count("not in file"):
         parts.append(f"{check.count('not in file')} not in the file")

@@ -1,7 +1,7 @@
 """Renderers for a run comparison: Markdown (pull-request comment) and a small HTML page.
 
 Both read one view-model built from the `Comparison` dataclass, so they say the same thing; its
-JSON is the document itself (render/run_json.py).
+JSON is the document itself (registry.render_json).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from profreport.format import (
     md_code,
     md_line,
     md_table,
+    plural,
 )
 from profreport.render.jinja import render_page
 from profreport.render.kernel_diff import SOURCE_LINE, kernel_diff_markdown, mode_view
@@ -175,17 +176,13 @@ class Outcome:
     css: str
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
-
-
 def gate_outcome(regressions: int, inconclusive: int, thresholds: Thresholds) -> Outcome:
     """The outcome of a gate with `regressions` failed and `inconclusive` latencies it could
     not judge."""
-    unjudged = f"{_plural(inconclusive, 'latency result')} inconclusive"
+    unjudged = f"{plural(inconclusive, 'latency result')} inconclusive"
     fails = bool(thresholds.fail_on_inconclusive)
     if regressions:
-        text = f"{_plural(regressions, 'regression')} beyond the thresholds"
+        text = f"{plural(regressions, 'regression')} beyond the thresholds"
         return Outcome(f"{text}; {unjudged}" if inconclusive else text, "❌", "regressed")
     if inconclusive and fails:
         return Outcome(

@@ -16,7 +16,7 @@ from profreport.analysis.kernel_diff import (
     KernelSide,
     ModeKernelDiff,
 )
-from profreport.format import fmt_bytes, md_cell, md_table, short
+from profreport.format import fmt_bytes, md_cell, md_table, plural, short
 
 TOP_ROWS = 10  # rows shown before the rest folds under <details>
 
@@ -177,7 +177,7 @@ def mode_view(
         "show_eager_ops": any(r["eager_ops"] for r in rows),
         "top": rows[:top],
         "rest": rest,
-        "rest_label": f"{len(rest)} more kernel{'s' if len(rest) != 1 else ''}",
+        "rest_label": plural(len(rest), "more kernel"),
     }
 
 

@@ -1,12 +1,14 @@
 """The method text, from one source (render/methods.md) for both the report and docs/metrics.md.
 
 The report's method paragraphs are the file's `<!-- report:<key> -->` blocks, with `{name}`
-fields filled from the run's settings; the docs page is the whole file with the defaults filled
-in. Both read the same blocks, so the report and the docs cannot say different things."""
+fields filled from the run's settings; the docs page opens with the whole file, the defaults
+filled in, before its own *In depth* section. Both read the same blocks, so the report and the
+docs cannot say different things."""
 
 from __future__ import annotations
 
 import re
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -55,17 +57,22 @@ DOCS_DEFINITION = (
 )
 
 
-def docs_page() -> str:
-    """docs/metrics.md: the source with the default settings filled in and its notes removed."""
+IN_DEPTH = "\n## In depth\n"  # where docs/metrics.md's own text starts
+
+
+def docs_page(page: str) -> str:
+    """docs/metrics.md (`page`, as it is) with today's method text: the source with the default
+    settings filled in and its notes removed, then the page's own *In depth* section."""
     paragraphs = method_paragraphs(method_values(Settings(), DOCS_DEFINITION))
     text = METHODS_FILE.read_text(encoding="utf-8")
     text = _BLOCK.sub(lambda m: paragraphs[m.group(1)] + "\n", text)
     header = (
-        "<!-- Generated from profreport/render/methods.md by scripts/method-docs: edit that "
-        "file, not this one. -->\n\n"
+        "<!-- Up to *In depth*, generated from profreport/render/methods.md by scripts/method-docs: "
+        "edit that file, not this part. -->\n\n"
     )
-    return header + _COMMENT.sub("", text)
+    return header + _COMMENT.sub("", text) + page[page.index(IN_DEPTH) :]
 
 
 if __name__ == "__main__":
-    print(docs_page(), end="")
+    metrics = Path(sys.argv[1])
+    metrics.write_text(docs_page(metrics.read_text(encoding="utf-8")), encoding="utf-8")

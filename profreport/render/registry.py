@@ -17,12 +17,13 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from profreport.files import RECORD
+from profreport.files import RECORD, dumps
 
 if TYPE_CHECKING:
     from profreport.analysis.comparison import Comparison
     from profreport.analysis.trace_document import AnalysisDocument
     from profreport.record.model import Run
+    from profreport.record.section import Section
 
 D = TypeVar("D")
 
@@ -67,15 +68,21 @@ class Renderer(Generic[D]):
         return content
 
 
+def render_json(document: Section, **_options: object) -> str:
+    """Every document's JSON renderer: the document itself, the same keys, order and values as
+    the document it was read from (another format's options, `analyze`'s `top`, shape none)."""
+    return dumps(document.to_json())
+
+
 # The built-in renderers (their modules are imported when they render).
 _BUILTIN = (
-    Renderer("json", RUN, RECORD, "profreport.render.run_json:render"),
+    Renderer("json", RUN, RECORD, "profreport.render.registry:render_json"),
     Renderer("html", RUN, "report.html", "profreport.render.html:render"),
     Renderer("md", RUN, "summary.md", "profreport.render.markdown:render"),
     Renderer("md", COMPARISON, "comparison.md", "profreport.render.compare:render_markdown"),
-    Renderer("json", COMPARISON, "comparison.json", "profreport.render.run_json:render"),
+    Renderer("json", COMPARISON, "comparison.json", "profreport.render.registry:render_json"),
     Renderer("html", COMPARISON, "comparison.html", "profreport.render.compare:render_html"),
-    Renderer("json", ANALYSIS, "analysis.json", "profreport.render.run_json:render"),
+    Renderer("json", ANALYSIS, "analysis.json", "profreport.render.registry:render_json"),
     Renderer("md", ANALYSIS, "analysis.md", "profreport.render.analyze:render_markdown"),
     Renderer("html", ANALYSIS, "analysis.html", "profreport.render.analyze:render_html"),
 )

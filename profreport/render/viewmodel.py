@@ -13,7 +13,7 @@ from profreport.analysis.kernel_definitions import is_inductor_kernel
 from profreport.analysis.speedup_breakdown import payback_text
 from profreport.capture.ncu_results import WRITES_NOTE
 from profreport.files import TIMELINE_NAME
-from profreport.format import fmt_bytes, fmt_ms
+from profreport.format import fmt_bytes, fmt_ms, plural
 from profreport.record.model import (
     CompilerEvidence,
     InductorNode,
@@ -76,7 +76,7 @@ def output_check_view(name: str, mode: ModeResult) -> OutputView:
         text += (
             f": max abs err {_err(check.max_abs_err)}, rel {_err(check.max_rel_err)}"
             f" (rtol {_err(check.rtol)}, atol {_err(check.atol)};"
-            f" {n} tensor{'s' if n != 1 else ''})"
+            f" {plural(n, 'tensor')})"
         )
     return {"text": text, "differs": within is False, "note": check.note or ""}
 

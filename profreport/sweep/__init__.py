@@ -2,10 +2,9 @@
 lengths x dtypes), run by a local or a Ray executor, gathered into one sweep record.
 
 - `grid`: the sweep's specification (flags or sweep.toml) and its points.
-- `document`: the sweep record (`profreport.sweep/2`, sweep.json): one row per point and mode,
+- `model`: the sweep record (`profreport.sweep/2`, sweep.json) as frozen dataclasses (`Sweep`,
+  `SweepRow`; its grid is `grid.SweepSpec`, its points `grid.Point`): one row per point and mode,
   pointing at the run folders; read back for `--resume` and `compare`.
-- `model`: that record as frozen dataclasses (`Sweep`, `SweepRow`; its grid is
-  `grid.SweepSpec`, its points `grid.Point`) with `from_json`/`to_json`; readers use attributes.
 - `summary`: a pure analysis of the rows (geometric-mean speedup, pass rate, compile time,
   compression ratio; the series the charts draw).
 - `local` / `ray_executor`: where the points run; both hand back the point as it ended.
@@ -26,13 +25,13 @@ __all__ = ["SweepRun", "SweepSpec", "run_sweep"]
 # a sweep record typed (profreport.sweep.model.Sweep), two sweeps compared
 # (profreport.sweep.compare.SweepComparison).
 for _renderer in (
-    Renderer("json", SWEEP, "sweep.json", "profreport.render.run_json:render"),
+    Renderer("json", SWEEP, "sweep.json", "profreport.render.registry:render_json"),
     Renderer("html", SWEEP, "sweep.html", "profreport.sweep.render:render_html"),
     Renderer("md", SWEEP, "sweep.md", "profreport.sweep.render:render_markdown"),
     Renderer(
         "md", SWEEP_COMPARISON, "comparison.md", "profreport.sweep.compare_render:render_markdown"
     ),
-    Renderer("json", SWEEP_COMPARISON, "comparison.json", "profreport.render.run_json:render"),
+    Renderer("json", SWEEP_COMPARISON, "comparison.json", "profreport.render.registry:render_json"),
     Renderer(
         "html", SWEEP_COMPARISON, "comparison.html", "profreport.sweep.compare_render:render_html"
     ),

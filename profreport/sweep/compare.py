@@ -3,7 +3,7 @@ sequence length and dtype, then compared and gated mode by mode on its two run r
 run comparison (analysis/compare.py). A point that ran in base and failed in head is a regression
 when any threshold is set, as a mode that stopped working is in a run comparison.
 
-`compare_sweeps` is pure (the records come in loaded); `run` is the command's edge.
+`compare_sweeps` is pure (the records come in loaded); `compare_sweep_files` reads them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from profreport.analysis.compare import (
 )
 from profreport.record.model import Run
 from profreport.record.section import Section, required, required_factory
-from profreport.sweep import document
-from profreport.sweep.model import Sweep
+from profreport.sweep.model import Sweep, SweepRecordError, is_sweep, load_sweep
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ def compare_sweeps(
 
 
 def either_is_sweep(*paths: str) -> bool:
-    return any(Path(p).is_file() and document.is_sweep(Path(p)) for p in paths)
+    return any(Path(p).is_file() and is_sweep(Path(p)) for p in paths)
 
 
 def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
@@ -150,11 +149,11 @@ def compare_sweep_files(base: str, head: str, thresholds: Thresholds) -> SweepCo
     docs: list[Sweep] = []
     for source in (base, head):
         path = Path(source)
-        if not (path.is_file() and document.is_sweep(path)):
-            raise document.SweepRecordError(
+        if not (path.is_file() and is_sweep(path)):
+            raise SweepRecordError(
                 f"cannot compare a sweep with a run: {source} is not a sweep.json"
             )
-        docs.append(document.load_sweep(path))
+        docs.append(load_sweep(path))
     return compare_sweeps(
         docs[0],
         docs[1],

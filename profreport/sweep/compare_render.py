@@ -1,6 +1,6 @@
 """Renderers of a sweep comparison (Markdown, HTML): each point's run comparison laid out by the
 run comparison's own view-model, under the point's label. They are the renderer registry's
-SWEEP_COMPARISON entries (profreport.render.registry; its JSON: render/run_json.py)."""
+SWEEP_COMPARISON entries (profreport.render.registry; its JSON: registry.render_json)."""
 
 from __future__ import annotations
 

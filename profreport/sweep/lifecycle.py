@@ -18,10 +18,8 @@ from pathlib import Path
 
 from profreport.exits import UsageError
 from profreport.files import RunFolder, slug
-from profreport.sweep import document
-from profreport.sweep.document import SweepRecordError
 from profreport.sweep.grid import GridError, Point, SweepSpec, checked_spec
-from profreport.sweep.model import Sweep
+from profreport.sweep.model import DONE, FILENAME, Sweep, SweepRecordError, load_sweep, mode_rows
 
 EXECUTORS = ("local", "ray")
 INTERRUPTED = "the sweep was interrupted"
@@ -98,7 +96,7 @@ class SweepRun:
         `executor` (None: the one it ran with)."""
         root = folder.parent if folder.is_file() else folder
         try:
-            sweep = document.load_sweep(root / document.FILENAME)
+            sweep = load_sweep(root / FILENAME)
             spec = checked_spec(sweep.grid.to_json(), "sweep.json grid")
         except (SweepRecordError, GridError) as exc:
             raise UsageError(str(exc)) from None
@@ -112,7 +110,7 @@ class SweepRun:
 
     def todo(self) -> list[Point]:
         """The points not done yet (pending, or stopped by an interrupt)."""
-        return [p for p in self.spec.points() if self.sweep.status(p.id) not in document.DONE]
+        return [p for p in self.spec.points() if self.sweep.status(p.id) not in DONE]
 
     def record(self, point: Point) -> None:
         """A point as it ended, and one row per mode from its run record, saved to sweep.json."""
@@ -130,7 +128,7 @@ class SweepRun:
             point = dataclasses.replace(
                 point, status="failed", error="generate wrote no run record"
             )
-        self.sweep = self.sweep.with_point(point, document.mode_rows(point, self.spec.modes, run))
+        self.sweep = self.sweep.with_point(point, mode_rows(point, self.spec.modes, run))
         save(self.sweep, self.root, final=False)
 
     def run(
@@ -179,7 +177,7 @@ class SweepRun:
 
     @property
     def finished(self) -> int:
-        return sum(1 for p in self.sweep.points if p.status in document.DONE)
+        return sum(1 for p in self.sweep.points if p.status in DONE)
 
 
 def _check_executor(executor: str) -> None:

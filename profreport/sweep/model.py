@@ -1,13 +1,10 @@
-"""The sweep record (`profreport.sweep/2`) as frozen dataclasses: what readers use instead of
-string keys. Its points are the grid's own (`grid.Point`: the axes and how the point ended).
+"""The sweep record (`profreport.sweep/2`, sweep.json): what a sweep ran and where its runs are,
+as frozen dataclasses (the run record's `Section`s): its rows built, the file read.
 
-`Sweep.from_json(document)` reads a sweep.json document (validated by `document.load`);
-`to_json()` gives back the same document: the same keys with the same values (declared fields in
-declaration order, then the unknown keys: key order means nothing).
-Like the run record's classes (profreport.record.model, whose `Section` these extend), keys a class
-does not declare are kept in `extra` and written back. A row's latency and speedup are the run
-record's own `Latency` and `Speedup`, holding the fields the row copied from its run.json.
-
+`points` are the grid's own (`grid.Point`: the axes, how the point ended, the run folder relative
+to sweep.json, the error). `rows` holds one row per point and mode, copied from the point's
+run.json (kernels from the profiler, bytes modeled, latency measured) so other tools can plot a
+sweep without reading every run; profreport's own comparison reads the run folders themselves.
 The stored `summary` is a copy of the dashboard figures for other tools; profreport's readers
 compute their own with `summary.summarize`.
 """
@@ -17,11 +14,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
-from profreport.record.model import Latency, Section, Speedup, Tool
-from profreport.record.section import required, required_factory
+from profreport.record.model import Latency, ModeResult, OkMode, Run, Section, Speedup, Tool
+from profreport.record.section import JSONObject, read_json, required, required_factory
 from profreport.sweep.grid import Point, PointStatus, SweepSpec
+
+FILENAME = "sweep.json"
+DONE = ("ok", "failed")  # a point `--resume` does not run again
+NOT_RUN = ("pending", "interrupted")  # a point `--resume` runs
+
+
+class SweepRecordError(Exception):
+    """Not a readable sweep record; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,8 @@ class SweepSummary(Section):
 class Sweep(Section):
     """A whole sweep record (`profreport.sweep/2`)."""
 
-    SCHEMA: ClassVar[str] = "profreport.sweep/2"  # /1: its grid had generate_flags, always []
+    SCHEMA: ClassVar[str] = "profreport.sweep/2"
+    EARLIER: ClassVar[tuple[str, ...]] = ("profreport.sweep/1",)
     NOUN: ClassVar[str] = "sweep record"
 
     schema: str = SCHEMA
@@ -111,6 +118,16 @@ class Sweep(Section):
     points: tuple[Point, ...] = required(())
     rows: tuple[SweepRow, ...] = required(())
     summary: SweepSummary | None = None  # the dashboard figures (a copy for other tools)
+
+    @classmethod
+    def upgraded(cls, data: JSONObject) -> JSONObject:
+        """A sweep/1 record as the /2 it differs from by an always empty `grid.generate_flags`."""
+        if data.get("schema") not in cls.EARLIER:
+            return data
+        grid = data.get("grid")
+        if isinstance(grid, dict) and grid.get("generate_flags") == []:
+            grid = {k: v for k, v in grid.items() if k != "generate_flags"}
+        return {**data, "schema": cls.SCHEMA, "grid": grid}
 
     def status(self, point_id: str) -> PointStatus:
         """The status of the point `point_id` ("pending" for a point the record does not hold)."""
@@ -126,3 +143,82 @@ class Sweep(Section):
         kept = [r for r in self.rows if r.point != point.id]
         ordered = sorted([*kept, *rows], key=lambda r: order.index(r.point))
         return dataclasses.replace(self, points=points, rows=tuple(ordered))
+
+
+def peak_memory_bytes(mode: ModeResult) -> int | None:
+    """A mode's peak memory of one call in bytes (capture/peak_memory), where its run record has
+    one; None for older records and where no memory event was seen."""
+    peak = mode.peak_memory
+    return peak.bytes if peak is not None and peak.bytes else None
+
+
+def _figures(mode: OkMode) -> SweepRow:
+    """The row figures of a mode that ran: kernels, bytes, latency, speedup, compile time."""
+    lat, sp = mode.latency_ms, mode.speedup_vs_eager
+    return SweepRow(
+        status="ok",
+        kernels_per_step=mode.kernels.per_step,
+        bytes_per_step=mode.bytes.traffic,
+        bytes_partial=bool(mode.bytes.not_modeled),
+        latency_ms=None
+        if lat is None
+        else Latency(median=lat.median, iqr=lat.iqr, p10=lat.p10, p90=lat.p90),
+        speedup_vs_eager=None
+        if sp is None
+        else Speedup(median=sp.median, ci95=sp.ci95, noise=sp.noise, inconclusive=sp.inconclusive),
+        compile_s=mode.compile_s,
+        peak_memory_bytes=peak_memory_bytes(mode),
+    )
+
+
+def mode_rows(point: Point, modes: tuple[str, ...], run: Run | None) -> list[SweepRow]:
+    """One row per mode of a finished `point`: from its run record, or (no record) the point's
+    own status and error."""
+    batch_size = point.batch_size
+    if run is not None and batch_size is None:
+        batch_size = run.model.batch_size  # the model's own size
+    rows = []
+    for name in list(run.modes) if run is not None else list(modes):
+        m = run.modes[name] if run is not None else None
+        if m is None:
+            row = SweepRow(status=point.status, error=point.error)
+        elif isinstance(m, OkMode):
+            row = _figures(m)
+        else:
+            row = SweepRow(status=m.status, error=m.error or m.status)
+        rows.append(
+            dataclasses.replace(
+                row,
+                point=point.id,
+                model=point.model,
+                batch_size=batch_size,
+                seq_len=point.seq_len,
+                dtype=point.dtype,
+                device=None if run is None else run.device.type,
+                mode=name,
+                run=None if run is None else point.run,
+            )
+        )
+    return rows
+
+
+def load(path: Path) -> JSONObject:
+    """Read and validate a sweep record document from sweep.json or its folder (SweepRecordError
+    naming the first wrong field)."""
+    if path.is_dir():
+        path = path / FILENAME
+    return Sweep.checked(read_json(path, SweepRecordError), str(path), SweepRecordError)
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read, validate and type a sweep record from sweep.json or its folder."""
+    return Sweep.from_json(load(path))
+
+
+def is_sweep(path: Path) -> bool:
+    """Whether `path` is a sweep.json (or a folder holding one), judged by its schema."""
+    try:
+        data = read_json(path / FILENAME if path.is_dir() else path, SweepRecordError)
+    except SweepRecordError:
+        return False
+    return isinstance(data, dict) and data.get("schema") in (Sweep.SCHEMA, *Sweep.EARLIER)

@@ -1,7 +1,7 @@
 """Renderers of a sweep record: sweep.html (self-contained: inline CSS and SVG, no scripts),
 sweep.md, and the summary's terminal lines. All read one view-model, built from the typed record
 (profreport.sweep.model), which every renderer of the registry's sweep entry takes (registered by
-profreport.sweep; sweep.json is the record's own JSON, render/run_json.py)."""
+profreport.sweep; sweep.json is the record's own JSON, registry.render_json)."""
 
 from __future__ import annotations
 

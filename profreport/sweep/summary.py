@@ -14,8 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from profreport.sweep.document import NOT_RUN
-from profreport.sweep.model import FailedPoint, ModeSummary, Sweep, SweepRow, SweepSummary
+from profreport.sweep.model import NOT_RUN, FailedPoint, ModeSummary, Sweep, SweepRow, SweepSummary
 
 AXES = ("batch_size", "seq_len", "dtype")
 AXIS_LABELS = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype"}
