@@ -44,7 +44,7 @@ from profreport.record.model import MeasuredBytes
 CHILD_MODULE = "profreport.ncu_child"
 
 
-def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str | None:
+def ncu_unavailable_reason(device_type: str) -> str | None:
     """None when Nsight Compute can measure on this machine, else a one-line reason."""
     if device_type != "cuda":
         return f"device is {device_type}: Nsight Compute measures NVIDIA GPUs only"
@@ -53,9 +53,7 @@ def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str
     hip = getattr(torch.version, "hip", None)
     if hip:
         return f"torch is a ROCm build (HIP {hip}): Nsight Compute measures NVIDIA GPUs only"
-    if shutil.which(ncu_path or "ncu") is None:
-        if ncu_path and ncu_path != "ncu":
-            return f"ncu not found at {ncu_path!r} (install Nsight Compute)"
+    if shutil.which("ncu") is None:
         return "ncu not found on PATH (install Nsight Compute)"
     if not torch.cuda.is_available():
         return "CUDA is not available to torch (no NVIDIA GPU or driver visible): nothing for ncu to measure"
