@@ -265,12 +265,6 @@ def rounds_reason(n: int) -> str | None:
     )
 
 
-def ratio_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
-    """What threatens one series' paired ratio: too few rounds, then its shape_reasons."""
-    too_few = rounds_reason(ratio.n)
-    return [too_few, *shape_reasons(ratio, ratios)] if too_few else shape_reasons(ratio, ratios)
-
-
 def shape_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
     """What says the rounds' ratios are not one steady level: their spread, two peaks, rounds
     whose ratio moved. These widen the interval (paired_processes); they withhold no call."""
@@ -298,8 +292,7 @@ def lacks_only_rounds(base_ms: Sequence[float], other_ms: Sequence[float]) -> bo
     if not ratios:
         return True
     ratio = paired_ratio(ratios)
-    too_few = rounds_reason(ratio.n)
-    return too_few is not None and ratio_reasons(ratio, ratios) == [too_few]
+    return rounds_reason(ratio.n) is not None and not shape_reasons(ratio, ratios)
 
 
 # ---------------------------------------------------------------- calls: resolution, noise band
