@@ -213,9 +213,6 @@ def test_unavailable_on_cpu():
 def test_unavailable_without_ncu(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert ncu_unavailable_reason("cuda") == "ncu not found on PATH (install Nsight Compute)"
-    assert "ncu not found at '/opt/nowhere/ncu'" in str(
-        ncu_unavailable_reason("cuda", "/opt/nowhere/ncu")
-    )
 
 
 def test_unavailable_on_rocm(monkeypatch):

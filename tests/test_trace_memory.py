@@ -158,10 +158,10 @@ def test_whole_document_fallback_asks_first(available):
     odd = orjson.dumps({"traceEvents": [KERNEL, *range(500)]})
     available(enough_for(len(odd), doc_in_memory=False, whole=True) - 1)
     with pytest.raises(TraceError, match=r"^doc: needs about .* to analyse, only "):
-        parse_trace(odd, "doc", workers=0)
-    assert len(parse_trace(trace_bytes(200), "doc", workers=0)) == 200  # sliced: no question
+        parse_trace(odd, "doc")
+    assert len(parse_trace(trace_bytes(200), "doc")) == 200  # sliced: no question
     available(enough_for(len(odd), doc_in_memory=False, whole=True))
-    assert len(parse_trace(odd, "doc", workers=0)) == 1
+    assert len(parse_trace(odd, "doc")) == 1
 
 
 def bomb(tmp_path, inflated: int, lie: bool) -> tuple:

@@ -149,9 +149,7 @@ def kernel_changes(
 
 def _kernel_breach(mode: str, change: KernelChange, allowed: int) -> Breach:
     base, head = change.base, change.head
-    status: KernelStatus = "changed"
-    if change.status in ("appeared", "disappeared"):
-        status = "appeared" if change.status == "appeared" else "disappeared"
+    status: KernelStatus = "changed" if change.status == "time only" else change.status
     return Breach(
         mode,
         "kernel",

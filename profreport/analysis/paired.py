@@ -110,17 +110,16 @@ def per_round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -
     return [float(a) / float(b) for a, b in zip(numerator, denominator, strict=False)]
 
 
-def median_ci_rank(n: int, confidence: float = 0.95) -> int | None:
-    """The 1-based rank k such that [x_(k), x_(n+1-k)] covers the median with at least
-    `confidence` (binomial, distribution-free); None when no interval reaches it."""
-    alpha = 1.0 - confidence
+def median_ci_rank(n: int) -> int | None:
+    """The 1-based rank k such that [x_(k), x_(n+1-k)] covers the median with at least 95%
+    (binomial, distribution-free); None when no interval reaches it."""
     k, cdf = 0, 0.0
     # log P(Binom(n, 1/2) = k), stepped from k to k + 1: 2.0**n overflows a float from 1,024
     # rounds on (a light model timed for a minute gets there), exact big integers are slow
     log_p = -n * math.log(2.0)
     while True:
         p_next = math.exp(log_p)
-        if cdf + p_next > alpha / 2:
+        if cdf + p_next > 0.025:
             return k if k >= 1 else None
         cdf += p_next
         log_p += math.log(n - k) - math.log(k + 1)
@@ -140,13 +139,13 @@ class PairedRatio(Section):
     spread: float  # (p75 - p25) / median of the ratios
 
 
-def paired_ratio(ratios: Sequence[float], confidence: float = 0.95) -> PairedRatio:
+def paired_ratio(ratios: Sequence[float]) -> PairedRatio:
     """Median of per-round ratios with a distribution-free interval from order statistics."""
     if not ratios:
         raise ValueError("no paired rounds")
     x = sorted(float(r) for r in ratios)
     n = len(x)
-    k = median_ci_rank(n, confidence)
+    k = median_ci_rank(n)
     lo, hi = (x[k - 1], x[n - k]) if k is not None else (x[0], x[-1])
     med = float(np.median(x))
     p25, p75 = (float(v) for v in np.percentile(x, [25, 75]))
@@ -266,12 +265,6 @@ def rounds_reason(n: int) -> str | None:
     )
 
 
-def ratio_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
-    """What threatens one series' paired ratio: too few rounds, then its shape_reasons."""
-    too_few = rounds_reason(ratio.n)
-    return [too_few, *shape_reasons(ratio, ratios)] if too_few else shape_reasons(ratio, ratios)
-
-
 def shape_reasons(ratio: PairedRatio, ratios: Sequence[float]) -> list[str]:
     """What says the rounds' ratios are not one steady level: their spread, two peaks, rounds
     whose ratio moved. These widen the interval (paired_processes); they withhold no call."""
@@ -299,8 +292,7 @@ def lacks_only_rounds(base_ms: Sequence[float], other_ms: Sequence[float]) -> bo
     if not ratios:
         return True
     ratio = paired_ratio(ratios)
-    too_few = rounds_reason(ratio.n)
-    return too_few is not None and ratio_reasons(ratio, ratios) == [too_few]
+    return rounds_reason(ratio.n) is not None and not shape_reasons(ratio, ratios)
 
 
 # ---------------------------------------------------------------- calls: resolution, noise band

@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +44,7 @@ from profreport.record.model import MeasuredBytes
 CHILD_MODULE = "profreport.ncu_child"
 
 
-def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str | None:
+def ncu_unavailable_reason(device_type: str) -> str | None:
     """None when Nsight Compute can measure on this machine, else a one-line reason."""
     if device_type != "cuda":
         return f"device is {device_type}: Nsight Compute measures NVIDIA GPUs only"
@@ -54,9 +53,7 @@ def ncu_unavailable_reason(device_type: str, ncu_path: str | None = None) -> str
     hip = getattr(torch.version, "hip", None)
     if hip:
         return f"torch is a ROCm build (HIP {hip}): Nsight Compute measures NVIDIA GPUs only"
-    if shutil.which(ncu_path or "ncu") is None:
-        if ncu_path and ncu_path != "ncu":
-            return f"ncu not found at {ncu_path!r} (install Nsight Compute)"
+    if shutil.which("ncu") is None:
         return "ncu not found on PATH (install Nsight Compute)"
     if not torch.cuda.is_available():
         return "CUDA is not available to torch (no NVIDIA GPU or driver visible): nothing for ncu to measure"
@@ -111,9 +108,8 @@ def ncu_command(ncu: str, log_file: str, child: list[str]) -> list[str]:
     ]
 
 
-def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
+def _child_env() -> dict[str, str]:
     merged = dict(os.environ)
-    merged.update(env or {})
     # Inductor compiles in this process instead of a worker pool: no compile subprocesses for
     # ncu to inject into (they launch no kernels of the step, but cost startup time).
     merged.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -168,23 +164,17 @@ def _run(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[int | N
     return proc.returncode, out, err
 
 
-def measure_mode(
-    model: ChildModel,
-    mode: str,
-    timeout_s: float = 600,
-    ncu: str = "ncu",
-    env: Mapping[str, str] | None = None,
-) -> MeasuredBytes:
+def measure_mode(model: ChildModel, mode: str, timeout_s: float = 600) -> MeasuredBytes:
     """Measure one step of `mode` under ncu; never raises for ncu or child failures.
 
-    `env` adds to (does not replace) this process's environment. The device is not checked
-    here (call `ncu_unavailable_reason` first); any failure (ncu missing, non-zero exit,
-    timeout, no kernels in the CSV) returns available=False with a one-line reason.
+    The device is not checked here (call `ncu_unavailable_reason` first); any failure (ncu
+    missing, non-zero exit, timeout, no kernels in the CSV) returns available=False with a
+    one-line reason.
     """
-    child_env = _child_env(env)
-    resolved = shutil.which(ncu, path=child_env.get("PATH"))
+    child_env = _child_env()
+    resolved = shutil.which("ncu", path=child_env.get("PATH"))
     if resolved is None:
-        return unavailable_bytes(f"ncu not found: {ncu!r} (install Nsight Compute)")
+        return unavailable_bytes("ncu not found: 'ncu' (install Nsight Compute)")
     child = child_command(model, mode)
     with tempfile.TemporaryDirectory(prefix="profreport-ncu-") as tmp:
         log_path = Path(tmp) / "ncu.csv"

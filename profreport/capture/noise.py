@@ -144,11 +144,11 @@ def machine_load(before: Snapshot, after: Snapshot) -> MachineLoad:
     )
 
 
+@dataclass
 class LoadWatch:
     """The machine's load over a `with watch()` block: `load` is set when the block ends."""
 
-    def __init__(self) -> None:
-        self.load: MachineLoad | None = None
+    load: MachineLoad | None = None
 
 
 @contextmanager

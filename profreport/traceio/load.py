@@ -96,7 +96,7 @@ def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trac
                 finally:
                     os.close(out)
             except _ParallelFailed:
-                workers = 0  # parsed again below, one slice at a time, for the exact outcome
+                pass  # parsed again below, one slice at a time, for the exact outcome
         budget.check(doc_bytes, doc_in_memory=True)
         try:
             raw = _gunzip_whole(fd, budget) if gzipped else _read_whole(fd)
@@ -104,30 +104,16 @@ def load_trace(path: str | os.PathLike[str], workers: int | None = None) -> Trac
             raise _read_error(path_str, exc) from None
     finally:
         os.close(fd)
-    return parse_trace(raw, path_str, workers=workers)
+    return parse_trace(raw, path_str)
 
 
-def parse_trace(
-    raw: bytes | bytearray, path: str = "<memory>", workers: int | None = None
-) -> Trace:
-    """Parse trace JSON bytes into a :class:`Trace`; :class:`TraceError` if it is not one.
+def parse_trace(raw: bytes | bytearray, path: str = "<memory>") -> Trace:
+    """Parse trace JSON bytes into a :class:`Trace` in this process (helper processes read a
+    file: :func:`load_trace`); :class:`TraceError` if it is not one.
 
     A bytearray is parsed in place (its bytes are briefly changed and restored, so no other
     thread may read it meanwhile): that is how a decompressed trace arrives, without a copy.
     """
-    n = worker_count(len(raw), workers)
-    if n:
-        try:
-            fd = _memory_file(raw)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                return _parse_parallel(Source(fd), n, path)
-            except _ParallelFailed:
-                pass
-            finally:
-                os.close(fd)
     with _gc_paused():
         builder = RowBuilder()
         with _as_trace_errors(path):
@@ -193,17 +179,6 @@ def worker_count(size: int, requested: int | None = None) -> int:
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
     return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
-
-
-def _memory_file(raw: bytes | bytearray) -> int:
-    """The bytes in an unnamed file that helper processes can read."""
-    fd = anonymous_file()
-    try:
-        _write_at(fd, raw, 0)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
