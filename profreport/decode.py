@@ -125,12 +125,8 @@ def greedy_check(
         for i in range(len(tokens[0]))
         if any(s[i] != e[i] for s, e in zip(tokens, info.greedy_tokens, strict=True))
     ]
-    first = steps[0] if steps else None
-    return {
-        "greedy_steps": len(tokens[0]),
-        "greedy_equal": first is None,
-        "greedy_first_difference": first,
-    }
+    check: dict[str, Any] = {"greedy_steps": len(tokens[0]), "greedy_equal": not steps}
+    return {**check, "greedy_first_difference": steps[0]} if steps else check
 
 
 def decode_step(
