@@ -143,6 +143,16 @@ def decode_step(
             f"{NEEDS}; its first input is {prompt.dtype} of shape {list(prompt.shape)}"
         )
     context = int(prompt.shape[1])
+    positions = getattr(lm.config, "max_position_embeddings", None)
+    learned = any(  # a learned position table (GPT-2's) has no row past its size
+        isinstance(m, nn.Embedding) and m.num_embeddings == positions for m in lm.modules()
+    )
+    if learned and positions is not None and context + DECODE_TOKENS > positions:
+        raise DecodeError(
+            f"decode: a context of {context} tokens + {DECODE_TOKENS} new ones passes the "
+            f"model's {positions} learned positions; use --context {positions - DECODE_TOKENS} "
+            "or less"
+        )
     cache = _static_cache(lm, context + DECODE_TOKENS)
     try:
         with torch.no_grad():

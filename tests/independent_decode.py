@@ -3,7 +3,6 @@ the dispatched ops' schemas and tensors alone (no code shared with profreport's 
 check a decode run's eager kernels and modeled bytes per token against (test_decode_e2e.py)."""
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from profreport.analysis.kernels import BOOKKEEPING_OPS

@@ -100,7 +100,7 @@ def test_greedy_tokens_equal_the_model_recomputed_without_a_cache(decode_run):
 
 @pytest.mark.slow
 def test_compare_expect_and_render_work_on_a_decode_run(decode_run, tmp_path):
-    args, run_dir, rec = decode_run
+    args, run_dir, _ = decode_run
     if args[1] != "hf:llama":
         pytest.skip("once is enough")
     assert main(["compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
