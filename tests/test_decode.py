@@ -117,8 +117,8 @@ def test_per_token_table_against_the_bandwidth_floor():
     assert compiled.host_share == pytest.approx(0.1)
     assert compiled.speedup == (2.2, pytest.approx(2.1), 2.2)
     words = " ".join(t.words)
-    assert "eager: decode is overhead-bound (75%" in words
-    assert "compile: decode is bound by its kernels (10%" in words
+    assert "eager: decode is overhead-bound (75% of its profiled step outside kernels" in words
+    assert "compile: decode is bound by its kernels (10% of its" in words
     assert "compile removed 70 of eager's 100 kernels a token" in words
 
 
@@ -148,3 +148,14 @@ def test_the_record_round_trips_decode_fields_and_old_records_have_none():
     old["model"].pop("workload")
     assert Run.from_json(old).model.decode is None
     assert "decode" not in Run.from_json(old).to_json()["model"]
+
+
+def test_the_time_breakdowns_bound_decides_where_it_was_derived():
+    from profreport.record.model import TimeFindings
+
+    run = _run()
+    eager = run.modes["eager"].adding(time_findings=TimeFindings(bound="device-bound"))
+    compiled = run.modes["compile"].adding(time_findings=TimeFindings(bound="host-bound"))
+    words = " ".join(decode_tokens(run.adding(modes={"eager": eager, "compile": compiled})).words)
+    assert "eager: decode is bound by its kernels (the time breakdown's device-bound: 75%" in words
+    assert "compile: decode is overhead-bound (the time breakdown's host-bound: 10%" in words

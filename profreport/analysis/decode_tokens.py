@@ -74,15 +74,18 @@ def _words(rows: tuple[TokenRow, ...]) -> tuple[str, ...]:
     for row in rows:
         if row.host_share is None:
             continue
-        share = f"{row.host_share:.0%} of its profiled step is host overhead"
-        if row.host_share >= OVERHEAD_BOUND or row.bound in ("host-bound", "launch-bound"):
+        share = f"{row.host_share:.0%} of its profiled step outside kernels"
+        # the time breakdown's bound where it was derived; else the share alone decides
+        by = f"the time breakdown's {row.bound}: " if row.bound else ""
+        overhead = row.bound in ("host-bound", "launch-bound")
+        if overhead or (row.bound is None and row.host_share >= OVERHEAD_BOUND):
             words.append(
-                f"{row.mode}: decode is overhead-bound ({share}, {row.kernels} kernels a "
+                f"{row.mode}: decode is overhead-bound ({by}{share}, {row.kernels} kernels a "
                 "token): fewer kernels and launches (fusion, CUDA graphs) pay here"
             )
         elif row.achieved is not None:
             words.append(
-                f"{row.mode}: decode is bound by its kernels ({share}); it runs at "
+                f"{row.mode}: decode is bound by its kernels ({by}{share}); it runs at "
                 f"{row.achieved:.0%} of the bandwidth floor"
             )
     eager = next((r for r in rows if r.mode == "eager"), None)
