@@ -216,6 +216,24 @@ def print_check(budget: BudgetCheck, out: TextIO, err: TextIO) -> None:
         )
 
 
+def _decode_lines(run: Run, out: TextIO) -> None:
+    """A decode run's per-token numbers first (render/decode_view.py)."""
+    from profreport.render.decode_view import decode_view
+
+    view = decode_view(run)
+    if view is None:
+        return
+    print("decode, per token:", file=out)
+    for row in view["rows"]:
+        cells = [
+            f"{h.split(' (')[0]} {c}" for h, c in zip(view["header"][1:], row[1:], strict=True)
+        ]
+        print(f"  {row[0]}: {'; '.join(cells)}", file=out)
+    print(f"  {view['floor']}", file=out)
+    for line in view["words"]:
+        print(f"  {terminal_text(line)}", file=out)
+
+
 def write_update(
     args: argparse.Namespace, old: Expectation | None, generated: Generated, out: TextIO
 ) -> None:
@@ -297,6 +315,7 @@ def _generate(
     run, run_dir = generated.run, generated.run_dir
     if generated.budget is not None:  # the outcome first, then the usual headline
         print_check(generated.budget, out, err)
+    _decode_lines(run, out)
     _summary_table(run, out)
     for line in _verdict_lines(run):
         print(line, file=out)
