@@ -14,7 +14,7 @@ import re
 import sys
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -280,11 +280,7 @@ def load_model(
         raise ModelError(
             f"{spec}: cannot move the model to {device} in {dtype}: {error_line(exc)}"
         ) from exc
-    info = None
-    if decode:
-        module, cast, info = _decode_step(spec, module, cast, device)
-        name, description = f"{name}-decode", f"decode step of {description}"
-    return LoadedModel(
+    loaded = LoadedModel(
         name,
         description,
         module,
@@ -292,18 +288,25 @@ def load_model(
         batch,
         "channels_last" if channels_last else "contiguous",
         spec,
-        info,
     )
+    return decode_loaded(loaded, device) if decode else loaded
 
 
-def _decode_step(
-    spec: str, module: nn.Module, inputs: tuple[torch.Tensor, ...], device: torch.device
-) -> tuple[nn.Module, tuple[torch.Tensor, ...], DecodeInfo]:
+def decode_loaded(model: LoadedModel, device: torch.device) -> LoadedModel:
+    """`model` (a causal LM and its prompt's token ids) as its greedy decode step, the prompt
+    prefilled into the step's static KV cache (profreport/decode.py; ModelError: it cannot be)."""
     from profreport.decode import DecodeError, decode_step
     from profreport.env import make_sync
 
     try:
-        step, step_inputs, info = decode_step(module, inputs[0], make_sync(device))
+        step, inputs, info = decode_step(model.module, model.example_inputs[0], make_sync(device))
     except DecodeError as exc:
-        raise ModelError(f"{spec}: {exc}") from None
-    return step, step_inputs, info
+        raise ModelError(f"{model.spec or model.name}: {exc}") from None
+    return replace(
+        model,
+        name=f"{model.name}-decode",
+        description=f"decode step of {model.description}",
+        module=step,
+        example_inputs=inputs,
+        decode=info,
+    )

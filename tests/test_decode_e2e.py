@@ -119,3 +119,32 @@ def test_a_model_that_cannot_decode_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "decode needs a transformers causal LM" in err[0] and "BertModel" in err[0]
+
+
+FIXTURE_TEST = """
+import sys
+
+import torch
+
+sys.path.insert(0, {folder!r})
+from decode_lms import mixtral
+
+
+def test_decode_budget(profreport_expect):
+    torch.manual_seed(0)
+    model, prompt = mixtral()
+    profreport_expect(model, prompt, modes=("eager",), device="cpu", workload="decode")
+"""
+
+
+@pytest.mark.slow
+def test_the_kernel_budget_fixture_takes_a_decode_step(tmp_path):
+    from tests.test_budget_e2e import _pytest
+
+    (tmp_path / "test_block.py").write_text(FIXTURE_TEST.format(folder=str(LMS.parent)))
+    written = _pytest(tmp_path, "--profreport-update")
+    assert written.returncode == 0, written.stdout
+    snapshot = tmp_path / "__profreport__" / "test_decode_budget.json"
+    assert '"aten::index_copy_"' in snapshot.read_text()  # the cache update, one a layer
+    again = _pytest(tmp_path)
+    assert again.returncode == 0, again.stdout

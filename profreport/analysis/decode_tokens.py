@@ -11,38 +11,9 @@ profiler's cost removed: analysis/profiler_cost), and the mode's bound is the ti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from profreport.record.model import DecodeInfo, OkMode, Run
+from profreport.record.model import DecodeTokens, OkMode, Run, TokenCost
 
 OVERHEAD_BOUND = 0.5  # host overhead share of the step from which decode is called overhead-bound
-
-
-@dataclass(frozen=True)
-class TokenRow:
-    mode: str
-    kernels: int  # per step, profiled
-    launches: int  # per step, profiled (device launches; 0 on CPU)
-    bytes: int  # modeled, per step
-    latency_ms: float | None  # measured median per step
-    speedup: tuple[float, float, float] | None  # vs eager: median, 95% CI low, high (measured)
-    tokens_per_s: float | None  # batch / latency
-    achieved: float | None  # floor / latency
-    host_share: float | None  # profiled, of the median step
-    bound: str | None  # the time breakdown's: host-bound | launch-bound | device-bound
-
-
-@dataclass(frozen=True)
-class DecodeTokens:
-    decode: DecodeInfo
-    batch: int
-    floor_bytes: int  # weights + KV read + cache written (modeled, eager)
-    floor_ms: float | None  # floor_bytes / measured copy bandwidth (None: no ceilings)
-    bandwidth: float | None  # B/s, measured
-    rows: tuple[TokenRow, ...]
-    words: tuple[
-        str, ...
-    ]  # what the numbers say: overhead- or bandwidth-bound, what a mode removed
 
 
 def _host_share(mode: OkMode) -> float | None:
@@ -52,16 +23,19 @@ def _host_share(mode: OkMode) -> float | None:
     return max(0.0, 1.0 - step.work_us / step.total_us)
 
 
-def _row(name: str, mode: OkMode, batch: int, floor_ms: float | None) -> TokenRow:
+def _row(name: str, mode: OkMode, batch: int, floor_ms: float | None) -> TokenCost:
     latency = mode.latency_ms.median if mode.latency_ms is not None else None
     sp = mode.speedup_vs_eager
-    return TokenRow(
+    low, high = (None, None) if sp is None else sp.ci95
+    return TokenCost(
         mode=name,
         kernels=mode.kernels.per_step,
         launches=mode.kernels.launches,
         bytes=mode.bytes.traffic,
         latency_ms=latency,
-        speedup=None if sp is None else (sp.median, sp.ci95[0], sp.ci95[1]),
+        speedup=None if sp is None else sp.median,
+        speedup_low=low,
+        speedup_high=high,
         tokens_per_s=batch * 1000.0 / latency if latency else None,
         achieved=floor_ms / latency if latency and floor_ms is not None else None,
         host_share=_host_share(mode),
@@ -69,7 +43,7 @@ def _row(name: str, mode: OkMode, batch: int, floor_ms: float | None) -> TokenRo
     )
 
 
-def _words(rows: tuple[TokenRow, ...]) -> tuple[str, ...]:
+def _words(rows: tuple[TokenCost, ...]) -> tuple[str, ...]:
     words = []
     for row in rows:
         if row.host_share is None:
@@ -113,4 +87,11 @@ def decode_tokens(run: Run) -> DecodeTokens | None:
         bandwidth = ceilings.memory_bandwidth.value
     floor_ms = floor_bytes / bandwidth * 1000.0 if bandwidth else None
     rows = tuple(_row(name, mode, batch, floor_ms) for name, mode in run.ok_modes.items())
-    return DecodeTokens(info, batch, floor_bytes, floor_ms, bandwidth, rows, _words(rows))
+    return DecodeTokens(
+        batch=batch,
+        floor_bytes=floor_bytes,
+        floor_ms=floor_ms,
+        bandwidth=bandwidth,
+        rows=rows,
+        words=_words(rows),
+    )

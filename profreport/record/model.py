@@ -58,6 +58,7 @@ from profreport.record.evidence import (
     WholeTrace,
 )
 from profreport.record.findings import (
+    DecodeTokens,
     FailedFinding,
     FusionGroup,
     FusionMap,
@@ -72,6 +73,7 @@ from profreport.record.findings import (
     Roofs,
     SpeedupCall,
     TimeFindings,
+    TokenCost,
     TrafficChange,
     TreeShare,
     WhyKind,
@@ -98,6 +100,7 @@ __all__ = [
     "Ceilings",
     "CompilerEvidence",
     "DecodeInfo",
+    "DecodeTokens",
     "Device",
     "EagerCall",
     "Environment",
@@ -159,6 +162,7 @@ __all__ = [
     "TimeFindings",
     "TimingNoise",
     "TimingSettings",
+    "TokenCost",
     "Tool",
     "TrafficChange",
     "TreeShare",
@@ -476,6 +480,7 @@ class Run(Section):
     roofs: Roofs | None = finding()  # the ceilings the roofline uses
     module_tree: ModuleTree | None = finding()  # each mode's work per module of the model
     module_savings: tuple[ModuleSaving, ...] | None = finding()  # the modules fusion saved most in
+    decode_tokens: DecodeTokens | None = finding()  # a decode run: each mode's cost per token
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profreport.analysis.decode_tokens import DecodeTokens, decode_tokens
 from profreport.format import fmt_bytes, fmt_ms
-from profreport.record.model import Run
+from profreport.record.model import DecodeInfo, DecodeTokens, Run
 
 HEADER = [
     "mode",
@@ -25,8 +24,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 
 
-def _method(t: DecodeTokens) -> str:
-    d = t.decode
+def _method(d: DecodeInfo, t: DecodeTokens) -> str:
     per = "token" if t.batch == 1 else f"step ({t.batch} tokens, one per sequence)"
     bandwidth = f"{t.bandwidth / 1e9:.1f} GB/s" if t.bandwidth else "(not measured)"
     last = d.position + max(len(d.greedy_tokens[0]) if d.greedy_tokens else 0, 1) - 1
@@ -46,14 +44,14 @@ def _method(t: DecodeTokens) -> str:
 
 def decode_view(run: Run) -> dict[str, Any] | None:
     """The decode section's view-model (None: not a decode run)."""
-    t = decode_tokens(run)
-    if t is None:
+    t, d = run.decode_tokens, run.model.decode
+    if t is None or d is None:
         return None
     rows = []
     for r in t.rows:
         speedup = "baseline" if r.mode == "eager" else "n/a"
         if r.speedup is not None and r.mode != "eager":
-            speedup = f"{r.speedup[0]:.2f}x ({r.speedup[1]:.2f}-{r.speedup[2]:.2f})"
+            speedup = f"{r.speedup:.2f}x ({r.speedup_low:.2f}-{r.speedup_high:.2f})"
         rows.append(
             [
                 r.mode,
@@ -72,5 +70,5 @@ def decode_view(run: Run) -> dict[str, Any] | None:
         "rows": rows,
         "floor": f"bandwidth floor {floor} a step ({fmt_bytes(t.floor_bytes)} modeled)",
         "words": list(t.words),
-        "method": _method(t),
+        "method": _method(d, t),
     }
