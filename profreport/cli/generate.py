@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes",
         default=None,
-        help=f"comma-separated modes, from: {', '.join(modes)} (`profreport modes`; default "
-        f"{','.join(defaults)}; decode: eager,compile,export, with compile-cudagraphs on CUDA)",
+        help=f"comma-separated modes, from: {', '.join(modes)} (`profreport modes`). Default "
+        f"{','.join(defaults)}; decode: eager,compile,export, with compile-cudagraphs on CUDA",
     )
     parser.add_argument(
         "--workload",
