@@ -239,6 +239,8 @@ def _measured_bytes(
     reason, spec = ncu_unavailable_reason(device.type), model.spec
     if reason is None and not spec:
         reason = "the model was passed as an object; measuring needs a spec a child can load"
+    if reason is None and model.decode is not None:  # the child would rebuild the prefill
+        reason = "Nsight Compute's child process does not rebuild a decode step yet"
     if reason is not None or not spec:
         return unavailable_bytes(reason or "")
     child = ChildModel(
