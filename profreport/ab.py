@@ -80,6 +80,7 @@ class AbRequest:
     threads: int | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     format: str = "md"
+    workload: str = "prefill"  # decode: both sides' greedy decode step (profreport/decode.py)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
         models = {}
         for side, spec in zip(SIDES, (request.base, request.head), strict=True):
             try:
-                models[side] = load_model(spec, device, DTYPES[request.dtype])
+                models[side] = load_model(
+                    spec, device, DTYPES[request.dtype], workload=request.workload
+                )
             except ModelError as exc:
                 raise UsageError(f"{side}: {exc}") from None
         return models

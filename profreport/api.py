@@ -26,7 +26,7 @@ from torch import nn
 
 from profreport.env import DTYPES, resolve_device
 from profreport.files import RunFolder
-from profreport.models import LoadedModel
+from profreport.models import LoadedModel, decode_loaded
 from profreport.modes import mode_analyses
 from profreport.pipeline import RunSetup, quiet
 from profreport.record.model import Run
@@ -170,6 +170,7 @@ def profile(
     name: str | None = None,
     run_dir: str | Path | None = None,
     progress: Progress | None = None,
+    workload: str = "prefill",
     **options: Any,
 ) -> RunResult:
     """Profile `model(*example_inputs)` in each mode (default: all five) and return the result.
@@ -179,7 +180,9 @@ def profile(
     dtype in place (like `.to()`) and profiled in eval mode (its training flag is restored after).
     Traces go to `run_dir/tensorboard/<mode>/` (a new empty folder; default: a temporary one that
     `save()` moves from). options: active_steps, min_time_s, max_time_s, bootstrap_resamples,
-    time_latency (False: profile only, no latency timing).
+    time_latency (False: profile only, no latency timing). workload "decode": `model` is a
+    transformers causal LM and `example_inputs` its prompt's token ids; one greedy decode step
+    with its static KV cache is profiled (profreport/decode.py; ModelError: it cannot be).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
@@ -188,8 +191,12 @@ def profile(
     )
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_inputs must be a tensor or a tuple of tensors")
-    opts = run_options(modes, **options)
     dev = inputs[0].device if device is None else resolve_device(str(device))
+    if modes is None and workload == "decode":
+        from profreport.decode import decode_modes
+
+        modes = decode_modes(dev.type)
+    opts = run_options(modes, **options)
     dtype_name = _resolve_dtype(dtype, model, inputs)
     dt = DTYPES[dtype_name]
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
@@ -207,6 +214,8 @@ def profile(
     )
     layout = "channels_last" if nhwc else "contiguous"
     loaded = LoadedModel(name or type(model).__name__, doc, module, cast, None, layout)
+    if workload == "decode":
+        loaded = decode_loaded(loaded, dev)
     owned = run_dir is None
     folder = RunFolder.temporary() if run_dir is None else RunFolder(Path(run_dir))
     try:

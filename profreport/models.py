@@ -14,12 +14,13 @@ import re
 import sys
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from profreport.record.model import DecodeInfo
 from profreport.text import error_line
 from profreport.zoo import (
     ZooError,
@@ -45,6 +46,7 @@ class LoadedModel:
     batch_size: int | None
     memory_format: str = "contiguous"
     spec: str | None = None  # how to load it again (in a child process); None for objects
+    decode: DecodeInfo | None = None  # the decode workload's step (module is a DecodeStep)
 
 
 @dataclass(frozen=True)
@@ -216,13 +218,17 @@ def load_model(
     channels_last: bool = False,
     layers: int | None = None,
     seq_len: int | None = None,
+    workload: str = "prefill",
 ) -> LoadedModel:
     """Build the model named by `spec` on `device` in `dtype`, in eval mode.
 
     `channels_last` puts 4-D inputs and the module's 4-D weights in NHWC memory format, the
     layout oneDNN and cuDNN convolutions prefer (Inductor otherwise converts to it itself).
     `layers` and `seq_len` size a zoo model (`hf:<name>`); they override the spec's own.
+    `workload` "decode": one greedy decode step of the causal LM with its static KV cache, the
+    example input's tokens (a zoo model's `seq_len`) prefilled first (profreport/decode.py).
     """
+    decode = workload == "decode"
     torch.manual_seed(0)
     builtin = BUILTIN_MODELS.get(spec)
     if (layers is not None or seq_len is not None) and not is_zoo_spec(spec):
@@ -237,7 +243,7 @@ def load_model(
             size = zoo_size(
                 zoo, batch_size, layers or given.get("layers"), seq_len or given.get("seq_len")
             )
-            module, inputs = build_zoo_model(zoo, size)
+            module, inputs = build_zoo_model(zoo, size, causal_lm=decode)
         except ZooError as exc:
             raise ModelError(str(exc)) from None
         name, description, batch = f"hf-{zoo.name}", zoo.describe(size), size.batch
@@ -274,7 +280,7 @@ def load_model(
         raise ModelError(
             f"{spec}: cannot move the model to {device} in {dtype}: {error_line(exc)}"
         ) from exc
-    return LoadedModel(
+    loaded = LoadedModel(
         name,
         description,
         module,
@@ -282,4 +288,25 @@ def load_model(
         batch,
         "channels_last" if channels_last else "contiguous",
         spec,
+    )
+    return decode_loaded(loaded, device) if decode else loaded
+
+
+def decode_loaded(model: LoadedModel, device: torch.device) -> LoadedModel:
+    """`model` (a causal LM and its prompt's token ids) as its greedy decode step, the prompt
+    prefilled into the step's static KV cache (profreport/decode.py; ModelError: it cannot be)."""
+    from profreport.decode import DecodeError, decode_step
+    from profreport.env import make_sync
+
+    try:
+        step, inputs, info = decode_step(model.module, model.example_inputs[0], make_sync(device))
+    except DecodeError as exc:
+        raise ModelError(f"{model.spec or model.name}: {exc}") from None
+    return replace(
+        model,
+        name=f"{model.name}-decode",
+        description=f"decode step of {model.description}",
+        module=step,
+        example_inputs=inputs,
+        decode=info,
     )

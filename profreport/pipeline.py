@@ -239,6 +239,8 @@ def _measured_bytes(
     reason, spec = ncu_unavailable_reason(device.type), model.spec
     if reason is None and not spec:
         reason = "the model was passed as an object; measuring needs a spec a child can load"
+    if reason is None and model.decode is not None:  # the child would rebuild the prefill
+        reason = "Nsight Compute's child process does not rebuild a decode step yet"
     if reason is not None or not spec:
         return unavailable_bytes(reason or "")
     child = ChildModel(
@@ -262,7 +264,7 @@ def _ceilings(
 
 
 def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
-    return ModelInfo(
+    info = ModelInfo(
         name=model.name,
         spec=model.spec,
         memory_format=model.memory_format,
@@ -275,6 +277,9 @@ def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
             for t in model.example_inputs
         ),
     )
+    if model.decode is None:
+        return info
+    return info.adding(workload="decode", decode=model.decode)
 
 
 def _mark_failed(
@@ -328,17 +333,20 @@ def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference
 
 
 def _output_check(
-    prepared: PreparedMode,
-    inputs: tuple[torch.Tensor, ...],
-    reference: _Reference,
-    sync: Callable[[], None],
+    prepared: PreparedMode, model: LoadedModel, reference: _Reference, sync: Callable[[], None]
 ) -> OutputCheck:
-    """One call of the built mode on the example inputs, its tensors compared with eager's."""
+    """One call of the built mode on the example inputs, its tensors compared with eager's;
+    a decode step's greedy tokens too, against eager's."""
     if reference.output is None:
         return OutputCheck(note=f"not checked: eager raised {reference.error}")
-    actual = flatten_output(prepared.fn(*inputs))
+    actual = flatten_output(prepared.fn(*model.example_inputs))
     sync()
-    return compare_outputs(actual.tensors, reference.output.tensors)
+    check = compare_outputs(actual.tensors, reference.output.tensors)
+    if model.decode is None:
+        return check
+    from profreport.decode import greedy_check
+
+    return check.adding(**greedy_check(prepared.fn, model.example_inputs, model.decode))
 
 
 def _against_eager(names: list[str]) -> list[tuple[str, str]]:
@@ -683,9 +691,7 @@ class RunCollector:
             entry = entry.adding(compile_s=prepared.compile_s, compiler=prepared.compiler)
             if name != "eager" and reference is not None:
                 progress(f"{name}: checking its output against eager's")
-                entry = entry.adding(
-                    output_check=_output_check(prepared, model.example_inputs, reference, sync)
-                )
+                entry = entry.adding(output_check=_output_check(prepared, model, reference, sync))
             progress(f"{name}: profiling {setup.options.profile.active} steps")
             with phases.phase("profile"):
                 trace_path = profile_mode(

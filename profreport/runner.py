@@ -399,8 +399,9 @@ class GenerateRequest(Section):
     modes: tuple[str, ...] | None = None  # None: the default modes
     batch_size: int | None = None
     layers: int | None = None
-    seq_len: int | None = None
+    seq_len: int | None = None  # decode: the prompt's tokens prefilled (the context)
     channels_last: bool = False
+    workload: Literal["prefill", "decode"] = "prefill"
     out: Path = Path("reports")  # the folder the run folder is made in
     active_steps: int = 3
     min_time_s: float = 1.0
@@ -410,11 +411,17 @@ class GenerateRequest(Section):
     remeasure_ceilings: bool = False
     strict: bool = False
 
-    def options(self) -> RunOptions:
-        """How the run goes (UsageError: a mode unknown, a schedule too short)."""
+    def options(self, device_type: str = "cpu") -> RunOptions:
+        """How the run goes (UsageError: a mode unknown, a schedule too short). Decode's default
+        modes are those that run on real LMs on `device_type` (profreport/decode.py)."""
+        modes = self.modes
+        if modes is None and self.workload == "decode":
+            from profreport.decode import decode_modes
+
+            modes = decode_modes(device_type)
         try:
             return run_options(
-                self.modes,
+                modes,
                 active_steps=self.active_steps,
                 min_time_s=self.min_time_s,
                 max_time_s=self.max_time_s,
@@ -438,6 +445,7 @@ class GenerateRequest(Section):
                 self.channels_last,
                 layers=self.layers,
                 seq_len=self.seq_len,
+                workload=self.workload,
             )
         except ModelError as exc:
             raise UsageError(str(exc)) from None
@@ -529,8 +537,8 @@ def generate(
     from profreport.env import device_for
     from profreport.pipeline import RunSetup
 
-    options = request.options()
     device = device_for(request.device, request.dtype, request.threads)
+    options = request.options(device.type)
     model, build_log = terminal.built(lambda: request.load(device))
     stamp = now or datetime.now(timezone.utc)
     folder = RunFolder.staged(request.out, run_folder_name(model.name, device.type, stamp))

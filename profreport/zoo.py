@@ -7,7 +7,8 @@ layers by default, so that `generate` with every mode finishes in about a minute
 `layers`, `seq_len` and `batch` scale them, up to the full published depth (all 12 GPT-2 blocks).
 
 Language models run one prefill forward without a KV cache (`use_cache=False`): the work a
-server's first token costs, and the same work in every mode.
+server's first token costs, and the same work in every mode. The causal LMs (`decodes`) also
+build with their language-model head for the decode workload (profreport/decode.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class ZooModel:
     default: ZooSize
     full_layers: int | None  # the published depth, None where the model is only "-style"
     build: Callable[[ZooSize], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+    # the same model with its language-model head, for the decode workload (None: not a causal LM)
+    causal_lm: Callable[[ZooSize], tuple[nn.Module, tuple[torch.Tensor, ...]]] | None = None
 
     def describe(self, size: ZooSize) -> str:
         depth = f"{size.layers} of {self.full_layers}" if self.full_layers else f"{size.layers}"
@@ -75,10 +78,11 @@ def _image(size: ZooSize) -> tuple[torch.Tensor, ...]:
     return (torch.randn(size.batch, 3, 224, 224),)
 
 
-def _gpt2(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def _gpt2(size: ZooSize, head: bool = False) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     t = _transformers()
     cfg = t.GPT2Config(n_layer=size.layers, use_cache=False, attn_implementation="sdpa")
-    return t.GPT2Model(cfg), _token_ids(cfg.vocab_size, size)
+    model = t.GPT2LMHeadModel(cfg) if head else t.GPT2Model(cfg)
+    return model, _token_ids(cfg.vocab_size, size)
 
 
 def _bert(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -87,7 +91,7 @@ def _bert(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return t.BertModel(cfg, add_pooling_layer=False), _token_ids(cfg.vocab_size, size)
 
 
-def _llama(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def _llama(size: ZooSize, head: bool = False) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     t = _transformers()
     cfg = t.LlamaConfig(
         hidden_size=512,
@@ -99,7 +103,8 @@ def _llama(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         use_cache=False,
         attn_implementation="sdpa",
     )
-    return t.LlamaModel(cfg), _token_ids(cfg.vocab_size, size)
+    model = t.LlamaForCausalLM(cfg) if head else t.LlamaModel(cfg)
+    return model, _token_ids(cfg.vocab_size, size)
 
 
 def _t5(size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -156,6 +161,7 @@ ZOO: dict[str, ZooModel] = {
             ZooSize(batch=1, layers=2, seq_len=128),
             12,
             _gpt2,
+            lambda size: _gpt2(size, head=True),
         ),
         ZooModel(
             "bert",
@@ -172,6 +178,7 @@ ZOO: dict[str, ZooModel] = {
             ZooSize(batch=1, layers=2, seq_len=128),
             None,
             _llama,
+            lambda size: _llama(size, head=True),
         ),
         ZooModel(
             "t5",
@@ -242,9 +249,16 @@ def zoo_size(
     )
 
 
-def build_zoo_model(zoo: ZooModel, size: ZooSize) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def build_zoo_model(
+    zoo: ZooModel, size: ZooSize, causal_lm: bool = False
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The zoo model; `causal_lm`: with its language-model head (ZooError: it has none)."""
+    build = zoo.causal_lm if causal_lm else zoo.build
+    if build is None:
+        lms = ", ".join(HF_PREFIX + m.name for m in ZOO.values() if m.causal_lm)
+        raise ZooError(f"hf:{zoo.name} is not a causal LM and cannot decode; decode {lms}")
     try:
-        return zoo.build(size)
+        return build(size)
     except ZooError:
         raise
     except Exception as exc:  # a transformers release that renamed a config field, say

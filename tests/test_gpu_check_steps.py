@@ -254,6 +254,8 @@ def test_the_plan_puts_the_most_valuable_evidence_first():
         "generate decoder-lm", "analyze decoder-lm", "compare",
         "generate export", "analyze export",
         "generate decoder-lm-bytes", "analyze decoder-lm-bytes",
+        "generate decode", "analyze decode",
+        "generate decode-cudagraphs", "analyze decode-cudagraphs",
         "generate cudagraphs", "analyze cudagraphs",
         "generate max-autotune", "analyze max-autotune",
         "generate conv-bn-relu", "analyze conv-bn-relu",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from profreport.analysis.attribution import kernel_places
+from profreport.analysis.decode_tokens import decode_tokens
 from profreport.analysis.kernel_bytes import kernel_bytes
 from profreport.analysis.mode_analysis import NO_ANALYSIS, ModeAnalyses, ModeAnalysis
 from profreport.analysis.module_tree import module_tree, top_savings
@@ -186,7 +187,12 @@ def derived_run(record: Run | Mapping[str, Any], analyses: ModeAnalyses) -> Run:
         modes[name] = mode
     # the module tree reads every mode's fusion map and median step
     run = dataclasses.replace(run, modes=modes)
-    return _found(run, module_tree=module_tree(run), module_savings=top_savings(run) or None)
+    return _found(
+        run,
+        module_tree=module_tree(run),
+        module_savings=top_savings(run) or None,
+        decode_tokens=decode_tokens(run),
+    )
 
 
 def failure_summary(run: Run) -> str | None:

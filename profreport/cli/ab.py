@@ -33,6 +33,12 @@ def add_arguments(ab: argparse.ArgumentParser) -> None:
     ab.add_argument("--min-time", type=positive_float, default=1.0)
     ab.add_argument("--max-time", type=positive_float, default=120.0)
     ab.add_argument("--threads", type=positive_int, default=None)
+    ab.add_argument(
+        "--workload",
+        choices=("prefill", "decode"),
+        default="prefill",
+        help="prefill (default) or decode: each side's greedy decode step (causal LMs)",
+    )
     ab.add_argument("--quiet", action="store_true", help="no progress output")
     add_gate_arguments(
         ab, "gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1"
@@ -55,6 +61,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         threads=args.threads,
         thresholds=thresholds(args),
         format=args.format,
+        workload=args.workload,
     )
     result = run_ab(request, terminal(args, err), datetime.now(timezone.utc))
     folder = result.folder

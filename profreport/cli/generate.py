@@ -10,7 +10,7 @@ import argparse
 import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO, cast
 
 from profreport.cli.common import (
     findings_error,
@@ -19,7 +19,7 @@ from profreport.cli.common import (
     positive_int,
     terminal,
 )
-from profreport.exits import UsageError
+from profreport.exits import EXIT_OK, UsageError
 from profreport.files import RECORD
 from profreport.record.model import Run
 from profreport.runner import EAGER_BROKEN, GenerateRequest, generate
@@ -46,8 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument(
         "--modes",
-        default=",".join(defaults),
-        help=f"comma-separated modes, from: {', '.join(modes)} (`profreport modes`)",
+        default=None,
+        help=f"comma-separated modes, from: {', '.join(modes)} (`profreport modes`). Default "
+        f"{','.join(defaults)}; decode: eager,compile,export, with compile-cudagraphs on CUDA",
+    )
+    parser.add_argument(
+        "--workload",
+        default="prefill",
+        help="prefill (one forward over the input, the default), decode (one greedy token with "
+        "a static KV cache, causal LMs) or prefill,decode (one run of each)",
     )
     parser.add_argument(
         "--channels-last", action="store_true", help="NHWC memory format for 4-D inputs and weights"
@@ -59,7 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--layers", type=positive_int, default=None, help="hf: models: layers (blocks) to build"
     )
     parser.add_argument(
-        "--seq-len", type=positive_int, default=None, help="hf: language models: tokens per input"
+        "--seq-len",
+        "--context",
+        type=positive_int,
+        default=None,
+        help="hf: language models: tokens per input (decode: the prompt prefilled, the context)",
     )
     parser.add_argument(
         "--out", default="reports", help="parent folder of the run folder (default reports/)"
@@ -205,6 +216,24 @@ def print_check(budget: BudgetCheck, out: TextIO, err: TextIO) -> None:
         )
 
 
+def _decode_lines(run: Run, out: TextIO) -> None:
+    """A decode run's per-token numbers first (render/decode_view.py)."""
+    from profreport.render.decode_view import decode_view
+
+    view = decode_view(run)
+    if view is None:
+        return
+    print("decode, per token:", file=out)
+    for row in view["rows"]:
+        cells = [
+            f"{h.split(' (')[0]} {c}" for h, c in zip(view["header"][1:], row[1:], strict=True)
+        ]
+        print(f"  {row[0]}: {'; '.join(cells)}", file=out)
+    print(f"  {view['floor']}", file=out)
+    for line in view["words"]:
+        print(f"  {terminal_text(line)}", file=out)
+
+
 def write_update(
     args: argparse.Namespace, old: Expectation | None, generated: Generated, out: TextIO
 ) -> None:
@@ -236,12 +265,37 @@ def write_update(
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.active_steps < 3:
         raise UsageError("--active-steps must be at least 3")
+    from profreport.decode import parse_workloads
+
+    try:
+        workloads = parse_workloads(args.workload)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     budget, old_budget = read_budgets(args)  # read before the run
+    code = EXIT_OK
+    for workload in workloads:  # one run (and one run folder) per workload
+        if len(workloads) > 1:
+            print(f"== {workload}", file=out)
+        chosen = cast("Literal['prefill', 'decode']", workload)
+        code = max(code, _generate(args, chosen, budget, old_budget, out, err))
+    return code
+
+
+def _generate(
+    args: argparse.Namespace,
+    workload: Literal["prefill", "decode"],
+    budget: ExpectationFile | None,
+    old_budget: Expectation | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    modes = None if args.modes is None else tuple(m.strip() for m in args.modes.split(","))
     request = GenerateRequest(  # the run the flags ask for
         model=args.model,
         device=args.device,
         dtype=args.dtype,
-        modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+        modes=None if modes is None else tuple(m for m in modes if m),
+        workload=workload,
         batch_size=args.batch_size,
         layers=args.layers,
         seq_len=args.seq_len,
@@ -261,6 +315,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run, run_dir = generated.run, generated.run_dir
     if generated.budget is not None:  # the outcome first, then the usual headline
         print_check(generated.budget, out, err)
+    _decode_lines(run, out)
     _summary_table(run, out)
     for line in _verdict_lines(run):
         print(line, file=out)

@@ -33,6 +33,7 @@ GRID_FLAGS = {
     "max_time_s": "--max-time",
     "threads": "--threads",
     "cold_compile": "--warm-compile-cache",
+    "workload": "--workload",
 }
 
 
@@ -68,10 +69,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seq-lens",
+        "--context",
         dest="seq_lens",
         type=_int_list,
         default=None,
-        help="comma-separated sequence lengths (hf: language models)",
+        help="comma-separated sequence lengths (hf: language models; decode: the context)",
+    )
+    p.add_argument(
+        "--workload",
+        choices=("prefill", "decode"),
+        default=None,
+        help="prefill (default) or decode: one greedy decode step per point (causal LMs)",
     )
     p.add_argument(
         "--dtypes", type=_text_list, default=None, help="comma-separated dtypes (default float32)"

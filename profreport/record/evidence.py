@@ -417,6 +417,10 @@ class OutputCheck(Section):
     within_tolerance: bool | None = None
     compared_tensors: int = 0
     note: str = ""
+    # decode: whether the mode's greedy tokens equal eager's over `greedy_steps` steps
+    greedy_steps: int | None = omitted()
+    greedy_equal: bool | None = omitted()
+    greedy_first_difference: int | None = omitted()  # the first step whose token differs
 
 
 # ---------------------------------------------------------------- timing noise

@@ -319,3 +319,33 @@ class FailedFinding(Section):
     finding: str = required("")  # which one: fusion, kernel_bytes, ..., why_not_fused, verdict
     error: str = required("")  # the exception, `Type: message` on one line
     traceback: str | None = omitted()  # where it raised, for the bug report
+
+
+@dataclass(frozen=True)
+class TokenCost(Section):
+    """One mode's cost of a decode step (analysis/decode_tokens): one token per sequence."""
+
+    mode: str = required("")
+    kernels: int = required(0)  # per step, profiled
+    launches: int = 0  # per step, profiled (device launches; 0 on CPU)
+    bytes: ByteCount = required(0)  # per step, modeled
+    latency_ms: float | None = None  # per step, measured median
+    speedup: float | None = None  # vs eager, measured (paired median) and its 95% CI
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    tokens_per_s: float | None = None  # batch / latency
+    achieved: float | None = None  # bandwidth floor / latency
+    host_share: float | None = None  # of the profiled median step, outside kernels
+    bound: str | None = None  # the time breakdown's: host-bound | launch-bound | device-bound
+
+
+@dataclass(frozen=True)
+class DecodeTokens(Section):
+    """A decode run's cost per token against the bandwidth floor (analysis/decode_tokens)."""
+
+    batch: int = required(1)  # sequences: tokens a step
+    floor_bytes: ByteCount = required(0)  # weights + KV read + cache written (modeled, eager)
+    floor_ms: float | None = None  # floor_bytes / the measured copy bandwidth
+    bandwidth: float | None = None  # B/s, measured
+    rows: tuple[TokenCost, ...] = ()
+    words: tuple[str, ...] = ()  # overhead- or kernel-bound, what a mode removed

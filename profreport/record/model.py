@@ -58,6 +58,7 @@ from profreport.record.evidence import (
     WholeTrace,
 )
 from profreport.record.findings import (
+    DecodeTokens,
     FailedFinding,
     FusionGroup,
     FusionMap,
@@ -72,12 +73,21 @@ from profreport.record.findings import (
     Roofs,
     SpeedupCall,
     TimeFindings,
+    TokenCost,
     TrafficChange,
     TreeShare,
     WhyKind,
     WhyNotFused,
 )
-from profreport.record.section import JSON, Section, finding, omitted, required, required_factory
+from profreport.record.section import (
+    JSON,
+    ByteCount,
+    Section,
+    finding,
+    omitted,
+    required,
+    required_factory,
+)
 
 # every class of the record, from here (the evidence and findings modules hold most of them)
 __all__ = [
@@ -89,6 +99,8 @@ __all__ = [
     "Ceiling",
     "Ceilings",
     "CompilerEvidence",
+    "DecodeInfo",
+    "DecodeTokens",
     "Device",
     "EagerCall",
     "Environment",
@@ -150,6 +162,7 @@ __all__ = [
     "TimeFindings",
     "TimingNoise",
     "TimingSettings",
+    "TokenCost",
     "Tool",
     "TrafficChange",
     "TreeShare",
@@ -177,6 +190,24 @@ class InputSpec(Section):
 
 
 @dataclass(frozen=True)
+class DecodeInfo(Section):
+    """The decode step that was profiled (profreport/decode.py): one greedy token per sequence
+    at `position`, with a static KV cache of `cache_len` slots filled by a prefill of `context`
+    tokens; eager's greedy tokens over the check's steps, and eager's modeled bytes of one step
+    (the dispatcher log) split by the tensor each operation touched."""
+
+    context: int = required(0)  # prompt tokens prefilled into the cache
+    position: int = required(0)  # the slot every profiled and timed step writes
+    cache_len: int = required(0)  # slots per layer: context + the greedy check's steps
+    kv_cache_bytes: ByteCount = required(0)  # the whole cache, every layer's keys and values
+    greedy_tokens: tuple[tuple[int, ...], ...] = ()  # eager's, per sequence, from `position`
+    weight_bytes: ByteCount = required(0)  # parameters read by one step (modeled)
+    kv_read_bytes: ByteCount = required(0)  # cache read by one step (modeled)
+    cache_written_bytes: ByteCount = required(0)  # the new token's keys and values (modeled)
+    total_bytes: ByteCount = required(0)  # eager's modeled bytes of one step
+
+
+@dataclass(frozen=True)
 class ModelInfo(Section):
     """The model that was profiled, and its inputs."""
 
@@ -188,6 +219,8 @@ class ModelInfo(Section):
     dtype: str | None = None  # float32 | float16 | bfloat16
     parameters: int | None = None  # number of parameters
     inputs: tuple[InputSpec, ...] = ()
+    workload: Literal["prefill", "decode"] | None = omitted()  # absent: prefill
+    decode: DecodeInfo | None = omitted()  # the decode step, when the workload is decode
 
 
 @dataclass(frozen=True)
@@ -447,6 +480,7 @@ class Run(Section):
     roofs: Roofs | None = finding()  # the ceilings the roofline uses
     module_tree: ModuleTree | None = finding()  # each mode's work per module of the model
     module_savings: tuple[ModuleSaving, ...] | None = finding()  # the modules fusion saved most in
+    decode_tokens: DecodeTokens | None = finding()  # a decode run: each mode's cost per token
 
     def mode(self, name: str) -> ModeResult:
         return self.modes[name]

@@ -254,6 +254,20 @@ def _visible(view: PageView) -> list[str]:
     ]
     if view["failure_notice"]:
         lines += [f"**{md_cell(short_text(view['failure_notice'], 300))}**", ""]
+    decode = view.get("decode")
+    if decode is not None:  # a decode run: its per-token numbers come first
+        lines += [
+            "#### Decode, per token",
+            "",
+            *md_table(decode["header"], decode["rows"], "lrrrrrrr"),
+            "",
+            md_line(decode["floor"]),
+            "",
+            *[f"- {md_line(w)}" for w in decode["words"]],
+            "",
+            md_line(decode["method"]),
+            "",
+        ]
     kernel_label = view["headline"]["kernel_label"]
     header = [
         "mode",

@@ -22,6 +22,7 @@ from profreport.record.model import (
     Run,
     Settings,
 )
+from profreport.render.decode_view import decode_view
 from profreport.render.folding import fold_ops, grouped, without_serials
 from profreport.render.headline import headline
 from profreport.render.methods import method_paragraphs, method_values
@@ -448,4 +449,5 @@ def build_view(run: Run) -> PageView:
         "definition_name": "" if definition is None or definition.name is None else definition.name,
         "bookkeeping_ops": ", ".join((definition.bookkeeping_ops if definition else None) or ()),
         "method": _method(run),
+        "decode": decode_view(run),
     }

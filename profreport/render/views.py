@@ -197,6 +197,7 @@ class PageView(TypedDict):
     definition_name: str
     bookkeeping_ops: str
     method: dict[str, str]
+    decode: dict[str, Any] | None  # a decode run's per-token section (render/decode_view.py)
 
 
 class SideView(TypedDict):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from profreport.files import read_text, slug
-from profreport.record.section import Minimum, Section, required
+from profreport.record.section import Minimum, Section, omitted, required
 from profreport.runner import GenerateRequest
 
 DType = Literal["float32", "float16", "bfloat16"]
@@ -117,6 +117,8 @@ class SweepSpec(Section):
     # Each point compiles into an empty Inductor cache (a cold compile, as the PyTorch
     # dashboard's cold-start compile time); False: the cache on disk is shared (warm).
     cold_compile: bool = True
+    # decode: each point one greedy decode step, its seq_len the context (absent: prefill)
+    workload: Literal["prefill", "decode"] | None = omitted()
 
     def points(self) -> list[Point]:
         out: list[Point] = []
@@ -140,6 +142,7 @@ class SweepSpec(Section):
             min_time_s=GenerateRequest.min_time_s if self.min_time_s is None else self.min_time_s,
             max_time_s=GenerateRequest.max_time_s if self.max_time_s is None else self.max_time_s,
             threads=self.threads,
+            workload=self.workload or "prefill",
         )
 
 

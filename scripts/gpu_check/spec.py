@@ -27,6 +27,7 @@ class RunSpec:
     # Compute's DRAM reads of a whole mode are then its modeled reads (checked both ways).
     streams_from_dram: bool = False
     why: str = ""  # one line: what this run shows (the docs' table)
+    workload: str = "prefill"  # generate --workload
 
     def generate_args(self) -> list[str]:
         model = self.model
@@ -37,6 +38,8 @@ class RunSpec:
             args += ["--batch-size", str(self.batch_size)]
         if self.measure_bytes:
             args.append("--measure-bytes")
+        if self.workload != "prefill":
+            args += ["--workload", self.workload]
         return args
 
 
@@ -46,6 +49,8 @@ DECODER = "decoder-lm"
 EXPORT = "export"
 DECODER_BYTES = "decoder-lm-bytes"
 CUDAGRAPHS = "cudagraphs"
+DECODE = "decode"
+DECODE_GRAPHS = "decode-cudagraphs"
 MAX_AUTOTUNE = "max-autotune"
 CONV = "conv-bn-relu"
 MLP = "mlp-block"
@@ -95,8 +100,22 @@ RUNS = (
         cap_s=130,
         why="ncu DRAM bytes of the decoder LM's prefill, kernel by kernel",
     ),
-    # Decode on CUDA (issue 50, part B) belongs here once `generate --workload decode` exists:
-    # eager, compile and compile-cudagraphs per generated token. Nothing runs it yet.
+    RunSpec(
+        DECODE,
+        "hf:llama",
+        modes=("eager", "compile"),
+        cap_s=120,
+        why="per-token decode with a static KV cache: launch overhead against the bandwidth floor",
+        workload="decode",
+    ),
+    RunSpec(
+        DECODE_GRAPHS,
+        "hf:llama",
+        modes=("eager", "compile-cudagraphs"),
+        cap_s=120,
+        why="the same decode step replayed from CUDA graphs: the launch overhead they remove",
+        workload="decode",
+    ),
     RunSpec(
         CUDAGRAPHS,
         MLP,
