@@ -78,6 +78,7 @@ class AbRequest:
     min_time_s: float = 1.0
     max_time_s: float = 120.0
     threads: int | None = None
+    workers: int | None = None  # timing processes (None: the default, runner.run_options)
     thresholds: Thresholds = field(default_factory=Thresholds)
     format: str = "md"
 
@@ -101,7 +102,10 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
 
     try:
         options = run_options(
-            request.modes, min_time_s=request.min_time_s, max_time_s=request.max_time_s
+            request.modes,
+            min_time_s=request.min_time_s,
+            max_time_s=request.max_time_s,
+            workers=request.workers,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -142,7 +146,7 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
             request.thresholds,
             base_label=request.base,
             head_label=request.head,
-            paired_loads=(done.load,),  # one timing process: this one
+            paired_loads=done.loads,  # each timing process's
             allow_different_models=True,  # `ab` compares whatever two models it is given
         )
         content = get(COMPARISON, request.format).text(comparison)
