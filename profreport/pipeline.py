@@ -18,6 +18,7 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -38,7 +39,7 @@ from profreport.analysis.bytes_model import estimate
 from profreport.analysis.latency import latency_of
 from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import wants_more_rounds
+from profreport.analysis.paired import MIN_ROUNDS, wants_more_rounds
 from profreport.analysis.speedups import paired_speedups
 from profreport.analysis.time_breakdown import step_walls_us
 from profreport.analysis.trace_compare import kernel_entry
@@ -442,7 +443,8 @@ def _time_in_workers(
     stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress
 ) -> Timed:
     """The stages' prepared modes timed in `options.workers` fresh processes, one after another
-    (capture/workers.py), each with its share of the budget. A mode that fails in a worker is
+    (capture/workers.py), each with its share of the budget and the TorchScript modules the
+    capture built, saved for them to load. A mode that fails in a worker is
     that mode's failure (one line), and later workers leave it out; a worker that crashes is
     WorkerFailed (a bug: the evidence is saved already)."""
     from profreport.capture import workers
@@ -450,7 +452,45 @@ def _time_in_workers(
     setup = next(iter(stages.values())).setup
     options, device = setup.options, setup.device
     k = options.workers
-    timing = workers.worker_share(device_timing(options.timing, device.type), k)
+    timing = workers.worker_share(device_timing(options.timing, device.type), k, MIN_ROUNDS)
+    with tempfile.TemporaryDirectory(prefix="profreport-torchscript-") as folder:
+        saved = {
+            name: workers.saved_torchscript(
+                {m: p.fn for m, p in s.prepared_modes.items()}, Path(folder), name
+            )
+            for name, s in stages.items()
+        }
+        done = _run_workers(stages, plan, progress, timing, saved)
+    # a mode that failed in a later worker keeps none of its blocks from the earlier ones
+    kept = [
+        replace(
+            t,
+            processes=tuple(
+                {
+                    side: {m: b for m, b in modes.items() if m in stages[side].prepared_modes}
+                    for side, modes in p.items()
+                }
+                for p in t.processes
+            ),
+        )
+        for t in done
+    ]
+    return Timed.across(kept, options.bootstrap_resamples)
+
+
+def _run_workers(
+    stages: Mapping[str, TimingStage],
+    plan: TimingPlan,
+    progress: Progress,
+    timing: TimingSettings,
+    saved: Mapping[str, Mapping[str, str]],
+) -> list[Timed]:
+    """Each worker's timing, one after another (see _time_in_workers)."""
+    from profreport.capture import workers
+
+    setup = next(iter(stages.values())).setup
+    options, device = setup.options, setup.device
+    k = options.workers
     done: list[Timed] = []
     for i in range(k):
         asked = tuple(
@@ -460,6 +500,7 @@ def _time_in_workers(
                 batch_size=s.setup.model.batch_size,
                 channels_last=s.setup.model.memory_format == "channels_last",
                 modes=tuple(s.prepared_modes),
+                saved={m: f for m, f in saved[name].items() if m in s.prepared_modes},
             )
             for name, s in stages.items()
             if s.prepared_modes
@@ -492,21 +533,7 @@ def _time_in_workers(
             side, _, mode = key.rpartition("/")
             series.setdefault(side, {})[mode] = blocks
         done.append(Timed((series,), (result.load,), result.reference))
-    # a mode that failed in a later worker keeps none of its blocks from the earlier ones
-    kept = [
-        replace(
-            t,
-            processes=tuple(
-                {
-                    side: {m: b for m, b in modes.items() if m in stages[side].prepared_modes}
-                    for side, modes in p.items()
-                }
-                for p in t.processes
-            ),
-        )
-        for t in done
-    ]
-    return Timed.across(kept, options.bootstrap_resamples)
+    return done
 
 
 def _blocks(result: TimingResult) -> ProcessBlocks:

@@ -45,9 +45,11 @@ def test_the_default_is_three_workers_and_the_environment_may_change_it(monkeypa
 
 
 def test_each_worker_gets_its_share_of_the_budget_and_all_its_rounds():
-    share = workers.worker_share(TimingSettings(min_time_s=1.5, max_time_s=60.0), 3)
+    timing = TimingSettings(min_time_s=1.5, max_time_s=60.0, min_blocks=15)
+    share = workers.worker_share(timing, 3, min_rounds=6)
     assert share.min_time_s == pytest.approx(0.5) and share.max_time_s == pytest.approx(20.0)
-    assert share.min_blocks == TimingSettings().min_blocks  # each process still needs its rounds
+    assert share.min_blocks == 6  # 15 / 3, raised to the rounds a process's own interval needs
+    assert workers.worker_share(timing, 2, min_rounds=6).min_blocks == 8
 
 
 def _reference(samples: tuple[float, ...], spent_s: float) -> MachineReference:
@@ -123,6 +125,7 @@ def test_the_parent_combines_the_workers_and_a_mode_failing_in_one_fails_in_all(
         ("eager", "script"),
     ]
     assert asked[0].timing.min_time_s == pytest.approx(1.0 / 3)  # its share
+    assert asked[0].timing.min_blocks == 6
     failed = stage.modes["compile"]
     assert failed.status == "failed" and failed.error == (
         "in timing worker 2 of 3, raised while timed: RuntimeError: out of memory"
@@ -188,8 +191,9 @@ def test_an_interrupt_kills_the_worker(monkeypatch):
 def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     tmp_path: Path, monkeypatch
 ):
-    """The worker's entry, in this process: the modes built again and timed by the one timer;
-    a mode it cannot build is a one-line failure, not a crash."""
+    """The worker's entry, in this process: a saved TorchScript module loaded (its output is
+    eager's), one whose file is gone built again, the others built again, all timed by the one
+    timer; a mode it cannot build is a one-line failure, not a crash."""
     import torch._functorch.config as functorch_config
 
     from profreport import timing_worker
@@ -200,7 +204,24 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     monkeypatch.setattr(
         functorch_config, "enable_autograd_cache", functorch_config.enable_autograd_cache
     )
-    model = workers.WorkerModel(stage="", spec="simple", batch_size=2, modes=("eager", "nope"))
+    from profreport.env import make_sync
+    from profreport.models import load_model
+    from profreport.modes import prepare_mode
+
+    simple = load_model("simple", torch.device("cpu"), torch.float32, 2)
+    with torch.no_grad():
+        scripted = prepare_mode(
+            "script", simple.module, simple.example_inputs, make_sync(torch.device("cpu"))
+        )
+    saved = workers.saved_torchscript({"script": scripted.fn, "eager": simple.module}, tmp_path, "")
+    assert list(saved) == ["script"]  # eager is no TorchScript module: built again
+    model = workers.WorkerModel(
+        stage="",
+        spec="simple",
+        batch_size=2,
+        modes=("eager", "script", "trace", "nope"),
+        saved={**saved, "trace": str(tmp_path / "gone.pt")},
+    )
     request = dataclasses.replace(
         _request(), models=(model,), threads=torch.get_num_threads(), resamples=100
     )
@@ -209,7 +230,13 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     assert timing_worker.main([str(asked), str(answer)]) == 0
     assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
     result = workers.WorkerResult.parse_file(answer)
-    assert list(result.blocks) == ["/eager"] and len(result.blocks["/eager"].samples) >= 3
+    assert list(result.blocks) == ["/eager", "/script", "/trace"]
+    assert len(result.blocks["/script"].samples) >= 3
+    assert result.built == {
+        "/eager": workers.BUILT,
+        "/script": workers.LOADED,
+        "/trace": workers.BUILT,
+    }
     assert result.failed["/nope"].startswith("failed to build again: unknown mode 'nope'")
     assert result.reference is not None and result.load is not None
 

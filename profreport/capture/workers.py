@@ -16,6 +16,7 @@ run's run.log while a command runs.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from profreport.files import dumps
 from profreport.record.model import MachineLoad, MachineReference, ProcessBlocks, TimingSettings
@@ -48,12 +49,16 @@ def default_workers() -> int:
     return int(given)
 
 
-def worker_share(timing: TimingSettings, workers: int) -> TimingSettings:
-    """One worker's timing budget: the run's measured time and overall limit split evenly, so K
-    workers measure as long as one process did; each still times `min_blocks` rounds (the rounds
-    a process's own ratios need)."""
+def worker_share(timing: TimingSettings, workers: int, min_rounds: int) -> TimingSettings:
+    """One worker's timing budget: the run's measured time, its rounds and its overall limit
+    split evenly, so K workers time about as long as one process did (a model whose call outlasts
+    a block is timed by its rounds: 15 rounds in each of 3 workers tripled its timing); each
+    still times at least `min_rounds`, the rounds a process's own paired interval needs."""
     return replace(
-        timing, min_time_s=timing.min_time_s / workers, max_time_s=timing.max_time_s / workers
+        timing,
+        min_time_s=timing.min_time_s / workers,
+        max_time_s=timing.max_time_s / workers,
+        min_blocks=max(min_rounds, math.ceil(timing.min_blocks / workers)),
     )
 
 
@@ -71,6 +76,8 @@ class WorkerModel(Section):
     batch_size: int | None = required(None, null=True)
     channels_last: bool = False
     modes: tuple[str, ...] = required(())
+    # mode -> its TorchScript module as the capture built it (torch.jit.save), to load
+    saved: Mapping[str, str] = required_factory(dict)
 
 
 @dataclass(frozen=True)
@@ -105,9 +112,33 @@ class WorkerResult(Section):
     schema: str = SCHEMA
     blocks: Mapping[str, ProcessBlocks] = required_factory(dict)
     failed: Mapping[str, str] = required_factory(dict)
+    # series -> how its mode was made: "saved TorchScript loaded" or "built again"
+    built: Mapping[str, str] = required_factory(dict)
     load: MachineLoad | None = required(None, null=True)
     reference: MachineReference | None = required(None, null=True)
     not_timed: str | None = omitted()
+
+
+LOADED, BUILT = "saved TorchScript loaded", "built again"
+
+
+def saved_torchscript(fns: Mapping[str, Any], folder: Path, stage: str) -> dict[str, str]:
+    """The modes whose callable is a TorchScript module (script, trace, optimize), saved in
+    `folder` for the workers to load: loading one takes a fraction of a second where tracing
+    again took 2-3 s a worker. One that cannot be saved is built again in each worker."""
+    import torch
+
+    saved = {}
+    for mode, fn in fns.items():
+        if not isinstance(fn, torch.jit.ScriptModule):
+            continue
+        path = folder / f"{stage or 'run'}-{mode}.pt"
+        try:
+            torch.jit.save(fn, str(path))
+        except Exception:  # not every module saves: the worker builds it again
+            continue
+        saved[mode] = str(path)
+    return saved
 
 
 def series_key(stage: str, mode: str) -> str:
