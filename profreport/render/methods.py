@@ -10,7 +10,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-from profreport.analysis.paired import MIN_ROUNDS
 from profreport.capture.workers import DEFAULT_WORKERS
 from profreport.record.model import ProfileSchedule, Settings, TimingSettings
 
@@ -56,8 +55,8 @@ def timing_scope(processes: int) -> str:
         f"The latency was timed in {processes} fresh worker processes, one after another, "
         "after the evidence was captured: each built the model again (same seed: the same "
         "weights and inputs) and the modes (from the compilers' caches), and timed them as "
-        f"above with 1/{processes} of the measured time, of the rounds (at least {MIN_ROUNDS}) "
-        "and of the budget; each speedup's "
+        f"above with 1/{processes} of the measured time, of the rounds (never fewer than its own "
+        "interval needs) and of the budget; each speedup's "
         f"interval covers the {processes} processes, as a rerun would see them."
     )
 
