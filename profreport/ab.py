@@ -1,8 +1,9 @@
-"""`profreport ab`: base and head in one process, their latency blocks interleaved.
+"""`profreport ab`: base and head profiled in one process, their latency blocks interleaved.
 
 Both models are built and profiled as `generate` does, each side into its own run folder inside
 the ab folder (`base/`, `head/`, checkpointed as generate's is), then timed together by the one
-driver (runner.profile_runs): each round runs every mode of both sides, modes in rotating order
+driver (runner.profile_runs), in each timing worker (capture/workers.py; base and head paired
+within a worker, the gate across the workers): each round runs every mode of both sides, modes in rotating order
 and, within a mode, base and head adjacent in alternating order (base first on even rounds).
 Block *i* of base and of head ran moments apart, so the gate compares them round by round
 (analysis/paired.py). Each side then finishes as an ordinary run, its evidence saved before any
@@ -78,6 +79,7 @@ class AbRequest:
     min_time_s: float = 1.0
     max_time_s: float = 120.0
     threads: int | None = None
+    workers: int | None = None  # timing processes (None: the default, runner.run_options)
     thresholds: Thresholds = field(default_factory=Thresholds)
     format: str = "md"
     workload: str = "prefill"  # decode: both sides' greedy decode step (profreport/decode.py)
@@ -102,7 +104,10 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
 
     try:
         options = run_options(
-            request.modes, min_time_s=request.min_time_s, max_time_s=request.max_time_s
+            request.modes,
+            min_time_s=request.min_time_s,
+            max_time_s=request.max_time_s,
+            workers=request.workers,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -145,7 +150,7 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
             request.thresholds,
             base_label=request.base,
             head_label=request.head,
-            paired_loads=(done.load,),  # one timing process: this one
+            paired_loads=done.loads,  # each timing process's
             allow_different_models=True,  # `ab` compares whatever two models it is given
         )
         content = get(COMPARISON, request.format).text(comparison)

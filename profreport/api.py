@@ -180,9 +180,11 @@ def profile(
     dtype in place (like `.to()`) and profiled in eval mode (its training flag is restored after).
     Traces go to `run_dir/tensorboard/<mode>/` (a new empty folder; default: a temporary one that
     `save()` moves from). options: active_steps, min_time_s, max_time_s, bootstrap_resamples,
-    time_latency (False: profile only, no latency timing). workload "decode": `model` is a
-    transformers causal LM and `example_inputs` its prompt's token ids; one greedy decode step
-    with its static KV cache is profiled (profreport/decode.py; ModelError: it cannot be).
+    time_latency (False: profile only, no latency timing), workers (accepted; a model passed as
+    an object has no spec a worker process could build again, so it is timed in this process).
+    workload "decode": `model` is a transformers causal LM and `example_inputs` its prompt's
+    token ids; one greedy decode step with its static KV cache is profiled (profreport/decode.py;
+    ModelError: it cannot be).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")

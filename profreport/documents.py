@@ -12,6 +12,7 @@ from pathlib import Path
 
 from profreport.analysis.comparison import Comparison
 from profreport.analysis.trace_document import AnalysisDocument
+from profreport.capture.workers import WorkerRequest, WorkerResult
 from profreport.record.expectation import Expectation
 from profreport.record.json_schema import schema_text
 from profreport.record.model import Run
@@ -29,6 +30,8 @@ DOCUMENTS: dict[str, type[Section]] = {
     "generate-request": GenerateRequest,  # a sweep point's request.json
     "generate-result": GenerateResult,  # a sweep point's result.json
     "expect": Expectation,  # a kernel budget: `generate --expect FILE`, the pytest fixture
+    "timing-worker-request": WorkerRequest,  # what a latency timing worker is asked
+    "timing-worker-result": WorkerResult,  # what it measured
 }
 
 

@@ -18,6 +18,7 @@ capture/, modes/ and analysis/, and what is left here is the order and the recor
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -38,7 +39,7 @@ from profreport.analysis.bytes_model import estimate
 from profreport.analysis.latency import latency_of
 from profreport.analysis.machine_reference import summarize_reference
 from profreport.analysis.output_check import compare_outputs
-from profreport.analysis.paired import wants_more_rounds
+from profreport.analysis.paired import MIN_ROUNDS, wants_more_rounds
 from profreport.analysis.speedups import paired_speedups
 from profreport.analysis.time_breakdown import step_walls_us
 from profreport.analysis.trace_compare import kernel_entry
@@ -123,6 +124,8 @@ class RunOptions:
     # False: no latency timing at all (each ok mode's `not_timed` says so); for checks that need
     # only counts and bytes, such as a kernel budget without a min_speedup
     time_latency: bool = True
+    # fresh processes the latency is timed in, one after another (capture/workers.py); 0: this one
+    workers: int = 0
 
 
 NOT_TIMED = "latency not timed: the run asked for counts and bytes only (time_latency=False)"
@@ -145,7 +148,7 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - start
 
 
-def _error_line(exc: BaseException) -> str:
+def mode_error_line(exc: BaseException) -> str:
     """`Type: message`, one line without tensor reprs. The TorchScript interpreter wraps the
     error it caught under a generic first line; the error and the operation it names are the
     useful part (script_errors.interpreter_failure_line). A ModeError's message is already the
@@ -260,7 +263,7 @@ def _ceilings(
         )
     except Exception as exc:  # e.g. out of memory for the copy: no roofline, nothing else lost
         interrupts.reraise_if_interrupted(exc, start)
-        return Ceilings(source="unavailable", reason=f"measuring failed: {_error_line(exc)}")
+        return Ceilings(source="unavailable", reason=f"measuring failed: {mode_error_line(exc)}")
 
 
 def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
@@ -296,13 +299,13 @@ def _mark_failed(
         try:
             step()
         except Exception as cleanup:  # recorded: a failed clean-up must not end the run
-            errors.append(_error_line(cleanup))
+            errors.append(mode_error_line(cleanup))
     error_full = full_error(exc)
     if errors:
         error_full += f"\n\nclean-up after the failure raised too: {'; '.join(errors)}"
     return entry.without("bytes").recast(
         FailedMode,
-        error=_error_line(exc),
+        error=mode_error_line(exc),
         error_full=error_full,
         traceback="".join(traceback.format_exception(exc, limit=8)),
     )
@@ -326,7 +329,7 @@ def _eager_reference(model: LoadedModel, sync: Callable[[], None]) -> _Reference
         sync()
     except (Exception, SystemExit) as exc:  # eager's own failure is recorded by its mode
         interrupts.reraise_if_interrupted(exc, start)
-        return _Reference(None, _error_line(exc))
+        return _Reference(None, mode_error_line(exc))
     call_s = time.perf_counter() - started
     cloned = tuple(t.detach().clone() for t in flat.tensors)
     return _Reference(FlatOutput(cloned, flat.container, flat.dropped, flat.plain), None, call_s)
@@ -370,15 +373,49 @@ class TimingPlan:
 ON_ITS_OWN = TimingPlan()  # one run: its modes, each judged against eager
 
 
+# one timing process's blocks: stage (a run's "", or an ab side) -> mode -> its blocks there
+ProcessSeries = Mapping[str, Mapping[str, ProcessBlocks]]
+
+
 @dataclass(frozen=True)
 class Timed:
-    """What the timing step measured: each stage's latency series by mode, the machine
-    reference timed in the same rounds and the machine's load meanwhile (`reference` None:
-    nothing was timed)."""
+    """What the timing step measured, in each timing process (this one, or the workers of
+    capture/workers.py): each stage's blocks by mode, and the machine's load over that process's
+    timing; the machine reference timed in the same rounds, across the processes (None: nothing
+    was timed)."""
 
-    series: Mapping[str, Mapping[str, TimingResult]] = field(default_factory=dict)
+    processes: tuple[ProcessSeries, ...] = ()
+    loads: tuple[MachineLoad | None, ...] = ()
     reference: MachineReference | None = None
-    load: MachineLoad | None = None
+
+    def stage(self, name: str) -> list[Mapping[str, ProcessBlocks]]:
+        """One stage's blocks by mode, in each timing process."""
+        return [p.get(name, {}) for p in self.processes]
+
+    @classmethod
+    def across(cls, processes: Sequence[Timed], resamples: int) -> Timed:
+        """Timings of one process each, as one: every process's blocks and load, and the machine
+        reference's parts across them (its first error where a process had none)."""
+        refs = [t.reference for t in processes if t.reference is not None]
+        if not refs:
+            return cls()
+        first = refs[0]
+        reference = MachineReference(method=first.method, parts={}).adding(error=first.error)
+        if all(r.parts for r in refs):
+            reference = summarize_reference(
+                {part: [r.parts[part].samples_ms for r in refs] for part in first.parts},
+                {part: p.work for part, p in first.parts.items()},
+                method=first.method,
+                share=first.share or 0.0,
+                spent_s=sum(r.spent_s or 0.0 for r in refs),
+                timing_s=sum(r.timing_s or 0.0 for r in refs),
+                resamples=resamples,
+            )
+        return cls(
+            tuple(p for t in processes for p in t.processes),
+            tuple(load for t in processes for load in t.loads),
+            reference,
+        )
 
 
 def _own_failure(exc: BaseException, start: int) -> None:
@@ -392,20 +429,138 @@ def _own_failure(exc: BaseException, start: int) -> None:
 
 def time_stages(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress) -> Timed:
     """The timing step: the prepared modes of every stage (a run's, or each side's of
-    `profreport ab`, its series then named `side/mode`) timed in shared rounds within the
-    options' budget; returns each stage's latency series (runner.profile_runs stores them). A
-    mode that raises is marked failed on its stage (`TimingStage.mark_failed`) and the others
-    are timed again without it, in what is left of the `max_time_s` budget; a stage that cannot
-    be timed says why (`TimingStage.not_timed`). A timer of another kind (in worker processes,
-    say) takes the same stages, plan and progress and returns the same `Timed`."""
+    `profreport ab`) timed in shared rounds, in `options.workers` fresh worker processes one
+    after another (capture/workers.py; a model passed as an object, which no worker can build
+    again, or `workers=0`: in this process, `time_here`); returns each stage's blocks in each
+    process (runner.profile_runs stores them). A mode that fails is marked failed on its stage
+    (`TimingStage.mark_failed`); a stage that cannot be timed says why
+    (`TimingStage.not_timed`)."""
     setup = next(iter(stages.values())).setup
-    options, device = setup.options, setup.device
-    if not options.time_latency:
+    if not setup.options.time_latency:
         for stage in stages.values():
             stage.not_timed(NOT_TIMED)
         return Timed()
     if not any(stage.prepared_modes for stage in stages.values()):
         return Timed()
+    if setup.options.workers and all(s.setup.model.spec for s in stages.values()):
+        return _time_in_workers(stages, plan, progress)
+    return time_here(stages, plan, progress)
+
+
+def _time_in_workers(
+    stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress
+) -> Timed:
+    """The stages' prepared modes timed in `options.workers` fresh processes, one after another
+    (capture/workers.py), each with its share of the budget and the TorchScript modules the
+    capture built, saved for them to load. A mode that fails in a worker is
+    that mode's failure (one line), and later workers leave it out; a worker that crashes is
+    WorkerFailed (a bug: the evidence is saved already)."""
+    from profreport.capture import workers
+
+    setup = next(iter(stages.values())).setup
+    options, device = setup.options, setup.device
+    k = options.workers
+    timing = workers.worker_share(device_timing(options.timing, device.type), k, MIN_ROUNDS)
+    with tempfile.TemporaryDirectory(prefix="profreport-torchscript-") as folder:
+        saved = {
+            name: workers.saved_torchscript(
+                {m: p.fn for m, p in s.prepared_modes.items()}, Path(folder), name
+            )
+            for name, s in stages.items()
+        }
+        done = _run_workers(stages, plan, progress, timing, saved)
+    # a mode that failed in a later worker keeps none of its blocks from the earlier ones
+    kept = [
+        replace(
+            t,
+            processes=tuple(
+                {
+                    side: {m: b for m, b in modes.items() if m in stages[side].prepared_modes}
+                    for side, modes in p.items()
+                }
+                for p in t.processes
+            ),
+        )
+        for t in done
+    ]
+    return Timed.across(kept, options.bootstrap_resamples)
+
+
+def _run_workers(
+    stages: Mapping[str, TimingStage],
+    plan: TimingPlan,
+    progress: Progress,
+    timing: TimingSettings,
+    saved: Mapping[str, Mapping[str, str]],
+) -> list[Timed]:
+    """Each worker's timing, one after another (see _time_in_workers)."""
+    from profreport.capture import workers
+
+    setup = next(iter(stages.values())).setup
+    options, device = setup.options, setup.device
+    k = options.workers
+    done: list[Timed] = []
+    for i in range(k):
+        asked = tuple(
+            workers.WorkerModel(
+                stage=name,
+                spec=s.setup.model.spec or "",
+                batch_size=s.setup.model.batch_size,
+                channels_last=s.setup.model.memory_format == "channels_last",
+                workload="prefill" if s.setup.model.decode is None else "decode",
+                modes=tuple(s.prepared_modes),
+                saved={m: f for m, f in saved[name].items() if m in s.prepared_modes},
+            )
+            for name, s in stages.items()
+            if s.prepared_modes
+        )
+        if not asked:
+            break
+        n = sum(len(m.modes) for m in asked)
+        progress(f"timing {n} {plan.series} interleaved in worker {i + 1} of {k} (a fresh process)")
+        request = workers.WorkerRequest(
+            models=asked,
+            device=str(device),
+            dtype=setup.dtype,
+            threads=torch.get_num_threads(),
+            timing=timing,
+            resamples=options.bootstrap_resamples,
+            order=plan.order_name,
+        )
+        result = workers.run_worker(request, f"worker {i + 1} of {k}")
+        for key, error in result.failed.items():
+            side, _, mode = key.rpartition("/")
+            line = f"in timing worker {i + 1} of {k}, {error}"
+            stages[side].mark_failed(mode, ModeError(line), device)
+        if result.not_timed is not None:  # a lost CUDA context: no more workers
+            if not done:
+                for stage in stages.values():
+                    stage.not_timed(result.not_timed)
+            break
+        series: dict[str, dict[str, ProcessBlocks]] = {}
+        for key, blocks in result.blocks.items():
+            side, _, mode = key.rpartition("/")
+            series.setdefault(side, {})[mode] = blocks
+        done.append(Timed((series,), (result.load,), result.reference))
+    return done
+
+
+def _blocks(result: TimingResult) -> ProcessBlocks:
+    return ProcessBlocks(
+        samples=tuple(result.samples_ms),
+        warmup_samples=tuple(result.warmup_ms) or None,
+        calls_per_block=result.calls_per_block,
+    )
+
+
+def time_here(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress) -> Timed:
+    """The prepared modes of every stage (a run's, or each side's of `profreport ab`, its
+    series then named `side/mode`) timed in shared rounds in this process, within the options'
+    budget (capture/timing.measure_latency: the one timer, which each worker runs too). A mode
+    that raises is marked failed on its stage and the others are timed again without it, in
+    what is left of the `max_time_s` budget."""
+    setup = next(iter(stages.values())).setup
+    options, device = setup.options, setup.device
     start = interrupts.mark()
     deadline = time.perf_counter() + options.timing.max_time_s
     # one machine reference for all stages: they are timed in the same rounds
@@ -453,11 +608,11 @@ def time_stages(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: P
                 side, _, mode = failure.mode.rpartition("/")
                 stages[side].mark_failed(mode, failure.error, device)
             continue
-        series: dict[str, dict[str, TimingResult]] = {side: {} for side in stages}
+        series: dict[str, dict[str, ProcessBlocks]] = {side: {} for side in stages}
         for key, result in timings.items():
             side, _, mode = key.rpartition("/")
-            series[side][mode] = result
-        return Timed(series, reference.record(), watched.load)
+            series[side][mode] = _blocks(result)
+        return Timed((series,), (watched.load,), reference.record())
 
 
 class ReferenceRun:
@@ -560,23 +715,18 @@ class TimingStage:
         for name in self.prepared_modes:
             self.modes[name] = self.modes[name].adding(not_timed=reason)
 
-    def store(self, timings: Mapping[str, TimingResult], timed: Timed) -> None:
+    def store(self, processes: Sequence[Mapping[str, ProcessBlocks]], timed: Timed) -> None:
         """What the timing step measured (nothing when it timed nothing): each mode's
-        `latency_ms` and paired `speedup_vs_eager`, the run's `timing_noise` and machine
-        reference, from one timing process (this one): its speedups say they cover one
-        process."""
+        `latency_ms` (its blocks in each timing process) and paired `speedup_vs_eager` (across
+        the processes: analysis/speedups.py), the run's `timing_noise` and machine reference."""
         if timed.reference is None:
             return
-        for name, res in timings.items():
-            blocks = ProcessBlocks(
-                samples=tuple(res.samples_ms),
-                warmup_samples=tuple(res.warmup_ms) or None,
-                calls_per_block=res.calls_per_block,
-            )
-            stats = dataclasses.replace(latency_of([blocks]), threads=torch.get_num_threads())
+        for name in dict.fromkeys(n for p in processes for n in p):
+            stats = latency_of([p[name] for p in processes if name in p])
+            stats = dataclasses.replace(stats, threads=torch.get_num_threads())
             self.modes[name] = self.modes[name].adding(latency_ms=stats)
-        samples: dict[str, Sequence[float]] = {n: r.samples_ms for n, r in timings.items()}
-        speedups, self.timing_noise = paired_speedups([samples], [timed.load])
+        samples = [{n: b.samples for n, b in p.items()} for p in processes]
+        speedups, self.timing_noise = paired_speedups(samples, timed.loads)
         for name, speedup in speedups.items():
             self.modes[name] = self.modes[name].adding(speedup_vs_eager=speedup)
         self.machine_reference = timed.reference
@@ -625,6 +775,10 @@ class RunCollector:
                 profile_schedule=options.profile,
                 timing=device_timing(options.timing, device.type) if options.time_latency else None,
                 bootstrap_resamples=options.bootstrap_resamples,
+            ).adding(
+                timing_processes=options.workers
+                if options.time_latency and options.workers and model.spec
+                else None
             ),
             kernel_definition=KernelDefinition(
                 name="device" if cuda else "cpu",

@@ -48,7 +48,7 @@ from profreport.files import (
     run_folder_name,
     write_tensorboard_summary,
 )
-from profreport.record.section import Section, required
+from profreport.record.section import Section, omitted, required
 from profreport.text import Notice, Progress, error_line
 
 # Only what a command's edge needs is imported here, so that `generate --help` and a sweep's
@@ -87,10 +87,14 @@ def run_options(
     measure_bytes: bool = False,
     remeasure_ceilings: bool = False,
     time_latency: bool = True,
+    workers: int | None = None,
 ) -> RunOptions:
     """Options of one run; ValueError on an unknown mode or a schedule too short.
     `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
-    a check that needs only the profiled counts and bytes (the kernel-budget fixture)."""
+    a check that needs only the profiled counts and bytes (the kernel-budget fixture).
+    `workers`: the fresh processes the latency is timed in (capture/workers.py; None: the
+    default, PROFREPORT_WORKERS or 3; 0: this process)."""
+    from profreport.capture.workers import default_workers
     from profreport.modes import default_modes, mode_names
     from profreport.pipeline import RunOptions
     from profreport.record.model import ProfileSchedule, TimingSettings
@@ -108,6 +112,9 @@ def run_options(
         raise ValueError("active_steps must be at least 3")
     if not (min_time_s > 0 and max_time_s > 0):
         raise ValueError("min_time_s and max_time_s must be positive")
+    workers = default_workers() if workers is None else workers
+    if workers < 0:
+        raise ValueError(f"workers must be 0 or more, not {workers}")
     return RunOptions(
         modes=chosen,
         profile=ProfileSchedule(wait=1, warmup=1, active=active_steps),
@@ -116,6 +123,7 @@ def run_options(
         measure_bytes=measure_bytes,
         remeasure_ceilings=remeasure_ceilings,
         time_latency=time_latency,
+        workers=workers,
     )
 
 
@@ -123,10 +131,10 @@ def run_options(
 class Profiled:
     """What `profile_runs` made: each side's run with today's findings (and the timeline its
     reports link), each side's kernel-budget check where one was asked for, and the machine's
-    load over the shared timing (None: nothing was timed)."""
+    load over the shared timing in each timing process (none: nothing was timed)."""
 
     runs: dict[str, Run]
-    load: MachineLoad | None = None
+    loads: tuple[MachineLoad | None, ...] = ()
     budgets: dict[str, BudgetCheck] = field(default_factory=dict)
 
 
@@ -167,7 +175,7 @@ def profile_runs(
         timing.enter_context(torch.no_grad())
         timed = pipeline.time_stages(stages, plan, progress)
         for side, stage in stages.items():
-            stage.store(timed.series.get(side, {}), timed)
+            stage.store(timed.stage(side), timed)
     evidence = {}
     for side, collector in collectors.items():
         ab = None
@@ -175,7 +183,7 @@ def profile_runs(
             ab = AbSide(side=cast("Literal['base', 'head']", side), order=plan.order_name)
         evidence[side] = collector.finish(ab)
         save_evidence(evidence[side], setups[side].folder)
-    done = Profiled({}, timed.load)
+    done = Profiled({}, timed.loads)
     for side, run in evidence.items():
         setup = setups[side]
         again = pipeline.ceilings_again(setup.device, setup.dtype)
@@ -410,6 +418,7 @@ class GenerateRequest(Section):
     measure_bytes: bool = False
     remeasure_ceilings: bool = False
     strict: bool = False
+    workers: int | None = omitted()  # timing processes (None: the default, runner.run_options)
 
     def options(self, device_type: str = "cpu") -> RunOptions:
         """How the run goes (UsageError: a mode unknown, a schedule too short). Decode's default
@@ -427,6 +436,7 @@ class GenerateRequest(Section):
                 max_time_s=self.max_time_s,
                 measure_bytes=self.measure_bytes,
                 remeasure_ceilings=self.remeasure_ceilings,
+                workers=self.workers,
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -17,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 # Keep the suite's torch runs small and deterministic in thread count.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# Latency is timed in this process unless a test asks for workers (tests/test_workers.py does):
+# three fresh processes per run would triple the suite's timing.
+os.environ.setdefault("PROFREPORT_WORKERS", "0")
 # The measured ceilings (capture/ceilings.py) are cached per machine: the suite uses a cache of
 # its own, so it measures once per session and never touches the user's ~/.cache.
 _CEILINGS_CACHE = tempfile.mkdtemp(prefix="profreport-test-ceilings-")

@@ -149,7 +149,7 @@ def test_a_run_without_latency_timing_never_times_and_says_why(monkeypatch):
     stage = pipeline.TimingStage(dict(modes), dict.fromkeys(modes), lambda: None, setup(options))
     timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
     assert {m.not_timed for m in stage.modes.values()} == {pipeline.NOT_TIMED}
-    assert timed.reference is None and not timed.series
+    assert timed.reference is None and not timed.processes
     assert run_options(["eager"]).time_latency  # timed unless asked
 
 

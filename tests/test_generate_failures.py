@@ -367,7 +367,7 @@ def test_a_mode_failing_while_timed_is_recorded_and_the_rest_timed():
     )
     stage = pipeline.TimingStage(modes, prepared, lambda: None, setup(options, (torch.ones(2),)))
     timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
-    stage.store(timed.series[""], timed)
+    stage.store(timed.stage(""), timed)
     trace = stage.modes["trace"]
     assert trace.status == "failed"
     assert trace.error == "RuntimeError: out of memory"

@@ -12,7 +12,7 @@ from torch import nn
 
 from profreport.capture import opio
 from profreport.modes import prepare_mode
-from profreport.pipeline import _error_line
+from profreport.pipeline import mode_error_line
 from profreport.script_errors import interpreter_failure_line
 
 HERE = __file__
@@ -55,7 +55,7 @@ def test_a_scripted_operation_is_named_with_the_error_it_raised():
     exc = _raised(torch.jit.script(ViewThreeBySeven()), torch.randn(4, 4))
     assert str(exc).startswith("The following operation failed in the TorchScript interpreter")
     line = _line_of(ViewThreeBySeven, "x.view(3, 7)")
-    assert _error_line(exc) == (
+    assert mode_error_line(exc) == (
         "RuntimeError: shape '[3, 7]' is invalid for input of size 16 "
         f"(in the TorchScript interpreter: x.view at {HERE}:{line} in forward)"
     )
@@ -67,7 +67,7 @@ def test_a_traced_operation_is_named_by_its_source_line():
         traced = torch.jit.trace(ViewByBatch(), (torch.randn(4, 6),))
     exc = _raised(traced, torch.randn(5, 7))
     line = _line_of(ViewByBatch, "x.view(x.shape[0] * 2")
-    assert _error_line(exc) == (
+    assert mode_error_line(exc) == (
         "RuntimeError: shape '[10, -1, 3]' is invalid for input of size 35 (in the TorchScript "
         f"interpreter: return x.view(x.shape[0] * 2, -1, 3) at {HERE}:{line} in forward)"
     )
@@ -76,7 +76,7 @@ def test_a_traced_operation_is_named_by_its_source_line():
 def test_the_models_own_exception_keeps_its_type_and_gets_its_place():
     exc = _raised(torch.jit.script(RaisesItself()), torch.randn(2, 2))
     line = _line_of(RaisesItself, "raise ValueError")
-    assert _error_line(exc) == (
+    assert mode_error_line(exc) == (
         f"ValueError: expected 3 rows (in the TorchScript interpreter: {HERE}:{line} in forward)"
     )
 
@@ -97,7 +97,7 @@ def test_a_dropped_message_is_said_to_be_missing():
 
 def test_other_messages_are_left_alone():
     assert interpreter_failure_line("RuntimeError: shape mismatch") is None
-    assert _error_line(RuntimeError("shape mismatch\nmore")) == "RuntimeError: shape mismatch"
+    assert mode_error_line(RuntimeError("shape mismatch\nmore")) == "RuntimeError: shape mismatch"
 
 
 def test_a_long_message_is_cut_before_the_place():
@@ -146,7 +146,7 @@ def test_swin_under_optimize_records_its_bytes(monkeypatch):
         monkeypatch.setattr(opio, "_overload_taking_numbers", lambda func, args: func)
         with pytest.raises(opio.TensorIOFailed) as failed:
             opio.record_tensor_io(prepared.fn, (image,), lambda: None)
-    assert _error_line(failed.value).startswith(
+    assert mode_error_line(failed.value).startswith(
         "TensorIOFailed: aten.remainder.Tensor raised RuntimeError: aten::remainder() Expected a "
         "value of type 'Tensor' for argument 'other' but instead found type 'int'."
     )

@@ -262,16 +262,22 @@ def test_a_latency_keeps_each_process_and_one_process_stays_as_today():
 
 def test_generate_today_stores_one_process_and_says_so():
     """The pipeline's timing stage (one process: this one) through the workers' interface."""
-    from profreport.capture.timing import TimingResult
     from profreport.pipeline import Timed, TimingStage
-    from profreport.record.model import MachineReference
+    from profreport.record.model import MachineReference, ProcessBlocks
 
     modes = {"eager": OkMode(), "compile": OkMode()}
     stage = TimingStage(modes=modes, prepared_modes={}, sync=print, setup=setup())
-    eager = TimingResult(2, [10.0 + 0.01 * (i % 3) for i in range(15)])
-    compile_ = TimingResult(3, [5.0 + 0.01 * (i % 4) for i in range(15)], warmup_ms=[9.0])
+    eager = ProcessBlocks(
+        samples=tuple(10.0 + 0.01 * (i % 3) for i in range(15)), calls_per_block=2
+    )
+    compile_ = ProcessBlocks(
+        samples=tuple(5.0 + 0.01 * (i % 4) for i in range(15)),
+        warmup_samples=(9.0,),
+        calls_per_block=3,
+    )
     reference = MachineReference(method="timed with the modes", parts={})
-    stage.store({"eager": eager, "compile": compile_}, Timed(reference=reference, load=QUIET))
+    series = {"eager": eager, "compile": compile_}
+    stage.store([series], Timed(({"": series},), (QUIET,), reference))
     assert stage.machine_reference is reference
     sp = stage.modes["compile"].speedup_vs_eager
     assert sp.processes == 1 and sp.per_process is None and sp.to_json()["processes"] == 1

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from profreport.cli.common import (
     add_gate_arguments,
+    add_workers_argument,
     findings_error,
     gate_exit,
     positive_float,
@@ -39,6 +40,7 @@ def add_arguments(ab: argparse.ArgumentParser) -> None:
         default="prefill",
         help="prefill (default) or decode: each side's greedy decode step (causal LMs)",
     )
+    add_workers_argument(ab)
     ab.add_argument("--quiet", action="store_true", help="no progress output")
     add_gate_arguments(
         ab, "gate: head/base paired per-round ratio above 1 + PCT%% and its 95%% CI above 1"
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         min_time_s=args.min_time,
         max_time_s=args.max_time,
         threads=args.threads,
+        workers=args.workers,
         thresholds=thresholds(args),
         format=args.format,
         workload=args.workload,

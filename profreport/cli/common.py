@@ -77,6 +77,19 @@ def regular_expression(text: str) -> str:
     return text
 
 
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """--workers, for the commands that time latency (generate, ab)."""
+    parser.add_argument(
+        "--workers",
+        type=non_negative_int,
+        default=None,
+        metavar="K",
+        help="fresh processes the latency is timed in, one after another, the budget split "
+        "among them (default 3, or PROFREPORT_WORKERS; 0: in this process): the interval "
+        "then covers what a rerun sees",
+    )
+
+
 def add_gate_arguments(parser: argparse.ArgumentParser, latency_help: str) -> None:
     """The regression gates `compare` and `ab` share (read back with `thresholds`)."""
     gates: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (

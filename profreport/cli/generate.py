@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO, cast
 
 from profreport.cli.common import (
+    add_workers_argument,
     findings_error,
     known_modes,
     positive_float,
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="latency timing budget, seconds (bounds the timing rounds only)",
     )
     parser.add_argument("--threads", type=positive_int, default=None, help="torch intra-op threads")
+    add_workers_argument(parser)
     parser.add_argument(
         "--measure-bytes",
         action="store_true",
@@ -308,6 +310,7 @@ def _generate(
         measure_bytes=args.measure_bytes,
         remeasure_ceilings=args.remeasure_ceilings,
         strict=args.strict,
+        workers=args.workers,
     )
     generated = generate(
         request, terminal(args, err), now=datetime.now(timezone.utc), expect=budget

@@ -34,8 +34,12 @@ from profreport.record.model import (
 )
 
 # Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
-# appear in the profiler, and no FX-graph cache hit skips code generation and its metrics.
-_CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+# appear in the profiler, and (CODE_CACHES) no FX-graph cache hit skips code generation and its
+# metrics.
+_CAPTURE_CONFIG = {"cpp.enable_kernel_profile": True}
+# The compilers' caches of generated code while a mode builds: off where the evidence is captured;
+# a timing worker (profreport/timing_worker.py) turns them on (use_code_caches).
+CODE_CACHES = {"fx_graph_cache": False}
 _BUILDS = itertools.count(1)  # each build's torch.compile name: profreport:<mode>#<n>
 
 
@@ -67,7 +71,7 @@ class CompileMode(Mode):
         counters.clear()  # a second compile mode would count both
         metrics.reset()
         handler = InductorNodeCapture()
-        config = {**_CAPTURE_CONFIG, **self.inductor_options}
+        config = {**_CAPTURE_CONFIG, **CODE_CACHES, **self.inductor_options}
         name = f"profreport:{self.name}#{next(_BUILDS)}"  # never equal to another build's
         with inductor_config.patch(config):
             compiled: Callable[..., Any] = torch.compile(module, name=name, **self.compile_kwargs)
@@ -153,6 +157,17 @@ class CudaGraphsMode(CompileMode):
 
     def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return f"{super().fusion_evidence(mode, run)}; {cuda_graph_evidence(mode)}"
+
+
+def use_code_caches() -> None:
+    """Builds in this process may load generated code from the caches: Inductor's FX-graph cache
+    and AOTAutograd's. For a timing worker, which needs the modes' code, not the evidence of
+    generating it: the first worker of a run fills the caches (the C++ kernels the capture
+    compiled are on disk already), the later ones load from them."""
+    import torch._functorch.config as functorch_config
+
+    CODE_CACHES["fx_graph_cache"] = True
+    functorch_config.enable_autograd_cache = True
 
 
 def reset_compiler_caches() -> None:

@@ -25,19 +25,20 @@ from profreport.files import library_writes
 from profreport.format import fmt_bytes
 from profreport.modes.base import WARMUP_CALLS, ModeError, PreparedMode, Sync, warm_up
 from profreport.modes.capture_errors import failure_line, model_files
-from profreport.modes.compile import CompileMode
+from profreport.modes.compile import CODE_CACHES, CompileMode
 from profreport.record.model import CompilerEvidence, OkMode, Run
 
 
 def aoti_capture_config(device_type: str) -> dict[str, Any]:
     """The package's build settings on `device_type`: no FX-graph cache hit that would skip code
-    generation (and with it the scheduler's metrics record). On CPU the C++ wrapper must record
+    generation (and with it the scheduler's metrics record), except in a timing worker
+    (compile.CODE_CACHES). On CPU the C++ wrapper must record
     its kernels for the profiler (`cpp.enable_kernel_profile`); on CUDA the profiler records the
     kernels themselves (CUPTI), and that setting switches the GPU wrapper onto a separate path
     that wraps every Triton launch in a record function, so it stays off there. (On an H200 with
     torch 2.11, generate with export died of SIGSEGV with it on; that it is the cause is not
     confirmed on a GPU yet.)"""
-    return {"fx_graph_cache": False, "cpp.enable_kernel_profile": device_type == "cpu"}
+    return {**CODE_CACHES, "cpp.enable_kernel_profile": device_type == "cpu"}
 
 
 def export_failure_line(exc: BaseException, files: Collection[str] = ()) -> str:

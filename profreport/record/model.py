@@ -304,6 +304,8 @@ class Settings(Section):
     profile_schedule: ProfileSchedule | None = None
     timing: TimingSettings | None = None
     bootstrap_resamples: int | None = None  # for intervals that are bootstrapped
+    # absent: timed in the capturing process (workers=0, a model object, an older record)
+    timing_processes: int | None = omitted()  # fresh worker processes the latency was timed in
 
 
 @dataclass(frozen=True)

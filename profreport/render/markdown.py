@@ -332,7 +332,8 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
         "output vs eager: measured on the example inputs, max abs err and norm-wise rel err "
         "against torch.testing's tolerances for the dtype; latency floor: each kernel at its "
         "measured ceiling (modeled bytes / bandwidth or FLOPs / matmul rate); peak memory: one "
-        "call, compression = eager peak / mode peak.",
+        "call, compression = eager peak / mode peak."
+        + (f" {view['method']['timed_in']}" if view["method"]["timed_in"] else ""),
     ]
     blocks.append(folded("Method", [*flattened, "", *method] if flattened else method))
     return blocks

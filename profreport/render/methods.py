@@ -12,6 +12,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from profreport.capture.workers import DEFAULT_WORKERS
 from profreport.record.model import ProfileSchedule, Settings, TimingSettings
 
 METHODS_FILE = Path(__file__).with_name("methods.md")
@@ -43,7 +44,23 @@ def method_values(settings: Settings, definition: str) -> dict[str, object]:
         "min_time_s": timing.min_time_s,
         "resamples": 2000 if settings.bootstrap_resamples is None else settings.bootstrap_resamples,
         "jit_calls": JIT_WARMUP_CALLS,
+        "timed_in": f" {timing_scope(settings.timing_processes)}"
+        if settings.timing_processes
+        else "",
     }
+
+
+def timing_scope(processes: int) -> str:
+    """What the latency of a run timed in `processes` worker processes covers: the latency
+    paragraph's last sentence, and the summary's."""
+    return (
+        f"The latency was timed in {processes} fresh worker processes, one after another, "
+        "after the evidence was captured: each built the model again (same seed: the same "
+        "weights and inputs) and the modes (from the compilers' caches), and timed them as "
+        f"above with 1/{processes} of the measured time, of the rounds (never fewer than its own "
+        "interval needs) and of the budget; each speedup's "
+        f"interval covers the {processes} processes, as a rerun would see them."
+    )
 
 
 def method_paragraphs(values: dict[str, object]) -> dict[str, str]:
@@ -63,7 +80,8 @@ IN_DEPTH = "\n## In depth\n"  # where docs/metrics.md's own text starts
 def docs_page(page: str) -> str:
     """docs/metrics.md (`page`, as it is) with today's method text: the source with the default
     settings filled in and its notes removed, then the page's own *In depth* section."""
-    paragraphs = method_paragraphs(method_values(Settings(), DOCS_DEFINITION))
+    settings = Settings().adding(timing_processes=DEFAULT_WORKERS)
+    paragraphs = method_paragraphs(method_values(settings, DOCS_DEFINITION))
     text = METHODS_FILE.read_text(encoding="utf-8")
     text = _BLOCK.sub(lambda m: paragraphs[m.group(1)] + "\n", text)
     header = (

@@ -396,6 +396,7 @@ def _method(run: Run) -> dict[str, str]:
         **method_paragraphs(values),
         "noise": noise_text(run.timing_noise),
         "peak_memory": peak_method(run),
+        "timed_in": str(values["timed_in"]).strip(),
     }
 
 

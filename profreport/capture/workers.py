@@ -1,0 +1,178 @@
+"""Latency timed in fresh worker processes: what one is asked (a typed request file), what it
+hands back (a typed result file), and running one.
+
+One process's memory layout, thread placement and cache state is one sample of what a rerun
+sees (issue 48: the same code's paired speedup read 0.877 in one process and 0.99-1.01 in four
+others, each "conclusive"). So after the evidence is captured, the timing runs in K fresh
+processes (`python -m profreport.timing_worker REQUEST RESULT`), one after another, never at
+once (they would time each other). Each rebuilds the model from its spec (load_model seeds the
+weights and inputs, so they are the run's), builds the modes the capture built (from the
+compilers' caches: modes/compile.use_code_caches) and times them with the one timer
+(pipeline.time_here, capture/timing.measure_latency), interleaved and paired as in one process.
+The parent combines their blocks (pipeline.Timed.across); the statistics across processes are
+analysis/speedups.py's. A worker's output (stdout, stderr) goes where the parent's goes: the
+run's run.log while a command runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from profreport.files import dumps
+from profreport.record.model import MachineLoad, MachineReference, ProcessBlocks, TimingSettings
+from profreport.record.section import Section, omitted, required, required_factory
+
+WORKER_MODULE = "profreport.timing_worker"
+# Three processes by default: the fewest whose spread says anything (the interval is Student's t
+# with K - 1 degrees of freedom: 4.30 at K = 3, 12.7 at K = 2). Its cost is each worker's start
+# (torch, Dynamo and Inductor imported, the modes built): generate --model simple took 1.83x the
+# wall time of --workers 0 (74.5 s against 40.7 s, medians of 2 interleaved runs each, on a 2-core
+# CPU that other jobs kept 100% busy; bench/latency_workers.py), while the workers' timing itself
+# summed to about the one process's. PROFREPORT_WORKERS sets the default.
+DEFAULT_WORKERS = 3
+WORKERS_ENV = "PROFREPORT_WORKERS"
+
+
+def default_workers() -> int:
+    """PROFREPORT_WORKERS when set (a whole number, 0 or more), else DEFAULT_WORKERS."""
+    given = os.environ.get(WORKERS_ENV, "").strip()
+    if not given:
+        return DEFAULT_WORKERS
+    if not given.isdigit():
+        raise ValueError(f"{WORKERS_ENV}={given!r}: expected a whole number, 0 or more")
+    return int(given)
+
+
+def worker_share(timing: TimingSettings, workers: int, min_rounds: int) -> TimingSettings:
+    """One worker's timing budget: the run's measured time, its rounds and its overall limit
+    split evenly, so K workers time about as long as one process did (a model whose call outlasts
+    a block is timed by its rounds: 15 rounds in each of 3 workers tripled its timing); each
+    still times at least `min_rounds`, the rounds a process's own paired interval needs."""
+    return replace(
+        timing,
+        min_time_s=timing.min_time_s / workers,
+        max_time_s=timing.max_time_s / workers,
+        min_blocks=max(min_rounds, math.ceil(timing.min_blocks / workers)),
+    )
+
+
+class WorkerFailed(RuntimeError):
+    """A timing worker ended without its result (a crash, a bug): the run's bug, exit 3."""
+
+
+@dataclass(frozen=True)
+class WorkerModel(Section):
+    """One stage's model as a worker builds it again (models.load_model's arguments), and the
+    modes it times (those the capture built, in its order)."""
+
+    stage: str = required("")  # "" for a run, base or head for `profreport ab`
+    spec: str = required("")
+    batch_size: int | None = required(None, null=True)
+    channels_last: bool = False
+    workload: str = "prefill"  # "decode": the causal LM's greedy decode step (profreport/decode.py)
+    modes: tuple[str, ...] = required(())
+    # mode -> its TorchScript module as the capture built it (torch.jit.save), to load
+    saved: Mapping[str, str] = required_factory(dict)
+
+
+@dataclass(frozen=True)
+class WorkerRequest(Section):
+    """What one timing worker is asked: the models, where and how they run, its timing budget,
+    and the order of a round (`order`: the run's TimingPlan.order_name; None: each run's modes
+    rotated, judged against eager)."""
+
+    SCHEMA: ClassVar[str] = "profreport.timing-worker-request/1"
+    NOUN: ClassVar[str] = "timing worker request"
+
+    schema: str = SCHEMA
+    models: tuple[WorkerModel, ...] = required(())
+    device: str = required("cpu")
+    dtype: str = required("float32")
+    threads: int = required(1)
+    timing: TimingSettings = required(TimingSettings())
+    resamples: int = 2000
+    order: str | None = required(None, null=True)
+
+
+@dataclass(frozen=True)
+class WorkerResult(Section):
+    """What one timing worker measured: each series' blocks (`stage/mode`), the machine's load
+    over its timing and the machine reference timed with them; the modes that failed in it (one
+    line each: failed to build again, or raised while timed), and why nothing could be timed
+    (`not_timed`, a lost CUDA context)."""
+
+    SCHEMA: ClassVar[str] = "profreport.timing-worker-result/1"
+    NOUN: ClassVar[str] = "timing worker result"
+
+    schema: str = SCHEMA
+    blocks: Mapping[str, ProcessBlocks] = required_factory(dict)
+    failed: Mapping[str, str] = required_factory(dict)
+    # series -> how its mode was made: "saved TorchScript loaded" or "built again"
+    built: Mapping[str, str] = required_factory(dict)
+    load: MachineLoad | None = required(None, null=True)
+    reference: MachineReference | None = required(None, null=True)
+    not_timed: str | None = omitted()
+
+
+LOADED, BUILT = "saved TorchScript loaded", "built again"
+
+
+def saved_torchscript(fns: Mapping[str, Any], folder: Path, stage: str) -> dict[str, str]:
+    """The modes whose callable is a TorchScript module (script, trace, optimize), saved in
+    `folder` for the workers to load: loading one takes a fraction of a second where tracing
+    again took 2-3 s a worker. One that cannot be saved is built again in each worker."""
+    import torch
+
+    saved = {}
+    for mode, fn in fns.items():
+        if not isinstance(fn, torch.jit.ScriptModule):
+            continue
+        path = folder / f"{stage or 'run'}-{mode}.pt"
+        try:
+            torch.jit.save(fn, str(path))
+        except Exception:  # not every module saves: the worker builds it again
+            continue
+        saved[mode] = str(path)
+    return saved
+
+
+def series_key(stage: str, mode: str) -> str:
+    return f"{stage}/{mode}"
+
+
+def worker_command(request: Path, result: Path) -> list[str]:
+    return [sys.executable, "-m", WORKER_MODULE, str(request), str(result)]
+
+
+def run_worker(request: WorkerRequest, name: str) -> WorkerResult:
+    """Run one timing worker on `request` and read its result (`name`, "worker 2 of 3", says
+    which in a failure). It inherits this process's stdout and stderr (the run's run.log while a
+    command runs). Interrupted (Ctrl-C), the worker is killed before the interrupt goes on;
+    a worker that ends without a valid result is WorkerFailed."""
+    with tempfile.TemporaryDirectory(prefix="profreport-worker-") as folder:
+        asked, answer = Path(folder) / "request.json", Path(folder) / "result.json"
+        asked.write_text(dumps(request.to_json()), encoding="utf-8")
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        worker = subprocess.Popen(
+            worker_command(asked, answer), env={**os.environ, "PYTHONPATH": path}
+        )
+        try:
+            code = worker.wait()
+        except BaseException:  # Ctrl-C, or anything else: no worker outlives its run
+            worker.kill()
+            worker.wait()
+            raise
+        if code != 0:
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise WorkerFailed(f"timing {name} ended with {how} (its output is in run.log)")
+        return WorkerResult.parse_file(answer, error=WorkerFailed)

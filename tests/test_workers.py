@@ -1,0 +1,295 @@
+"""Latency timed in fresh worker processes (capture/workers.py, profreport/timing_worker.py): the
+budget split, the requests and results, how the parent combines K workers' blocks (a mode that
+fails in one of them is that mode's failure), a worker that crashes or is interrupted, a worker
+run in-process on a tiny model, and (slow) generate and ab with real workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from profreport import pipeline
+from profreport.capture import workers
+from profreport.modes import PreparedMode
+from profreport.record.model import (
+    MachineLoad,
+    MachineReference,
+    OkMode,
+    ProcessBlocks,
+    ReferencePart,
+    TimingSettings,
+)
+from profreport.runner import run_options
+from tests.conftest import FAST, run_dir_in, setup
+
+QUIET = MachineLoad(other_busy_share=0.01)
+
+
+def test_the_default_is_three_workers_and_the_environment_may_change_it(monkeypatch):
+    monkeypatch.delenv(workers.WORKERS_ENV, raising=False)
+    assert workers.default_workers() == 3 and run_options(["eager"]).workers == 3
+    monkeypatch.setenv(workers.WORKERS_ENV, "0")
+    assert run_options(["eager"]).workers == 0
+    assert run_options(["eager"], workers=2).workers == 2  # the option wins over the variable
+    monkeypatch.setenv(workers.WORKERS_ENV, "three")
+    with pytest.raises(ValueError, match="PROFREPORT_WORKERS='three'"):
+        run_options(["eager"])
+    with pytest.raises(ValueError, match="workers must be 0 or more"):
+        run_options(["eager"], workers=-1)
+
+
+def test_each_worker_gets_its_share_of_the_budget_and_all_its_rounds():
+    timing = TimingSettings(min_time_s=1.5, max_time_s=60.0, min_blocks=15)
+    share = workers.worker_share(timing, 3, min_rounds=6)
+    assert share.min_time_s == pytest.approx(0.5) and share.max_time_s == pytest.approx(20.0)
+    assert share.min_blocks == 6  # 15 / 3, raised to the rounds a process's own interval needs
+    assert workers.worker_share(timing, 2, min_rounds=6).min_blocks == 8
+
+
+def _reference(samples: tuple[float, ...], spent_s: float) -> MachineReference:
+    part = ReferencePart(work="w", median_ms=samples[0], ci95_ms=(0, 0), samples_ms=samples)
+    return MachineReference(
+        method="m", parts={"copy": part}, share=0.05, spent_s=spent_s, timing_s=1.0
+    )
+
+
+def test_timings_of_one_process_each_combine_into_one():
+    one = pipeline.Timed(
+        ({"": {"eager": ProcessBlocks(samples=(1.0,))}},), (QUIET,), _reference((2.0, 2.1), 0.1)
+    )
+    two = pipeline.Timed(
+        ({"": {"eager": ProcessBlocks(samples=(1.5,))}},), (None,), _reference((3.0, 3.1), 0.2)
+    )
+    both = pipeline.Timed.across([one, two], resamples=200)
+    assert [s[""]["eager"].samples for s in both.processes] == [(1.0,), (1.5,)]
+    assert both.loads == (QUIET, None)
+    assert both.stage("")[1]["eager"].samples == (1.5,) and both.stage("base") == [{}, {}]
+    part = both.reference.parts["copy"]
+    assert part.process_samples() == ((2.0, 2.1), (3.0, 3.1)) and part.n == 4
+    assert both.reference.spent_s == pytest.approx(0.3) and both.reference.timing_s == 2.0
+    # a process whose reference raised: the combined one says why, with no parts
+    broken = MachineReference(method="m", parts={}).adding(error="copy raised: boom")
+    failed = pipeline.Timed.across([pipeline.Timed((), (None,), broken), two], 200)
+    assert failed.reference.parts == {} and failed.reference.error == "copy raised: boom"
+    assert pipeline.Timed.across([], 200).reference is None
+
+
+def _stage(modes: list[str], spec: str | None = "simple") -> pipeline.TimingStage:
+    options = pipeline.RunOptions(modes=tuple(modes), workers=3)
+    run = setup(options)
+    model = dataclasses.replace(run.model, spec=spec)
+    prepared = {m: PreparedMode(m, lambda *_: None) for m in modes}
+    return pipeline.TimingStage(
+        {m: OkMode() for m in modes}, prepared, print, dataclasses.replace(run, model=model)
+    )
+
+
+def _blocks(level_ms: float) -> ProcessBlocks:
+    return ProcessBlocks(samples=tuple(level_ms * (1 + 0.001 * (i % 3)) for i in range(15)))
+
+
+def test_the_parent_combines_the_workers_and_a_mode_failing_in_one_fails_in_all(monkeypatch):
+    """Worker 2 of 3 cannot time compile: compile is a failure with one line naming the worker,
+    its blocks from worker 1 are dropped, worker 3 is not asked for it; script's speedup comes
+    from all three workers."""
+    asked: list[workers.WorkerRequest] = []
+    levels = {"eager": 10.0, "script": 5.0, "compile": 2.0}
+
+    def fake(request: workers.WorkerRequest, name: str) -> workers.WorkerResult:
+        asked.append(request)
+        modes = request.models[0].modes
+        failed = {"/compile": "raised while timed: RuntimeError: out of memory"}
+        return workers.WorkerResult(
+            blocks={
+                f"/{m}": _blocks(levels[m]) for m in modes if len(asked) != 2 or m != "compile"
+            },
+            failed=failed if len(asked) == 2 else {},
+            load=QUIET,
+            reference=_reference((1.0, 1.1), 0.1),
+        )
+
+    monkeypatch.setattr(workers, "run_worker", fake)
+    stage = _stage(["eager", "script", "compile"])
+    timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
+    stage.store(timed.stage(""), timed)
+
+    assert [r.models[0].modes for r in asked] == [
+        ("eager", "script", "compile"),
+        ("eager", "script", "compile"),
+        ("eager", "script"),
+    ]
+    assert asked[0].timing.min_time_s == pytest.approx(1.0 / 3)  # its share
+    assert asked[0].timing.min_blocks == 6
+    failed = stage.modes["compile"]
+    assert failed.status == "failed" and failed.error == (
+        "in timing worker 2 of 3, raised while timed: RuntimeError: out of memory"
+    )
+    script = stage.modes["script"]
+    assert len(script.latency_ms.processes) == 3
+    speedup = script.speedup_vs_eager
+    assert speedup.processes == 3 and speedup.median == pytest.approx(2.0, rel=0.01)
+    assert speedup.covers == "3 processes" and len(speedup.per_process) == 3
+    assert stage.timing_noise.process_loads == (QUIET, QUIET, QUIET)
+    assert stage.machine_reference.parts["copy"].n == 6
+
+
+def test_a_model_passed_as_an_object_is_timed_in_this_process(monkeypatch):
+    def never(*_args):
+        raise AssertionError("no worker can build a model it has no spec of")
+
+    monkeypatch.setattr(workers, "run_worker", never)
+    monkeypatch.setattr(pipeline, "time_here", lambda *_: pipeline.Timed())
+    stage = _stage(["eager"], spec=None)
+    assert pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print) == pipeline.Timed()
+
+
+def _request() -> workers.WorkerRequest:
+    return workers.WorkerRequest(
+        models=(workers.WorkerModel(stage="", spec="simple", batch_size=2, modes=("eager",)),),
+        timing=TimingSettings(min_time_s=0.01, max_time_s=5.0, block_s=0.001, min_blocks=3),
+    )
+
+
+def test_a_worker_that_crashes_is_a_bug_named_by_its_exit(monkeypatch):
+    monkeypatch.setattr(
+        workers, "worker_command", lambda *_: [sys.executable, "-c", "raise SystemExit(7)"]
+    )
+    with pytest.raises(workers.WorkerFailed, match="timing worker 2 of 3 ended with exit code 7"):
+        workers.run_worker(_request(), "worker 2 of 3")
+
+
+def test_a_worker_that_leaves_no_result_is_a_bug(monkeypatch):
+    monkeypatch.setattr(workers, "worker_command", lambda *_: [sys.executable, "-c", "pass"])
+    with pytest.raises(workers.WorkerFailed, match=r"result\.json"):
+        workers.run_worker(_request(), "worker 1 of 1")
+
+
+def test_an_interrupt_kills_the_worker(monkeypatch):
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Interrupted(subprocess.Popen):  # type: ignore[type-arg]
+        def wait(self, timeout: float | None = None) -> int:
+            if not started:
+                started.append(self)
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    monkeypatch.setattr(workers.subprocess, "Popen", Interrupted)
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(workers, "worker_command", lambda *_: sleep)
+    with pytest.raises(KeyboardInterrupt):
+        workers.run_worker(_request(), "worker 1 of 1")
+    assert started[0].poll() is not None  # killed, and waited for
+
+
+def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
+    tmp_path: Path, monkeypatch
+):
+    """The worker's entry, in this process: a saved TorchScript module loaded (its output is
+    eager's), one whose file is gone built again, the others built again, all timed by the one
+    timer; a mode it cannot build is a one-line failure, not a crash."""
+    import torch._functorch.config as functorch_config
+
+    from profreport import timing_worker
+    from profreport.modes import compile as compile_mode
+
+    # what the worker switches on for itself, switched back after the test
+    monkeypatch.setitem(compile_mode.CODE_CACHES, "fx_graph_cache", False)
+    monkeypatch.setattr(
+        functorch_config, "enable_autograd_cache", functorch_config.enable_autograd_cache
+    )
+    from profreport.env import make_sync
+    from profreport.models import load_model
+    from profreport.modes import prepare_mode
+
+    simple = load_model("simple", torch.device("cpu"), torch.float32, 2)
+    with torch.no_grad():
+        scripted = prepare_mode(
+            "script", simple.module, simple.example_inputs, make_sync(torch.device("cpu"))
+        )
+    saved = workers.saved_torchscript({"script": scripted.fn, "eager": simple.module}, tmp_path, "")
+    assert list(saved) == ["script"]  # eager is no TorchScript module: built again
+    model = workers.WorkerModel(
+        stage="",
+        spec="simple",
+        batch_size=2,
+        modes=("eager", "script", "trace", "nope"),
+        saved={**saved, "trace": str(tmp_path / "gone.pt")},
+    )
+    request = dataclasses.replace(
+        _request(), models=(model,), threads=torch.get_num_threads(), resamples=100
+    )
+    asked, answer = tmp_path / "request.json", tmp_path / "result.json"
+    asked.write_text(json.dumps(request.to_json()))
+    assert timing_worker.main([str(asked), str(answer)]) == 0
+    assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
+    result = workers.WorkerResult.parse_file(answer)
+    assert list(result.blocks) == ["/eager", "/script", "/trace"]
+    assert len(result.blocks["/script"].samples) >= 3
+    assert result.built == {
+        "/eager": workers.BUILT,
+        "/script": workers.LOADED,
+        "/trace": workers.BUILT,
+    }
+    assert result.failed["/nope"].startswith("failed to build again: unknown mode 'nope'")
+    assert result.reference is not None and result.load is not None
+
+
+@pytest.mark.slow
+def test_generate_and_ab_time_in_real_workers(tmp_path: Path):
+    """generate and ab with two real worker processes on the tiny built-in model: each speedup
+    covers both processes, run.json keeps each one's blocks, the summary says so; ab pairs base
+    and head within each worker."""
+    env = {**__import__("os").environ, workers.WORKERS_ENV: "0"}
+    cli = [sys.executable, "-m", "profreport"]
+    flags = ["--batch-size", "2", "--workers", "2"]
+    gen = [*cli, "generate", "--model", "simple", "--modes", "eager,script", *FAST, *flags]
+    done = subprocess.run(
+        [*gen, "--out", str(tmp_path / "gen")], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "timing worker" not in done.stderr  # workers' output goes to run.log
+    run_dir = run_dir_in(tmp_path / "gen")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["settings"]["timing_processes"] == 2
+    speedup = run["modes"]["script"]["speedup_vs_eager"]
+    assert speedup["processes"] == 2 and len(speedup["per_process"]) == 2
+    assert len(run["modes"]["eager"]["latency_ms"]["processes"]) == 2
+    assert "latency was timed in 2 fresh worker processes" in (run_dir / "summary.md").read_text()
+
+    ab = [*cli, "ab", "simple", "simple", "--modes", "eager", "--device", "cpu", "--workers", "2"]
+    ab += ["--min-time", "0.05", "--quiet", "--format", "json", "--out", str(tmp_path / "ab")]
+    done = subprocess.run(ab, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    folder = run_dir_in(tmp_path / "ab")
+    compared = json.loads((folder / "compare.json").read_text())
+    text = json.dumps(compared)
+    assert '"processes": 2' in text  # the gate's ratio combines both workers
+    for side in ("base", "head"):
+        side_run = json.loads((folder / side / "run.json").read_text())
+        assert len(side_run["modes"]["eager"]["latency_ms"]["processes"]) == 2
+
+
+def test_a_worker_that_crashes_keeps_the_evidence_and_exits_3(tmp_path: Path, monkeypatch):
+    import io
+
+    from profreport import cli
+
+    def crashed(_request, name):
+        raise workers.WorkerFailed(f"timing {name} ended with signal SIGSEGV")
+
+    monkeypatch.setattr(workers, "run_worker", crashed)
+    out, err = tmp_path / "out", io.StringIO()
+    argv = ["generate", "--model", "simple", "--modes", "eager", "--batch-size", "2", *FAST]
+    code = cli.main([*argv, "--workers", "2", "--out", str(out)], out=io.StringIO(), err=err)
+    assert code == 3
+    assert "timing worker 1 of 2 ended with signal SIGSEGV" in err.getvalue()
+    run = json.loads((run_dir_in(out) / "run.json").read_text())  # the evidence, published
+    assert run["modes"]["eager"]["not_timed"] == pipeline.NOT_TIMED_YET
+    assert run["settings"]["timing_processes"] == 2
