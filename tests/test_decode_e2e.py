@@ -13,7 +13,7 @@ import torch
 
 from profreport.cli import main
 from profreport.models import load_model
-from tests.conftest import FAST, generate_run
+from tests.conftest import FAST, run_dir_in
 from tests.independent_decode import count_step
 
 LMS = Path(__file__).parent / "data" / "models" / "decode_lms.py"
@@ -22,12 +22,20 @@ ARCHS = {
     "mistral-sliding": ("--model", f"{LMS}:mistral"),
     "mixtral-moe": ("--model", f"{LMS}:mixtral"),
 }
+# The sliding-window and MoE models (one narrow layer each) check their architecture's decode
+# step; their timing needs only to finish: the latency budget is short, the checks timing-free.
+TIMING = {"llama": FAST, "mistral-sliding": [*FAST, "--max-time", "3"]}
+TIMING["mixtral-moe"] = TIMING["mistral-sliding"]
 
 
 @pytest.fixture(scope="module", params=list(ARCHS))
 def decode_run(request, tmp_path_factory):
-    args = ARCHS[request.param]
-    run_dir = generate_run(tmp_path_factory.mktemp("decode"), *args, "--workload", "decode")
+    """One generate run per architecture in the default decode modes (one export each), shared
+    by every test of the module."""
+    args, out = ARCHS[request.param], tmp_path_factory.mktemp("decode")
+    flags = ["--workload", "decode", "--out", str(out), *TIMING[request.param]]
+    assert main(["generate", *args, *flags]) == 0
+    run_dir = run_dir_in(out)
     return args, run_dir, json.loads((run_dir / "run.json").read_text())
 
 

@@ -43,6 +43,18 @@ def _row(name: str, mode: OkMode, batch: int, floor_ms: float | None) -> TokenCo
     )
 
 
+def overhead_bound(row: TokenCost) -> bool | None:
+    """Whether decode is overhead-bound in this mode (else bound by its kernels): the time
+    breakdown's bound where it was derived (host- or launch-bound), the host share alone
+    (>= OVERHEAD_BOUND) otherwise; None where no profiled step says. The report's words and the
+    sweep's crossing over context both read this one classification."""
+    if row.host_share is None:
+        return None
+    if row.bound:
+        return row.bound in ("host-bound", "launch-bound")
+    return row.host_share >= OVERHEAD_BOUND
+
+
 def _words(rows: tuple[TokenCost, ...]) -> tuple[str, ...]:
     words = []
     for row in rows:
@@ -51,8 +63,7 @@ def _words(rows: tuple[TokenCost, ...]) -> tuple[str, ...]:
         share = f"{row.host_share:.0%} of its profiled step outside kernels"
         # the time breakdown's bound where it was derived; else the share alone decides
         by = f"the time breakdown's {row.bound}: " if row.bound else ""
-        overhead = row.bound in ("host-bound", "launch-bound")
-        if overhead or (row.bound is None and row.host_share >= OVERHEAD_BOUND):
+        if overhead_bound(row):
             words.append(
                 f"{row.mode}: decode is overhead-bound ({by}{share}, {row.kernels} kernels a "
                 "token): fewer kernels and launches (fusion, CUDA graphs) pay here"

@@ -17,8 +17,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from profreport.record.model import Latency, ModeResult, OkMode, Run, Section, Speedup, Tool
-from profreport.record.section import JSONObject, read_json, required, required_factory
+from profreport.analysis.decode_tokens import overhead_bound
+from profreport.record.model import (
+    DecodeTokens,
+    Latency,
+    ModeResult,
+    OkMode,
+    Run,
+    Section,
+    Speedup,
+    Tool,
+)
+from profreport.record.section import (
+    JSONObject,
+    omitted,
+    read_json,
+    required,
+    required_factory,
+)
 from profreport.sweep.grid import Point, PointStatus, SweepSpec
 
 FILENAME = "sweep.json"
@@ -53,6 +69,12 @@ class SweepRow(Section):
     speedup_vs_eager: Speedup | None = None  # median, ci95, noise, inconclusive
     compile_s: float | None = None
     peak_memory_bytes: int | None = None
+    # a decode point: the mode's row of the run's derived per-token finding (run.decode_tokens)
+    ms_per_token: float | None = omitted()  # measured median step latency / tokens a step
+    achieved: float | None = omitted()  # bandwidth floor / latency (floor modeled, measured)
+    host_share: float | None = omitted()  # of the profiled median step, outside kernels
+    overhead_bound: bool | None = omitted()  # analysis.decode_tokens.overhead_bound
+    time_bound: str | None = omitted()  # the time breakdown's bound it read, where derived
 
     @property
     def ok(self) -> bool:
@@ -81,6 +103,21 @@ class ModeSummary(Section):
 
 
 @dataclass(frozen=True)
+class DecodeCrossing(Section):
+    """One model and mode of a decode sweep over context: the contexts it was classified at (in
+    order, from the points' rows), which of them were overhead-bound (the decode report's
+    classification, analysis.decode_tokens.overhead_bound), and the context from which it is
+    bandwidth-bound (bound by its kernels) through the largest context swept; None where it is
+    never, or already at the smallest context, or goes back and forth."""
+
+    model: str = required("")
+    mode: str = required("")
+    contexts: tuple[int, ...] = required(())
+    overhead_bound: tuple[bool, ...] = required(())
+    crosses_at: int | None = None
+
+
+@dataclass(frozen=True)
 class FailedPoint(Section):
     """A point that failed: its id, label and error."""
 
@@ -100,6 +137,7 @@ class SweepSummary(Section):
     failed: tuple[FailedPoint, ...] = ()
     axis: str | None = None  # the swept axis the charts put on x
     pending: int = 0  # points not run, or stopped by an interrupt (`--resume` runs them)
+    decode: tuple[DecodeCrossing, ...] | None = omitted()  # a decode sweep over context
 
 
 @dataclass(frozen=True)
@@ -171,19 +209,35 @@ def _figures(mode: OkMode) -> SweepRow:
     )
 
 
+def _decode_figures(row: SweepRow, name: str, tokens: DecodeTokens | None) -> SweepRow:
+    """`row` with the mode's per-token figures from a decode run's derived finding (None: the
+    run is not a decode run)."""
+    cost = next((c for c in tokens.rows if c.mode == name), None) if tokens else None
+    if tokens is None or cost is None:
+        return row
+    return dataclasses.replace(
+        row,
+        ms_per_token=None if cost.latency_ms is None else cost.latency_ms / tokens.batch,
+        achieved=cost.achieved,
+        host_share=cost.host_share,
+        overhead_bound=overhead_bound(cost),
+        time_bound=cost.bound,
+    )
+
+
 def mode_rows(point: Point, modes: tuple[str, ...], run: Run | None) -> list[SweepRow]:
-    """One row per mode of a finished `point`: from its run record, or (no record) the point's
-    own status and error."""
+    """One row per mode of a finished `point`: from its run record (a decode run's per-token
+    figures too), or (no record) the point's own status and error."""
     batch_size = point.batch_size
     if run is not None and batch_size is None:
         batch_size = run.model.batch_size  # the model's own size
     rows = []
     for name in list(run.modes) if run is not None else list(modes):
         m = run.modes[name] if run is not None else None
-        if m is None:
+        if m is None or run is None:
             row = SweepRow(status=point.status, error=point.error)
         elif isinstance(m, OkMode):
-            row = _figures(m)
+            row = _decode_figures(_figures(m), name, run.decode_tokens)
         else:
             row = SweepRow(status=m.status, error=m.error or m.status)
         rows.append(

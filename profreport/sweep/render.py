@@ -15,7 +15,7 @@ from profreport.format import fmt_bytes, fmt_ms, md_cell, md_line, md_table
 from profreport.render.jinja import render_page
 from profreport.render.noise_view import speedup_cell
 from profreport.sweep import charts
-from profreport.sweep.model import ModeSummary, Sweep, SweepRow, SweepSummary
+from profreport.sweep.model import DecodeCrossing, ModeSummary, Sweep, SweepRow, SweepSummary
 from profreport.sweep.summary import AXIS_LABELS, Series, series, summarize
 
 NOT_RECORDED = "not recorded"
@@ -52,6 +52,41 @@ def compile_cache_note(sweep: Sweep) -> str:
     return "warm: points shared Inductor's on-disk cache"
 
 
+BANDWIDTH_BOUND = "bandwidth-bound"  # the decode report's "bound by its kernels"
+
+
+def _bound(overhead: bool) -> str:
+    return "overhead-bound" if overhead else BANDWIDTH_BOUND
+
+
+def _contexts(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def crossing_line(c: DecodeCrossing, models: int) -> str:
+    """One mode of a decode sweep: at which context it crosses from overhead- to bandwidth-bound."""
+    who = f"{c.model} {c.mode}" if models > 1 else c.mode
+    swept = f"contexts {_contexts(c.contexts)}"
+    if c.crosses_at is not None:
+        return f"{who}: crosses from overhead-bound to {BANDWIDTH_BOUND} at context {c.crosses_at} ({swept})"
+    if len(set(c.overhead_bound)) == 1:
+        return f"{who}: {_bound(c.overhead_bound[0])} at every context swept ({swept}): no crossing"
+    at = {
+        state: _contexts(x for x, o in zip(c.contexts, c.overhead_bound, strict=True) if o == state)
+        for state in (True, False)
+    }
+    return (
+        f"{who}: no single crossing within the contexts swept: overhead-bound at {at[True]}, "
+        f"{BANDWIDTH_BOUND} at {at[False]}"
+    )
+
+
+def crossing_lines(s: SweepSummary) -> list[str]:
+    """A decode sweep's crossing lines, one per model and mode (none for other sweeps)."""
+    models = len({c.model for c in s.decode or ()})
+    return [crossing_line(c, models) for c in s.decode or ()]
+
+
 def summary_lines(s: SweepSummary) -> list[str]:
     """The summary for the terminal: one line per mode."""
     lines = [
@@ -66,7 +101,7 @@ def summary_lines(s: SweepSummary) -> list[str]:
             f"mean compile time {_compile(m)} (measured); peak-memory compression ratio "
             f"{_compression(m)}"
         )
-    return lines
+    return lines + [f"  decode: {line}" for line in crossing_lines(s)]
 
 
 def _row_view(r: SweepRow) -> dict[str, Any]:
@@ -89,6 +124,24 @@ def _row_view(r: SweepRow) -> dict[str, Any]:
         "peak": fmt_bytes(r.peak_memory_bytes) if ok and r.peak_memory_bytes else "",
         "error": r.error or "",
         "report": f"{r.run}/report.html" if r.run else None,
+    }
+
+
+def _decode_view(r: SweepRow) -> dict[str, Any] | None:
+    """A decode point's per-token cells (None: the row holds no decode figures)."""
+    figures = (r.ms_per_token, r.achieved, r.host_share, r.overhead_bound)
+    if not r.ok or all(f is None for f in figures):
+        return None
+    return {
+        "point": r.point,
+        "context": "" if r.seq_len is None else str(r.seq_len),
+        "mode": r.mode,
+        "ms_per_token": fmt_ms(r.ms_per_token) if r.ms_per_token is not None else NOT_RECORDED,
+        "achieved": f"{r.achieved:.0%}" if r.achieved is not None else NOT_RECORDED,
+        "host_share": f"{r.host_share:.0%}" if r.host_share is not None else NOT_RECORDED,
+        "bound": NOT_RECORDED
+        if r.overhead_bound is None
+        else f"{_bound(r.overhead_bound)} ({r.time_bound or 'host share'})",
     }
 
 
@@ -189,6 +242,8 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
             for m in s.modes
         ],
         "rows": [_row_view(r) for r in sweep.rows],
+        "decode": [v for r in sweep.rows if (v := _decode_view(r)) is not None],
+        "crossings": crossing_lines(s),
         "failed": [{"label": f.label, "status": f.status, "error": f.error} for f in s.failed],
         "charts": build_charts(sweep, s.axis),
     }
@@ -217,6 +272,21 @@ ROW_COLUMNS = {
     "speedup (95% CI)": "speedup",
     "compile": "compile",
 }
+DECODE_COLUMNS = {
+    "point": "point",
+    "context": "context",
+    "mode": "mode",
+    "latency / token (measured)": "ms_per_token",
+    "of the bandwidth floor (floor modeled / latency measured)": "achieved",
+    "host overhead (profiled step)": "host_share",
+    "bound": "bound",
+}
+DECODE_NOTE = (
+    "<sub>decode: each point's per-token finding (its run.json, decode_tokens); bound: the decode "
+    "report's classification (the time breakdown's host- or launch-bound, else a host share of at "
+    f"least half the step, is overhead-bound; otherwise bound by its kernels, {BANDWIDTH_BOUND} "
+    "here: how near the floor it runs is the achieved fraction)</sub>"
+)
 
 
 def render_markdown(sweep: Sweep) -> str:
@@ -242,6 +312,21 @@ def render_markdown(sweep: Sweep) -> str:
         ),
         "",
     ]
+    if v["decode"]:
+        lines += [
+            "#### Decode, per token: overhead-bound to bandwidth-bound over context",
+            "",
+            *[f"- {md_cell(line)}" for line in v["crossings"]],
+            "",
+            *md_table(
+                list(DECODE_COLUMNS),
+                [[d[key] for key in DECODE_COLUMNS.values()] for d in v["decode"]],
+                "lrlrrrl",
+            ),
+            "",
+            DECODE_NOTE,
+            "",
+        ]
     lines += [
         f"- ❌ {md_cell(f['label'])}: {md_cell(f['status'])}: {md_cell(f['error'])}"
         for f in v["failed"]

@@ -14,7 +14,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from profreport.sweep.model import NOT_RUN, FailedPoint, ModeSummary, Sweep, SweepRow, SweepSummary
+from profreport.sweep.model import (
+    NOT_RUN,
+    DecodeCrossing,
+    FailedPoint,
+    ModeSummary,
+    Sweep,
+    SweepRow,
+    SweepSummary,
+)
 
 AXES = ("batch_size", "seq_len", "dtype")
 AXIS_LABELS = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype"}
@@ -56,6 +64,35 @@ def _mode_summary(mode: str, rows: list[SweepRow], eager: dict[str, int]) -> Mod
     )
 
 
+def crossing_at(contexts: Sequence[int], overhead: Sequence[bool]) -> int | None:
+    """The context from which a mode is bandwidth-bound through the largest one swept, after
+    being overhead-bound below it (contexts ascending); None: no such single crossing."""
+    for i in range(1, len(overhead)):
+        if overhead[i - 1] and not any(overhead[i:]) and all(overhead[:i]):
+            return contexts[i]
+    return None
+
+
+def decode_crossings(rows: Sequence[SweepRow]) -> tuple[DecodeCrossing, ...] | None:
+    """Per model and mode of a decode sweep, its classification at each context (the points'
+    rows, ascending) and where it crosses from overhead- to bandwidth-bound; None: no row holds
+    a decode classification. Points of one model at other batch sizes or dtypes each form
+    their own line, as on the charts."""
+    groups: dict[tuple[str, int | None, str, str], dict[int, bool]] = {}
+    for r in rows:
+        if r.ok and r.overhead_bound is not None and r.seq_len is not None:
+            key = (r.model, r.batch_size, r.dtype, r.mode)
+            groups.setdefault(key, {})[r.seq_len] = r.overhead_bound
+    if not groups:
+        return None
+    out = []
+    for (model, _, _, mode), by_context in groups.items():
+        contexts = tuple(sorted(by_context))
+        overhead = tuple(by_context[c] for c in contexts)
+        out.append(DecodeCrossing(model, mode, contexts, overhead, crossing_at(contexts, overhead)))
+    return tuple(out)
+
+
 def summarize(sweep: Sweep) -> SweepSummary:
     """The dashboard figures of a sweep record (`profreport.sweep/2`)."""
     rows, points = sweep.rows, sweep.points
@@ -78,6 +115,7 @@ def summarize(sweep: Sweep) -> SweepSummary:
         failed=failed,
         axis=swept_axis(rows),
         pending=sum(1 for p in points if p.status in NOT_RUN),
+        decode=decode_crossings(rows),
     )
 
 
