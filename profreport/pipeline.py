@@ -499,50 +499,71 @@ def _run_workers(
     setup = next(iter(stages.values())).setup
     options, device = setup.options, setup.device
     k = options.workers
+    asked = tuple(
+        workers.WorkerModel(
+            stage=name,
+            spec=s.setup.model.spec or "",
+            batch_size=s.setup.model.batch_size,
+            channels_last=s.setup.model.memory_format == "channels_last",
+            workload="prefill" if s.setup.model.decode is None else "decode",
+            modes=tuple(s.prepared_modes),
+            saved={m: f for m, f in saved[name].items() if m in s.prepared_modes},
+        )
+        for name, s in stages.items()
+        if s.prepared_modes
+    )
+    request = workers.WorkerRequest(
+        models=asked,
+        device=str(device),
+        dtype=setup.dtype,
+        threads=torch.get_num_threads(),
+        timing=timing,
+        resamples=options.bootstrap_resamples,
+        order=plan.order_name,
+    )
+    at_once = workers.built_at_once(
+        k,
+        device.type,
+        max(_weights_bytes(s.setup.model.module) for s in stages.values()),
+        max(len(m.modes) for m in asked),
+    )
+    if at_once > 1:
+        progress(f"building the modes in {at_once} worker processes side by side")
     done: list[Timed] = []
-    for i in range(k):
-        asked = tuple(
-            workers.WorkerModel(
-                stage=name,
-                spec=s.setup.model.spec or "",
-                batch_size=s.setup.model.batch_size,
-                channels_last=s.setup.model.memory_format == "channels_last",
-                workload="prefill" if s.setup.model.decode is None else "decode",
-                modes=tuple(s.prepared_modes),
-                saved={m: f for m, f in saved[name].items() if m in s.prepared_modes},
+    left_out: set[str] = set()
+    with workers.started_workers(request, k, at_once) as worker_result:
+        for i in range(k):
+            n = sum(len(m.modes) for m in asked) - len(left_out)
+            if not n:
+                break
+            progress(
+                f"timing {n} {plan.series} interleaved in worker {i + 1} of {k} (a fresh process)"
             )
-            for name, s in stages.items()
-            if s.prepared_modes
-        )
-        if not asked:
-            break
-        n = sum(len(m.modes) for m in asked)
-        progress(f"timing {n} {plan.series} interleaved in worker {i + 1} of {k} (a fresh process)")
-        request = workers.WorkerRequest(
-            models=asked,
-            device=str(device),
-            dtype=setup.dtype,
-            threads=torch.get_num_threads(),
-            timing=timing,
-            resamples=options.bootstrap_resamples,
-            order=plan.order_name,
-        )
-        result = workers.run_worker(request, f"worker {i + 1} of {k}")
-        for key, error in result.failed.items():
-            side, _, mode = key.rpartition("/")
-            line = f"in timing worker {i + 1} of {k}, {error}"
-            stages[side].mark_failed(mode, ModeError(line), device)
-        if result.not_timed is not None:  # a lost CUDA context: no more workers
-            if not done:
-                for stage in stages.values():
-                    stage.not_timed(result.not_timed)
-            break
-        series: dict[str, dict[str, ProcessBlocks]] = {}
-        for key, blocks in result.blocks.items():
-            side, _, mode = key.rpartition("/")
-            series.setdefault(side, {})[mode] = blocks
-        done.append(Timed((series,), (result.load,), result.reference))
+            result = worker_result(i, left_out)
+            for key, error in result.failed.items():
+                side, _, mode = key.rpartition("/")
+                line = f"in timing worker {i + 1} of {k}, {error}"
+                stages[side].mark_failed(mode, ModeError(line), device)
+                left_out.add(key)
+            if result.not_timed is not None:  # a lost CUDA context: no more workers
+                if not done:
+                    for stage in stages.values():
+                        stage.not_timed(result.not_timed)
+                break
+            series: dict[str, dict[str, ProcessBlocks]] = {}
+            for key, blocks in result.blocks.items():
+                side, _, mode = key.rpartition("/")
+                series.setdefault(side, {})[mode] = blocks
+            done.append(Timed((series,), (result.load,), result.reference))
     return done
+
+
+def _weights_bytes(module: Any) -> int:
+    """The bytes of a module's parameters and buffers (0 for a callable that has none)."""
+    if not isinstance(module, torch.nn.Module):
+        return 0
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _blocks(result: TimingResult) -> ProcessBlocks:

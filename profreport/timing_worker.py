@@ -1,17 +1,21 @@
-"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT`.
+"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD]`.
 
 Reads a capture/workers.WorkerRequest, builds each model again (load_model: same spec, same
 seed, so the same weights and inputs) and the modes the capture built: a TorchScript module
 the capture saved is loaded, and kept when its output on the example inputs matches eager's
 within the output check's tolerance (else built again); the others are built again with the
 compilers' caches on (modes/compile.use_code_caches). It times them in this fresh process with the one timer
-(pipeline.time_here) and writes a WorkerResult. A mode that fails to build again, or raises
+(pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.started_workers),
+it writes a byte there once its modes are built and times only when a line arrives on stdin: the
+series to leave out (a JSON list; those that failed in an earlier worker). A mode that fails to build again, or raises
 while timed, is that mode's failure in the result, one line; the others are timed. Exit 0 with
 a result written; anything else is a crash the parent reports (exit 3 there).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -28,10 +32,12 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2:
-        print("usage: python -m profreport.timing_worker REQUEST RESULT", file=sys.stderr)
+    if len(args) not in (2, 3) or not (len(args) == 2 or args[2].isdigit()):
+        print(
+            "usage: python -m profreport.timing_worker REQUEST RESULT [READY_FD]", file=sys.stderr
+        )
         return 2
-    request_path, result_path = map(Path, args)
+    request_path, result_path = Path(args[0]), Path(args[1])
 
     import torch
 
@@ -96,6 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             entries = {name: OkMode() for name in prepared}
             stages[asked.stage] = pipeline.TimingStage(dict(entries), prepared, sync, setup)
         stop_compile_workers()  # nothing compiles beside the timing
+        if len(args) == 3:  # built: say so, and wait for this worker's turn
+            os.write(int(args[2]), b"r")
+            os.close(int(args[2]))
+            turn = sys.stdin.readline()
+            if not turn:  # the parent is gone or gave up on this worker: nothing to time
+                return 0
+            for key in json.loads(turn):
+                stage, _, mode = key.rpartition("/")
+                stages[stage].prepared_modes.pop(mode, None)
+                stages[stage].modes.pop(mode, None)
         timed = pipeline.time_here(stages, plans[request.order], pipeline.quiet)
     blocks = {
         series_key(stage, mode): b

@@ -5,10 +5,14 @@ run in-process on a tiny model, and (slow) generate and ab with real workers."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -98,34 +102,39 @@ def test_the_parent_combines_the_workers_and_a_mode_failing_in_one_fails_in_all(
     """Worker 2 of 3 cannot time compile: compile is a failure with one line naming the worker,
     its blocks from worker 1 are dropped, worker 3 is not asked for it; script's speedup comes
     from all three workers."""
-    asked: list[workers.WorkerRequest] = []
+    asked: list[tuple[str, ...]] = []
+    requests: list[workers.WorkerRequest] = []
     levels = {"eager": 10.0, "script": 5.0, "compile": 2.0}
 
-    def fake(request: workers.WorkerRequest, name: str) -> workers.WorkerResult:
-        asked.append(request)
-        modes = request.models[0].modes
-        failed = {"/compile": "raised while timed: RuntimeError: out of memory"}
-        return workers.WorkerResult(
-            blocks={
-                f"/{m}": _blocks(levels[m]) for m in modes if len(asked) != 2 or m != "compile"
-            },
-            failed=failed if len(asked) == 2 else {},
-            load=QUIET,
-            reference=_reference((1.0, 1.1), 0.1),
-        )
+    @contextlib.contextmanager
+    def fake(request: workers.WorkerRequest, k: int, at_once: int):
+        requests.append(request)
 
-    monkeypatch.setattr(workers, "run_worker", fake)
+        def result(i: int, leave_out: Collection[str]) -> workers.WorkerResult:
+            modes = tuple(m for m in request.models[0].modes if f"/{m}" not in leave_out)
+            asked.append(modes)
+            failed = {"/compile": "raised while timed: RuntimeError: out of memory"}
+            return workers.WorkerResult(
+                blocks={f"/{m}": _blocks(levels[m]) for m in modes if i != 1 or m != "compile"},
+                failed=failed if i == 1 else {},
+                load=QUIET,
+                reference=_reference((1.0, 1.1), 0.1),
+            )
+
+        yield result
+
+    monkeypatch.setattr(workers, "started_workers", fake)
     stage = _stage(["eager", "script", "compile"])
     timed = pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print)
     stage.store(timed.stage(""), timed)
 
-    assert [r.models[0].modes for r in asked] == [
+    assert asked == [
         ("eager", "script", "compile"),
         ("eager", "script", "compile"),
         ("eager", "script"),
     ]
-    assert asked[0].timing.min_time_s == pytest.approx(1.0 / 3)  # its share
-    assert asked[0].timing.min_blocks == 6
+    assert requests[0].timing.min_time_s == pytest.approx(1.0 / 3)  # its share
+    assert requests[0].timing.min_blocks == 6
     failed = stage.modes["compile"]
     assert failed.status == "failed" and failed.error == (
         "in timing worker 2 of 3, raised while timed: RuntimeError: out of memory"
@@ -143,7 +152,7 @@ def test_a_model_passed_as_an_object_is_timed_in_this_process(monkeypatch):
     def never(*_args):
         raise AssertionError("no worker can build a model it has no spec of")
 
-    monkeypatch.setattr(workers, "run_worker", never)
+    monkeypatch.setattr(workers, "started_workers", never)
     monkeypatch.setattr(pipeline, "time_here", lambda *_: pipeline.Timed())
     stage = _stage(["eager"], spec=None)
     assert pipeline.time_stages({"": stage}, pipeline.ON_ITS_OWN, print) == pipeline.Timed()
@@ -156,36 +165,111 @@ def _request() -> workers.WorkerRequest:
     )
 
 
+# a stand-in worker: says it is ready on the pipe given last, then does `then`
+READY = "import os, sys; os.write(int(sys.argv[-1]), b'r'); os.close(int(sys.argv[-1])); "
+
+
+def _command(code: str):
+    return lambda _request, _result, ready_fd: [sys.executable, "-c", code, str(ready_fd)]
+
+
+def _first_result(request: workers.WorkerRequest, k: int = 1, at_once: int = 1):
+    with workers.started_workers(request, k, at_once) as result:
+        return result(0, ())
+
+
 def test_a_worker_that_crashes_is_a_bug_named_by_its_exit(monkeypatch):
+    monkeypatch.setattr(workers, "worker_command", _command("raise SystemExit(7)"))
+    with pytest.raises(workers.WorkerFailed, match="timing worker 1 of 3 ended with exit code 7"):
+        _first_result(_request(), 3, 2)  # before it was ready
     monkeypatch.setattr(
-        workers, "worker_command", lambda *_: [sys.executable, "-c", "raise SystemExit(7)"]
+        workers, "worker_command", _command(READY + "sys.stdin.readline(); raise SystemExit(7)")
     )
-    with pytest.raises(workers.WorkerFailed, match="timing worker 2 of 3 ended with exit code 7"):
-        workers.run_worker(_request(), "worker 2 of 3")
+    with pytest.raises(workers.WorkerFailed, match="timing worker 1 of 2 ended with exit code 7"):
+        _first_result(_request(), 2)  # while it timed
 
 
 def test_a_worker_that_leaves_no_result_is_a_bug(monkeypatch):
-    monkeypatch.setattr(workers, "worker_command", lambda *_: [sys.executable, "-c", "pass"])
+    monkeypatch.setattr(workers, "worker_command", _command(READY + "sys.stdin.readline()"))
     with pytest.raises(workers.WorkerFailed, match=r"result\.json"):
-        workers.run_worker(_request(), "worker 1 of 1")
+        _first_result(_request())
 
 
-def test_an_interrupt_kills_the_worker(monkeypatch):
+def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, monkeypatch):
+    """Three workers, two at once: workers 1 and 2 start together; worker 1 times only once both
+    are ready, worker 2 only when worker 1 has ended, worker 3 starts only when 2 has ended; each
+    gets the series to leave out."""
+    log = tmp_path / "log"
+    code = (
+        "import json, os, sys, time\n"
+        f"log = open({str(log)!r}, 'a')\n"
+        "me = sys.argv[1]\n"
+        "log.write(f'start {me} {time.monotonic()}\\n'); log.flush()\n"
+        "time.sleep(0.2)\n"
+        "log.write(f'ready {me} {time.monotonic()}\\n'); log.flush()\n"
+        "os.write(int(sys.argv[-1]), b'r'); os.close(int(sys.argv[-1]))\n"
+        "leave_out = json.loads(sys.stdin.readline())\n"
+        "log.write(f'go {me} {time.monotonic()} {leave_out}\\n'); log.flush()\n"
+        "time.sleep(0.1)\n"
+        "log.write(f'end {me} {time.monotonic()}\\n'); log.flush()\n"
+        "open(sys.argv[2], 'w').write(json.dumps({'schema': 'profreport.timing-worker-result/1',"
+        " 'blocks': {}, 'failed': {}, 'built': {}, 'load': None, 'reference': None}))\n"
+    )
+    monkeypatch.setattr(
+        workers,
+        "worker_command",
+        lambda request, result, fd: [
+            sys.executable,
+            "-c",
+            code,
+            str(result.parent),
+            str(result),
+            str(fd),
+        ],
+    )
+    with workers.started_workers(_request(), 3, 2) as result:
+        for i in range(3):
+            assert result(i, {"/trace"} if i else ()).blocks == {}
+    events = [line.split(" ", 3) for line in log.read_text().splitlines()]
+    at = {(e[0], e[1]): float(e[2]) for e in events}
+    names = list(dict.fromkeys(e[1] for e in events))
+    first, second, third = names
+    assert at["start", second] < at["ready", first]  # built side by side
+    assert at["ready", second] < at["go", first]  # timed only when the group is built
+    assert at["end", first] < at["go", second] and at["end", second] < at["start", third]
+    assert [e[3] for e in events if e[0] == "go"] == ["[]", "['/trace']", "['/trace']"]
+
+
+def test_workers_build_at_once_as_memory_allows_and_one_at_a_time_on_a_gpu(monkeypatch):
+    from profreport.traceio import memory
+
+    gib = 1 << 30
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: 16 * gib)
+    assert workers.built_at_once(3, "cpu", 10 << 20, 5) == 3  # a small model: all three
+    assert workers.built_at_once(3, "cpu", gib, 5) == 1  # 7 GiB each: one in half of 16
+    assert workers.built_at_once(3, "cpu", gib // 2, 3) == 2  # 3 GiB each
+    assert workers.built_at_once(3, "cuda", 0, 5) == 1
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: None)
+    assert workers.built_at_once(3, "cpu", 0, 5) == 1
+
+
+def test_an_interrupt_kills_every_worker_started(monkeypatch):
     started: list[subprocess.Popen[bytes]] = []
 
-    class Interrupted(subprocess.Popen):  # type: ignore[type-arg]
-        def wait(self, timeout: float | None = None) -> int:
-            if not started:
-                started.append(self)
-                raise KeyboardInterrupt
-            return super().wait(timeout)
+    class Recorded(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
 
-    monkeypatch.setattr(workers.subprocess, "Popen", Interrupted)
-    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-    monkeypatch.setattr(workers, "worker_command", lambda *_: sleep)
+    def interrupted(self) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(workers._Worker, "ready", interrupted)
+    monkeypatch.setattr(workers, "worker_command", _command("import time; time.sleep(60)"))
     with pytest.raises(KeyboardInterrupt):
-        workers.run_worker(_request(), "worker 1 of 1")
-    assert started[0].poll() is not None  # killed, and waited for
+        _first_result(_request(), 3, 2)
+    assert len(started) == 2 and all(p.poll() is not None for p in started)  # killed, waited for
 
 
 def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
@@ -193,7 +277,8 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
 ):
     """The worker's entry, in this process: a saved TorchScript module loaded (its output is
     eager's), one whose file is gone built again, the others built again, all timed by the one
-    timer; a mode it cannot build is a one-line failure, not a crash."""
+    timer but the one its turn leaves out; it says when it is ready; a mode it cannot build is a
+    one-line failure, not a crash."""
     import torch._functorch.config as functorch_config
 
     from profreport import timing_worker
@@ -227,10 +312,13 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     )
     asked, answer = tmp_path / "request.json", tmp_path / "result.json"
     asked.write_text(json.dumps(request.to_json()))
-    assert timing_worker.main([str(asked), str(answer)]) == 0
+    ready, ready_w = os.pipe()
+    monkeypatch.setattr(sys, "stdin", io.StringIO('["/trace"]\n'))  # its turn: trace left out
+    assert timing_worker.main([str(asked), str(answer), str(ready_w)]) == 0
+    assert os.read(ready, 1) == b"r"  # it said it was ready
     assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
     result = workers.WorkerResult.parse_file(answer)
-    assert list(result.blocks) == ["/eager", "/script", "/trace"]
+    assert list(result.blocks) == ["/eager", "/script"]
     assert len(result.blocks["/script"].samples) >= 3
     assert result.built == {
         "/eager": workers.BUILT,
@@ -246,7 +334,7 @@ def test_generate_and_ab_time_in_real_workers(tmp_path: Path):
     """generate and ab with two real worker processes on the tiny built-in model: each speedup
     covers both processes, run.json keeps each one's blocks, the summary says so; ab pairs base
     and head within each worker."""
-    env = {**__import__("os").environ, workers.WORKERS_ENV: "0"}
+    env = {**os.environ, workers.WORKERS_ENV: "0"}
     cli = [sys.executable, "-m", "profreport"]
     flags = ["--batch-size", "2", "--workers", "2"]
     gen = [*cli, "generate", "--model", "simple", "--modes", "eager,script", *FAST, *flags]
@@ -281,10 +369,14 @@ def test_a_worker_that_crashes_keeps_the_evidence_and_exits_3(tmp_path: Path, mo
 
     from profreport import cli
 
-    def crashed(_request, name):
-        raise workers.WorkerFailed(f"timing {name} ended with signal SIGSEGV")
+    @contextlib.contextmanager
+    def crashing(_request, k, _at_once):
+        def result(i, _leave_out):
+            raise workers.WorkerFailed(f"timing worker {i + 1} of {k} ended with signal SIGSEGV")
 
-    monkeypatch.setattr(workers, "run_worker", crashed)
+        yield result
+
+    monkeypatch.setattr(workers, "started_workers", crashing)
     out, err = tmp_path / "out", io.StringIO()
     argv = ["generate", "--model", "simple", "--modes", "eager", "--batch-size", "2", *FAST]
     code = cli.main([*argv, "--workers", "2", "--out", str(out)], out=io.StringIO(), err=err)

@@ -4,11 +4,13 @@ hands back (a typed result file), and running one.
 One process's memory layout, thread placement and cache state is one sample of what a rerun
 sees (issue 48: the same code's paired speedup read 0.877 in one process and 0.99-1.01 in four
 others, each "conclusive"). So after the evidence is captured, the timing runs in K fresh
-processes (`python -m profreport.timing_worker REQUEST RESULT`), one after another, never at
-once (they would time each other). Each rebuilds the model from its spec (load_model seeds the
-weights and inputs, so they are the run's), builds the modes the capture built (from the
-compilers' caches: modes/compile.use_code_caches) and times them with the one timer
-(pipeline.time_here, capture/timing.measure_latency), interleaved and paired as in one process.
+processes (`python -m profreport.timing_worker REQUEST RESULT READY_FD`). Each rebuilds the model
+from its spec (load_model seeds the weights and inputs, so they are the run's) and builds the
+modes the capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU
+several build side by side, as memory allows (built_at_once), which is most of what a worker
+costs. Then they time one after another, never at once (they would time each other), with the
+one timer (pipeline.time_here, capture/timing.measure_latency), interleaved and paired as in one
+process.
 The parent combines their blocks (pipeline.Timed.across); the statistics across processes are
 analysis/speedups.py's. A worker's output (stdout, stderr) goes where the parent's goes: the
 run's run.log while a command runs.
@@ -16,16 +18,18 @@ run's run.log while a command runs.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from profreport.files import dumps
 from profreport.record.model import MachineLoad, MachineReference, ProcessBlocks, TimingSettings
@@ -149,30 +153,111 @@ def series_key(stage: str, mode: str) -> str:
     return f"{stage}/{mode}"
 
 
-def worker_command(request: Path, result: Path) -> list[str]:
-    return [sys.executable, "-m", WORKER_MODULE, str(request), str(result)]
+def worker_command(request: Path, result: Path, ready_fd: int) -> list[str]:
+    return [sys.executable, "-m", WORKER_MODULE, str(request), str(result), str(ready_fd)]
 
 
-def run_worker(request: WorkerRequest, name: str) -> WorkerResult:
-    """Run one timing worker on `request` and read its result (`name`, "worker 2 of 3", says
-    which in a failure). It inherits this process's stdout and stderr (the run's run.log while a
-    command runs). Interrupted (Ctrl-C), the worker is killed before the interrupt goes on;
-    a worker that ends without a valid result is WorkerFailed."""
-    with tempfile.TemporaryDirectory(prefix="profreport-worker-") as folder:
-        asked, answer = Path(folder) / "request.json", Path(folder) / "result.json"
+# What one worker holds besides the model (torch, Dynamo and Inductor imported, a worker's
+# Python heap): about 0.5 GiB resident on CPU (generate --model simple's whole process peaked at
+# 0.53 GB), rounded up. Each mode may hold the weights once more (a loaded TorchScript module, an
+# AOTInductor package's constants).
+WORKER_BASE_BYTES = 1 << 30
+
+
+def built_at_once(workers: int, device_type: str, weights_bytes: int, modes: int) -> int:
+    """How many of `workers` start together and build their modes side by side before the
+    first is timed (the rest start, as a group, when those have ended): on CPU as many as half
+    the memory still available holds, each counted as WORKER_BASE_BYTES and the weights once per
+    mode and once more; on a GPU one at a time (each holds its model in device memory beside the
+    capture's, and the builds would share the one device). Nothing is ever built beside a timing."""
+    if device_type != "cpu":
+        return 1
+    from profreport.traceio.memory import available_memory_bytes
+
+    available = available_memory_bytes()
+    if available is None:
+        return 1
+    each = WORKER_BASE_BYTES + weights_bytes * (modes + 1)
+    return max(1, min(workers, available // 2 // each))
+
+
+class _Worker:
+    """One timing worker process: it starts building at once, says when it is ready (a byte on
+    its ready pipe), and times when its go line arrives on stdin (the series to leave out)."""
+
+    def __init__(self, request: WorkerRequest, name: str) -> None:
+        self.name = name
+        self._folder = tempfile.TemporaryDirectory(prefix="profreport-worker-")
+        asked = Path(self._folder.name) / "request.json"
+        self._answer = Path(self._folder.name) / "result.json"
         asked.write_text(dumps(request.to_json()), encoding="utf-8")
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        worker = subprocess.Popen(
-            worker_command(asked, answer), env={**os.environ, "PYTHONPATH": path}
-        )
+        self._ready, ready_w = os.pipe()
         try:
-            code = worker.wait()
-        except BaseException:  # Ctrl-C, or anything else: no worker outlives its run
-            worker.kill()
-            worker.wait()
-            raise
+            self._process = subprocess.Popen(
+                worker_command(asked, self._answer, ready_w),
+                env={**os.environ, "PYTHONPATH": path},
+                stdin=subprocess.PIPE,
+                pass_fds=(ready_w,),
+            )
+        finally:
+            os.close(ready_w)
+
+    def ready(self) -> None:
+        """Wait until it has built its modes (WorkerFailed: it ended before)."""
+        with os.fdopen(self._ready, "rb") as ready:
+            said = ready.read(1)
+        if not said:
+            self._failed(self._process.wait())
+
+    def result(self, leave_out: Collection[str]) -> WorkerResult:
+        """Let it time (leaving out the series `leave_out`), and read its result."""
+        try:
+            if self._process.stdin is not None:  # (always: it starts with a pipe)
+                self._process.stdin.write(json.dumps(sorted(leave_out)).encode() + b"\n")
+                self._process.stdin.close()
+        except BrokenPipeError:  # it ended already: its exit says why
+            pass
+        code = self._process.wait()
         if code != 0:
-            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            raise WorkerFailed(f"timing {name} ended with {how} (its output is in run.log)")
-        return WorkerResult.parse_file(answer, error=WorkerFailed)
+            self._failed(code)
+        return WorkerResult.parse_file(self._answer, error=WorkerFailed)
+
+    def _failed(self, code: int) -> NoReturn:
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        raise WorkerFailed(f"timing {self.name} ended with {how} (its output is in run.log)")
+
+    def close(self) -> None:
+        """Kill it if it still runs (an interrupt, a failure elsewhere), and remove its files."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._folder.cleanup()
+
+
+@contextmanager
+def started_workers(
+    request: WorkerRequest, workers: int, at_once: int
+) -> Iterator[Callable[[int, Collection[str]], WorkerResult]]:
+    """`workers` timing workers of `request`, each a fresh process: yields `result(i, leave_out)`,
+    worker i's result, called for i = 0, 1, ... in turn. Workers start `at_once` together and
+    build side by side (built_at_once); the first of a group times only when all of the group
+    are ready, and no group starts before the one before it has ended, so no build and no other
+    worker runs while one times. Interrupted (Ctrl-C) or left early, every worker still running
+    is killed before the exception goes on."""
+    started: list[_Worker] = []
+
+    def result(i: int, leave_out: Collection[str]) -> WorkerResult:
+        if i == len(started):  # the next group
+            group = range(i, min(i + at_once, workers))
+            started.extend(_Worker(request, f"worker {j + 1} of {workers}") for j in group)
+            for worker in started[i:]:
+                worker.ready()
+        return started[i].result(leave_out)
+
+    try:
+        yield result
+    finally:
+        for worker in started:
+            worker.close()
