@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -111,6 +111,9 @@ from profreport.script_errors import interpreter_failure_line
 from profreport.text import Progress, error_line, full_error, one_line
 from profreport.traceio import Trace, load_trace
 from profreport.version import __version__
+
+if TYPE_CHECKING:
+    from profreport.capture.workers import WorkerRequest
 
 
 @dataclass(frozen=True)
@@ -450,25 +453,43 @@ def time_stages(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: P
 def _time_in_workers(
     stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Progress
 ) -> Timed:
-    """The stages' prepared modes timed in `options.workers` fresh processes, one after another
-    (capture/workers.py), each with its share of the budget and the TorchScript modules the
-    capture built, saved for them to load. A mode that fails in a worker is
-    that mode's failure (one line), and later workers leave it out; a worker that crashes is
-    WorkerFailed (a bug: the evidence is saved already)."""
+    """The stages' prepared modes timed in `options.workers` fresh processes (capture/workers.py:
+    built side by side where memory allows, timed one after another), each with its share of the
+    budget and the TorchScript modules the capture built, saved for them to load. A mode that
+    fails in a worker is that mode's failure (one line), and later workers leave it out; a worker
+    that crashes is WorkerFailed (a bug: the evidence is saved already)."""
     from profreport.capture import workers
 
     setup = next(iter(stages.values())).setup
     options, device = setup.options, setup.device
-    k = options.workers
-    timing = workers.worker_share(device_timing(options.timing, device.type), k, MIN_ROUNDS)
     with tempfile.TemporaryDirectory(prefix="profreport-torchscript-") as folder:
-        saved = {
-            name: workers.saved_torchscript(
-                {m: p.fn for m, p in s.prepared_modes.items()}, Path(folder), name
+        asked = tuple(
+            workers.WorkerModel(
+                stage=name,
+                spec=s.setup.model.spec or "",
+                batch_size=s.setup.model.batch_size,
+                channels_last=s.setup.model.memory_format == "channels_last",
+                workload="prefill" if s.setup.model.decode is None else "decode",
+                modes=tuple(s.prepared_modes),
+                saved=workers.saved_torchscript(
+                    {m: p.fn for m, p in s.prepared_modes.items()}, Path(folder), name
+                ),
             )
             for name, s in stages.items()
-        }
-        done = _run_workers(stages, plan, progress, timing, saved)
+            if s.prepared_modes
+        )
+        request = workers.WorkerRequest(
+            models=asked,
+            device=str(device),
+            dtype=setup.dtype,
+            threads=torch.get_num_threads(),
+            timing=workers.worker_share(
+                device_timing(options.timing, device.type), options.workers, MIN_ROUNDS
+            ),
+            resamples=options.bootstrap_resamples,
+            order=plan.order_name,
+        )
+        done = _run_workers(stages, request, plan.series, progress)
     # a mode that failed in a later worker keeps none of its blocks from the earlier ones
     kept = [
         replace(
@@ -488,44 +509,19 @@ def _time_in_workers(
 
 def _run_workers(
     stages: Mapping[str, TimingStage],
-    plan: TimingPlan,
+    request: WorkerRequest,
+    series_name: str,
     progress: Progress,
-    timing: TimingSettings,
-    saved: Mapping[str, Mapping[str, str]],
 ) -> list[Timed]:
-    """Each worker's timing, one after another (see _time_in_workers)."""
+    """Each worker's timing (see _time_in_workers)."""
     from profreport.capture import workers
 
-    setup = next(iter(stages.values())).setup
-    options, device = setup.options, setup.device
-    k = options.workers
-    asked = tuple(
-        workers.WorkerModel(
-            stage=name,
-            spec=s.setup.model.spec or "",
-            batch_size=s.setup.model.batch_size,
-            channels_last=s.setup.model.memory_format == "channels_last",
-            workload="prefill" if s.setup.model.decode is None else "decode",
-            modes=tuple(s.prepared_modes),
-            saved={m: f for m, f in saved[name].items() if m in s.prepared_modes},
-        )
-        for name, s in stages.items()
-        if s.prepared_modes
-    )
-    request = workers.WorkerRequest(
-        models=asked,
-        device=str(device),
-        dtype=setup.dtype,
-        threads=torch.get_num_threads(),
-        timing=timing,
-        resamples=options.bootstrap_resamples,
-        order=plan.order_name,
-    )
+    k = next(iter(stages.values())).setup.options.workers
     at_once = workers.built_at_once(
         k,
-        device.type,
+        next(iter(stages.values())).setup.device.type,
         max(_weights_bytes(s.setup.model.module) for s in stages.values()),
-        max(len(m.modes) for m in asked),
+        max(len(m.modes) for m in request.models),
     )
     if at_once > 1:
         progress(f"building the modes in {at_once} worker processes side by side")
@@ -533,17 +529,17 @@ def _run_workers(
     left_out: set[str] = set()
     with workers.started_workers(request, k, at_once) as worker_result:
         for i in range(k):
-            n = sum(len(m.modes) for m in asked) - len(left_out)
+            n = sum(len(m.modes) for m in request.models) - len(left_out)
             if not n:
                 break
             progress(
-                f"timing {n} {plan.series} interleaved in worker {i + 1} of {k} (a fresh process)"
+                f"timing {n} {series_name} interleaved in worker {i + 1} of {k} (a fresh process)"
             )
             result = worker_result(i, left_out)
             for key, error in result.failed.items():
                 side, _, mode = key.rpartition("/")
                 line = f"in timing worker {i + 1} of {k}, {error}"
-                stages[side].mark_failed(mode, ModeError(line), device)
+                stages[side].mark_failed(mode, ModeError(line), stages[side].setup.device)
                 left_out.add(key)
             if result.not_timed is not None:  # a lost CUDA context: no more workers
                 if not done:
