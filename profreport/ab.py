@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from profreport.analysis.compare import Comparison, Thresholds, compare_runs
+from profreport.capture.timing import series_key, stage_and_mode
 from profreport.env import DTYPES, device_for
 from profreport.exits import UsageError
 from profreport.files import RunFolder, run_folder_name
@@ -30,31 +31,28 @@ SIDES = ("base", "head")
 COMPARE_NAMES = {"md": "compare.md", "json": "compare.json", "html": "compare.html"}
 
 
-def key(side: str, mode: str) -> str:
-    return f"{side}/{mode}"
-
-
 def ab_order(round_no: int, names: list[str]) -> list[str]:
     """One round's order: modes rotated by one place per round; base and head of a mode
     adjacent, base first on even rounds and head first on odd ones. A key without its partner
     (a mode that failed on one side) keeps its mode's place."""
-    modes = list(dict.fromkeys(name.split("/", 1)[1] for name in names))  # first-seen order
+    modes = list(dict.fromkeys(stage_and_mode(name)[1] for name in names))  # first-seen order
     shift = round_no % len(modes)
     sides = SIDES if round_no % 2 == 0 else SIDES[::-1]
     present = set(names)
     return [
-        key(side, mode)
+        series_key(side, mode)
         for mode in modes[shift:] + modes[:shift]
         for side in sides
-        if key(side, mode) in present
+        if series_key(side, mode) in present
     ]
 
 
 def compared_pairs(names: list[str]) -> list[tuple[str, str]]:
     """The series the comparison and each side's record judge against each other: base and head
     of every mode, and each side's modes against its eager."""
-    pairs = [(key("base", k.split("/", 1)[1]), k) for k in names if k.startswith("head/")]
-    pairs += [(key(k.split("/", 1)[0], "eager"), k) for k in names if not k.endswith("/eager")]
+    series = [(k, *stage_and_mode(k)) for k in names]
+    pairs = [(series_key("base", mode), k) for k, side, mode in series if side == "head"]
+    pairs += [(series_key(side, "eager"), k) for k, side, mode in series if mode != "eager"]
     return pairs
 
 

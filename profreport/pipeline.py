@@ -59,6 +59,8 @@ from profreport.capture.timing import (
     TimingResult,
     device_timing,
     measure_latency,
+    series_key,
+    stage_and_mode,
 )
 from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.exits import disk_error
@@ -537,7 +539,7 @@ def _run_workers(
             )
             result = worker_result(i, left_out)
             for key, error in result.failed.items():
-                side, _, mode = key.rpartition("/")
+                side, mode = stage_and_mode(key)
                 line = f"in timing worker {i + 1} of {k}, {error}"
                 stages[side].mark_failed(mode, ModeError(line), stages[side].setup.device)
                 left_out.add(key)
@@ -548,7 +550,7 @@ def _run_workers(
                 break
             series: dict[str, dict[str, ProcessBlocks]] = {}
             for key, blocks in result.blocks.items():
-                side, _, mode = key.rpartition("/")
+                side, mode = stage_and_mode(key)
                 series.setdefault(side, {})[mode] = blocks
             done.append(Timed((series,), (result.load,), result.reference))
     return done
@@ -590,7 +592,7 @@ def time_here(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Pro
                 stage.not_timed(lost)
             return Timed()
         fns: dict[str, Callable[[], Any]] = {
-            f"{side}/{mode}" if side else mode: partial(p.fn, *stage.setup.model.example_inputs)
+            series_key(side, mode): partial(p.fn, *stage.setup.model.example_inputs)
             for side, stage in stages.items()
             for mode, p in stage.prepared_modes.items()
         }
@@ -622,12 +624,12 @@ def time_here(stages: Mapping[str, TimingStage], plan: TimingPlan, progress: Pro
         except TimingFailed as failure:
             _own_failure(failure.error, start)
             if not reference.failed(failure):
-                side, _, mode = failure.mode.rpartition("/")
+                side, mode = stage_and_mode(failure.mode)
                 stages[side].mark_failed(mode, failure.error, device)
             continue
         series: dict[str, dict[str, ProcessBlocks]] = {side: {} for side in stages}
         for key, result in timings.items():
-            side, _, mode = key.rpartition("/")
+            side, mode = stage_and_mode(key)
             series[side][mode] = _blocks(result)
         return Timed((series,), (watched.load,), reference.record())
 

@@ -43,12 +43,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from profreport import pipeline
     from profreport.ab import AB_TIMING
+    from profreport.capture.timing import series_key, stage_and_mode
     from profreport.capture.workers import (
         BUILT,
         LOADED,
         WorkerRequest,
         WorkerResult,
-        series_key,
     )
     from profreport.env import DTYPES, make_sync, resolve_device
     from profreport.files import RunFolder, dumps
@@ -109,9 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not turn:  # the parent is gone or gave up on this worker: nothing to time
                 return 0
             for key in json.loads(turn):
-                stage, _, mode = key.rpartition("/")
-                stages[stage].prepared_modes.pop(mode, None)
-                stages[stage].modes.pop(mode, None)
+                name, mode = stage_and_mode(key)
+                stages[name].prepared_modes.pop(mode, None)
+                stages[name].modes.pop(mode, None)
         timed = pipeline.time_here(stages, plans[request.order], pipeline.quiet)
     blocks = {
         series_key(stage, mode): b

@@ -111,11 +111,11 @@ def test_the_parent_combines_the_workers_and_a_mode_failing_in_one_fails_in_all(
         requests.append(request)
 
         def result(i: int, leave_out: Collection[str]) -> workers.WorkerResult:
-            modes = tuple(m for m in request.models[0].modes if f"/{m}" not in leave_out)
+            modes = tuple(m for m in request.models[0].modes if m not in leave_out)
             asked.append(modes)
-            failed = {"/compile": "raised while timed: RuntimeError: out of memory"}
+            failed = {"compile": "raised while timed: RuntimeError: out of memory"}
             return workers.WorkerResult(
-                blocks={f"/{m}": _blocks(levels[m]) for m in modes if i != 1 or m != "compile"},
+                blocks={m: _blocks(levels[m]) for m in modes if i != 1 or m != "compile"},
                 failed=failed if i == 1 else {},
                 load=QUIET,
                 reference=_reference((1.0, 1.1), 0.1),
@@ -229,7 +229,7 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
     )
     with workers.started_workers(_request(), 3, 2) as result:
         for i in range(3):
-            assert result(i, {"/trace"} if i else ()).blocks == {}
+            assert result(i, {"trace"} if i else ()).blocks == {}
     events = [line.split(" ", 3) for line in log.read_text().splitlines()]
     at = {(e[0], e[1]): float(e[2]) for e in events}
     names = list(dict.fromkeys(e[1] for e in events))
@@ -237,7 +237,7 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
     assert at["start", second] < at["ready", first]  # built side by side
     assert at["ready", second] < at["go", first]  # timed only when the group is built
     assert at["end", first] < at["go", second] and at["end", second] < at["start", third]
-    assert [e[3] for e in events if e[0] == "go"] == ["[]", "['/trace']", "['/trace']"]
+    assert [e[3] for e in events if e[0] == "go"] == ["[]", "['trace']", "['trace']"]
 
 
 def test_workers_build_at_once_as_memory_allows_and_one_at_a_time_on_a_gpu(monkeypatch):
@@ -313,19 +313,19 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     asked, answer = tmp_path / "request.json", tmp_path / "result.json"
     asked.write_text(json.dumps(request.to_json()))
     ready, ready_w = os.pipe()
-    monkeypatch.setattr(sys, "stdin", io.StringIO('["/trace"]\n'))  # its turn: trace left out
+    monkeypatch.setattr(sys, "stdin", io.StringIO('["trace"]\n'))  # its turn: trace left out
     assert timing_worker.main([str(asked), str(answer), str(ready_w)]) == 0
     assert os.read(ready, 1) == b"r"  # it said it was ready
     assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
     result = workers.WorkerResult.parse_file(answer)
-    assert list(result.blocks) == ["/eager", "/script"]
-    assert len(result.blocks["/script"].samples) >= 3
+    assert list(result.blocks) == ["eager", "script"]
+    assert len(result.blocks["script"].samples) >= 3
     assert result.built == {
-        "/eager": workers.BUILT,
-        "/script": workers.LOADED,
-        "/trace": workers.BUILT,
+        "eager": workers.BUILT,
+        "script": workers.LOADED,
+        "trace": workers.BUILT,
     }
-    assert result.failed["/nope"].startswith("failed to build again: unknown mode 'nope'")
+    assert result.failed["nope"].startswith("failed to build again: unknown mode 'nope'")
     assert result.reference is not None and result.load is not None
 
 

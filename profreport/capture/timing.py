@@ -39,6 +39,18 @@ from typing import Any
 from profreport.record.model import TimingSettings
 
 
+def series_key(stage: str, mode: str) -> str:
+    """A timed series' name: its mode, after its stage and a slash where it has one (`head/compile`
+    in `profreport ab`; a run's own modes are named by the mode alone)."""
+    return f"{stage}/{mode}" if stage else mode
+
+
+def stage_and_mode(key: str) -> tuple[str, str]:
+    """The stage ("" for a run's own) and the mode a series_key names."""
+    stage, _, mode = key.rpartition("/")
+    return stage, mode
+
+
 class TimingFailed(Exception):
     """A mode raised while being timed (out of memory, say); `mode` names it."""
 

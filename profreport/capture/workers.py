@@ -109,7 +109,7 @@ class WorkerRequest(Section):
 
 @dataclass(frozen=True)
 class WorkerResult(Section):
-    """What one timing worker measured: each series' blocks (`stage/mode`), the machine's load
+    """What one timing worker measured: each series' blocks (capture/timing.series_key), the machine's load
     over its timing and the machine reference timed with them; the modes that failed in it (one
     line each: failed to build again, or raised while timed), and why nothing could be timed
     (`not_timed`, a lost CUDA context)."""
@@ -147,10 +147,6 @@ def saved_torchscript(fns: Mapping[str, Any], folder: Path, stage: str) -> dict[
             continue
         saved[mode] = str(path)
     return saved
-
-
-def series_key(stage: str, mode: str) -> str:
-    return f"{stage}/{mode}"
 
 
 def worker_command(request: Path, result: Path, ready_fd: int) -> list[str]:
