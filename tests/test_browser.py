@@ -248,3 +248,43 @@ def test_a_zoo_report_answers_on_the_first_screen_without_sideways_scroll(
         _keep_artifact(shot)
     finally:
         context.close()
+
+
+DECODE_POINT = Path(__file__).parent / "data" / "runs" / "llama-decode-sweep-cpu"
+
+
+def test_a_decode_report_reads_per_token_at_1280_without_sideways_scroll(browser, tmp_path):
+    """A recorded decode run (the zoo Llama at context 512, eager and compile) rendered again by
+    `profreport render`: it loads clean, its per-token section is on the page with a row per
+    timed mode, and nothing scrolls sideways at 1280 px, its folded sections open or closed."""
+    import gzip
+    import io
+
+    from profreport import cli
+
+    with gzip.open(DECODE_POINT / "context-512.run.json.gz", "rb") as f:
+        (tmp_path / "run.json").write_bytes(f.read())
+    assert cli.main(["render", str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0
+    record = load(tmp_path)
+    report = tmp_path / "report.html"
+    context, page, log = _open(browser, report)
+    try:
+        assert log.console_errors == [] and log.page_errors == []
+        assert log.requests == [report.as_uri()]
+        assert page.locator("#decode").is_visible()
+        table = page.locator("#decode + table")
+        assert table.is_visible()
+        timed = [n for n, m in record["modes"].items() if m.get("latency_ms")]
+        text = table.inner_text()
+        assert len(timed) == 2 and all(name in text for name in timed), text
+        for opened in (False, True):
+            if opened:
+                page.eval_on_selector_all("details", "els => els.forEach(e => e.open = true)")
+            width = page.evaluate("document.scrollingElement.scrollWidth")
+            assert width <= page.evaluate("window.innerWidth"), (opened, width)
+        shot = tmp_path / "report-decode.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        _keep_artifact(shot)
+    finally:
+        context.close()
