@@ -194,11 +194,7 @@ def profile(
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_inputs must be a tensor or a tuple of tensors")
     dev = inputs[0].device if device is None else resolve_device(str(device))
-    if modes is None and workload == "decode":
-        from profreport.decode import decode_modes
-
-        modes = decode_modes(dev.type)
-    opts = run_options(modes, **options)
+    opts = run_options(modes, workload=workload, device_type=dev.type, **options)
     dtype_name = _resolve_dtype(dtype, model, inputs)
     dt = DTYPES[dtype_name]
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):

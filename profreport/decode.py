@@ -40,14 +40,6 @@ NEEDS = (
 )
 
 
-def decode_modes(device_type: str) -> tuple[str, ...]:
-    """The modes a decode run uses when none are chosen: those that run on real LMs (TorchScript
-    cannot script or trace a transformers cache; --modes still tries them, each failing in one
-    line), CUDA graphs on CUDA."""
-    cuda = ("compile-cudagraphs",) if device_type == "cuda" else ()
-    return ("eager", "compile", *cuda, "export")
-
-
 class DecodeError(Exception):
     """The model cannot be decoded; the message is one line for the user."""
 

@@ -88,19 +88,28 @@ def run_options(
     remeasure_ceilings: bool = False,
     time_latency: bool = True,
     workers: int | None = None,
+    workload: str = "prefill",
+    device_type: str = "cpu",
 ) -> RunOptions:
     """Options of one run; ValueError on an unknown mode or a schedule too short.
+    `modes` None: the registry's defaults for the `workload` (decode's on `device_type`:
+    modes.DECODE_DEFAULT_MODES).
     `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
     a check that needs only the profiled counts and bytes (the kernel-budget fixture).
     `workers`: the fresh processes the latency is timed in (capture/workers.py; None: the
     default, PROFREPORT_WORKERS or 3; 0: this process)."""
     from profreport.capture.workers import default_workers
-    from profreport.modes import default_modes, mode_names
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes, mode_names
     from profreport.pipeline import RunOptions
     from profreport.record.model import ProfileSchedule, TimingSettings
 
     known = mode_names()
-    chosen = tuple(modes) if modes is not None else default_modes()
+    if modes is not None:
+        chosen = tuple(modes)
+    elif workload == "decode":
+        chosen = DECODE_DEFAULT_MODES.get(device_type, DECODE_DEFAULT_MODES["cpu"])
+    else:
+        chosen = default_modes()
     unknown = [m for m in chosen if m not in known]
     if unknown or not chosen:
         raise ValueError(
@@ -422,21 +431,18 @@ class GenerateRequest(Section):
 
     def options(self, device_type: str = "cpu") -> RunOptions:
         """How the run goes (UsageError: a mode unknown, a schedule too short). Decode's default
-        modes are those that run on real LMs on `device_type` (profreport/decode.py)."""
-        modes = self.modes
-        if modes is None and self.workload == "decode":
-            from profreport.decode import decode_modes
-
-            modes = decode_modes(device_type)
+        modes are those that run on real LMs on `device_type` (run_options)."""
         try:
             return run_options(
-                modes,
+                self.modes,
                 active_steps=self.active_steps,
                 min_time_s=self.min_time_s,
                 max_time_s=self.max_time_s,
                 measure_bytes=self.measure_bytes,
                 remeasure_ceilings=self.remeasure_ceilings,
                 workers=self.workers,
+                workload=self.workload,
+                device_type=device_type,
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None

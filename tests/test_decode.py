@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from profreport.analysis.decode_tokens import decode_tokens
-from profreport.decode import decode_modes, greedy_check, parse_workloads
+from profreport.decode import greedy_check, parse_workloads
 from profreport.record.model import (
     Bytes,
     Ceiling,
@@ -47,9 +47,10 @@ def test_workloads_parse_in_order_and_refuse_the_rest():
 
 
 def test_default_decode_modes_offer_cuda_graphs_on_cuda_only():
-    assert decode_modes("cpu") == ("eager", "compile", "export")
-    assert "compile-cudagraphs" in decode_modes("cuda")
-    assert GenerateRequest(workload="decode").options("cpu").modes == decode_modes("cpu")
+    decode = GenerateRequest(workload="decode")
+    assert decode.options("cpu").modes == ("eager", "compile", "export")
+    assert decode.options("cuda").modes == ("eager", "compile", "compile-cudagraphs", "export")
+    assert decode.options("mps").modes == decode.options("cpu").modes  # any other device: CPU's
     assert GenerateRequest(workload="decode", modes=("eager",)).options().modes == ("eager",)
     assert "export" not in GenerateRequest().options().modes  # prefill keeps its defaults
 
