@@ -170,14 +170,18 @@ def profile_runs(
     from profreport.record.model import AbSide
 
     plan = plan or pipeline.ON_ITS_OWN
+    collectors = {}
+    for side, setup in setups.items():  # every side's decode step built before any capture
+        with _side_named(side):
+            collectors[side] = pipeline.RunCollector(setup)
     folders = " and ".join(str(setup.folder.record) for setup in setups.values())
     progress(Notice(f"evidence so far: {folders} ({KEPT_IF_IT_DIES})"))
-    collectors = {side: pipeline.RunCollector(setup) for side, setup in setups.items()}
-    # one clear of the compilers' caches for all sides: a later side's builds keep the code of
-    # an earlier one, which is timed with it
-    stages = {
-        side: c.prepare(fresh_compilers=not i) for i, (side, c) in enumerate(collectors.items())
-    }
+    stages = {}
+    for i, (side, collector) in enumerate(collectors.items()):
+        # one clear of the compilers' caches for all sides: a later side's builds keep the code
+        # of an earlier one, which is timed with it
+        with _side_named(side):
+            stages[side] = collector.prepare(fresh_compilers=not i)
     with ExitStack() as timing:
         for collector in collectors.values():
             timing.enter_context(collector.phases.phase("timing"))
@@ -205,6 +209,20 @@ def profile_runs(
             derived = save_reports(derived, setup.folder, done.budgets.get(side))
         done.runs[side] = derived
     return done
+
+
+@contextmanager
+def _side_named(side: str) -> Iterator[None]:
+    """A model the capture cannot build or record (a decode step; models.ModelError), named by
+    its side of `profreport ab` ("": a run on its own)."""
+    from profreport.models import ModelError
+
+    try:
+        yield
+    except ModelError as exc:
+        if not side:
+            raise
+        raise ModelError(f"{side}: {exc}") from None
 
 
 def save_evidence(evidence: Run, folder: RunFolder) -> None:
@@ -361,7 +379,10 @@ def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> It
     published when the block ends. An interrupt (one a library swallowed too) leaves nothing; a disk that
     refused a file is bad input (UsageError naming it; the evidence so far kept as
     `<name>-partial` when there is any); a bug after some evidence was saved publishes the
-    folder and says where (EvidenceSaved); a bug before that leaves nothing."""
+    folder and says where (EvidenceSaved); a bug before that leaves nothing. A model the
+    capture cannot build or record (models.ModelError: a decode step) is bad input too."""
+    from profreport.models import ModelError
+
     started = interrupts.mark()
     with (
         folder,
@@ -375,6 +396,9 @@ def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> It
             folder.publish()
         except (UsageError, KeyboardInterrupt):
             raise
+        except ModelError as exc:  # bad input: nothing is left, as when found before
+            folder.unstage()
+            raise UsageError(str(exc)) from None
         except Exception as exc:
             interrupts.reraise_if_interrupted(exc, started)
             refused = disk_error(exc)
