@@ -26,7 +26,7 @@ from torch import nn
 
 from profreport.env import DTYPES, resolve_device
 from profreport.files import RunFolder
-from profreport.models import LoadedModel, decode_loaded
+from profreport.models import LoadedModel, for_decode
 from profreport.modes import mode_analyses
 from profreport.pipeline import RunSetup, quiet
 from profreport.record.model import Run
@@ -194,11 +194,7 @@ def profile(
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_inputs must be a tensor or a tuple of tensors")
     dev = inputs[0].device if device is None else resolve_device(str(device))
-    if modes is None and workload == "decode":
-        from profreport.decode import decode_modes
-
-        modes = decode_modes(dev.type)
-    opts = run_options(modes, **options)
+    opts = run_options(modes, workload=workload, device_type=dev.type, **options)
     dtype_name = _resolve_dtype(dtype, model, inputs)
     dt = DTYPES[dtype_name]
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
@@ -216,12 +212,13 @@ def profile(
     )
     layout = "channels_last" if nhwc else "contiguous"
     loaded = LoadedModel(name or type(model).__name__, doc, module, cast, None, layout)
-    if workload == "decode":
-        loaded = decode_loaded(loaded, dev)
+    if workload == "decode":  # its step is built, the model run first, by the capture
+        loaded = for_decode(loaded)
     owned = run_dir is None
     folder = RunFolder.temporary() if run_dir is None else RunFolder(Path(run_dir))
     try:
-        check_eager(loaded, dev, dtype_name)  # before any folder is made for the run
+        if loaded.workload == "prefill":
+            check_eager(loaded, dev, dtype_name)  # before any folder is made for the run
         setup = RunSetup(loaded, dev, dtype_name, folder, opts, progress or quiet)
         run = profile_runs({"": setup}, setup.progress, reports=False).runs[""]
     except BaseException:

@@ -14,6 +14,11 @@ greedy check walks positions P .. P+15. The per-token cost does not depend on th
 static cache's attention reads all P+16 slots, masked (`get_mask_sizes` of a static layer is the
 whole cache), so a step at P and one at P+15 run the same kernels on the same shapes.
 
+The step is built where it is used: the capture builds it from the loaded causal LM and its
+prompt (models.decode_loaded, called by pipeline.RunCollector and by a timing worker), and
+splits one step's modeled bytes (`traffic_split`) when it captures the run, where the modes'
+tensor I/O is recorded too (RunCollector.prepare).
+
 The cache tensors are the module's buffers and are put back into the cache object on every call,
 so that torch.export (which swaps buffers for its own tensors while tracing) sees their
 mutation; sliding-window layers are plain static layers over the whole cache, the window applied
@@ -40,16 +45,38 @@ NEEDS = (
 )
 
 
-def decode_modes(device_type: str) -> tuple[str, ...]:
-    """The modes a decode run uses when none are chosen: those that run on real LMs (TorchScript
-    cannot script or trace a transformers cache; --modes still tries them, each failing in one
-    line), CUDA graphs on CUDA."""
-    cuda = ("compile-cudagraphs",) if device_type == "cuda" else ()
-    return ("eager", "compile", *cuda, "export")
-
-
 class DecodeError(Exception):
     """The model cannot be decoded; the message is one line for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltStep:
+    """What building the step found: the prompt's length (the position every profiled and
+    timed step decodes at), the cache's slots and bytes, and eager's greedy tokens from that
+    position, per sequence."""
+
+    context: int
+    cache_len: int
+    kv_cache_bytes: int
+    greedy_tokens: tuple[tuple[int, ...], ...]
+
+    @property
+    def position(self) -> int:
+        return self.context
+
+    def info(self, split: tuple[int, int, int, int]) -> DecodeInfo:
+        """The record's decode step, with eager's modeled bytes of one step (`traffic_split`)."""
+        return DecodeInfo(
+            context=self.context,
+            position=self.position,
+            cache_len=self.cache_len,
+            kv_cache_bytes=self.kv_cache_bytes,
+            greedy_tokens=self.greedy_tokens,
+            weight_bytes=split[0],
+            kv_read_bytes=split[1],
+            cache_written_bytes=split[2],
+            total_bytes=split[3],
+        )
 
 
 def parse_workloads(text: str) -> tuple[str, ...]:
@@ -115,25 +142,25 @@ def greedy_tokens(
 
 
 def greedy_check(
-    step: Callable[..., Any], inputs: tuple[torch.Tensor, ...], info: DecodeInfo
+    step: Callable[..., Any], inputs: tuple[torch.Tensor, ...], built: BuiltStep
 ) -> dict[str, Any]:
-    """A mode's greedy tokens from the example inputs against eager's (`info`): the output
+    """A mode's greedy tokens from the example inputs against eager's (`built`): the output
     check's decode fields."""
-    tokens = greedy_tokens(step, inputs[0], info.position, len(info.greedy_tokens[0]))
+    tokens = greedy_tokens(step, inputs[0], built.position, len(built.greedy_tokens[0]))
     steps = [
         i
         for i in range(len(tokens[0]))
-        if any(s[i] != e[i] for s, e in zip(tokens, info.greedy_tokens, strict=True))
+        if any(s[i] != e[i] for s, e in zip(tokens, built.greedy_tokens, strict=True))
     ]
     check: dict[str, Any] = {"greedy_steps": len(tokens[0]), "greedy_equal": not steps}
     return {**check, "greedy_first_difference": steps[0]} if steps else check
 
 
 def decode_step(
-    lm: nn.Module, prompt: torch.Tensor, sync: Callable[[], None]
-) -> tuple[DecodeStep, tuple[torch.Tensor, torch.Tensor], DecodeInfo]:
+    lm: nn.Module, prompt: torch.Tensor
+) -> tuple[DecodeStep, tuple[torch.Tensor, torch.Tensor], BuiltStep]:
     """`lm` as a decode step at the end of `prompt` (prefilled here), its example inputs (the
-    prefill's greedy token, the position P) and what the record says about it."""
+    prefill's greedy token, the position P) and what building it found."""
     if not (hasattr(lm, "config") and callable(getattr(lm, "can_generate", None))):
         raise DecodeError(f"{NEEDS}; {type(lm).__name__} is not one")
     if not lm.can_generate():  # type: ignore[operator]
@@ -161,30 +188,20 @@ def decode_step(
             step = DecodeStep(lm, cache)
             inputs = (first, torch.tensor([context], device=prompt.device))
             tokens = greedy_tokens(step, first, context)
-            split = traffic_split(step, inputs, sync)
     except DecodeError:
         raise
     except Exception as exc:  # a model whose forward takes no static cache
-        from profreport.text import error_line
-
-        raise DecodeError(
-            f"decode: {type(lm).__name__} failed with a static KV cache: {error_line(exc)}"
-        ) from exc
+        raise _failed_with_cache(lm, exc) from exc
     kv = sum(t.numel() * t.element_size() for t in step.cache_tensors())
-    return (
-        step,
-        inputs,
-        DecodeInfo(
-            context=context,
-            position=context,
-            cache_len=context + DECODE_TOKENS,
-            kv_cache_bytes=kv,
-            greedy_tokens=tuple(tuple(seq) for seq in tokens),
-            weight_bytes=split[0],
-            kv_read_bytes=split[1],
-            cache_written_bytes=split[2],
-            total_bytes=split[3],
-        ),
+    built = BuiltStep(context, context + DECODE_TOKENS, kv, tuple(tuple(s) for s in tokens))
+    return step, inputs, built
+
+
+def _failed_with_cache(lm: nn.Module, exc: Exception) -> DecodeError:
+    from profreport.text import error_line
+
+    return DecodeError(
+        f"decode: {type(lm).__name__} failed with a static KV cache: {error_line(exc)}"
     )
 
 
@@ -199,7 +216,9 @@ def traffic_split(
 ) -> tuple[int, int, int, int]:
     """Eager's modeled bytes of one step (the dispatcher log under analysis/bytes_model) split
     by the tensor each operation touched: (weights read, KV cache read, cache update written,
-    total); activations are the rest of the total."""
+    total); activations are the rest of the total. The step writes the slot its position names
+    with the same values as every profiled call, so the split is that of every step. DecodeError
+    when the step cannot be recorded, as when it cannot be built."""
     from profreport.analysis.bytes_model import op_traffic
     from profreport.analysis.kernels import BOOKKEEPING_OPS
     from profreport.capture.opio import record_tensor_io
@@ -227,8 +246,11 @@ def traffic_split(
         return op_traffic(only, BOOKKEEPING_OPS)
 
     weight = kv_read = kv_written = total = 0
-    with torch.no_grad():
-        ops = record_tensor_io(step, inputs, sync)
+    try:
+        with torch.no_grad():
+            ops = record_tensor_io(step, inputs, sync)
+    except Exception as exc:
+        raise _failed_with_cache(step.lm, exc) from exc
     for op in ops:
         total += sum(op_traffic(op, BOOKKEEPING_OPS))
         weight += part(op, weights)[0]

@@ -242,12 +242,14 @@ class RunFolder:
     def __init__(self, path: Path) -> None:
         self.path = self._staging = self._name = path
         self._staged: tuple[Path, str] | None = None  # (parent, name) until published
+        self._made: tuple[Path, ...] = ()  # the parent folders staging made, innermost first
         self.published: Path | None = None
 
     @classmethod
     def staged(cls, parent: Path, name: str) -> RunFolder:
         """A new staged folder under `parent` (made if missing; UsageError if it cannot be)."""
         not_a_file(parent)
+        made = tuple(p for p in (parent, *parent.parents) if not p.exists())  # innermost first
         try:
             parent.mkdir(parents=True, exist_ok=True)
             path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent))
@@ -256,6 +258,7 @@ class RunFolder:
             raise UsageError(f"cannot write to {parent}: {exc.strerror or exc}") from None
         folder = cls(path)
         folder._staged, folder._name = (parent, name), parent / name
+        folder._made = made
         return folder
 
     @classmethod
@@ -361,6 +364,19 @@ class RunFolder:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def unstage(self) -> None:
+        """The staged folder removed, and the parent folders staging made while they are empty:
+        bad input found once the folder was staged (a model the capture cannot build) leaves
+        nothing written, as bad input found before does."""
+        if self._staged is None:
+            return
+        self.remove()
+        for made in self._made:
+            try:
+                made.rmdir()
+            except OSError:  # not empty: another run's, or something else's
+                return
 
     def __enter__(self) -> RunFolder:
         return self

@@ -16,11 +16,11 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
 
-from profreport.record.model import DecodeInfo
 from profreport.text import error_line
 from profreport.zoo import (
     ZooError,
@@ -31,6 +31,11 @@ from profreport.zoo import (
     zoo_size,
     zoo_spec,
 )
+
+if TYPE_CHECKING:
+    from profreport.decode import BuiltStep
+
+DECODE_SUFFIX = "-decode"  # the decode workload's model is named for its step
 
 
 class ModelError(Exception):
@@ -46,7 +51,16 @@ class LoadedModel:
     batch_size: int | None
     memory_format: str = "contiguous"
     spec: str | None = None  # how to load it again (in a child process); None for objects
-    decode: DecodeInfo | None = None  # the decode workload's step (module is a DecodeStep)
+    # decode: the module is a causal LM and its example input the prompt's token ids, until the
+    # capture builds the greedy decode step from them (`decode_loaded`)
+    workload: Literal["prefill", "decode"] = "prefill"
+    decode: BuiltStep | None = None  # the decode step, once built (module is a DecodeStep)
+
+    def error(self, message: str) -> ModelError:
+        """`message` about this model as a ModelError, the model named as it was given (its
+        spec, or the name it was given before `for_decode` named it for its step)."""
+        name = self.name.removesuffix(DECODE_SUFFIX) if self.workload == "decode" else self.name
+        return ModelError(f"{self.spec or name}: {message}")
 
 
 @dataclass(frozen=True)
@@ -225,8 +239,9 @@ def load_model(
     `channels_last` puts 4-D inputs and the module's 4-D weights in NHWC memory format, the
     layout oneDNN and cuDNN convolutions prefer (Inductor otherwise converts to it itself).
     `layers` and `seq_len` size a zoo model (`hf:<name>`); they override the spec's own.
-    `workload` "decode": one greedy decode step of the causal LM with its static KV cache, the
-    example input's tokens (a zoo model's `seq_len`) prefilled first (profreport/decode.py).
+    `workload` "decode": the causal LM (a zoo model with its language-model head) and its
+    prompt, named for the greedy decode step that the capture builds from them
+    (`decode_loaded`), the prompt (a zoo model's `seq_len` tokens) then prefilled.
     """
     decode = workload == "decode"
     torch.manual_seed(0)
@@ -289,24 +304,32 @@ def load_model(
         "channels_last" if channels_last else "contiguous",
         spec,
     )
-    return decode_loaded(loaded, device) if decode else loaded
+    return for_decode(loaded) if decode else loaded
 
 
-def decode_loaded(model: LoadedModel, device: torch.device) -> LoadedModel:
-    """`model` (a causal LM and its prompt's token ids) as its greedy decode step, the prompt
-    prefilled into the step's static KV cache (profreport/decode.py; ModelError: it cannot be)."""
-    from profreport.decode import DecodeError, decode_step
-    from profreport.env import make_sync
-
-    try:
-        step, inputs, info = decode_step(model.module, model.example_inputs[0], make_sync(device))
-    except DecodeError as exc:
-        raise ModelError(f"{model.spec or model.name}: {exc}") from None
+def for_decode(model: LoadedModel) -> LoadedModel:
+    """`model` (a causal LM and its prompt's token ids) as the decode workload's: named for the
+    greedy decode step that the capture builds from it (`decode_loaded`), so that its run folder
+    is named before the step is built."""
     return replace(
         model,
-        name=f"{model.name}-decode",
+        name=f"{model.name}{DECODE_SUFFIX}",
         description=f"decode step of {model.description}",
-        module=step,
-        example_inputs=inputs,
-        decode=info,
+        workload="decode",
     )
+
+
+def decode_loaded(model: LoadedModel) -> LoadedModel:
+    """The decode workload's model as its greedy decode step, the prompt prefilled into the
+    step's static KV cache (profreport/decode.py; ModelError: it cannot be); any other model, or
+    a step already built, as it is. The capture calls it (pipeline.RunCollector), and a timing
+    worker that builds the model again."""
+    if model.workload != "decode" or model.decode is not None:
+        return model
+    from profreport.decode import DecodeError, decode_step
+
+    try:
+        step, inputs, built = decode_step(model.module, model.example_inputs[0])
+    except DecodeError as exc:
+        raise model.error(str(exc)) from None
+    return replace(model, module=step, example_inputs=inputs, decode=built)

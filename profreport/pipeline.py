@@ -66,7 +66,7 @@ from profreport.env import DTYPES, collect_env, device_info, make_sync
 from profreport.exits import disk_error
 from profreport.files import TENSORBOARD, RunFolder
 from profreport.light_pass import light_pass
-from profreport.models import LoadedModel
+from profreport.models import LoadedModel, decode_loaded
 from profreport.modes import (
     BytesWork,
     ModeError,
@@ -82,6 +82,7 @@ from profreport.record import SCHEMA
 from profreport.record.model import (
     AbSide,
     Ceilings,
+    DecodeInfo,
     Device,
     FailedMode,
     InputSpec,
@@ -247,7 +248,7 @@ def _measured_bytes(
     reason, spec = ncu_unavailable_reason(device.type), model.spec
     if reason is None and not spec:
         reason = "the model was passed as an object; measuring needs a spec a child can load"
-    if reason is None and model.decode is not None:  # the child would rebuild the prefill
+    if reason is None and model.workload == "decode":  # the child would rebuild the prefill
         reason = "Nsight Compute's child process does not rebuild a decode step yet"
     if reason is not None or not spec:
         return unavailable_bytes(reason or "")
@@ -285,9 +286,22 @@ def _model_info(model: LoadedModel, dtype: str) -> ModelInfo:
             for t in model.example_inputs
         ),
     )
-    if model.decode is None:
-        return info
-    return info.adding(workload="decode", decode=model.decode)
+    return info if model.workload == "prefill" else info.adding(workload="decode")
+
+
+def _decode_info(model: LoadedModel, sync: Callable[[], None]) -> DecodeInfo:
+    """The record of a decode run's step: what building it found, and eager's modeled bytes of
+    one step split by the tensor each operation touched (decode.traffic_split; ModelError: the
+    step cannot be recorded)."""
+    from profreport.decode import DecodeError, DecodeStep, traffic_split
+
+    step = model.module
+    if model.decode is None or not isinstance(step, DecodeStep):
+        raise RuntimeError("the decode step is built before it is captured (decode_loaded)")
+    try:
+        return model.decode.info(traffic_split(step, model.example_inputs, sync))
+    except DecodeError as exc:
+        raise model.error(str(exc)) from None
 
 
 def _mark_failed(
@@ -471,7 +485,7 @@ def _time_in_workers(
                 spec=s.setup.model.spec or "",
                 batch_size=s.setup.model.batch_size,
                 channels_last=s.setup.model.memory_format == "channels_last",
-                workload="prefill" if s.setup.model.decode is None else "decode",
+                workload=s.setup.model.workload,
                 modes=tuple(s.prepared_modes),
                 saved=workers.saved_torchscript(
                     {m: p.fn for m, p in s.prepared_modes.items()}, Path(folder), name
@@ -755,10 +769,12 @@ class RunCollector:
     """One run being collected, in two stages with the latency timing between them (so that
     `profreport ab` can time two runs together): `prepare()` builds, profiles and warms every
     mode and returns the TimingStage; `finish()` then measures bytes and returns the run
-    record's evidence. The record is written here and never read back."""
+    record's evidence. The record is written here and never read back. A decode run's step is
+    built here, from the loaded LM and its prompt (models.decode_loaded; ModelError: it cannot
+    be), before anything is captured."""
 
     def __init__(self, setup: RunSetup) -> None:
-        self.setup = setup
+        self.setup = replace(setup, model=decode_loaded(setup.model))
         self.phases = PhaseClock(setup.clock)
         self.sync = make_sync(setup.device)
         self._run: Run | None = None
@@ -810,6 +826,11 @@ class RunCollector:
         with phases.phase("ceilings"):
             progress("measuring memory bandwidth and matmul rate (cached per machine)")
             self._ceilings = _ceilings(device, device_record, dtype, options)
+        if model.workload == "decode":  # its step's tensor I/O, split by what it touches
+            # in no phase of `phases_s`, as when the split was made while loading the model
+            with torch.no_grad():
+                decode = _decode_info(model, sync)
+            self._run = replace(self._run, model=self._run.model.adding(decode=decode))
         modes: dict[str, ModeResult] = {}
         prepared_modes: dict[str, PreparedMode] = {}
         context_lost: str | None = None  # a fatal CUDA error: later modes are skipped, not run

@@ -88,19 +88,28 @@ def run_options(
     remeasure_ceilings: bool = False,
     time_latency: bool = True,
     workers: int | None = None,
+    workload: str = "prefill",
+    device_type: str = "cpu",
 ) -> RunOptions:
     """Options of one run; ValueError on an unknown mode or a schedule too short.
+    `modes` None: the registry's defaults for the `workload` (decode's on `device_type`:
+    modes.DECODE_DEFAULT_MODES).
     `time_latency=False`: no latency timing (each mode's record says so in `not_timed`), for
     a check that needs only the profiled counts and bytes (the kernel-budget fixture).
     `workers`: the fresh processes the latency is timed in (capture/workers.py; None: the
     default, PROFREPORT_WORKERS or 3; 0: this process)."""
     from profreport.capture.workers import default_workers
-    from profreport.modes import default_modes, mode_names
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes, mode_names
     from profreport.pipeline import RunOptions
     from profreport.record.model import ProfileSchedule, TimingSettings
 
     known = mode_names()
-    chosen = tuple(modes) if modes is not None else default_modes()
+    if modes is not None:
+        chosen = tuple(modes)
+    elif workload == "decode":
+        chosen = DECODE_DEFAULT_MODES.get(device_type, DECODE_DEFAULT_MODES["cpu"])
+    else:
+        chosen = default_modes()
     unknown = [m for m in chosen if m not in known]
     if unknown or not chosen:
         raise ValueError(
@@ -161,14 +170,18 @@ def profile_runs(
     from profreport.record.model import AbSide
 
     plan = plan or pipeline.ON_ITS_OWN
+    collectors = {}
+    for side, setup in setups.items():  # every side's decode step built before any capture
+        with _side_named(side):
+            collectors[side] = pipeline.RunCollector(setup)
     folders = " and ".join(str(setup.folder.record) for setup in setups.values())
     progress(Notice(f"evidence so far: {folders} ({KEPT_IF_IT_DIES})"))
-    collectors = {side: pipeline.RunCollector(setup) for side, setup in setups.items()}
-    # one clear of the compilers' caches for all sides: a later side's builds keep the code of
-    # an earlier one, which is timed with it
-    stages = {
-        side: c.prepare(fresh_compilers=not i) for i, (side, c) in enumerate(collectors.items())
-    }
+    stages = {}
+    for i, (side, collector) in enumerate(collectors.items()):
+        # one clear of the compilers' caches for all sides: a later side's builds keep the code
+        # of an earlier one, which is timed with it
+        with _side_named(side):
+            stages[side] = collector.prepare(fresh_compilers=not i)
     with ExitStack() as timing:
         for collector in collectors.values():
             timing.enter_context(collector.phases.phase("timing"))
@@ -196,6 +209,20 @@ def profile_runs(
             derived = save_reports(derived, setup.folder, done.budgets.get(side))
         done.runs[side] = derived
     return done
+
+
+@contextmanager
+def _side_named(side: str) -> Iterator[None]:
+    """A model the capture cannot build or record (a decode step; models.ModelError), named by
+    its side of `profreport ab` ("": a run on its own)."""
+    from profreport.models import ModelError
+
+    try:
+        yield
+    except ModelError as exc:
+        if not side:
+            raise
+        raise ModelError(f"{side}: {exc}") from None
 
 
 def save_evidence(evidence: Run, folder: RunFolder) -> None:
@@ -352,7 +379,10 @@ def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> It
     published when the block ends. An interrupt (one a library swallowed too) leaves nothing; a disk that
     refused a file is bad input (UsageError naming it; the evidence so far kept as
     `<name>-partial` when there is any); a bug after some evidence was saved publishes the
-    folder and says where (EvidenceSaved); a bug before that leaves nothing."""
+    folder and says where (EvidenceSaved); a bug before that leaves nothing. A model the
+    capture cannot build or record (models.ModelError: a decode step) is bad input too."""
+    from profreport.models import ModelError
+
     started = interrupts.mark()
     with (
         folder,
@@ -366,6 +396,9 @@ def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> It
             folder.publish()
         except (UsageError, KeyboardInterrupt):
             raise
+        except ModelError as exc:  # bad input: nothing is left, as when found before
+            folder.unstage()
+            raise UsageError(str(exc)) from None
         except Exception as exc:
             interrupts.reraise_if_interrupted(exc, started)
             refused = disk_error(exc)
@@ -422,21 +455,18 @@ class GenerateRequest(Section):
 
     def options(self, device_type: str = "cpu") -> RunOptions:
         """How the run goes (UsageError: a mode unknown, a schedule too short). Decode's default
-        modes are those that run on real LMs on `device_type` (profreport/decode.py)."""
-        modes = self.modes
-        if modes is None and self.workload == "decode":
-            from profreport.decode import decode_modes
-
-            modes = decode_modes(device_type)
+        modes are those that run on real LMs on `device_type` (run_options)."""
         try:
             return run_options(
-                modes,
+                self.modes,
                 active_steps=self.active_steps,
                 min_time_s=self.min_time_s,
                 max_time_s=self.max_time_s,
                 measure_bytes=self.measure_bytes,
                 remeasure_ceilings=self.remeasure_ceilings,
                 workers=self.workers,
+                workload=self.workload,
+                device_type=device_type,
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -1,15 +1,17 @@
 """A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD]`.
 
 Reads a capture/workers.WorkerRequest, builds each model again (load_model: same spec, same
-seed, so the same weights and inputs) and the modes the capture built: a TorchScript module
-the capture saved is loaded, and kept when its output on the example inputs matches eager's
-within the output check's tolerance (else built again); the others are built again with the
-compilers' caches on (modes/compile.use_code_caches). It times them in this fresh process with the one timer
+seed, so the same weights and inputs; a decode run's step from it, models.decode_loaded) and the
+modes the capture built: a TorchScript module the capture saved is loaded, and kept when its
+output on the example inputs matches eager's within the output check's tolerance (else built
+again); the others are built again with the compilers' caches on
+(modes/compile.use_code_caches). It times them in this fresh process with the one timer
 (pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.started_workers),
 it writes a byte there once its modes are built and times only when a line arrives on stdin: the
-series to leave out (a JSON list; those that failed in an earlier worker). A mode that fails to build again, or raises
-while timed, is that mode's failure in the result, one line; the others are timed. Exit 0 with
-a result written; anything else is a crash the parent reports (exit 3 there).
+series to leave out (a JSON list; those that failed in an earlier worker). A mode that fails to
+build again, or raises while timed, is that mode's failure in the result, one line; the others
+are timed. Exit 0 with a result written; anything else is a crash the parent reports (exit 3
+there).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from profreport.env import DTYPES, make_sync, resolve_device
     from profreport.files import RunFolder, dumps
-    from profreport.models import load_model
+    from profreport.models import decode_loaded, load_model
     from profreport.modes import prepare_mode
     from profreport.modes.compile import stop_compile_workers, use_code_caches
     from profreport.modes.outputs import flatten_output
@@ -72,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stages: dict[str, pipeline.TimingStage] = {}
     with tempfile.TemporaryDirectory(prefix="profreport-worker-") as folder, torch.no_grad():
         for asked in request.models:
-            model = load_model(
+            loaded = load_model(
                 asked.spec,
                 device,
                 DTYPES[request.dtype],
@@ -80,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 asked.channels_last,
                 workload=asked.workload,
             )
+            model = decode_loaded(loaded)  # a decode run's step, built as the capture built it
             prepared = {}
             eager = flatten_output(model.module(*model.example_inputs)).tensors
             for name in asked.modes:

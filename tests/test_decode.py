@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from profreport.analysis.decode_tokens import decode_tokens
-from profreport.decode import decode_modes, greedy_check, parse_workloads
+from profreport.decode import BuiltStep, greedy_check, parse_workloads
 from profreport.record.model import (
     Bytes,
     Ceiling,
@@ -47,9 +47,10 @@ def test_workloads_parse_in_order_and_refuse_the_rest():
 
 
 def test_default_decode_modes_offer_cuda_graphs_on_cuda_only():
-    assert decode_modes("cpu") == ("eager", "compile", "export")
-    assert "compile-cudagraphs" in decode_modes("cuda")
-    assert GenerateRequest(workload="decode").options("cpu").modes == decode_modes("cpu")
+    decode = GenerateRequest(workload="decode")
+    assert decode.options("cpu").modes == ("eager", "compile", "export")
+    assert decode.options("cuda").modes == ("eager", "compile", "compile-cudagraphs", "export")
+    assert decode.options("mps").modes == decode.options("cpu").modes  # any other device: CPU's
     assert GenerateRequest(workload="decode", modes=("eager",)).options().modes == ("eager",)
     assert "export" not in GenerateRequest().options().modes  # prefill keeps its defaults
 
@@ -68,9 +69,10 @@ def _stepper(tokens):
 
 def test_greedy_check_finds_the_first_step_that_differs():
     inputs = (torch.tensor([[1]]), torch.tensor([128]))
-    same = greedy_check(_stepper([5, 6, 7, 8]), inputs, INFO)
+    built = BuiltStep(context=128, cache_len=144, kv_cache_bytes=0, greedy_tokens=((5, 6, 7, 8),))
+    same = greedy_check(_stepper([5, 6, 7, 8]), inputs, built)
     assert same == {"greedy_steps": 4, "greedy_equal": True}
-    differs = greedy_check(_stepper([5, 6, 9, 8]), inputs, INFO)
+    differs = greedy_check(_stepper([5, 6, 9, 8]), inputs, built)
     assert differs["greedy_equal"] is False and differs["greedy_first_difference"] == 2
 
 
@@ -162,3 +164,25 @@ def test_the_time_breakdowns_bound_decides_where_it_was_derived():
     words = " ".join(decode_tokens(run.adding(modes={"eager": eager, "compile": compiled})).words)
     assert "eager: decode is bound by its kernels (the time breakdown's device-bound: 75%" in words
     assert "compile: decode is overhead-bound (the time breakdown's host-bound: 10%" in words
+
+
+def test_a_model_that_cannot_decode_is_bad_input_and_leaves_nothing(tmp_path, capsys):
+    from profreport.cli import main
+
+    out = tmp_path / "out" / "deeper"  # made by staging, removed with it
+    code = main(["generate", "--model", "simple", "--workload", "decode", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: simple: decode needs a transformers causal LM")
+    assert "Sequential is not one" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_ab_names_the_side_whose_model_cannot_decode(tmp_path, capsys):
+    from profreport.cli import main
+
+    code = main(["ab", "simple", "simple", "--workload", "decode", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: base: simple: decode needs a transformers causal LM")
+    assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from profreport.cli import main
-from profreport.models import load_model
+from profreport.models import decode_loaded, load_model
 from tests.conftest import FAST, run_dir_in
 from tests.independent_decode import count_step
 
@@ -42,7 +42,8 @@ def decode_run(request, tmp_path_factory):
 def _loaded(args):
     spec = args[1]
     sized = {"layers": 1, "seq_len": 32} if spec.startswith("hf:") else {}
-    return load_model(spec, torch.device("cpu"), torch.float32, workload="decode", **sized)
+    lm = load_model(spec, torch.device("cpu"), torch.float32, workload="decode", **sized)
+    return decode_loaded(lm)  # the step, built as the capture builds it
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from profreport.modes.base import (
     UnknownMode,
 )
 from profreport.modes.registry import (
+    DECODE_DEFAULT_MODES,
     default_modes,
     mode_analyses,
     mode_for,
@@ -32,6 +33,7 @@ from profreport.modes.registry import (
 )
 
 __all__ = [
+    "DECODE_DEFAULT_MODES",
     "BytesSource",
     "BytesWork",
     "Mode",

@@ -6,12 +6,25 @@ test). Built-in modes are registered on first use (so importing the registry imp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from profreport.analysis.mode_analysis import ModeAnalysis
 from profreport.modes.base import EagerMode, Mode, UnknownMode
 
 _REGISTRY: dict[str, Mode] = {}
 _DEFAULT: list[str] = []
 _SUMMARY: dict[str, str] = {}  # one line per mode for `profreport modes` and the docs
+# The modes a decode run uses when none are chosen, by device type (any other device: "cpu"'s):
+# those that run on real LMs (TorchScript cannot script or trace a transformers cache; --modes
+# still tries them, each failing in one line), CUDA graphs on CUDA. Data, not a call: the run's
+# options read it beside `default_modes()` (runner.run_options).
+DECODE_DEFAULT_MODES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "cuda": ("eager", "compile", "compile-cudagraphs", "export"),
+        "cpu": ("eager", "compile", "export"),
+    }
+)
 _loaded = False
 
 
