@@ -225,11 +225,11 @@ def mode_markdown(v: KernelDiffModeView) -> list[str]:
     return lines
 
 
-def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####") -> list[str]:
+def kernel_diff_markdown(views: list[KernelDiffModeView]) -> list[str]:
     """The kernel-diff section of a Markdown comparison (empty when no mode has one)."""
     if not views:
         return []
-    lines = [f"{heading} Kernel by kernel", ""]
+    lines = ["#### Kernel by kernel", ""]
     for v in views:
         lines += mode_markdown(v)
     lines.append(f"<sub>{md_cell(SOURCE_LINE)}</sub>")

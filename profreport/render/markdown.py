@@ -19,6 +19,7 @@ from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
+from profreport.render.roofline_view import BOUND_NAMES
 from profreport.render.viewmodel import build_view
 from profreport.render.views import PageView
 
@@ -33,9 +34,6 @@ FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
-
-
-_CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
 
 
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -304,7 +302,9 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     if time:
         blocks.append(folded("Where the time goes", time))
     blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
-    ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
+    ceilings = [
+        f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in BOUND_NAMES.values()
+    ]
     setup = md_cell(
         f"inputs {view['model_inputs']} ({model.memory_format}), dtype {model.dtype}; "
         f"torch {_or_na(env, 'torch', env.torch)}, "

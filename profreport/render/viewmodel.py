@@ -95,8 +95,8 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
         row["error"] = one_line(mode.error or "")
         row["verdict"] = without_tensor_reprs(row["verdict"])
         return row
-    k, b = mode.kernels, mode.bytes
-    lat = mode.latency_ms
+    k, b, lat = mode.kernels, mode.bytes, mode.latency_ms
+    payback = None if mode.time_findings is None else mode.time_findings.payback_calls
     row.update(
         {
             "counts": k,
@@ -113,7 +113,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "n": "n/a" if lat is None or lat.n is None else lat.n,
             "speedup": speedup_cell(mode.speedup_vs_eager),
             "compile_s": _num(mode.compile_s, "{:.2f} s"),
-            "payback_calls": _payback_calls(mode),
+            "payback_calls": "" if payback is None else f"{math.ceil(payback):,}",
             "output": output_check_view(name, mode),
             "floor": floor_cells(mode),
             "memory": peak_cells(mode, eager),
@@ -131,11 +131,6 @@ def payback_view(mode: ModeResult) -> str:
     if f is None or f.payback_calls is None or mode.compile_s is None or not f.saved_us:
         return ""
     return payback_text(mode.compile_s, f.payback_calls, f.saved_us)
-
-
-def _payback_calls(mode: ModeResult) -> str:
-    f = mode.time_findings
-    return "" if f is None or f.payback_calls is None else f"{math.ceil(f.payback_calls):,}"
 
 
 def _kernel_rows(mode: OkMode) -> list[KernelRowView]:
@@ -402,12 +397,8 @@ def _method(run: Run) -> dict[str, str]:
 
 def build_view(run: Run) -> PageView:
     """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
-    modes = run.modes
-    model = run.model
-    eager = modes.get("eager")
-    definition = run.kernel_definition
-    env = run.env
-    device = run.device
+    modes, model, env, device = run.modes, run.model, run.env, run.device
+    eager, definition = modes.get("eager"), run.kernel_definition
     return {
         "title": f"profreport: {model.name} on "
         f"{device.name if device.has('name') else device.type}",

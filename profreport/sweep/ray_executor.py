@@ -170,11 +170,8 @@ def run_ray(
                 try:
                     on_done(_unpack(ray.get(done[0]), point, root))
                 except ray.exceptions.RayError as exc:
-                    on_done(
-                        dataclasses.replace(
-                            point, status="failed", error=_failure(exc), worker="ray"
-                        )
-                    )
+                    error = _failure(exc)
+                    on_done(dataclasses.replace(point, status="failed", error=error, worker="ray"))
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)

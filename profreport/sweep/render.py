@@ -250,7 +250,6 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
 
 
 def render_html(sweep: Sweep) -> str:
-    """sweep.html of a sweep record."""
     return render_page("sweep.html.j2", **build_view(sweep))
 
 
@@ -290,7 +289,6 @@ DECODE_NOTE = (
 
 
 def render_markdown(sweep: Sweep) -> str:
-    """sweep.md of a sweep record."""
     v = build_view(sweep)
     lines = [
         f"### {md_line(v['title'])}",
