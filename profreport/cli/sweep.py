@@ -58,7 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch-sizes",
-        dest="batch_sizes",
         type=_int_list,
         default=None,
         help="comma-separated batch sizes (built-in and hf: models)",
@@ -66,7 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seq-lens",
         "--context",
-        dest="seq_lens",
         type=_int_list,
         default=None,
         help="comma-separated sequence lengths (hf: language models; decode: the context)",

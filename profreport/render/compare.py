@@ -86,11 +86,9 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
     lat = mc.metric("latency_median_ms")
     flagged = [metric for mode, metric in regressed if mode == mc.mode]
     result = _result(flagged, lat)
-    status = (
-        mc.base_status
-        if mc.base_status == mc.head_status
-        else (f"{mc.base_status} → {mc.head_status}")
-    )
+    status = mc.base_status
+    if mc.head_status != mc.base_status:
+        status = f"{mc.base_status} → {mc.head_status}"
     return {
         "mode": mc.mode,
         "status": status,

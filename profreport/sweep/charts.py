@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# one chart setup, SVG writer and checker for every chart
 from profreport.render.charts import axes, figure_svg
 from profreport.render.palette import mode_color
 
