@@ -174,12 +174,9 @@ def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
                 item += f" {md_code(short_text(e.source_text, 200))}"
             item += f" ({md_cell(e.source)})"
             if e.hint:
-                test = (
-                    f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
-                    if e.hint_test
-                    else ""
-                )
-                item += f"; would change it: {md_cell(short_text(e.hint, 200))}{test}"
+                item += f"; would change it: {md_cell(short_text(e.hint, 200))}"
+                if e.hint_test:
+                    item += f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
             lines.append(item)
     if total > len(lines):
         lines.append(f"- … {total - len(lines)} more in report.html")

@@ -261,17 +261,15 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
             resized = [r for r in resized_all if bool(r.constant) is constant]
             if not resized:
                 continue
-            counted = sum(r.counted_bytes for r in resized)
-            scheduler = sum(r.scheduler_bytes for r in resized)
+            counted = fmt_bytes(sum(r.counted_bytes for r in resized))
+            scheduler = fmt_bytes(sum(r.scheduler_bytes for r in resized))
             subject = "graph constant access(es)" if constant else "buffer access(es)"
-            against = (
-                f"where Inductor's per-kernel sizing gives {fmt_bytes(scheduler)}"
-                if not constant
-                else f"instead of whole ({fmt_bytes(scheduler)})"
-            )
+            against = f"instead of whole ({scheduler})"
+            if not constant:
+                against = f"where Inductor's per-kernel sizing gives {scheduler}"
             notes.append(
-                f"; {len(resized)} {subject} {what} modeled as the elements touched "
-                f"({fmt_bytes(counted)}) {against}"
+                f"; {len(resized)} {subject} {what} modeled as the elements touched ({counted}) "
+                + against
             )
     return "".join(notes)
 
