@@ -184,27 +184,21 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
         for s in lines
         if s.mode != "eager" and all(r.speedup_vs_eager is not None for r in s.rows)
     ]
-    timed = [s for s in lines if all(r.latency_ms and r.latency_ms.median for r in s.rows)]
+    kernels = [line(s, (r.kernels_per_step for r in s.rows)) for s in lines]
     mib = [
         line(s, (None if r.bytes_per_step is None else r.bytes_per_step / 2**20 for r in s.rows))
         for s in lines
     ]
+    latency = [
+        banded(s, [(lat.median, lat.p10, lat.p90) for r in s.rows if (lat := r.latency_ms)])
+        for s in lines
+        if all(r.latency_ms and r.latency_ms.median for r in s.rows)
+    ]
     drawn = {  # name: (lines, title, y label)
         "speedup": (speed, "Speedup over eager (band: 95% CI)", "x eager (measured)"),
-        "kernels": (
-            [line(s, (r.kernels_per_step for r in s.rows)) for s in lines],
-            "Kernels per step",
-            "count (profiler)",
-        ),
+        "kernels": (kernels, "Kernels per step", "count (profiler)"),
         "bytes": (mib, "Memory traffic per step", "MiB (modeled)"),
-        "latency": (
-            [
-                banded(s, [(lat.median, lat.p10, lat.p90) for r in s.rows if (lat := r.latency_ms)])
-                for s in timed
-            ],
-            "Latency median (band: p10-p90)",
-            "ms per call (measured)",
-        ),
+        "latency": (latency, "Latency median (band: p10-p90)", "ms per call (measured)"),
     }
     # Inlined unescaped: each SVG passed render.charts.checked_svg; labels are matplotlib text.
     return {
