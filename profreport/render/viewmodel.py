@@ -97,6 +97,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
         return row
     k, b, lat = mode.kernels, mode.bytes, mode.latency_ms
     payback = None if mode.time_findings is None else mode.time_findings.payback_calls
+    median = "not timed" if mode.not_timed else fmt_ms(None if lat is None else lat.median)
     row.update(
         {
             "counts": k,
@@ -105,9 +106,7 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "total": fmt_bytes(b.read + b.written),
             "bytes_source": b.source,
             "bytes_partial": bool(b.not_modeled),
-            "median": "not timed"
-            if mode.not_timed
-            else fmt_ms(None if lat is None else lat.median),
+            "median": median,
             "iqr": fmt_ms(None if lat is None else lat.iqr),
             "p10_p90": f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
             "n": "n/a" if lat is None or lat.n is None else lat.n,
