@@ -134,8 +134,7 @@ def view_model(doc: AnalysisDocument, top: int = 15) -> JSONObject:
 
 
 def _trace_view(t: TraceSummary, baseline: bool, top: int) -> dict[str, Any]:
-    step = t.per_step
-    activity = t.device_activity
+    step, activity = t.per_step, t.device_activity
     steps = step.steps
     return {
         "title": t.path + (" (baseline)" if baseline else ""),
