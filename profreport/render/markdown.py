@@ -190,20 +190,12 @@ def _top_kernels(view: PageView) -> list[str]:
             continue
         kernels = d["kernels"][:TOP_KERNELS]
         lines += [f"**{md_cell(d['mode'])}**: top {len(kernels)} of {d['kernel_count']}", ""]
-        lines += md_table(
-            ["kernel", "calls/step", "time/step (profiler)", "read / written (modeled)"],
-            [
-                [
-                    short_text(k["name"], NAME_CHARS),
-                    k["calls_per_step"],
-                    k["time_per_step"],
-                    k["bytes"],
-                ]
-                for k in kernels
-            ],
-            "lrrr",
-        )
-        lines.append("")
+        header = ["kernel", "calls/step", "time/step (profiler)", "read / written (modeled)"]
+        rows = [
+            [short_text(k["name"], NAME_CHARS), k["calls_per_step"], k["time_per_step"], k["bytes"]]
+            for k in kernels
+        ]
+        lines += [*md_table(header, rows, "lrrr"), ""]
     return lines
 
 
@@ -308,12 +300,8 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
         f"{_or_na(env, 'threads', env.threads)} threads; "
         f"recorded {view['created_utc']} UTC"
     )
-    blocks.append(
-        folded(
-            "Setup and ceilings",
-            [setup, "", *([md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else [])],
-        )
-    )
+    ceilings_line = [md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else []
+    blocks.append(folded("Setup and ceilings", [setup, "", *ceilings_line]))
     blocks.append(folded(f"Top {TOP_KERNELS} kernels per mode", _top_kernels(view)))
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(short_text(d['compiler']['outputs'], 300))}"

@@ -246,15 +246,11 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     tensor count the elements touched (runs recorded before this have no such entries); a graph
     constant (AOTInductor's weights), which Inductor does not count, enters whole first."""
     notes = []
+    indirect = [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)]
+    sliced = [r for n in nodes for r in n.sliced_reads]
     for resized_all, what in (
-        (
-            [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)],
-            "through an index tensor",
-        ),
-        (
-            [r for n in nodes for r in n.sliced_reads],
-            "of a slice of a buffer inside a fused kernel",
-        ),
+        (indirect, "through an index tensor"),
+        (sliced, "of a slice of a buffer inside a fused kernel"),
     ):
         for constant in (False, True):
             resized = [r for r in resized_all if bool(r.constant) is constant]
