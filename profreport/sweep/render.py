@@ -282,6 +282,10 @@ DECODE_NOTE = (
 )
 
 
+def _table(columns: dict[str, str], rows: list[dict[str, Any]], align: str) -> list[str]:
+    return md_table(list(columns), [[row[key] for key in columns.values()] for row in rows], align)
+
+
 def render_markdown(sweep: Sweep) -> str:
     v = build_view(sweep)
     lines = [
@@ -291,17 +295,9 @@ def render_markdown(sweep: Sweep) -> str:
         f"not run); executor {md_cell(v['executor'])}; swept axis: {md_cell(v['axis'])}; "
         f"compile times {md_cell(v['compile_cache'])}",
         "",
-        *md_table(
-            list(SUMMARY_COLUMNS),
-            [[m[key] for key in SUMMARY_COLUMNS.values()] for m in v["summary"]],
-            "lrrrr",
-        ),
+        *_table(SUMMARY_COLUMNS, v["summary"], "lrrrr"),
         "",
-        *md_table(
-            list(ROW_COLUMNS),
-            [[r[key] for key in ROW_COLUMNS.values()] for r in v["rows"]],
-            "lllrrrrr",
-        ),
+        *_table(ROW_COLUMNS, v["rows"], "lllrrrrr"),
         "",
     ]
     if v["decode"]:
@@ -310,11 +306,7 @@ def render_markdown(sweep: Sweep) -> str:
             "",
             *[f"- {md_cell(line)}" for line in v["crossings"]],
             "",
-            *md_table(
-                list(DECODE_COLUMNS),
-                [[d[key] for key in DECODE_COLUMNS.values()] for d in v["decode"]],
-                "lrlrrrl",
-            ),
+            *_table(DECODE_COLUMNS, v["decode"], "lrlrrrl"),
             "",
             DECODE_NOTE,
             "",
