@@ -392,7 +392,7 @@ def test_sweep_json_round_trips_through_the_typed_record(gated_run, tmp_path, mo
 def test_a_sweep_record_the_typed_record_cannot_read_is_one_line(change, message, tmp_path):
     (tmp_path / "sweep.json").write_text(json.dumps({**_sweep([], _points("ok")), **change}))
     with pytest.raises(model.SweepRecordError, match=re.escape(message)):
-        model.load_sweep(tmp_path)
+        model.load(tmp_path)
 
 
 def _cli(*argv):

@@ -256,12 +256,17 @@ def mode_rows(point: Point, modes: tuple[str, ...], run: Run | None) -> list[Swe
     return rows
 
 
-def load_sweep(path: Path) -> Sweep:
-    """The sweep record in sweep.json or its folder (SweepRecordError naming the first wrong
-    field)."""
+def load(path: Path) -> JSONObject:
+    """Read and validate a sweep record document from sweep.json or its folder (SweepRecordError
+    naming the first wrong field)."""
     if path.is_dir():
         path = path / FILENAME
-    return Sweep.parse(read_json(path, SweepRecordError), str(path), SweepRecordError)
+    return Sweep.checked(read_json(path, SweepRecordError), str(path), SweepRecordError)
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read, validate and type a sweep record from sweep.json or its folder."""
+    return Sweep.from_json(load(path))
 
 
 def is_sweep(path: Path) -> bool:
