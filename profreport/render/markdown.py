@@ -97,16 +97,8 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
         kernels = _text(r["kernels"])
         if cuda and r["launches"] is not None:
             kernels += f" (launches {r['launches']['text']})"
-        out.append(
-            [
-                r["mode"],
-                r["status"]["text"],
-                kernels,
-                _bytes(r["bytes"]),
-                _speedup(r["speedup"]),
-                _text(r["output"]),
-            ]
-        )
+        answers = [_bytes(r["bytes"]), _speedup(r["speedup"]), _text(r["output"])]
+        out.append([r["mode"], r["status"]["text"], kernels, *answers])
     return out
 
 
