@@ -121,15 +121,11 @@ def _numbers_table(view: PageView) -> list[str]:
         kernels = f"{per_step} ({delta:+d})" if delta else str(per_step)
         cells: list[object] = [row["mode"], kernels]
         cells += [row["counts"].launches] if cuda else []
-        cells += [
-            row["read"] + partial,
-            row["written"] + partial,
-            f"INCONSISTENT (measured {row['median']})"
-            if row["floor"]["inconsistent"]
-            else row["median"],
-            row["iqr"],
-            row["speedup"],
-        ]
+        median = row["median"]
+        if row["floor"]["inconsistent"]:
+            median = f"INCONSISTENT (measured {median})"
+        read, written = row["read"] + partial, row["written"] + partial
+        cells += [read, written, median, row["iqr"], row["speedup"]]
         if view["has_roofline"]:
             cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
         build = row["compile_s"]
