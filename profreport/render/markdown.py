@@ -244,16 +244,9 @@ def _visible(view: PageView) -> list[str]:
             "",
         ]
     kernel_label = view["headline"]["kernel_label"]
-    header = [
-        "mode",
-        "status",
-        f"{kernel_label}/step (eager → mode)",
-        "bytes vs eager",
-        "speedup vs eager (95% CI, measured)",
-        "output vs eager",
-    ]
-    lines += md_table(header, _headline_rows(rows, cuda), "llllll")
-    lines.append("")
+    header = ["mode", "status", f"{kernel_label}/step (eager → mode)", "bytes vs eager"]
+    header += ["speedup vs eager (95% CI, measured)", "output vs eager"]
+    lines += [*md_table(header, _headline_rows(rows, cuda), "llllll"), ""]
     lines += _verdict_lines([row["verdict"] for row in view["summary"]])
     lines += [
         f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"  # whole

@@ -126,15 +126,8 @@ def _unpack(task: dict[str, Any], point: Point, root: Path) -> Point:
     write_atomic(point_dir / RESULT_NAME, dumps(task["result"]))
     log = point_dir / LOG_NAME
     log.write_text(summary_line(result) + "\n", encoding="utf-8")
-    return ended(
-        point,
-        result,
-        result.exit_code,
-        root,
-        log=log,
-        duration_s=task["duration_s"],
-        worker=task["worker"],
-    )
+    took, worker = task["duration_s"], task["worker"]
+    return ended(point, result, result.exit_code, root, log=log, duration_s=took, worker=worker)
 
 
 def run_ray(
