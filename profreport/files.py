@@ -343,13 +343,11 @@ class RunFolder:
         moves, so a refusal (FileExistsError) leaves both folders as they were."""
         if (target / RECORD).exists():
             raise FileExistsError(f"{target} already holds a run record: save into a new folder")
-        source = self.path / TENSORBOARD
-        mode_dirs = (
-            [p for p in sorted(source.iterdir()) if p.is_dir() and p.name != "summary"]
-            if source.is_dir()
-            else []
-        )
-        moves = [(p, target / TENSORBOARD / p.name) for p in mode_dirs]
+        moves = [
+            (p, target / TENSORBOARD / p.name)
+            for p in sorted((self.path / TENSORBOARD).glob("*"))
+            if p.is_dir() and p.name != "summary"
+        ]
         if (self.path / LIGHT_TRACES).is_dir():
             moves.append((self.path / LIGHT_TRACES, target / LIGHT_TRACES))
         clashes = [str(to) for _, to in moves if to.exists()]

@@ -10,6 +10,7 @@ from typing import TextIO
 from profreport.cli.common import (
     add_gate_arguments,
     add_workers_argument,
+    comma_list,
     findings_error,
     gate_exit,
     positive_float,
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     request = AbRequest(  # the ab the arguments ask for
         base=args.base,
         head=args.head,
-        modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+        modes=tuple(comma_list(args.modes)),
         device=args.device,
         dtype=args.dtype,
         out=Path(args.out),

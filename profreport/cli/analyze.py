@@ -122,12 +122,11 @@ def analyze_paths(
     from profreport.traceio import NotATraceError, TraceError, load_trace
 
     explicit = {Path(i) for i in inputs}
-    paths = find_traces(inputs, unreadable)
     skipped: list[str] = []
     counted = []
     events: list[int] = []
     times: list[TraceTimeBreakdown] = []
-    for path in paths:
+    for path in find_traces(inputs, unreadable):
         try:
             trace = load_trace(path)
         except TraceError as exc:

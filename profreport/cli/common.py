@@ -68,6 +68,10 @@ non_negative_int = number(int, 0, strict=False)
 non_negative_float = number(float, 0, strict=False)
 
 
+def comma_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
 def regular_expression(text: str) -> str:
     """An argument that must compile as a Python regular expression."""
     try:
@@ -182,11 +186,9 @@ def gate_exit(comparison: Any, err: TextIO, fail_on_inconclusive: bool = False) 
     inconclusive latency too, with `fail_on_inconclusive`)."""
     for regression in comparison.regressions:  # stderr, so a CI log names mode and metric
         print(f"regression: {regression.message}", file=err)
-    verdict = (
-        "fails the gate: --fail-on-inconclusive"
-        if fail_on_inconclusive
-        else ("latency neither passes nor fails")
-    )
+    verdict = "latency neither passes nor fails"
+    if fail_on_inconclusive:
+        verdict = "fails the gate: --fail-on-inconclusive"
     for line in comparison.inconclusive:  # neither passed nor failed on that evidence
         print(f"inconclusive: {terminal_text(line)} ({verdict})", file=err)
     failed = comparison.regressed or (fail_on_inconclusive and bool(comparison.inconclusive))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal, TextIO, cast
 
 from profreport.cli.common import (
     add_workers_argument,
+    comma_list,
     findings_error,
     known_modes,
     positive_float,
@@ -291,12 +292,11 @@ def _generate(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    modes = None if args.modes is None else tuple(m.strip() for m in args.modes.split(","))
     request = GenerateRequest(  # the run the flags ask for
         model=args.model,
         device=args.device,
         dtype=args.dtype,
-        modes=None if modes is None else tuple(m for m in modes if m),
+        modes=None if args.modes is None else tuple(comma_list(args.modes)),
         workload=workload,
         batch_size=args.batch_size,
         layers=args.layers,

@@ -28,9 +28,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         rec = run_record.load(Path(args.record))
     except run_record.RecordError as exc:
         raise UsageError(str(exc)) from None
-    derived = derived_run(
-        rec, mode_analyses()
-    )  # today's analysis of the stored evidence, not the stored verdicts
+    # today's analysis of the stored evidence, not the stored verdicts
+    derived = derived_run(rec, mode_analyses())
     record = record_file(Path(args.record))
     own = record.parent
     folder = Path(args.out) if args.out else own

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from profreport.cli.common import positive_float, positive_int, progress_display
+from profreport.cli.common import comma_list, positive_float, positive_int, progress_display
 from profreport.exits import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from profreport.sweep.grid import RUN_KEYS, GridError, Point, SweepSpec, checked_spec, read_config
 from profreport.sweep.lifecycle import EXECUTORS, SweepRun
@@ -48,10 +48,6 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _text_list(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
@@ -62,7 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch-sizes",
-        dest="batch_sizes",
         type=_int_list,
         default=None,
         help="comma-separated batch sizes (built-in and hf: models)",
@@ -70,7 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seq-lens",
         "--context",
-        dest="seq_lens",
         type=_int_list,
         default=None,
         help="comma-separated sequence lengths (hf: language models; decode: the context)",
@@ -82,11 +76,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="prefill (default) or decode: one greedy decode step per point (causal LMs)",
     )
     p.add_argument(
-        "--dtypes", type=_text_list, default=None, help="comma-separated dtypes (default float32)"
+        "--dtypes", type=comma_list, default=None, help="comma-separated dtypes (default float32)"
     )
     p.add_argument(
         "--modes",
-        type=_text_list,
+        type=comma_list,
         default=None,
         help="comma-separated modes (default eager,compile)",
     )

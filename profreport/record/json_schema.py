@@ -165,7 +165,6 @@ def class_schema(cls: type[Section]) -> JSONObject:
 
 
 def json_schema(root: type[Section]) -> JSONObject:
-    """The JSON Schema of a document whose root object is `root`."""
     classes = sections(root)
     names = [c.__name__ for c in classes]
     twice = sorted({n for n in names if names.count(n) > 1})

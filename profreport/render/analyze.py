@@ -134,8 +134,7 @@ def view_model(doc: AnalysisDocument, top: int = 15) -> JSONObject:
 
 
 def _trace_view(t: TraceSummary, baseline: bool, top: int) -> dict[str, Any]:
-    step = t.per_step
-    activity = t.device_activity
+    step, activity = t.per_step, t.device_activity
     steps = step.steps
     return {
         "title": t.path + (" (baseline)" if baseline else ""),
@@ -175,12 +174,10 @@ def _trace_view(t: TraceSummary, baseline: bool, top: int) -> dict[str, Any]:
 
 def _comparison_view(c: TraceComparison, top: int) -> dict[str, Any]:
     per_step = c.per_step
+    steps = per_step["steps"]
     return {
         "title": f"{c.path} vs {c.baseline}",
-        "steps": _steps_text(per_step["steps"].base)
-        + " in the baseline, "
-        + _steps_text(per_step["steps"].head)
-        + " here",
+        "steps": f"{_steps_text(steps.base)} in the baseline, {_steps_text(steps.head)} here",
         "note": c.note,
         "totals": [_delta_row(label, c.totals[key], style) for key, label, style in ROWS],
         "per_step": [

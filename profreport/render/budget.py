@@ -193,14 +193,8 @@ def budget_text(view: BudgetView) -> list[str]:
 
 
 def _md_row(r: BudgetRowView) -> list[str]:
-    return [
-        r["mode"],
-        r["what"],
-        f"{r['expected']} → {r['actual']}",
-        r["change"],
-        r["allowed"],
-        r["where"],
-    ]
+    moved = f"{r['expected']} → {r['actual']}"
+    return [r["mode"], r["what"], moved, r["change"], r["allowed"], r["where"]]
 
 
 def budget_markdown(view: BudgetView) -> list[str]:

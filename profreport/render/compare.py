@@ -86,11 +86,9 @@ def _row(mc: ModeComparison, regressed: set[tuple[str, str]]) -> CompareRowView:
     lat = mc.metric("latency_median_ms")
     flagged = [metric for mode, metric in regressed if mode == mc.mode]
     result = _result(flagged, lat)
-    status = (
-        mc.base_status
-        if mc.base_status == mc.head_status
-        else (f"{mc.base_status} → {mc.head_status}")
-    )
+    status = mc.base_status
+    if mc.head_status != mc.base_status:
+        status = f"{mc.base_status} → {mc.head_status}"
     return {
         "mode": mc.mode,
         "status": status,
@@ -231,6 +229,15 @@ def build_compare_view(cmp: Comparison) -> CompareView:
     }
 
 
+def only_in_lines(base: str, head: str) -> list[str]:
+    """The Markdown lines naming what only one side has (none where both have the same)."""
+    return [
+        f"- only in {side}: {md_cell(names)}"
+        for side, names in (("base", base), ("head", head))
+        if names
+    ]
+
+
 def render_markdown(cmp: Comparison) -> str:
     v = build_compare_view(cmp)
     mark = v["outcome_mark"]
@@ -274,10 +281,7 @@ def render_markdown(cmp: Comparison) -> str:
     lines += [f"- ❌ {md_cell(msg)}" for msg in v["regressions"]]
     lines += [f"- ❔ {md_cell(line)} (neither passes nor fails)" for line in v["inconclusive"]]
     lines += [f"- ⚠️ {md_cell(w)}" for w in v["warnings"]]
-    if v["only_in_base"]:
-        lines.append(f"- only in base: {md_cell(v['only_in_base'])}")
-    if v["only_in_head"]:
-        lines.append(f"- only in head: {md_cell(v['only_in_head'])}")
+    lines += only_in_lines(v["only_in_base"], v["only_in_head"])
     lines.append(
         f"<sub>kernels: profiler; bytes: modeled; peak memory: one call (CUDA allocator peak, or "
         f"the profiler's memory events on CPU); {v['latency_source']}</sub>"

@@ -52,18 +52,10 @@ def decode_view(run: Run) -> dict[str, Any] | None:
         speedup = "baseline" if r.mode == "eager" else "n/a"
         if r.speedup is not None and r.mode != "eager":
             speedup = f"{r.speedup:.2f}x ({r.speedup_low:.2f}-{r.speedup_high:.2f})"
-        rows.append(
-            [
-                r.mode,
-                str(r.kernels) + (f" ({r.launches} launches)" if r.launches else ""),
-                fmt_bytes(r.bytes),
-                fmt_ms(r.latency_ms),
-                speedup,
-                "n/a" if r.tokens_per_s is None else f"{r.tokens_per_s:.1f}",
-                _pct(r.achieved),
-                _pct(r.host_share),
-            ]
-        )
+        kernels = str(r.kernels) + (f" ({r.launches} launches)" if r.launches else "")
+        tokens = "n/a" if r.tokens_per_s is None else f"{r.tokens_per_s:.1f}"
+        cells = [fmt_bytes(r.bytes), fmt_ms(r.latency_ms), speedup, tokens]
+        rows.append([r.mode, kernels, *cells, _pct(r.achieved), _pct(r.host_share)])
     floor = f"{fmt_ms(t.floor_ms)}" if t.floor_ms is not None else "n/a (no measured bandwidth)"
     return {
         "header": HEADER,

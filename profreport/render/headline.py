@@ -145,21 +145,14 @@ def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> H
             "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
         }
     baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
-    kernels = mode.kernels
+    k, b = mode.kernels, baseline.kernels if baseline else None
+    launches = _count_cell(b.launches if b else None, k.launches, "launches") if cuda else None
     return {
         "mode": name,
         "color": mode_color(name),
         "status": _cell("ok", "", "good"),
-        "kernels": _count_cell(
-            baseline.kernels.per_step if baseline else None, kernels.per_step, "kernels"
-        ),
-        "launches": (
-            _count_cell(
-                baseline.kernels.launches if baseline else None, kernels.launches, "launches"
-            )
-            if cuda
-            else None
-        ),
+        "kernels": _count_cell(b.per_step if b else None, k.per_step, "kernels"),
+        "launches": launches,
         "bytes": _bytes_cell(mode, baseline),
         "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
         "output": _output_cell(name, mode),

@@ -25,27 +25,18 @@ def build_charts(run: Run) -> dict[str, Markup]:
         return {}
     names = list(ok)
     kernel_label = "device kernels" if run.device.type == "cuda" else "CPU kernels"
+    kernels = [m.kernels.per_step for m in ok.values()]
+    read = [m.bytes.read / 2**20 for m in ok.values()]
+    written = [m.bytes.written / 2**20 for m in ok.values()]
     out = {
-        "kernels": charts.bar_chart(
-            names,
-            [m.kernels.per_step for m in ok.values()],
-            f"{kernel_label} per step",
-            "count (profiler)",
-        ),
-        "bytes": charts.stacked_bytes_chart(
-            names,
-            [m.bytes.read / 2**20 for m in ok.values()],
-            [m.bytes.written / 2**20 for m in ok.values()],
-            "Memory traffic per step",
-        ),
+        "kernels": charts.bar_chart(names, kernels, f"{kernel_label} per step", "count (profiler)"),
+        "bytes": charts.stacked_bytes_chart(names, read, written, "Memory traffic per step"),
     }
     timed = {n: m.latency_ms for n, m in ok.items() if m.latency_ms is not None}
     if timed:
+        lat = timed.values()
         out["latency"] = charts.latency_chart(
-            list(timed),
-            [t.median for t in timed.values()],
-            [t.p10 for t in timed.values()],
-            [t.p90 for t in timed.values()],
+            list(timed), [t.median for t in lat], [t.p10 for t in lat], [t.p90 for t in lat]
         )
     series = chart_series(run)
     if series is not None:

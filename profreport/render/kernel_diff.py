@@ -64,9 +64,7 @@ def _us(x: float | None) -> str:
     return f"{x / 1000:.2f} ms" if abs(x) >= 1000 else f"{x:.1f} µs"
 
 
-def _side_bytes(side: KernelSide | None, source: str | None) -> str:
-    if side is None:
-        return "—"
+def _side_bytes(side: KernelSide, source: str | None) -> str:
     value = side.measured_bytes if source != MODELED else side.modeled_bytes
     text = fmt_bytes(value)
     if source == MODELED and side.bytes_shared_by and side.bytes_shared_by > 1:
@@ -74,7 +72,9 @@ def _side_bytes(side: KernelSide | None, source: str | None) -> str:
     return text
 
 
-def _cells(base: str, head: str, change: str, r: KernelChange) -> str:
+def _cells(r: KernelChange, cell: Callable[[KernelSide], str], change: str) -> str:
+    """One figure of a row: base → head (change), or the one side's, new or gone."""
+    base, head = (cell(side) if side is not None else "" for side in (r.base, r.head))
     if r.base is None:
         return f"{head} (new)"
     if r.head is None:
@@ -100,21 +100,9 @@ def _relative_time(r: KernelChange) -> str:
 
 def _row(r: KernelChange, mixed_sources: bool) -> KernelDiffRowView:
     b, h = r.base, r.head
-    calls = _cells(
-        _num(b.calls) if b else "", _num(h.calls) if h else "", signed(r.calls_change), r
-    )
-    time = _cells(
-        _us(b.time_us) if b else "",
-        _us(h.time_us) if h else "",
-        signed(r.time_us_change, _us) + _relative_time(r),
-        r,
-    )
-    size = _cells(
-        _side_bytes(b, r.bytes_source),
-        _side_bytes(h, r.bytes_source),
-        signed(r.bytes_change, fmt_bytes),
-        r,
-    )
+    calls = _cells(r, lambda s: _num(s.calls), signed(r.calls_change))
+    time = _cells(r, lambda s: _us(s.time_us), signed(r.time_us_change, _us) + _relative_time(r))
+    size = _cells(r, lambda s: _side_bytes(s, r.bytes_source), signed(r.bytes_change, fmt_bytes))
     if mixed_sources and r.bytes_source:
         size += f", {r.bytes_source}"
     ops = (h.eager_ops if h and h.eager_ops else b.eager_ops if b else ()) or ()
@@ -225,11 +213,11 @@ def mode_markdown(v: KernelDiffModeView) -> list[str]:
     return lines
 
 
-def kernel_diff_markdown(views: list[KernelDiffModeView], heading: str = "####") -> list[str]:
+def kernel_diff_markdown(views: list[KernelDiffModeView]) -> list[str]:
     """The kernel-diff section of a Markdown comparison (empty when no mode has one)."""
     if not views:
         return []
-    lines = [f"{heading} Kernel by kernel", ""]
+    lines = ["#### Kernel by kernel", ""]
     for v in views:
         lines += mode_markdown(v)
     lines.append(f"<sub>{md_cell(SOURCE_LINE)}</sub>")

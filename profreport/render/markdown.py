@@ -19,6 +19,7 @@ from profreport.format import md_cell, md_code, md_line, md_table
 from profreport.record.model import Run, Section
 from profreport.render.headline import HeadlineCell, HeadlineRow, short_text
 from profreport.render.module_view import savings_markdown
+from profreport.render.roofline_view import BOUND_NAMES
 from profreport.render.viewmodel import build_view
 from profreport.render.views import PageView
 
@@ -33,9 +34,6 @@ FOLDED_VERDICTS_CHARS = 20_000  # the folded verdicts, together; past it: report
 WHY_ITEMS = 40  # why-not-fused entries listed (each distinct, with its count)
 TOP_KERNELS = 5  # per mode, in the folded kernel tables
 NAME_CHARS = 120  # a kernel or op name in a folded table (hostile or generated names run long)
-
-
-_CEILINGS = ("memory bandwidth", "in-cache bandwidth", "matmul rate")
 
 
 def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -99,16 +97,8 @@ def _headline_rows(rows: list[HeadlineRow], cuda: bool) -> list[list[object]]:
         kernels = _text(r["kernels"])
         if cuda and r["launches"] is not None:
             kernels += f" (launches {r['launches']['text']})"
-        out.append(
-            [
-                r["mode"],
-                r["status"]["text"],
-                kernels,
-                _bytes(r["bytes"]),
-                _speedup(r["speedup"]),
-                _text(r["output"]),
-            ]
-        )
+        answers = [_bytes(r["bytes"]), _speedup(r["speedup"]), _text(r["output"])]
+        out.append([r["mode"], r["status"]["text"], kernels, *answers])
     return out
 
 
@@ -131,15 +121,11 @@ def _numbers_table(view: PageView) -> list[str]:
         kernels = f"{per_step} ({delta:+d})" if delta else str(per_step)
         cells: list[object] = [row["mode"], kernels]
         cells += [row["counts"].launches] if cuda else []
-        cells += [
-            row["read"] + partial,
-            row["written"] + partial,
-            f"INCONSISTENT (measured {row['median']})"
-            if row["floor"]["inconsistent"]
-            else row["median"],
-            row["iqr"],
-            row["speedup"],
-        ]
+        median = row["median"]
+        if row["floor"]["inconsistent"]:
+            median = f"INCONSISTENT (measured {median})"
+        read, written = row["read"] + partial, row["written"] + partial
+        cells += [read, written, median, row["iqr"], row["speedup"]]
         if view["has_roofline"]:
             cells.append(f"{row['floor']['floor']} ({row['floor']['x_of_floor']})")
         build = row["compile_s"]
@@ -176,12 +162,9 @@ def _why_not_fused(view: PageView) -> tuple[int, list[str]]:
                 item += f" {md_code(short_text(e.source_text, 200))}"
             item += f" ({md_cell(e.source)})"
             if e.hint:
-                test = (
-                    f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
-                    if e.hint_test
-                    else ""
-                )
-                item += f"; would change it: {md_cell(short_text(e.hint, 200))}{test}"
+                item += f"; would change it: {md_cell(short_text(e.hint, 200))}"
+                if e.hint_test:
+                    item += f" (test with {md_code(short_text(e.hint_test, NAME_CHARS))})"
             lines.append(item)
     if total > len(lines):
         lines.append(f"- … {total - len(lines)} more in report.html")
@@ -195,20 +178,12 @@ def _top_kernels(view: PageView) -> list[str]:
             continue
         kernels = d["kernels"][:TOP_KERNELS]
         lines += [f"**{md_cell(d['mode'])}**: top {len(kernels)} of {d['kernel_count']}", ""]
-        lines += md_table(
-            ["kernel", "calls/step", "time/step (profiler)", "read / written (modeled)"],
-            [
-                [
-                    short_text(k["name"], NAME_CHARS),
-                    k["calls_per_step"],
-                    k["time_per_step"],
-                    k["bytes"],
-                ]
-                for k in kernels
-            ],
-            "lrrr",
-        )
-        lines.append("")
+        header = ["kernel", "calls/step", "time/step (profiler)", "read / written (modeled)"]
+        rows = [
+            [short_text(k["name"], NAME_CHARS), k["calls_per_step"], k["time_per_step"], k["bytes"]]
+            for k in kernels
+        ]
+        lines += [*md_table(header, rows, "lrrr"), ""]
     return lines
 
 
@@ -269,16 +244,9 @@ def _visible(view: PageView) -> list[str]:
             "",
         ]
     kernel_label = view["headline"]["kernel_label"]
-    header = [
-        "mode",
-        "status",
-        f"{kernel_label}/step (eager → mode)",
-        "bytes vs eager",
-        "speedup vs eager (95% CI, measured)",
-        "output vs eager",
-    ]
-    lines += md_table(header, _headline_rows(rows, cuda), "llllll")
-    lines.append("")
+    header = ["mode", "status", f"{kernel_label}/step (eager → mode)", "bytes vs eager"]
+    header += ["speedup vs eager (95% CI, measured)", "output vs eager"]
+    lines += [*md_table(header, _headline_rows(rows, cuda), "llllll"), ""]
     lines += _verdict_lines([row["verdict"] for row in view["summary"]])
     lines += [
         f"- **{md_cell(row['mode'])}**: {md_line(row['floor']['inconsistent'])}"  # whole
@@ -304,19 +272,17 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     if time:
         blocks.append(folded("Where the time goes", time))
     blocks.append(folded("Noise guard", [md_line(view["method"]["noise"])]))
-    ceilings = [f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in _CEILINGS]
+    ceilings = [
+        f"{k} {str(v).split(':', 1)[0]}" for k, v in view["env_rows"] if k in BOUND_NAMES.values()
+    ]
     setup = md_cell(
         f"inputs {view['model_inputs']} ({model.memory_format}), dtype {model.dtype}; "
         f"torch {_or_na(env, 'torch', env.torch)}, "
         f"{_or_na(env, 'threads', env.threads)} threads; "
         f"recorded {view['created_utc']} UTC"
     )
-    blocks.append(
-        folded(
-            "Setup and ceilings",
-            [setup, "", *([md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else [])],
-        )
-    )
+    ceilings_line = [md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else []
+    blocks.append(folded("Setup and ceilings", [setup, "", *ceilings_line]))
     blocks.append(folded(f"Top {TOP_KERNELS} kernels per mode", _top_kernels(view)))
     flattened = [
         f"- {md_cell(d['mode'])}: outputs {md_cell(short_text(d['compiler']['outputs'], 300))}"

@@ -64,7 +64,6 @@ def timing_scope(processes: int) -> str:
 
 
 def method_paragraphs(values: dict[str, object]) -> dict[str, str]:
-    """The report's method paragraphs, filled with `values`."""
     return {key: template.format(**values) for key, template in method_templates().items()}
 
 

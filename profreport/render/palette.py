@@ -34,10 +34,8 @@ OTHER_COLORS = (
 
 
 def mode_color(name: str) -> str:
-    """The chart colour of mode `name`."""
-    known = MODE_COLORS.get(name)
-    if known is not None:
-        return known
+    if name in MODE_COLORS:
+        return MODE_COLORS[name]
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
     return OTHER_COLORS[int.from_bytes(digest[:4], "big") % len(OTHER_COLORS)]
 

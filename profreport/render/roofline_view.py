@@ -53,15 +53,10 @@ def ceiling_rows(run: Run) -> list[tuple[str, str]]:
             f"; other processes used {share:.0%} of the CPU time while measuring "
             f"({c.attempts or 1} attempt(s), each ceiling the best of them)"
         )
-    timer = "" if c.timer is None else c.timer
     sizes_from = "?" if c.cache_sizes_from is None else c.cache_sizes_from
-    rows.append(
-        (
-            "ceilings measured",
-            f"{when} UTC{cached}; {timer}; last-level cache "
-            f"{fmt_bytes(c.last_level_cache_bytes)} ({sizes_from})",
-        )
-    )
+    llc = f"{fmt_bytes(c.last_level_cache_bytes)} ({sizes_from})"
+    measured = f"{when} UTC{cached}; {c.timer or ''}; last-level cache {llc}"
+    rows.append(("ceilings measured", measured))
     return rows
 
 

@@ -37,11 +37,8 @@ def scalars(run: Run) -> dict[str, float]:
 
 def walltime(run: Run) -> float | None:
     """The record's creation time as seconds since the epoch (every point's wall time)."""
-    created = run.created_utc
-    if not created:
-        return None
     try:
-        stamp = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    except ValueError:
+        stamp = datetime.strptime(run.created_utc or "", "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:  # no creation time, or not one profreport wrote
         return None
-    return stamp.timestamp()
+    return stamp.replace(tzinfo=timezone.utc).timestamp()

@@ -95,8 +95,9 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
         row["error"] = one_line(mode.error or "")
         row["verdict"] = without_tensor_reprs(row["verdict"])
         return row
-    k, b = mode.kernels, mode.bytes
-    lat = mode.latency_ms
+    k, b, lat = mode.kernels, mode.bytes, mode.latency_ms
+    payback = None if mode.time_findings is None else mode.time_findings.payback_calls
+    median = "not timed" if mode.not_timed else fmt_ms(None if lat is None else lat.median)
     row.update(
         {
             "counts": k,
@@ -105,15 +106,13 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
             "total": fmt_bytes(b.read + b.written),
             "bytes_source": b.source,
             "bytes_partial": bool(b.not_modeled),
-            "median": "not timed"
-            if mode.not_timed
-            else fmt_ms(None if lat is None else lat.median),
+            "median": median,
             "iqr": fmt_ms(None if lat is None else lat.iqr),
             "p10_p90": f"{fmt_ms(lat.p10)} - {fmt_ms(lat.p90)}" if lat else "n/a",
             "n": "n/a" if lat is None or lat.n is None else lat.n,
             "speedup": speedup_cell(mode.speedup_vs_eager),
             "compile_s": _num(mode.compile_s, "{:.2f} s"),
-            "payback_calls": _payback_calls(mode),
+            "payback_calls": "" if payback is None else f"{math.ceil(payback):,}",
             "output": output_check_view(name, mode),
             "floor": floor_cells(mode),
             "memory": peak_cells(mode, eager),
@@ -131,11 +130,6 @@ def payback_view(mode: ModeResult) -> str:
     if f is None or f.payback_calls is None or mode.compile_s is None or not f.saved_us:
         return ""
     return payback_text(mode.compile_s, f.payback_calls, f.saved_us)
-
-
-def _payback_calls(mode: ModeResult) -> str:
-    f = mode.time_findings
-    return "" if f is None or f.payback_calls is None else f"{math.ceil(f.payback_calls):,}"
 
 
 def _kernel_rows(mode: OkMode) -> list[KernelRowView]:
@@ -252,31 +246,25 @@ def _indirect_note(nodes: Sequence[InductorNode]) -> str:
     tensor count the elements touched (runs recorded before this have no such entries); a graph
     constant (AOTInductor's weights), which Inductor does not count, enters whole first."""
     notes = []
+    indirect = [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)]
+    sliced = [r for n in nodes for r in n.sliced_reads]
     for resized_all, what in (
-        (
-            [r for n in nodes for r in (*n.indirect_reads, *n.indirect_writes)],
-            "through an index tensor",
-        ),
-        (
-            [r for n in nodes for r in n.sliced_reads],
-            "of a slice of a buffer inside a fused kernel",
-        ),
+        (indirect, "through an index tensor"),
+        (sliced, "of a slice of a buffer inside a fused kernel"),
     ):
         for constant in (False, True):
             resized = [r for r in resized_all if bool(r.constant) is constant]
             if not resized:
                 continue
-            counted = sum(r.counted_bytes for r in resized)
-            scheduler = sum(r.scheduler_bytes for r in resized)
+            counted = fmt_bytes(sum(r.counted_bytes for r in resized))
+            scheduler = fmt_bytes(sum(r.scheduler_bytes for r in resized))
             subject = "graph constant access(es)" if constant else "buffer access(es)"
-            against = (
-                f"where Inductor's per-kernel sizing gives {fmt_bytes(scheduler)}"
-                if not constant
-                else f"instead of whole ({fmt_bytes(scheduler)})"
-            )
+            against = f"instead of whole ({scheduler})"
+            if not constant:
+                against = f"where Inductor's per-kernel sizing gives {scheduler}"
             notes.append(
-                f"; {len(resized)} {subject} {what} modeled as the elements touched "
-                f"({fmt_bytes(counted)}) {against}"
+                f"; {len(resized)} {subject} {what} modeled as the elements touched ({counted}) "
+                + against
             )
     return "".join(notes)
 
@@ -402,12 +390,8 @@ def _method(run: Run) -> dict[str, str]:
 
 def build_view(run: Run) -> PageView:
     """Turn a run (with findings) into the dict the HTML and Markdown templates lay out."""
-    modes = run.modes
-    model = run.model
-    eager = modes.get("eager")
-    definition = run.kernel_definition
-    env = run.env
-    device = run.device
+    modes, model, env, device = run.modes, run.model, run.env, run.device
+    eager, definition = modes.get("eager"), run.kernel_definition
     return {
         "title": f"profreport: {model.name} on "
         f"{device.name if device.has('name') else device.type}",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# one chart setup, SVG writer and checker for every chart
 from profreport.render.charts import axes, figure_svg
 from profreport.render.palette import mode_color
 
@@ -37,14 +36,8 @@ def line_chart(
     for line in lines:
         n = seen[line.mode] = seen.get(line.mode, -1) + 1
         color = mode_color(line.mode)
-        ax.plot(
-            line.x,
-            line.y,
-            color=color,
-            marker=_MARKERS[n % len(_MARKERS)],
-            linestyle=_STYLES[n % len(_STYLES)],
-            label=line.label,
-        )
+        marker, style = _MARKERS[n % len(_MARKERS)], _STYLES[n % len(_STYLES)]
+        ax.plot(line.x, line.y, color=color, marker=marker, linestyle=style, label=line.label)
         if line.low is not None and line.high is not None:
             ax.fill_between(line.x, line.low, line.high, color=color, alpha=0.18, linewidth=0)
     if reference is not None:

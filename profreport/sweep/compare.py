@@ -154,12 +154,5 @@ def compare_sweep_files(base: str, head: str, thresholds: Thresholds) -> SweepCo
                 f"cannot compare a sweep with a run: {source} is not a sweep.json"
             )
         docs.append(load_sweep(path))
-    return compare_sweeps(
-        docs[0],
-        docs[1],
-        _runs(docs[0], Path(base)),
-        _runs(docs[1], Path(head)),
-        thresholds,
-        base,
-        head,
-    )
+    b, h = docs
+    return compare_sweeps(b, h, _runs(b, Path(base)), _runs(h, Path(head)), thresholds, base, head)

@@ -31,10 +31,7 @@ def render_markdown(c: SweepComparison) -> str:
         else:
             lines += [f"{md_cell(p.base_status)} → {md_cell(p.head_status)}: {md_cell(p.note)}", ""]
     lines += [f"- ❌ {md_cell(r.message)}" for r in c.regressions]
-    if c.only_in_base:
-        lines.append(f"- only in base: {md_cell('; '.join(c.only_in_base))}")
-    if c.only_in_head:
-        lines.append(f"- only in head: {md_cell('; '.join(c.only_in_head))}")
+    lines += run_compare.only_in_lines("; ".join(c.only_in_base), "; ".join(c.only_in_head))
     return "\n".join(lines) + "\n"
 
 

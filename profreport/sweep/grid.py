@@ -87,12 +87,9 @@ class Point(Section):
 
     @property
     def label(self) -> str:
-        parts = [self.model]
-        if self.batch_size is not None:
-            parts.append(f"batch {self.batch_size}")
-        if self.seq_len is not None:
-            parts.append(f"seq {self.seq_len}")
-        return ", ".join([*parts, self.dtype])
+        batch = [] if self.batch_size is None else [f"batch {self.batch_size}"]
+        seq = [] if self.seq_len is None else [f"seq {self.seq_len}"]
+        return ", ".join([self.model, *batch, *seq, self.dtype])
 
     @property
     def ok(self) -> bool:

@@ -23,8 +23,7 @@ from profreport.sweep.model import DONE, FILENAME, Sweep, SweepRecordError, load
 
 EXECUTORS = ("local", "ray")
 INTERRUPTED = "the sweep was interrupted"
-OnStart = Callable[[Point], None]
-OnDone = Callable[[Point], None]  # the point as it ended
+OnPoint = Callable[[Point], None]  # a point as it starts, or as it ended
 
 
 def _nothing(*_args: object) -> None:
@@ -132,7 +131,7 @@ class SweepRun:
         save(self.sweep, self.root, final=False)
 
     def run(
-        self, address: str | None = None, on_start: OnStart = _nothing, on_done: OnDone = _nothing
+        self, address: str | None = None, on_start: OnPoint = _nothing, on_done: OnPoint = _nothing
     ) -> Sweep:
         """Run the points not done yet, recording each as it ends (before `on_done` hears of
         it), then `finish`. On Ctrl-C the points still running are recorded as interrupted and
@@ -199,8 +198,8 @@ def run_sweep(
     executor: str | None = None,
     ray_address: str | None = None,
     out: Path = Path("reports"),
-    on_start: OnStart = _nothing,
-    on_done: OnDone = _nothing,
+    on_start: OnPoint = _nothing,
+    on_done: OnPoint = _nothing,
 ) -> SweepRun:
     """Run a sweep of `spec` in a new folder under `out`, or finish the one in `resume`; every
     point is one `generate` run in a process of its own (`executor` local, or ray). Returns the

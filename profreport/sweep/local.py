@@ -155,18 +155,11 @@ def run_point(spec: SweepSpec, point: Point, root: Path) -> Point:
         result, unreadable = read_result(result_path), None
     except ResultError as exc:
         result, unreadable = None, str(exc)
-    done = ended(
-        point,
-        result,
-        exit_code,
-        root,
-        log=log_path,
-        duration_s=took,
-        worker=f"local pid {proc.pid}",
-    )
-    return (
-        done if unreadable is None else dataclasses.replace(done, status="failed", error=unreadable)
-    )
+    worker = f"local pid {proc.pid}"
+    done = ended(point, result, exit_code, root, log=log_path, duration_s=took, worker=worker)
+    if unreadable is not None:
+        done = dataclasses.replace(done, status="failed", error=unreadable)
+    return done
 
 
 def run_local(

@@ -126,15 +126,8 @@ def _unpack(task: dict[str, Any], point: Point, root: Path) -> Point:
     write_atomic(point_dir / RESULT_NAME, dumps(task["result"]))
     log = point_dir / LOG_NAME
     log.write_text(summary_line(result) + "\n", encoding="utf-8")
-    return ended(
-        point,
-        result,
-        result.exit_code,
-        root,
-        log=log,
-        duration_s=task["duration_s"],
-        worker=task["worker"],
-    )
+    took, worker = task["duration_s"], task["worker"]
+    return ended(point, result, result.exit_code, root, log=log, duration_s=took, worker=worker)
 
 
 def run_ray(
@@ -170,11 +163,8 @@ def run_ray(
                 try:
                     on_done(_unpack(ray.get(done[0]), point, root))
                 except ray.exceptions.RayError as exc:
-                    on_done(
-                        dataclasses.replace(
-                            point, status="failed", error=_failure(exc), worker="ray"
-                        )
-                    )
+                    error = _failure(exc)
+                    on_done(dataclasses.replace(point, status="failed", error=error, worker="ray"))
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -184,27 +184,21 @@ def build_charts(sweep: Sweep, axis: str | None) -> dict[str, Markup]:
         for s in lines
         if s.mode != "eager" and all(r.speedup_vs_eager is not None for r in s.rows)
     ]
-    timed = [s for s in lines if all(r.latency_ms and r.latency_ms.median for r in s.rows)]
+    kernels = [line(s, (r.kernels_per_step for r in s.rows)) for s in lines]
     mib = [
         line(s, (None if r.bytes_per_step is None else r.bytes_per_step / 2**20 for r in s.rows))
         for s in lines
     ]
+    latency = [
+        banded(s, [(lat.median, lat.p10, lat.p90) for r in s.rows if (lat := r.latency_ms)])
+        for s in lines
+        if all(r.latency_ms and r.latency_ms.median for r in s.rows)
+    ]
     drawn = {  # name: (lines, title, y label)
         "speedup": (speed, "Speedup over eager (band: 95% CI)", "x eager (measured)"),
-        "kernels": (
-            [line(s, (r.kernels_per_step for r in s.rows)) for s in lines],
-            "Kernels per step",
-            "count (profiler)",
-        ),
+        "kernels": (kernels, "Kernels per step", "count (profiler)"),
         "bytes": (mib, "Memory traffic per step", "MiB (modeled)"),
-        "latency": (
-            [
-                banded(s, [(lat.median, lat.p10, lat.p90) for r in s.rows if (lat := r.latency_ms)])
-                for s in timed
-            ],
-            "Latency median (band: p10-p90)",
-            "ms per call (measured)",
-        ),
+        "latency": (latency, "Latency median (band: p10-p90)", "ms per call (measured)"),
     }
     # Inlined unescaped: each SVG passed render.charts.checked_svg; labels are matplotlib text.
     return {
@@ -250,7 +244,6 @@ def build_view(sweep: Sweep) -> dict[str, Any]:
 
 
 def render_html(sweep: Sweep) -> str:
-    """sweep.html of a sweep record."""
     return render_page("sweep.html.j2", **build_view(sweep))
 
 
@@ -289,8 +282,11 @@ DECODE_NOTE = (
 )
 
 
+def _table(columns: dict[str, str], rows: list[dict[str, Any]], align: str) -> list[str]:
+    return md_table(list(columns), [[row[key] for key in columns.values()] for row in rows], align)
+
+
 def render_markdown(sweep: Sweep) -> str:
-    """sweep.md of a sweep record."""
     v = build_view(sweep)
     lines = [
         f"### {md_line(v['title'])}",
@@ -299,17 +295,9 @@ def render_markdown(sweep: Sweep) -> str:
         f"not run); executor {md_cell(v['executor'])}; swept axis: {md_cell(v['axis'])}; "
         f"compile times {md_cell(v['compile_cache'])}",
         "",
-        *md_table(
-            list(SUMMARY_COLUMNS),
-            [[m[key] for key in SUMMARY_COLUMNS.values()] for m in v["summary"]],
-            "lrrrr",
-        ),
+        *_table(SUMMARY_COLUMNS, v["summary"], "lrrrr"),
         "",
-        *md_table(
-            list(ROW_COLUMNS),
-            [[r[key] for key in ROW_COLUMNS.values()] for r in v["rows"]],
-            "lllrrrrr",
-        ),
+        *_table(ROW_COLUMNS, v["rows"], "lllrrrrr"),
         "",
     ]
     if v["decode"]:
@@ -318,11 +306,7 @@ def render_markdown(sweep: Sweep) -> str:
             "",
             *[f"- {md_cell(line)}" for line in v["crossings"]],
             "",
-            *md_table(
-                list(DECODE_COLUMNS),
-                [[d[key] for key in DECODE_COLUMNS.values()] for d in v["decode"]],
-                "lrlrrrl",
-            ),
+            *_table(DECODE_COLUMNS, v["decode"], "lrlrrrl"),
             "",
             DECODE_NOTE,
             "",

@@ -153,12 +153,6 @@ def series(rows: Sequence[SweepRow], axis: str | None) -> list[Series]:
             if v is not None
         ]
         label = ", ".join([key[0], *fixed, key[-1]])
-        out.append(
-            Series(
-                label,
-                key[-1],
-                tuple(r.on_axis(axis) if axis else None for r in members),
-                tuple(members),
-            )
-        )
+        xs = tuple(r.on_axis(axis) if axis else None for r in members)
+        out.append(Series(label, key[-1], xs, tuple(members)))
     return out
