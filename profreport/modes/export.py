@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,8 @@ class ExportMode(CompileMode):
     """torch.export -> AOTInductor package -> loaded and run. Fusion map, verdict clause,
     generated-kernel names and failure reset are compile's (the same Inductor underneath)."""
 
-    def __init__(
-        self,
-        name: str = "export",
-        *,
-        inductor_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(name, inductor_options=inductor_options)
+    def __init__(self) -> None:
+        super().__init__("export")
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch

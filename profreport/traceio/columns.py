@@ -12,15 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from profreport.traceio.errors import NotATraceError
-from profreport.traceio.rows import (
-    COLUMNS,
-    MISSING,
-    ChunkResult,
-    Event,
-    Lane,
-    Metadata,
-    TableDelta,
-)
+from profreport.traceio.rows import COLUMNS, MISSING, ChunkResult, Event, Lane, Metadata, TableDelta
 
 
 @dataclass(eq=False)
