@@ -310,10 +310,8 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
         else:
             why, source = "no reason recorded", "fusion map"
             evidence = f"kernels {a.kernels[0]} and {b.kernels[0]}"
-        split = _entry(
-            "split", pair, f"{pair[0]} -> {pair[1]} stayed apart: {why}", source, evidence
-        )
-        found.append(_at(split, a, b))
+        split = f"{pair[0]} -> {pair[1]} stayed apart: {why}"
+        found.append(_at(_entry("split", pair, split, source, evidence), a, b))
     found.extend(refusals)  # every distinct decision, as the scheduler logged it
     return found
 
@@ -400,40 +398,30 @@ def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     groups = entry.fusion.groups if entry.fusion is not None else ()
     src = "fusion map (dispatched ops, eager vs optimized)"
     for g in groups:
-        ops = list(g.eager_ops)
+        ops, evidence = list(g.eager_ops), g.note
+        kind: WhyKind = "applied"
         if g.note.startswith("folded"):
-            e = _entry("applied", ops, f"folded away by freezing: {', '.join(ops)}", src, g.note)
+            reason = f"folded away by freezing: {', '.join(ops)}"
         elif len(ops) > 1 and g.kernels:
-            by = (
-                f"one {g.kernels[0]} kernel (TorchScript's fuser)"
-                if g.kernels[0].startswith("prim::")
-                else f"library call {g.kernels[0]}"
-            )
-            e = _entry(
-                "applied",
-                ops,
-                f"{' + '.join(ops)} fused into {by}",
-                src,
-                f"optimized op {g.kernels[0]}",
-            )
+            first = g.kernels[0]
+            by = f"one {first} kernel (TorchScript's fuser)" if first.startswith("prim::") else ""
+            reason = f"{' + '.join(ops)} fused into {by or f'library call {first}'}"
+            evidence = f"optimized op {first}"
         elif ops and not g.kernels:
             # eager calls paired with nothing optimized (unmatched, or never in the graph): the
             # map says what it can tell, and claims no pattern
-            e = _entry("unmatched", ops, f"{' + '.join(ops)}: {g.note}", src, g.note)
+            kind, reason = "unmatched", f"{' + '.join(ops)}: {g.note}"
         elif g.note.startswith("added"):
-            added = f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)"
-            e = _entry("applied", [], added, src, g.note)
-        elif g.note in _SPLIT_BY:
-            e = _entry(
-                "split",
-                ops,
-                f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own",
-                src,
-                f"dispatched {' + '.join(g.kernels)} where eager called addmm",
+            ops, reason = (
+                [],
+                f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)",
             )
+        elif g.note in _SPLIT_BY:
+            kind, reason = "split", f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own"
+            evidence = f"dispatched {' + '.join(g.kernels)} where eager called addmm"
         else:
             continue
-        found.append(e)
+        found.append(_entry(kind, ops, reason, src, evidence))
     conv_alone = [
         g
         for g in groups
