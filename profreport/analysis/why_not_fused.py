@@ -134,15 +134,9 @@ def _graph_breaks(compiler: CompilerEvidence, entry_name: str) -> list[WhyNotFus
     found = [_graph_break(gb, entry_name) for gb in records]
     unexplained = int(compiler.graph_breaks or 0) - len(records)
     if unexplained > 0 and not records:
-        found.append(
-            _entry(
-                "graph_break",
-                [],
-                f"{unexplained} graph break(s): no reason recorded",
-                "Dynamo counters",
-                "counters['graph_break'] (this record keeps no break log)",
-            )
-        )
+        why = f"{unexplained} graph break(s): no reason recorded"
+        evidence = "counters['graph_break'] (this record keeps no break log)"
+        found.append(_entry("graph_break", [], why, "Dynamo counters", evidence))
     return found
 
 
@@ -173,16 +167,12 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
     refusals = compiler.fusion_refusals or ()
     if refusals and (not ops_of or len(final_of) != len(ops_of)):
         # several graphs reuse node names: neither the ops nor the outcome can be attributed
-        return [
-            _entry(
-                "refused",
-                [],
-                f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
-                "not attributed to operations (node names repeat across graphs)",
-                "Inductor scheduler fusion log",
-                "\n".join(r.log for r in refusals[:20]),
-            )
-        ]
+        why = (
+            f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
+            "not attributed to operations (node names repeat across graphs)"
+        )
+        logs = "\n".join(r.log for r in refusals[:20])
+        return [_entry("refused", [], why, "Inductor scheduler fusion log", logs)]
     found: list[WhyNotFused] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
     for r in refusals:
@@ -204,15 +194,8 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
             f"{name} ({' + '.join(side)})" if side else name
             for name, side in zip(names, sides, strict=True)
         ]
-        found.append(
-            _entry(
-                "refused",
-                ops,
-                f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}",
-                "Inductor scheduler fusion log",
-                r.log,
-            )
-        )
+        why = f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}"
+        found.append(_entry("refused", ops, why, "Inductor scheduler fusion log", r.log))
     return found
 
 
@@ -231,14 +214,9 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
     for g in groups:
         kernel = g.kernels[0]
         if g.fused:
-            fused = _entry(
-                "fused",
-                list(g.eager_ops),
-                f"{' + '.join(g.eager_ops)} fused into one generated kernel",
-                "fusion map",
-                f"kernel {kernel}",
-            )
-            found.append(_at(fused, g))
+            fused = f"{' + '.join(g.eager_ops)} fused into one generated kernel"
+            e = _entry("fused", list(g.eager_ops), fused, "fusion map", f"kernel {kernel}")
+            found.append(_at(e, g))
         if _is_layout(g):
             ops = list(g.library_operands or ())
             e = _rule(
@@ -259,14 +237,12 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
                 )
             found.append(_at(e, g))
         if g.recomputed:
-            recompute = _rule(
-                "recompute",
-                list(g.recomputed),
+            recompute = (
                 f"{', '.join(g.recomputed)} recomputed in {kernel} instead of fused into "
-                "one producer (its eager bytes are counted once, in the first kernel)",
-                "inductor-recompute",
+                "one producer (its eager bytes are counted once, in the first kernel)"
             )
-            found.append(_at(recompute, g))
+            e = _rule("recompute", list(g.recomputed), recompute, "inductor-recompute")
+            found.append(_at(e, g))
     refusals = _refusals(compiler)
     for a, b in itertools.pairwise(groups):
         pair = [a.eager_ops[-1], b.eager_ops[0]] if a.eager_ops and b.eager_ops else []
@@ -360,26 +336,14 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
             if op in left:
                 left.remove(op)
         groups = "; ".join(" + ".join(ops) for ops in fused)
+        evidence = f"fusion groups of the optimized graph: {groups}"
         for op in dict.fromkeys(left):
-            found.append(
-                _entry(
-                    "not_fused",
-                    [op],
-                    f"{op} is in no fusion group: no reason recorded",
-                    "TorchScript graph",
-                    f"fusion groups of the optimized graph: {groups}",
-                )
-            )
+            why = f"{op} is in no fusion group: no reason recorded"
+            found.append(_entry("not_fused", [op], why, "TorchScript graph", evidence))
     else:
-        found.append(
-            _entry(
-                "fuser_limit",
-                eager_ops,
-                "no fusion group in the optimized graph: no reason recorded",
-                "TorchScript graph",
-                "optimized graph has no fusion group node",
-            )
-        )
+        why = "no fusion group in the optimized graph: no reason recorded"
+        evidence = "optimized graph has no fusion group node"
+        found.append(_entry("fuser_limit", eager_ops, why, "TorchScript graph", evidence))
     return found
 
 
@@ -431,14 +395,10 @@ def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
         g for g in groups if g.note == "replaced" and g.eager_ops[:1] in (("relu",), ("relu_",))
     ]
     if conv_alone and relu_alone:
-        found.append(
-            _entry(
-                "not_applied",
-                ["convolution", "relu"],
-                "convolution and relu stayed separate calls (no conv+ReLU library call): "
-                "no reason recorded",
-                src,
-                f"{conv_alone[0].kernels[0]} and {relu_alone[0].kernels[0]} dispatched",
-            )
+        why = (
+            "convolution and relu stayed separate calls (no conv+ReLU library call): "
+            "no reason recorded"
         )
+        evidence = f"{conv_alone[0].kernels[0]} and {relu_alone[0].kernels[0]} dispatched"
+        found.append(_entry("not_applied", ["convolution", "relu"], why, src, evidence))
     return found
