@@ -219,15 +219,12 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
             found.append(_at(e, g))
         if _is_layout(g):
             ops = list(g.library_operands or ())
-            e = _rule(
-                "layout",
-                ops,
+            layout = (
                 f"layout conversion: {kernel} converts the operands of library call "
                 f"{', '.join(ops)} before it runs; it is work eager does not do, and it keeps "
-                f"the library call apart from what precedes it",
-                "inductor-layout",
-                f"kernel {kernel} ({g.note}); ",
+                f"the library call apart from what precedes it"
             )
+            e = _rule("layout", ops, layout, "inductor-layout", f"kernel {kernel} ({g.note}); ")
             if device == "cpu" and not channels_last and "convolution" in ops:
                 e = dataclasses.replace(
                     e,
@@ -251,15 +248,13 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
         library = [g for g in (a, b) if _is_library(g)]
         if library:
             names = ", ".join(g.eager_ops[0] for g in library)
-            e = _rule(
-                "split",
-                pair,
+            apart = (
                 f"{pair[0]} -> {pair[1]} stayed apart: {names} is a library call (extern kernel) "
                 f"that Inductor does not fuse into on {device or 'this device'} in this "
-                "configuration",
-                "inductor-extern",
-                f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; ",
+                "configuration"
             )
+            seen = f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; "
+            e = _rule("split", pair, apart, "inductor-extern", seen)
             if device == "cuda":
                 e = dataclasses.replace(
                     e,
@@ -320,15 +315,12 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
             if not fusers.llvm_available
             else "is disabled (torch._C._jit_override_can_fuse_on_cpu)"
         )
-        e = _rule(
-            "fuser_limit",
-            eager_ops,
-            f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here",
-            "nnc-cpu-llvm",
+        none = f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here"
+        seen = (
             f"env.fusers: llvm_available={fusers.llvm_available}, "
-            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; ",
+            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; "
         )
-        found.append(e)
+        found.append(_rule("fuser_limit", eager_ops, none, "nnc-cpu-llvm", seen))
     elif fusion_groups:
         # ops the fuser left out: TorchScript records no reason, so none is stated
         left = list(eager_calls)
