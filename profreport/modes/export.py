@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +38,6 @@ def aoti_capture_config(device_type: str) -> dict[str, Any]:
     torch 2.11, generate with export died of SIGSEGV with it on; that it is the cause is not
     confirmed on a GPU yet.)"""
     return {**CODE_CACHES, "cpp.enable_kernel_profile": device_type == "cpu"}
-
-
-def export_failure_line(exc: BaseException, files: Collection[str] = ()) -> str:
-    """One line for a failed torch.export: its own reason, the model's source line it failed on
-    and the usual fix (modes/capture_errors)."""
-    return failure_line("torch.export", exc, files)
 
 
 class ExportMode(CompileMode):
@@ -70,7 +63,7 @@ class ExportMode(CompileMode):
         try:
             program = torch.export.export(target, tuple(inputs))
         except Exception as exc:  # data-dependent control flow, unsupported ops, ...
-            raise ModeError(export_failure_line(exc, model_files(module))) from exc
+            raise ModeError(failure_line("torch.export", exc, model_files(module))) from exc
         export_s = time.perf_counter() - start
 
         metrics.reset()
