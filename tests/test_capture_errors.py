@@ -18,10 +18,10 @@ from profreport.modes.capture_errors import (
     VALUE_BRANCH,
     SourceFrame,
     capture_failure_line,
+    failure_line,
     quoted_frames,
     user_frame,
 )
-from profreport.modes.export import export_failure_line
 from profreport.record.model import GraphBreak
 from profreport.text import MAX_LINE_CHARS, short_path
 from tests.data.models import export_failures
@@ -141,7 +141,7 @@ def test_a_message_without_a_frame_keeps_its_cause_and_fix():
         "Could not guard on data-dependent expression zuf0 > 0.0 (unhinted: zuf0 > 0.0).  "
         "(Size-like symbols: none)\n\nCaused by: (mp/i46/m_item.py:11 in forward)\n"
     )
-    assert export_failure_line(exc) == (
+    assert failure_line("torch.export", exc) == (
         "torch.export failed: RuntimeError: Could not guard on data-dependent expression zuf0 > "
         "0.0 (unhinted: zuf0 > 0.0). (Size-like symbols: none); control flow on a value "
         f"computed from tensor data; fix: {VALUE_BRANCH_FIX}"

@@ -17,8 +17,9 @@ import profreport
 from profreport import cli, modes
 from profreport.models import BUILTIN_MODELS, GatedResidual
 from profreport.modes import PreparedMode
+from profreport.modes.capture_errors import failure_line
 from profreport.modes.compile import cuda_graph_evidence
-from profreport.modes.export import export_failure_line, package_clause
+from profreport.modes.export import package_clause
 from profreport.pipeline import _kernel_counts
 from profreport.record.model import OkMode, Run
 from profreport.traceio import load_trace
@@ -93,7 +94,7 @@ def test_export_failure_line_keeps_the_users_line_when_the_reason_is_long():
         '  File "/very/long/' + "dir/" * 40 + 'model.py", line 12, in forward\n'
         "    if x.sum() > 0:\n"
     )
-    line = export_failure_line(RuntimeError(text))
+    line = failure_line("torch.export", RuntimeError(text))
     assert len(line) <= 300
     assert line.startswith("torch.export failed: RuntimeError: Could not guard on")
     assert "dir/model.py:12: if x.sum() > 0:); control flow on a value computed from" in line
@@ -101,7 +102,7 @@ def test_export_failure_line_keeps_the_users_line_when_the_reason_is_long():
 
 def test_export_failure_line_without_a_user_frame_keeps_the_first_line():
     exc = RuntimeError("Unsupported: call to an op export cannot trace\n\nmore detail\n")
-    assert export_failure_line(exc) == (
+    assert failure_line("torch.export", exc) == (
         "torch.export failed: RuntimeError: Unsupported: call to an op export cannot trace"
     )
 

@@ -48,13 +48,8 @@ def link_by_flow(
     flow_end = np.flatnonzero((trace.ph == ord("f")) & (trace.flow_id >= 0))
     if not todo.size or not flow_end.size:
         return
-    at = dict(
-        zip(
-            zip(trace.lane[flow_end].tolist(), trace.ts_ns[flow_end].tolist(), strict=True),
-            trace.flow_id[flow_end].tolist(),
-            strict=True,
-        )
-    )
+    ends = zip(trace.lane[flow_end].tolist(), trace.ts_ns[flow_end].tolist(), strict=True)
+    at = dict(zip(ends, trace.flow_id[flow_end].tolist(), strict=True))
     rows = dev_rows[todo]
     keys = zip(trace.lane[rows].tolist(), trace.ts_ns[rows].tolist(), strict=True)
     ids = np.array([at.get(key, -1) for key in keys], dtype=np.int64)

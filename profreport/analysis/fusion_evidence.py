@@ -157,11 +157,9 @@ def inductor_evidence(mode: OkMode, run: Run) -> str:
     groups = mode.fusion.groups if mode.fusion is not None else ()
     fused = [g for g in groups if g.counts_as_fused]
     layout = [g for g in groups if "layout" in g.note]
-    parts = []
-    if fused:
-        parts.append(f"Inductor fused {_fused_sets(fused)}")
-    else:
-        parts.append("Inductor fused no operations together")
+    parts = [
+        f"Inductor fused {_fused_sets(fused)}" if fused else "Inductor fused no operations together"
+    ]
     if layout:
         ops = sorted({op for g in layout for op in g.library_operands or g.eager_ops})
         parts.append(f"it added layout conversion for {', '.join(ops)}")

@@ -39,13 +39,7 @@ from profreport.analysis.fusion import (
     traffic,
     without_kernel,
 )
-from profreport.record.model import (
-    FusionGroup,
-    FusionMap,
-    OkMode,
-    ScriptFusionGroup,
-    TensorIO,
-)
+from profreport.record.model import FusionGroup, FusionMap, OkMode, ScriptFusionGroup, TensorIO
 
 FOLDED = "folded away by freezing (no kernel left)"
 UNMATCHED = "no optimized call of this op left to pair with"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from profreport.analysis.kernel_definitions import aoti_shim_op
-from profreport.record.model import KernelRow, KernelTraffic, OkMode, ScriptFusionGroup
+from profreport.record.model import KernelRow, KernelTraffic, OkMode
 
 # Composite ops recorded by the profiler -> the op the dispatcher-level bytes model records.
 _DISPATCH_NAME = {
@@ -46,11 +46,6 @@ def _candidates(row: KernelRow) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def nnc_kernel_name(group: ScriptFusionGroup) -> str:
-    """The name NNC gives a fusion group's kernel before any cut: fused_sigmoid_tanh_mul."""
-    return "_".join(["fused", *(op.split("::")[1] for op in group.ops if op.startswith("aten::"))])
-
-
 def _nnc_traffic(mode: OkMode) -> dict[str, KernelTraffic]:
     """The modeled bytes of each NNC kernel name (groups of one name summed)."""
     groups = (mode.compiler.fusion_groups if mode.compiler is not None else None) or ()
@@ -58,7 +53,8 @@ def _nnc_traffic(mode: OkMode) -> dict[str, KernelTraffic]:
     for g in groups:
         if g.read is None or g.written is None:
             continue
-        name = nnc_kernel_name(g)
+        # the name NNC gives the group's kernel before any cut: fused_sigmoid_tanh_mul
+        name = "_".join(["fused", *(op.split("::")[1] for op in g.ops if op.startswith("aten::"))])
         was = found.get(name, KernelTraffic(read=0, written=0))
         found[name] = KernelTraffic(
             read=(was.read or 0) + g.read, written=(was.written or 0) + g.written

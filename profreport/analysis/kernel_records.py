@@ -89,11 +89,8 @@ def counter_ranges(trace: Trace) -> list[JSONObject]:
         name = trace.strings[trace.name[row]]
         counts[name] += 1
         for key, value in args.items():
-            if (
-                key not in _ID_ARGS
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-            ):
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and key not in _ID_ARGS:
                 sums[name][key] += float(value)
     return [
         {

@@ -79,7 +79,7 @@ def _outside_model(mode: OkMode) -> str:
     return "; ".join(parts)
 
 
-def _gaps(name: str, mode: OkMode, l2_bytes: int | None) -> tuple[str, str]:
+def _gaps(name: str, mode: OkMode) -> tuple[str, str]:
     """What ncu read beyond (or short of) the model's reads in `mode`, and how far its writes
     fall short of the model's."""
     m = mode.bytes.measured
@@ -103,7 +103,7 @@ def _gaps(name: str, mode: OkMode, l2_bytes: int | None) -> tuple[str, str]:
 
 def _why(mode_name: str, mode: OkMode, eager: OkMode, l2: int | None) -> str:
     """Which figure differs, and why, from each mode's gaps between ncu and the model."""
-    gaps = [_gaps("eager", eager, l2), _gaps(mode_name, mode, l2)]
+    gaps = [_gaps("eager", eager), _gaps(mode_name, mode)]
     reads, writes = [g[0] for g in gaps], [g[1] for g in gaps]
     found = []
     if any(reads):

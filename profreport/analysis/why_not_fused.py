@@ -134,15 +134,9 @@ def _graph_breaks(compiler: CompilerEvidence, entry_name: str) -> list[WhyNotFus
     found = [_graph_break(gb, entry_name) for gb in records]
     unexplained = int(compiler.graph_breaks or 0) - len(records)
     if unexplained > 0 and not records:
-        found.append(
-            _entry(
-                "graph_break",
-                [],
-                f"{unexplained} graph break(s): no reason recorded",
-                "Dynamo counters",
-                "counters['graph_break'] (this record keeps no break log)",
-            )
-        )
+        why = f"{unexplained} graph break(s): no reason recorded"
+        evidence = "counters['graph_break'] (this record keeps no break log)"
+        found.append(_entry("graph_break", [], why, "Dynamo counters", evidence))
     return found
 
 
@@ -173,16 +167,12 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
     refusals = compiler.fusion_refusals or ()
     if refusals and (not ops_of or len(final_of) != len(ops_of)):
         # several graphs reuse node names: neither the ops nor the outcome can be attributed
-        return [
-            _entry(
-                "refused",
-                [],
-                f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
-                "not attributed to operations (node names repeat across graphs)",
-                "Inductor scheduler fusion log",
-                "\n".join(r.log for r in refusals[:20]),
-            )
-        ]
+        why = (
+            f"{len(refusals)} scheduler refusal(s) logged in several compiled graphs; "
+            "not attributed to operations (node names repeat across graphs)"
+        )
+        logs = "\n".join(r.log for r in refusals[:20])
+        return [_entry("refused", [], why, "Inductor scheduler fusion log", logs)]
     found: list[WhyNotFused] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
     for r in refusals:
@@ -204,15 +194,8 @@ def _refusals(compiler: CompilerEvidence) -> list[WhyNotFused]:
             f"{name} ({' + '.join(side)})" if side else name
             for name, side in zip(names, sides, strict=True)
         ]
-        found.append(
-            _entry(
-                "refused",
-                ops,
-                f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}",
-                "Inductor scheduler fusion log",
-                r.log,
-            )
-        )
+        why = f"Inductor's scheduler refused to fuse {named[0]} with {named[1]}: {reason}"
+        found.append(_entry("refused", ops, why, "Inductor scheduler fusion log", r.log))
     return found
 
 
@@ -231,25 +214,17 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
     for g in groups:
         kernel = g.kernels[0]
         if g.fused:
-            fused = _entry(
-                "fused",
-                list(g.eager_ops),
-                f"{' + '.join(g.eager_ops)} fused into one generated kernel",
-                "fusion map",
-                f"kernel {kernel}",
-            )
-            found.append(_at(fused, g))
+            fused = f"{' + '.join(g.eager_ops)} fused into one generated kernel"
+            e = _entry("fused", list(g.eager_ops), fused, "fusion map", f"kernel {kernel}")
+            found.append(_at(e, g))
         if _is_layout(g):
             ops = list(g.library_operands or ())
-            e = _rule(
-                "layout",
-                ops,
+            layout = (
                 f"layout conversion: {kernel} converts the operands of library call "
                 f"{', '.join(ops)} before it runs; it is work eager does not do, and it keeps "
-                f"the library call apart from what precedes it",
-                "inductor-layout",
-                f"kernel {kernel} ({g.note}); ",
+                f"the library call apart from what precedes it"
             )
+            e = _rule("layout", ops, layout, "inductor-layout", f"kernel {kernel} ({g.note}); ")
             if device == "cpu" and not channels_last and "convolution" in ops:
                 e = dataclasses.replace(
                     e,
@@ -259,14 +234,12 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
                 )
             found.append(_at(e, g))
         if g.recomputed:
-            recompute = _rule(
-                "recompute",
-                list(g.recomputed),
+            recompute = (
                 f"{', '.join(g.recomputed)} recomputed in {kernel} instead of fused into "
-                "one producer (its eager bytes are counted once, in the first kernel)",
-                "inductor-recompute",
+                "one producer (its eager bytes are counted once, in the first kernel)"
             )
-            found.append(_at(recompute, g))
+            e = _rule("recompute", list(g.recomputed), recompute, "inductor-recompute")
+            found.append(_at(e, g))
     refusals = _refusals(compiler)
     for a, b in itertools.pairwise(groups):
         pair = [a.eager_ops[-1], b.eager_ops[0]] if a.eager_ops and b.eager_ops else []
@@ -275,15 +248,13 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
         library = [g for g in (a, b) if _is_library(g)]
         if library:
             names = ", ".join(g.eager_ops[0] for g in library)
-            e = _rule(
-                "split",
-                pair,
+            apart = (
                 f"{pair[0]} -> {pair[1]} stayed apart: {names} is a library call (extern kernel) "
                 f"that Inductor does not fuse into on {device or 'this device'} in this "
-                "configuration",
-                "inductor-extern",
-                f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; ",
+                "configuration"
             )
+            seen = f"scheduler node kind extern: {', '.join(g.kernels[0] for g in library)}; "
+            e = _rule("split", pair, apart, "inductor-extern", seen)
             if device == "cuda":
                 e = dataclasses.replace(
                     e,
@@ -310,10 +281,8 @@ def inductor_why_not(entry: OkMode, run: Run, mode: str = "compile") -> list[Why
         else:
             why, source = "no reason recorded", "fusion map"
             evidence = f"kernels {a.kernels[0]} and {b.kernels[0]}"
-        split = _entry(
-            "split", pair, f"{pair[0]} -> {pair[1]} stayed apart: {why}", source, evidence
-        )
-        found.append(_at(split, a, b))
+        split = f"{pair[0]} -> {pair[1]} stayed apart: {why}"
+        found.append(_at(_entry("split", pair, split, source, evidence), a, b))
     found.extend(refusals)  # every distinct decision, as the scheduler logged it
     return found
 
@@ -346,15 +315,12 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
             if not fusers.llvm_available
             else "is disabled (torch._C._jit_override_can_fuse_on_cpu)"
         )
-        e = _rule(
-            "fuser_limit",
-            eager_ops,
-            f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here",
-            "nnc-cpu-llvm",
+        none = f"no fusion group: TorchScript's CPU fuser (NNC) {why}, so no op is fused here"
+        seen = (
             f"env.fusers: llvm_available={fusers.llvm_available}, "
-            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; ",
+            f"nnc_can_fuse_on_cpu={fusers.nnc_can_fuse_on_cpu}; "
         )
-        found.append(e)
+        found.append(_rule("fuser_limit", eager_ops, none, "nnc-cpu-llvm", seen))
     elif fusion_groups:
         # ops the fuser left out: TorchScript records no reason, so none is stated
         left = list(eager_calls)
@@ -362,26 +328,14 @@ def torchscript_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
             if op in left:
                 left.remove(op)
         groups = "; ".join(" + ".join(ops) for ops in fused)
+        evidence = f"fusion groups of the optimized graph: {groups}"
         for op in dict.fromkeys(left):
-            found.append(
-                _entry(
-                    "not_fused",
-                    [op],
-                    f"{op} is in no fusion group: no reason recorded",
-                    "TorchScript graph",
-                    f"fusion groups of the optimized graph: {groups}",
-                )
-            )
+            why = f"{op} is in no fusion group: no reason recorded"
+            found.append(_entry("not_fused", [op], why, "TorchScript graph", evidence))
     else:
-        found.append(
-            _entry(
-                "fuser_limit",
-                eager_ops,
-                "no fusion group in the optimized graph: no reason recorded",
-                "TorchScript graph",
-                "optimized graph has no fusion group node",
-            )
-        )
+        why = "no fusion group in the optimized graph: no reason recorded"
+        evidence = "optimized graph has no fusion group node"
+        found.append(_entry("fuser_limit", eager_ops, why, "TorchScript graph", evidence))
     return found
 
 
@@ -400,40 +354,30 @@ def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
     groups = entry.fusion.groups if entry.fusion is not None else ()
     src = "fusion map (dispatched ops, eager vs optimized)"
     for g in groups:
-        ops = list(g.eager_ops)
+        ops, evidence = list(g.eager_ops), g.note
+        kind: WhyKind = "applied"
         if g.note.startswith("folded"):
-            e = _entry("applied", ops, f"folded away by freezing: {', '.join(ops)}", src, g.note)
+            reason = f"folded away by freezing: {', '.join(ops)}"
         elif len(ops) > 1 and g.kernels:
-            by = (
-                f"one {g.kernels[0]} kernel (TorchScript's fuser)"
-                if g.kernels[0].startswith("prim::")
-                else f"library call {g.kernels[0]}"
-            )
-            e = _entry(
-                "applied",
-                ops,
-                f"{' + '.join(ops)} fused into {by}",
-                src,
-                f"optimized op {g.kernels[0]}",
-            )
+            first = g.kernels[0]
+            by = f"one {first} kernel (TorchScript's fuser)" if first.startswith("prim::") else ""
+            reason = f"{' + '.join(ops)} fused into {by or f'library call {first}'}"
+            evidence = f"optimized op {first}"
         elif ops and not g.kernels:
             # eager calls paired with nothing optimized (unmatched, or never in the graph): the
             # map says what it can tell, and claims no pattern
-            e = _entry("unmatched", ops, f"{' + '.join(ops)}: {g.note}", src, g.note)
+            kind, reason = "unmatched", f"{' + '.join(ops)}: {g.note}"
         elif g.note.startswith("added"):
-            added = f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)"
-            e = _entry("applied", [], added, src, g.note)
-        elif g.note in _SPLIT_BY:
-            e = _entry(
-                "split",
-                ops,
-                f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own",
-                src,
-                f"dispatched {' + '.join(g.kernels)} where eager called addmm",
+            ops, reason = (
+                [],
+                f"added {', '.join(g.kernels)} (layout conversions to and from MKLDNN)",
             )
+        elif g.note in _SPLIT_BY:
+            kind, reason = "split", f"{_SPLIT_BY[g.note]}, so the bias add is a call of its own"
+            evidence = f"dispatched {' + '.join(g.kernels)} where eager called addmm"
         else:
             continue
-        found.append(e)
+        found.append(_entry(kind, ops, reason, src, evidence))
     conv_alone = [
         g
         for g in groups
@@ -443,14 +387,10 @@ def optimize_why_not(entry: OkMode, run: Run) -> list[WhyNotFused]:
         g for g in groups if g.note == "replaced" and g.eager_ops[:1] in (("relu",), ("relu_",))
     ]
     if conv_alone and relu_alone:
-        found.append(
-            _entry(
-                "not_applied",
-                ["convolution", "relu"],
-                "convolution and relu stayed separate calls (no conv+ReLU library call): "
-                "no reason recorded",
-                src,
-                f"{conv_alone[0].kernels[0]} and {relu_alone[0].kernels[0]} dispatched",
-            )
+        why = (
+            "convolution and relu stayed separate calls (no conv+ReLU library call): "
+            "no reason recorded"
         )
+        evidence = f"{conv_alone[0].kernels[0]} and {relu_alone[0].kernels[0]} dispatched"
+        found.append(_entry("not_applied", ["convolution", "relu"], why, src, evidence))
     return found

@@ -85,27 +85,11 @@ def child_command(model: ChildModel, mode: str) -> list[str]:
 def ncu_command(ncu: str, log_file: str, child: list[str]) -> list[str]:
     """ncu's options, then the child command. Options are spelled out even where they are
     ncu's defaults, because a user's config.ncu-cfg can change defaults."""
-    return [
-        ncu,
-        "--metrics",
-        ",".join(METRICS),
-        "--csv",
-        "--page",
-        "details",
-        "--print-units",
-        "base",
-        "--profile-from-start",
-        "off",
-        "--target-processes",
-        "all",
-        "--cache-control",
-        "all",
-        "--clock-control",
-        "none",
-        "--log-file",
-        log_file,
-        *child,
-    ]
+    options = (
+        "--csv --page details --print-units base --profile-from-start off --target-processes all "
+        "--cache-control all --clock-control none"
+    )
+    return [ncu, "--metrics", ",".join(METRICS), *options.split(), "--log-file", log_file, *child]
 
 
 def _child_env() -> dict[str, str]:

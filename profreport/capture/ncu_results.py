@@ -29,24 +29,9 @@ WRITES_NOTE = (
 )
 
 # SI factors, as ncu scales them (1000-based for bytes too, not 1024).
-_BYTE_UNITS = {
-    "byte": 1,
-    "kbyte": 10**3,
-    "mbyte": 10**6,
-    "gbyte": 10**9,
-    "tbyte": 10**12,
-    "pbyte": 10**15,
-}
-_NS_PER_UNIT = {
-    "nsecond": Decimal(1),
-    "ns": Decimal(1),
-    "usecond": Decimal(10**3),
-    "us": Decimal(10**3),
-    "msecond": Decimal(10**6),
-    "ms": Decimal(10**6),
-    "second": Decimal(10**9),
-    "s": Decimal(10**9),
-}
+_BYTE_UNITS = {f"{prefix}byte": 1000**i for i, prefix in enumerate(("", "k", "m", "g", "t", "p"))}
+_TIME_UNITS = (("nsecond", "ns"), ("usecond", "us"), ("msecond", "ms"), ("second", "s"))
+_NS_PER_UNIT = {unit: Decimal(1000**i) for i, units in enumerate(_TIME_UNITS) for unit in units}
 _REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
 
 

@@ -25,13 +25,7 @@ from profreport.analysis.fusion_evidence import inductor_evidence
 from profreport.analysis.why_not_fused import inductor_why_not
 from profreport.modes.base import WARMUP_CALLS, Mode, ModeError, PreparedMode, Sync, warm_up
 from profreport.modes.bytes_sources import INDUCTOR_SCHEDULER
-from profreport.record.model import (
-    CompilerEvidence,
-    FusionMap,
-    OkMode,
-    Run,
-    WhyNotFused,
-)
+from profreport.record.model import CompilerEvidence, FusionMap, OkMode, Run, WhyNotFused
 
 # Inductor settings every compile mode needs while it compiles (restored afterwards): CPU kernels
 # appear in the profiler, and (CODE_CACHES) no FX-graph cache hit skips code generation and its

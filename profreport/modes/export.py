@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +40,12 @@ def aoti_capture_config(device_type: str) -> dict[str, Any]:
     return {**CODE_CACHES, "cpp.enable_kernel_profile": device_type == "cpu"}
 
 
-def export_failure_line(exc: BaseException, files: Collection[str] = ()) -> str:
-    """One line for a failed torch.export: its own reason, the model's source line it failed on
-    and the usual fix (modes/capture_errors)."""
-    return failure_line("torch.export", exc, files)
-
-
 class ExportMode(CompileMode):
     """torch.export -> AOTInductor package -> loaded and run. Fusion map, verdict clause,
     generated-kernel names and failure reset are compile's (the same Inductor underneath)."""
 
-    def __init__(
-        self,
-        name: str = "export",
-        *,
-        inductor_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(name, inductor_options=inductor_options)
+    def __init__(self) -> None:
+        super().__init__("export")
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
         import torch
@@ -75,7 +63,7 @@ class ExportMode(CompileMode):
         try:
             program = torch.export.export(target, tuple(inputs))
         except Exception as exc:  # data-dependent control flow, unsupported ops, ...
-            raise ModeError(export_failure_line(exc, model_files(module))) from exc
+            raise ModeError(failure_line("torch.export", exc, model_files(module))) from exc
         export_s = time.perf_counter() - start
 
         metrics.reset()

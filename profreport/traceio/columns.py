@@ -12,15 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from profreport.traceio.errors import NotATraceError
-from profreport.traceio.rows import (
-    COLUMNS,
-    MISSING,
-    ChunkResult,
-    Event,
-    Lane,
-    Metadata,
-    TableDelta,
-)
+from profreport.traceio.rows import COLUMNS, MISSING, ChunkResult, Event, Lane, Metadata, TableDelta
 
 
 @dataclass(eq=False)
@@ -141,11 +133,7 @@ def assemble(
     )
 
 
-_DTYPES: dict[str, np.dtype] = {
-    "i": np.dtype(np.int32),
-    "d": np.dtype(np.float64),
-    "q": np.dtype(np.int64),
-}
+_DTYPES: dict[str, np.dtype] = {code: np.dtype(code) for code in ("i", "d", "q")}
 
 
 _MAX_US = 9.2e15  # 9.2e18 ns < 2**63

@@ -104,11 +104,7 @@ def available_memory_bytes(root: str = "/") -> int | None:
         system: int | None = psutil.virtual_memory().available
     except (OSError, psutil.Error):  # no figure from the platform: the cgroup's alone, if any
         system = None
-    found = [
-        n
-        for n in (system, _cgroup_available(root))
-        if n is not None  # (a limit of 0 is a real limit)
-    ]
+    found = [n for n in (system, _cgroup_available(root)) if n is not None]  # 0 is a limit
     return min(found) if found else None
 
 

@@ -46,15 +46,7 @@ _MAY_RECORD = 4  # flag: a cpu_op, which may be an Inductor kernel record (args.
 _FLOW = 8  # flag: a flow event (ph s/t/f), whose "id" is kept
 _NAN = float("nan")
 # Column name -> array typecode. ts/dur are float microseconds here (NaN = missing).
-COLUMNS = {
-    "sig": "i",
-    "ts": "d",
-    "dur": "d",
-    "corr": "q",
-    "ext": "q",
-    "flow": "q",
-    "nbytes": "q",
-}
+COLUMNS = dict(sig="i", ts="d", dur="d", corr="q", ext="q", flow="q", nbytes="q")
 
 
 def _as_int(value: object) -> int:
