@@ -232,9 +232,8 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
             assert result(i, {"trace"} if i else ()).blocks == {}
     events = [line.split(" ", 3) for line in log.read_text().splitlines()]
     at = {(e[0], e[1]): float(e[2]) for e in events}
-    names = list(dict.fromkeys(e[1] for e in events))
-    first, second, third = names
-    assert at["start", second] < at["ready", first]  # built side by side
+    first, second, third = [e[1] for e in events if e[0] == "go"]  # the parent's order
+    assert at["start", second] < at["go", first]  # built side by side, before any timing
     assert at["ready", second] < at["go", first]  # timed only when the group is built
     assert at["end", first] < at["go", second] and at["end", second] < at["start", third]
     assert [e[3] for e in events if e[0] == "go"] == ["[]", "['trace']", "['trace']"]
