@@ -1,7 +1,7 @@
 """Paired speedups across timing processes: the statistic `generate` stores, and `ab`'s gate.
 
-A timing runs in K worker processes (one, until the worker machinery times in several, and for
-a model that cannot be shipped to one); within a process the series are timed in interleaved
+A timing runs in K worker processes (capture/workers.py; one, the capturing process, with
+`--workers 0` or for a model passed as an object, which no worker can build); within a process the series are timed in interleaved
 rounds, so the per-round ratio of two series is paired (analysis/paired.py: the statistic, the
 noise guard's signals, the resolution and the noise band). Across processes nothing is paired:
 each process's layout is one draw (analysis/processes.py), so the interval of a combined
