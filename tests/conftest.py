@@ -81,11 +81,36 @@ def resaved(recorded: Path, parent: Path) -> Path:
     return run
 
 
+@pytest.fixture(scope="session")
+def builtin_runs(tmp_path_factory):
+    """`builtin_runs(name)`: a five-mode run of the built-in model `name` (batch 1), made on
+    first use and shared by every test that reads it, whatever order the tests run in."""
+    made: dict[str, Path] = {}
+
+    def run(name: str) -> Path:
+        if name not in made:
+            out = tmp_path_factory.mktemp(f"builtin-{name}")
+            made[name] = generate_run(out, "--model", name, "--batch-size", "1")
+        return made[name]
+
+    return run
+
+
 @pytest.fixture(scope="session", params=["simple", "conv-bn-relu", "mlp-block"])
-def builtin_run(request, tmp_path_factory):
+def builtin_run(request, builtin_runs):
     """A five-mode run of each other built-in model (batch 1), shared by the tests that read it."""
-    out = tmp_path_factory.mktemp(f"builtin-{request.param}")
-    return generate_run(out, "--model", request.param, "--batch-size", "1")
+    return builtin_runs(request.param)
+
+
+@pytest.fixture(scope="session")
+def gpt2_run(tmp_path_factory):
+    """A 2-layer GPT-2 built from its transformers config (16 tokens), in eager, compile and
+    trace: one run for the tests that read a zoo language model's run (attribution, browser)."""
+    pytest.importorskip("transformers")
+    return generate_run(
+        tmp_path_factory.mktemp("gpt2"), "--model", "hf:gpt2", "--layers", "2",
+        "--seq-len", "16", "--modes", "eager,compile,trace",
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -49,14 +49,10 @@ def test_mixer_blocks_eager_table_compile_groups_and_report(mixer_run):
 
 
 @pytest.mark.slow
-def test_gpt2_block1_mlp_fusion_is_placed_in_h1_mlp_at_the_activation_call(tmp_path):
+def test_gpt2_block1_mlp_fusion_is_placed_in_h1_mlp_at_the_activation_call(gpt2_run):
     import transformers.models.gpt2.modeling_gpt2 as gpt2
 
-    run = generate_run(
-        tmp_path, "--model", "hf:gpt2", "--layers", "2", "--seq-len", "16",
-        "--modes", "eager,compile,trace",
-    )  # fmt: skip
-    record = json.loads((run / "run.json").read_text())
+    record = json.loads((gpt2_run / "run.json").read_text())
     source, first = inspect.getsourcelines(gpt2.GPT2MLP.forward)
     (offset,) = [i for i, text in enumerate(source) if "self.act(" in text]
     act_call = f"transformers/models/gpt2/modeling_gpt2.py:{first + offset}"

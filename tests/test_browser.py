@@ -16,7 +16,6 @@ from profreport.analysis.derive import derived_run
 from profreport.modes import mode_analyses
 from profreport.record import Run, load
 from profreport.render.why_view import why_rows
-from tests.conftest import generate_run
 
 pytestmark = pytest.mark.slow  # Chromium over real generate runs
 
@@ -201,23 +200,14 @@ def test_compare_page_loads_clean(browser, gated_run, tmp_path):
 FIRST_SCREEN = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="module")
-def decoder_lm_run(tmp_path_factory):
-    """A 2-layer GPT-2 built from its transformers config, in eager, trace and compile."""
-    pytest.importorskip("transformers")
-    return generate_run(
-        tmp_path_factory.mktemp("zoo"), "--model", "hf:gpt2", "--modes", "eager,trace,compile"
-    )
-
-
 def test_a_zoo_report_answers_on_the_first_screen_without_sideways_scroll(
-    browser, decoder_lm_run, tmp_path
+    browser, gpt2_run, tmp_path
 ):
-    record = load(decoder_lm_run)
+    record = load(gpt2_run)
     context = browser.new_context(offline=True, viewport=FIRST_SCREEN)
     page = context.new_page()
     try:
-        page.goto((decoder_lm_run / "report.html").as_uri(), wait_until="load")
+        page.goto((gpt2_run / "report.html").as_uri(), wait_until="load")
         # no page-level horizontal scroll, folded sections open or closed
         for opened in (False, True):
             if opened:

@@ -79,11 +79,8 @@ def test_render_rewrites_reports_from_the_record(gated_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_simple_model_kernels_are_named_and_honest(tmp_path):
-    run = generate_run(
-        tmp_path, "--model", "simple", "--batch-size", "1", "--modes", "eager,optimize,compile"
-    )
-    rec = load(run)
+def test_simple_model_kernels_are_named_and_honest(builtin_runs):
+    rec = load(builtin_runs("simple"))  # all five modes: eager, optimize and compile read here
     names = {m: {r["name"] for r in rec["modes"][m]["kernels"]["table"]} for m in rec["modes"]}
     # named by the op the model called, as the bytes table names it (not mkldnn_convolution or
     # the clamp_min that relu runs)
