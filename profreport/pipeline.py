@@ -505,7 +505,15 @@ def _time_in_workers(
             resamples=options.bootstrap_resamples,
             order=plan.order_name,
         )
-        done = _run_workers(stages, request, plan.series, progress)
+        at_once = workers.built_at_once(
+            options.workers,
+            device.type,
+            max(_weights_bytes(s.setup.model.module) for s in stages.values()),
+            max(len(m.modes) for m in request.models),
+        )
+        if at_once > 1:
+            progress(f"building the modes in {at_once} worker processes side by side")
+        done = _run_workers(stages, request, (options.workers, at_once), plan.series, progress)
     # a mode that failed in a later worker keeps none of its blocks from the earlier ones
     kept = [
         replace(
@@ -526,21 +534,15 @@ def _time_in_workers(
 def _run_workers(
     stages: Mapping[str, TimingStage],
     request: WorkerRequest,
+    counts: tuple[int, int],
     series_name: str,
     progress: Progress,
 ) -> list[Timed]:
-    """Each worker's timing (see _time_in_workers)."""
+    """Each worker's timing (see _time_in_workers); `counts`: the workers, and how many of
+    them build at once (capture/workers.built_at_once)."""
     from profreport.capture import workers
 
-    k = next(iter(stages.values())).setup.options.workers
-    at_once = workers.built_at_once(
-        k,
-        next(iter(stages.values())).setup.device.type,
-        max(_weights_bytes(s.setup.model.module) for s in stages.values()),
-        max(len(m.modes) for m in request.models),
-    )
-    if at_once > 1:
-        progress(f"building the modes in {at_once} worker processes side by side")
+    k, at_once = counts
     done: list[Timed] = []
     left_out: set[str] = set()
     with workers.started_workers(request, k, at_once) as worker_result:

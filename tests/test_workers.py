@@ -180,8 +180,21 @@ def _first_result(request: workers.WorkerRequest, k: int = 1, at_once: int = 1):
 
 def test_a_worker_that_crashes_is_a_bug_named_by_its_exit(monkeypatch):
     monkeypatch.setattr(workers, "worker_command", _command("raise SystemExit(7)"))
+    pipes: list[int] = []
+    start = workers._Worker.__init__
+
+    def recorded(self, request, name):
+        start(self, request, name)
+        pipes.append(self._ready)
+
+    monkeypatch.setattr(workers._Worker, "__init__", recorded)
     with pytest.raises(workers.WorkerFailed, match="timing worker 1 of 3 ended with exit code 7"):
         _first_result(_request(), 3, 2)  # before it was ready
+    assert len(pipes) == 2  # worker 2 was never read: its ready pipe is closed all the same
+    for fd in pipes:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    monkeypatch.setattr(workers._Worker, "__init__", start)
     monkeypatch.setattr(
         workers, "worker_command", _command(READY + "sys.stdin.readline(); raise SystemExit(7)")
     )

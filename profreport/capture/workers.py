@@ -190,7 +190,8 @@ class _Worker:
         asked.write_text(dumps(request.to_json()), encoding="utf-8")
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        self._ready, ready_w = os.pipe()
+        ready, ready_w = os.pipe()
+        self._ready: int | None = ready  # until read (ready) or closed (close)
         try:
             self._process = subprocess.Popen(
                 worker_command(asked, self._answer, ready_w),
@@ -198,12 +199,19 @@ class _Worker:
                 stdin=subprocess.PIPE,
                 pass_fds=(ready_w,),
             )
+        except BaseException:  # not started: nothing of it is left open
+            os.close(ready)
+            self._folder.cleanup()
+            raise
         finally:
             os.close(ready_w)
 
     def ready(self) -> None:
         """Wait until it has built its modes (WorkerFailed: it ended before)."""
+        if self._ready is None:
+            raise RuntimeError(f"{self.name}: its ready byte was read already")
         with os.fdopen(self._ready, "rb") as ready:
+            self._ready = None
             said = ready.read(1)
         if not said:
             self._failed(self._process.wait())
@@ -230,6 +238,11 @@ class _Worker:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        if self._ready is not None:  # a worker of a group that never got to be ready
+            os.close(self._ready)
+            self._ready = None
+        if self._process.stdin is not None and not self._process.stdin.closed:
+            self._process.stdin.close()
         self._folder.cleanup()
 
 
