@@ -555,6 +555,8 @@ def _run_workers(
             )
             result = worker_result(i, left_out)
             for key, error in result.failed.items():
+                if key in left_out:  # it failed to build here too: failed already, in another
+                    continue
                 side, mode = stage_and_mode(key)
                 line = f"in timing worker {i + 1} of {k}, {error}"
                 stages[side].mark_failed(mode, ModeError(line), stages[side].setup.device)
