@@ -157,8 +157,7 @@ def _step_times(
 ) -> tuple[StepTime, ...]:
     device = definition == "device"
     work = device_work_rows(trace) if device else _NONE
-    call_ts = _NONE
-    step_of = _NONE
+    call_ts = step_of = _NONE
     if device:
         call = launch_calls(trace, work, runtime_rows(trace))
         call_ts = np.where(call >= 0, times.start[np.maximum(call, 0)], -1)
@@ -257,10 +256,8 @@ def step_walls_us(trace: Trace) -> list[float]:
 
 def typical_step(steps: tuple[StepTime, ...]) -> StepTime | None:
     """The step of median wall time (upper median: a step that really ran)."""
-    if not steps:
-        return None
     ordered = sorted(steps, key=lambda s: s.wall_us)
-    return ordered[len(ordered) // 2]
+    return ordered[len(ordered) // 2] if ordered else None
 
 
 def _pct(part: float, whole: float) -> float:
