@@ -288,12 +288,7 @@ def _count_device(
     is_graph = graph_name[trace.name[launch_rows]]
     is_kernel = codes == 1
 
-    def per(step_of: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        n = len(steps.names)
-        sel = mask & (step_of >= 0)
-        w = None if weights is None else weights[sel]
-        return np.bincount(step_of[sel], weights=w, minlength=n)[:n]
-
+    per = steps.per
     columns = zip(
         steps.names,
         per(dev_step, is_kernel).tolist(),
@@ -503,14 +498,12 @@ def _count_cpu(
     labels, k_names = _named_by_op(trace, recorded)
     shim = k_names != recorded
     dur = trace.dur_ns[k_rows]
-    k_step = steps.assign(trace.ts_ns[k_rows])
-    n_steps = len(steps.names)
-    in_step = k_step >= 0
-    per_step_kernels = np.bincount(k_step[in_step], minlength=n_steps)[:n_steps]
-    per_step_ns = np.bincount(k_step[in_step], weights=dur[in_step], minlength=n_steps)[:n_steps]
+    k_step, every = steps.assign(trace.ts_ns[k_rows]), np.ones(k_rows.size, bool)
     step_counts = [
         StepCounts(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
-        for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
+        for name, k, t in zip(
+            steps.names, steps.per(k_step, every), steps.per(k_step, every, dur), strict=True
+        )
     ]
     # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level),
     # and for an AOTInductor shim call the shim, the name the trace records.

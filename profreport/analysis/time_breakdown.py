@@ -226,15 +226,9 @@ def _windows(trace: Trace, times: TraceTimes) -> tuple[list[tuple[str, int, int,
     rows = step_rows(trace)
     rows = rows[np.argsort(times.start[rows], kind="stable")]
     if rows.size:
-        return [
-            (
-                trace.strings[trace.name[r]],
-                int(trace.lane[r]),
-                int(times.start[r]),
-                int(times.end[r]),
-            )
-            for r in rows.tolist()
-        ], []
+        names = [trace.strings[i] for i in trace.name[rows].tolist()]
+        lanes, starts, ends = (a[rows].tolist() for a in (trace.lane, times.start, times.end))
+        return list(zip(names, lanes, starts, ends, strict=True)), []
     host = np.concatenate([category_rows(trace, CPU_OP_CATS), runtime_rows(trace)])
     if not host.size:
         return [], ["no ProfilerStep and no host events: no per-step breakdown"]
