@@ -61,13 +61,10 @@ def user_lines(frames: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     frames ordered innermost first (torch's and profreport's frames skipped)."""
     picked: list[tuple[str, int]] = []
     for path, line in frames:
-        if _is_own(path):
-            continue
-        if not picked:
+        if not _is_own(path) and (not picked or path != picked[0][0]):
             picked.append((path, line))
-        elif path != picked[0][0]:
-            picked.append((path, line))
-            break
+            if len(picked) == 2:
+                break
     return tuple(f"{short_file(p)}:{n}" for p, n in picked)
 
 
