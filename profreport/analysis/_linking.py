@@ -6,6 +6,8 @@ Pure numpy helpers; which events are kernels, launches or ops is decided in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from profreport.analysis._nesting import innermost_container, outermost_ancestor
@@ -103,6 +105,12 @@ class Steps:
     def assign(self, when: np.ndarray) -> np.ndarray:
         """Index of the step whose span holds each time, -1 outside every step."""
         return assign_to_spans(self.start, self.end, when)
+
+    def per(self, step_of: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """Per step, how many rows of ``mask`` it holds (``step_of``: each row's step, -1 none),
+        or the sum of their ``weights``."""
+        n, sel = len(self.names), mask & (step_of >= 0)
+        return np.bincount(step_of[sel], None if weights is None else weights[sel], n)[:n]
 
 
 def assign_to_spans(start: np.ndarray, end: np.ndarray, when: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from capture (profreport.capture.provenance).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from profreport.record.model import FusionGroup, KernelRow, OkMode, TensorIO
@@ -17,14 +18,8 @@ from profreport.record.model import FusionGroup, KernelRow, OkMode, TensorIO
 def common_module(paths: Iterable[str]) -> str:
     """The innermost module containing all `paths` ("mixers.1" for mixers.1.up and mixers.1)."""
     parts = [p.split(".") if p else [] for p in paths]
-    if not parts:
-        return ""
-    common: list[str] = []
-    for names in zip(*parts, strict=False):
-        if any(n != names[0] for n in names):
-            break
-        common.append(names[0])
-    return ".".join(common)
+    same = itertools.takewhile(lambda names: len(set(names)) == 1, zip(*parts, strict=False))
+    return ".".join(names[0] for names in same)
 
 
 def group_module(group: FusionGroup) -> str | None:

@@ -148,18 +148,10 @@ def kernel_changes(
 
 
 def _kernel_breach(mode: str, change: KernelChange, allowed: int) -> Breach:
-    base, head = change.base, change.head
     status: KernelStatus = "changed" if change.status == "time only" else change.status
-    return Breach(
-        mode,
-        "kernel",
-        change.name,
-        base.calls if base else 0,
-        head.calls if head else 0,
-        allowed,
-        _places([change]),
-        kernel_status=status,
-    )
+    base, head = (0 if side is None else side.calls for side in (change.base, change.head))
+    where = _places([change])
+    return Breach(mode, "kernel", change.name, base, head, allowed, where, kernel_status=status)
 
 
 def _places(changes: Iterable[KernelChange]) -> tuple[str, ...]:

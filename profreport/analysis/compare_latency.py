@@ -85,12 +85,8 @@ def _paired(
     lo, hi = gate.ratio.ci95
     note = f"{fmt_pct(m.change_pct)}, paired head/base {gate.ratio.median:.3f} (95% CI {lo:.3f}-{hi:.3f}"
     note += f", {k} processes)" if k > 1 else ", one process)"
-    within = resolution_note((lo, hi))
-    extras = [within] if within else []
-    if gate.unstable:
-        extras.append(gate.unstable)
-    if gate.widened:
-        extras.append(f"interval widened to nine rounds in ten: {gate.widened}")
+    widened = gate.widened and f"interval widened to nine rounds in ten: {gate.widened}"
+    extras = [e for e in (resolution_note((lo, hi)), gate.unstable, widened) if e]
     if extras:
         note = f"{note}: {'; '.join(extras)}"
     if gate.inconclusive:

@@ -51,9 +51,8 @@ def flops(metrics: Mapping[str, float]) -> float | None:
         key = (precision, op)
         if key not in terms or prefix == "smsp":
             terms[key] = (prefix, value)
-    if not terms:
-        return None
-    return sum((2.0 if op == "fma" else 1.0) * v for (_, op), (_, v) in terms.items())
+    found = sum((2.0 if op == "fma" else 1.0) * v for (_, op), (_, v) in terms.items())
+    return found if terms else None
 
 
 def derived(totals: Mapping[str, float]) -> dict[str, float]:

@@ -92,10 +92,8 @@ def decode_tokens(run: Run) -> DecodeTokens | None:
         return None
     batch = run.model.inputs[0].shape[0] if run.model.inputs else 1  # the token ids' rows
     floor_bytes = info.weight_bytes + info.kv_read_bytes + info.cache_written_bytes
-    ceilings = run.ceilings
-    bandwidth = None
-    if ceilings is not None and ceilings.memory_bandwidth is not None:
-        bandwidth = ceilings.memory_bandwidth.value
+    measured = run.ceilings.memory_bandwidth if run.ceilings is not None else None
+    bandwidth = measured.value if measured is not None else None
     floor_ms = floor_bytes / bandwidth * 1000.0 if bandwidth else None
     rows = tuple(_row(name, mode, batch, floor_ms) for name, mode in run.ok_modes.items())
     return DecodeTokens(

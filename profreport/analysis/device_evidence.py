@@ -69,9 +69,8 @@ def pair_ranges_with_launches(
     CUPTI counter analysis pairs them the same way, and only when the counts are equal. A graph
     launch runs several kernels, and ranges of several devices have no common order: no pairing.
     """
-    if range_rows.size != launch_rows.size or not range_rows.size:
-        return None
-    if is_graph.any():  # is_graph: per launch row, a graph launch
+    # is_graph: per launch row, a graph launch
+    if range_rows.size != launch_rows.size or not range_rows.size or is_graph.any():
         return None
     if len({trace.lanes[i][0] for i in np.unique(trace.lane[range_rows]).tolist()}) > 1:
         return None

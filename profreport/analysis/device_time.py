@@ -109,19 +109,12 @@ def category_rows(trace: Trace, cats: frozenset[str] | set[str]) -> np.ndarray:
 
 
 def runtime_rows(trace: Trace) -> np.ndarray:
-    mask = trace.string_table_mask(lambda c: c.lower() in RUNTIME_CATS)
-    return np.flatnonzero((trace.ph == ord("X")) & mask[trace.cat] & (trace.dur_ns >= 0))
+    return category_rows(trace, {c for c in trace.strings if c.lower() in RUNTIME_CATS})
 
 
 def device_work_rows(trace: Trace) -> np.ndarray:
     """Rows of kernels, copies and fills (complete events with a duration)."""
     return category_rows(trace, frozenset(DEVICE_KINDS))
-
-
-def _stream_sync_rows(trace: Trace) -> np.ndarray:
-    rows = category_rows(trace, {SYNC_CAT})
-    on_stream = np.array([isinstance(t, int) and t >= 0 for _, t in trace.lanes], dtype=bool)
-    return rows[on_stream[trace.lane[rows]]] if rows.size else rows
 
 
 def launch_calls(trace: Trace, rows: np.ndarray, runtime: np.ndarray) -> np.ndarray:
@@ -159,7 +152,9 @@ def device_time(
 ) -> tuple[DeviceTime | None, LaunchOverhead | None]:
     runtime = runtime_rows(trace)
     work = device_work_rows(trace)
-    sync = _stream_sync_rows(trace)
+    sync = category_rows(trace, {SYNC_CAT})
+    on_stream = np.array([isinstance(t, int) and t >= 0 for _, t in trace.lanes], dtype=bool)
+    sync = sync[on_stream[trace.lane[sync]]] if sync.size else sync
     rows = np.concatenate([work, sync])
     call = launch_calls(trace, rows, runtime)
     before, window = hta_window(trace, steps, times)

@@ -59,9 +59,7 @@ def _norm(op: str) -> str:
     """The functional op an eager call is lowered as: aliases resolved, and an in-place variant
     (aten::add_, relu_) named by its functional form (add, relu), as functionalization does."""
     op = _OP_ALIASES.get(op, op)
-    if op.endswith("_") and not op.endswith("__"):
-        return op[:-1]
-    return op
+    return op[:-1] if op.endswith("_") and not op.endswith("__") else op
 
 
 def short_op(op: str) -> str:
@@ -112,13 +110,8 @@ def fusion_group(
 
 def without_kernel(eager_calls: Sequence[TensorIO], note: str) -> FusionGroup:
     """A group of eager calls that no kernel of the mode performs: all their bytes are saved."""
-    return fusion_group(
-        [short_op(c.op) for c in eager_calls],
-        [],
-        sum_known(traffic(c) for c in eager_calls),
-        0,
-        note=note,
-    )
+    eager_bytes = sum_known(traffic(c) for c in eager_calls)
+    return fusion_group([short_op(c.op) for c in eager_calls], [], eager_bytes, 0, note=note)
 
 
 def summarize_groups(groups: list[FusionGroup], source: str) -> FusionMap:
@@ -362,15 +355,10 @@ def compile_fusion(
             )
     removed = [c for c in untaken if c.op not in bookkeeping and _norm(c.op) not in bookkeeping]
     if removed:
-        groups.append(
-            without_kernel(
-                removed, "eager ops with no compiled kernel (eliminated, or not matched)"
-            )
-        )
-    summary = summarize_groups(
-        groups, "Inductor kernel calls (scheduler nodes, original_aten provenance)"
-    )
-    return dataclasses.replace(summary, per_kernel=per_kernel)
+        note = "eager ops with no compiled kernel (eliminated, or not matched)"
+        groups.append(without_kernel(removed, note))
+    source = "Inductor kernel calls (scheduler nodes, original_aten provenance)"
+    return dataclasses.replace(summarize_groups(groups, source), per_kernel=per_kernel)
 
 
 def script_fusion(
@@ -391,10 +379,6 @@ def script_fusion(
 def script_group(g: ScriptFusionGroup, eager_calls: Sequence[TensorIO | None]) -> FusionGroup:
     """A TorchScript fusion group (one kernel) with the eager calls of its ops: their bytes
     against the tensors crossing the group's boundary."""
-    boundary = None if g.read is None or g.written is None else g.read + g.written
-    return fusion_group(
-        [short_op(op) for op in g.ops],
-        [g.kind],
-        sum_known(traffic(c) for c in eager_calls),
-        boundary,
-    )
+    eager_bytes = sum_known(traffic(c) for c in eager_calls)
+    boundary = sum_known((g.read, g.written))
+    return fusion_group([short_op(op) for op in g.ops], [g.kind], eager_bytes, boundary)

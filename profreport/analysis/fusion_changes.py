@@ -67,10 +67,7 @@ def _signatures(fusion: FusionMap) -> dict[tuple[str, ...], _Signature]:
         sig = out.setdefault(group.eager_ops, _Signature())
         sig.calls += 1
         sig.kernels = tuple(dict.fromkeys(sig.kernels + group.kernels))
-        if sig.total_bytes is not None:
-            sig.total_bytes = (
-                None if group.kernel_bytes is None else sig.total_bytes + group.kernel_bytes
-            )
+        sig.total_bytes = sum_known((sig.total_bytes, group.kernel_bytes))
     return out
 
 

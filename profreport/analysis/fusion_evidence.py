@@ -82,14 +82,16 @@ def _graph_differences(mode: OkMode, run: Run, kind: str) -> str:
     if not eager_calls or not mode_calls:
         return ""
     decomposed, lacks, adds = fo.dispatch_differences(eager_calls, mode_calls, BOOKKEEPING_OPS)
-    parts = []
-    if decomposed:
-        parts.append(_decomposed_clause(list(decomposed.elements())))
-    diff = [_counted("lacks", list(lacks.elements()))] if lacks else []
-    diff += [_counted("adds", list(adds.elements()))] if adds else []
-    if diff:
-        parts.append(f"the {kind} graph differs from eager: it {' and '.join(diff)}")
+    parts = [_decomposed_clause(list(decomposed.elements()))] if decomposed else []
+    parts += _differs(f"the {kind} graph", list(lacks.elements()), list(adds.elements()))
     return "; ".join(parts)
+
+
+def _differs(graph: str, lacks: list[str], adds: list[str]) -> list[str]:
+    """ "<graph> differs from eager: it lacks ... and adds ..." (none when it lacks and adds
+    nothing)."""
+    diff = [_counted(verb, ops) for verb, ops in (("lacks", lacks), ("adds", adds)) if ops]
+    return [f"{graph} differs from eager: it {' and '.join(diff)}"] if diff else []
 
 
 def optimize_evidence(mode: OkMode, run: Run) -> str:
@@ -145,10 +147,7 @@ def optimize_evidence(mode: OkMode, run: Run) -> str:
         parts.append(_decomposed_clause(decomposed))
     if unmatched:
         parts.append(_counted("no optimized call matched eager's", unmatched))
-    if lacks or adds:
-        diff = [_counted("lacks", lacks)] if lacks else []
-        diff += [_counted("adds", adds)] if adds else []
-        parts.append(f"the {kind} graph itself differs from eager: it {' and '.join(diff)}")
+    parts += _differs(f"the {kind} graph itself", lacks, adds)
     return "; ".join(parts)
 
 

@@ -70,9 +70,8 @@ _FOLDABLE = frozenset({"batch_norm", "dropout", "feature_dropout"})
 def graph_kind(mode: OkMode) -> str:
     """How the optimize mode's graph was made: "traced" when scripting failed, else "scripted"."""
     notes = (mode.compiler.notes if mode.compiler is not None else None) or ()
-    return (
-        "traced" if any(n.startswith("traced instead of scripted") for n in notes) else "scripted"
-    )
+    traced = any(n.startswith("traced instead of scripted") for n in notes)
+    return "traced" if traced else "scripted"
 
 
 def _family(op: str) -> str:
@@ -139,28 +138,17 @@ def optimize_fusion(
                 i, rest = i + 1, rest[1:]
             note = LINEAR_SPLIT if linear_rewrites > 0 else DECOMPOSED
             linear_rewrites -= 1
-            groups.append(
-                fusion_group(
-                    [short_op(eager_call.op)],
-                    [short_op(p.op) for p in parts],
-                    traffic(eager_call),
-                    sum_known(traffic(p) for p in parts),
-                    note=note,
-                )
-            )
+            eager = [short_op(eager_call.op)]
+            kernels, kernel_bytes = [short_op(p.op) for p in parts], sum_known(map(traffic, parts))
+            group = fusion_group(eager, kernels, traffic(eager_call), kernel_bytes, note=note)
+            groups.append(group)
             continue
         eager_calls = [pending[family].pop(0)]
         eager_calls += [pending[fam].pop(0) for fam in absorbed if pending.get(fam)]
-        groups.append(
-            fusion_group(
-                [short_op(e.op) for e in eager_calls],
-                [short_op(c.op)],
-                sum_known(traffic(e) for e in eager_calls),
-                traffic(c),
-                c.flops,
-                note="" if len(eager_calls) > 1 else "replaced",
-            )
-        )
+        eager_bytes = sum_known(map(traffic, eager_calls))
+        note = "" if len(eager_calls) > 1 else "replaced"
+        ops = [short_op(e.op) for e in eager_calls]
+        groups.append(fusion_group(ops, [short_op(c.op)], eager_bytes, traffic(c), c.flops, note))
     # The optimized graph's fusion groups, each with the pending eager calls of its ops (in eager
     # order, one per op node); a group none of whose ops eager left pending still shows.
     groups += [

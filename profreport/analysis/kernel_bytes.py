@@ -86,9 +86,9 @@ def kernel_bytes(mode: OkMode) -> tuple[KernelRow, ...]:
     # Inductor's generated kernels, by their exact name (a kernel called twice sums both calls).
     by_kernel = (mode.fusion.per_kernel if mode.fusion is not None else None) or {}
     nnc = _nnc_traffic(mode)
-    matches: dict[str, str | None] = {}
-    for row in mode.kernels.table:
-        matches[row.name] = next((c for c in _candidates(row) if c in ops), None)
+    matches = {
+        r.name: next((c for c in _candidates(r) if c in ops), None) for r in mode.kernels.table
+    }
     shared = Counter(op for op in matches.values() if op is not None)
     found: list[KernelRow] = []
     for row in mode.kernels.table:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from profreport.analysis.change import difference
+from profreport.analysis.fusion import sum_known
 from profreport.analysis.fusion_changes import FusionChange, fusion_changes
 from profreport.record.model import FusionMap, OkMode, Section
 from profreport.record.section import omitted, required
@@ -111,11 +112,6 @@ def generated_stem(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _stem_key(k: KernelSide) -> Hashable | None:
-    stem = generated_stem(k.name)
-    return None if stem is None else (k.kind, stem)
-
-
 def _module_key(k: KernelSide) -> Hashable | None:
     """The same operations, in any order, in the same modules: a kernel whose fused ops were
     reordered (add + layer_norm, then layer_norm + add) in one place of the model. Never the
@@ -128,7 +124,9 @@ def _module_key(k: KernelSide) -> Hashable | None:
 STRATEGIES: tuple[MatchStrategy, ...] = (
     MatchStrategy("name", lambda k: (k.kind, k.name)),
     MatchStrategy("eager ops", lambda k: (k.kind, k.eager_ops) if k.eager_ops else None),
-    MatchStrategy("generated name", _stem_key),
+    MatchStrategy(
+        "generated name", lambda k: (k.kind, s) if (s := generated_stem(k.name)) else None
+    ),
     MatchStrategy("module", _module_key),
 )
 
@@ -257,18 +255,13 @@ def mode_kernels(mode: OkMode) -> tuple[KernelSide, ...]:
         time = row.time_us_per_step
         if time is None and row.time_us is not None:
             time = row.time_us / steps
-        modeled = (
-            row.bytes_read + row.bytes_written
-            if row.bytes_read is not None and row.bytes_written is not None
-            else None
-        )
         sides.append(
             KernelSide(
                 name=row.name,
                 kind=row.kind,
                 calls=calls,
                 time_us=time,
-                modeled_bytes=modeled,
+                modeled_bytes=sum_known((row.bytes_read, row.bytes_written)),
                 bytes_shared_by=row.bytes_shared_by,
                 measured_bytes=measured.get(row.name),
                 eager_ops=ops.get(row.name, ()),

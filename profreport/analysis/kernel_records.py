@@ -42,13 +42,8 @@ def device_info(
         info["count"] = len(props)
     if "computeMajor" in chosen:
         info["compute_capability"] = f"{chosen.get('computeMajor')}.{chosen.get('computeMinor', 0)}"
-    for src, dst in (
-        ("totalGlobalMem", "total_memory_bytes"),
-        ("numSms", "num_sms"),
-        ("warpSize", "warp_size"),
-    ):
-        if src in chosen:
-            info[dst] = chosen[src]
+    keys = {"totalGlobalMem": "total_memory_bytes", "numSms": "num_sms", "warpSize": "warp_size"}
+    info.update({dst: chosen[src] for src, dst in keys.items() if src in chosen})
     return info
 
 

@@ -67,6 +67,7 @@ from profreport.analysis.device_evidence import (
     device_evidence,
     pair_ranges_with_launches,
 )
+from profreport.analysis.device_time import category_rows
 from profreport.analysis.kernel_definitions import (
     BOOKKEEPING_OPS,
     CODE_KIND,
@@ -101,19 +102,6 @@ __all__ = [
     "cpu_kernel_rows",
     "per_step",
 ]
-
-_DEVICE_BITS = 3  # the device kind code (1 kernel, 2 memcpy, 3 memset) in the low bits
-_RUNTIME_BIT = 4
-_CPU_OP_BIT = 8
-
-
-def _cat_class(cat: str) -> int:
-    """Bit set of what complete (``X``) events of category ``cat`` can be."""
-    return (
-        KIND_CODE.get(DEVICE_KINDS.get(cat, ""), 0)
-        | (_RUNTIME_BIT if cat.lower() in RUNTIME_CATS else 0)
-        | (_CPU_OP_BIT if cat in CPU_OP_CATS else 0)
-    )
 
 
 @dataclass(frozen=True)
@@ -182,24 +170,25 @@ def count_kernels(trace: Trace, definition: str = "auto") -> TraceCounts:
     Kineto writes that list into every trace of a CUPTI build, CPU-only profiles included.
     """
     strings = trace.strings
-    # One lookup per event: what its category makes of it (device kind, API call, op, step).
-    cat_class = np.fromiter((_cat_class(s) for s in strings), np.uint8, len(strings))
-    cls = np.where(trace.ph == ord("X"), cat_class[trace.cat], 0)
-    dev_code = cls & _DEVICE_BITS
+    # One lookup per event: the device kind (1 kernel, 2 memcpy, 3 memset) its category makes it.
+    kind = np.fromiter((KIND_CODE.get(DEVICE_KINDS.get(s, ""), 0) for s in strings), np.uint8)
+    complete = trace.ph == ord("X")
+    dev_code = np.where(complete, kind[trace.cat], 0)
     dev_rows = np.flatnonzero(dev_code)
     if definition not in ("device", "cpu", "auto"):
         raise ValueError(f"unknown kernel definition {definition!r} (device, cpu or auto)")
     range_cat = trace.string_id(COUNTER_RANGE_CAT)
-    range_rows = np.flatnonzero((trace.ph == ord("X")) & (trace.cat == range_cat))
+    range_rows = np.flatnonzero(complete & (trace.cat == range_cat))
     launch_name = trace.string_table_mask(LAUNCH_API_RE.match)
-    rt_rows = np.flatnonzero(cls & _RUNTIME_BIT)
+    runtime = trace.string_table_mask(lambda c: c.lower() in RUNTIME_CATS)
+    rt_rows = np.flatnonzero(complete & runtime[trace.cat])
     launch_rows = rt_rows[launch_name[trace.name[rt_rows]]]
     evidence, device_seen = device_evidence(trace, dev_code[dev_rows], range_rows, launch_rows)
     if definition == "auto":
         definition = "device" if device_seen else "cpu"
     else:
         evidence = f"--definition {definition} given; the trace shows: {evidence}"
-    cpu_rows = np.flatnonzero((cls & _CPU_OP_BIT).astype(bool) & (trace.dur_ns >= 0))
+    cpu_rows = category_rows(trace, CPU_OP_CATS)
     steps = Steps(trace, step_rows(trace))
     names, counts = np.unique(trace.name[launch_rows], return_counts=True)
     launch_api_counts = {strings[n]: int(c) for n, c in zip(names, counts, strict=True)}
@@ -299,12 +288,7 @@ def _count_device(
     is_graph = graph_name[trace.name[launch_rows]]
     is_kernel = codes == 1
 
-    def per(step_of: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        n = len(steps.names)
-        sel = mask & (step_of >= 0)
-        w = None if weights is None else weights[sel]
-        return np.bincount(step_of[sel], weights=w, minlength=n)[:n]
-
+    per = steps.per
     columns = zip(
         steps.names,
         per(dev_step, is_kernel).tolist(),
@@ -433,9 +417,7 @@ def _device_table(
 
 def cpu_kernel_rows(trace: Trace) -> np.ndarray:
     """Rows of the CPU kernels under the cpu definition (the module docstring), in row order."""
-    # the profiled operators: cpu_op complete events with a duration
-    ops = trace.string_table_mask(lambda c: c in CPU_OP_CATS)
-    cpu_rows = np.flatnonzero((trace.ph == ord("X")) & ops[trace.cat] & (trace.dur_ns >= 0))
+    cpu_rows = category_rows(trace, CPU_OP_CATS)  # the profiled operators
     local, _ = _cpu_kernels(trace, cpu_rows, inductor_records(trace))
     rows: np.ndarray = cpu_rows[local]
     return rows
@@ -516,14 +498,12 @@ def _count_cpu(
     labels, k_names = _named_by_op(trace, recorded)
     shim = k_names != recorded
     dur = trace.dur_ns[k_rows]
-    k_step = steps.assign(trace.ts_ns[k_rows])
-    n_steps = len(steps.names)
-    in_step = k_step >= 0
-    per_step_kernels = np.bincount(k_step[in_step], minlength=n_steps)[:n_steps]
-    per_step_ns = np.bincount(k_step[in_step], weights=dur[in_step], minlength=n_steps)[:n_steps]
+    k_step, every = steps.assign(trace.ts_ns[k_rows]), np.ones(k_rows.size, bool)
     step_counts = [
         StepCounts(name, int(k), 0, 0, 0, 0, float(t) / 1000.0)
-        for name, k, t in zip(steps.names, per_step_kernels, per_step_ns, strict=True)
+        for name, k, t in zip(
+            steps.names, steps.per(k_step, every), steps.per(k_step, every, dur), strict=True
+        )
     ]
     # "launched by" for a CPU kernel: the outermost aten:: op it ran under (None at top level),
     # and for an AOTInductor shim call the shim, the name the trace records.

@@ -54,12 +54,6 @@ class Work:
     time_us: float | None
 
 
-def _table_time(row: KernelRow | None) -> float | None:
-    if row is None or row.time_us_per_step is None or not row.calls_per_step:
-        return None
-    return row.time_us_per_step / row.calls_per_step
-
-
 def _light_times(mode: ModeResult) -> Mapping[str, float] | None:
     """The mode's CPU kernels' times per call from its light pass; None without one."""
     tb = mode.time_breakdown
@@ -78,9 +72,12 @@ def mode_work(mode: OkMode) -> list[Work] | None:
     light = _light_times(mode)
 
     def _row_time(row: KernelRow | None) -> float | None:
-        if light is None:
-            return _table_time(row)
-        return None if row is None else light.get(row.name)
+        if row is None:
+            return None
+        if light is not None:
+            return light.get(row.name)
+        per_step, calls = row.time_us_per_step, row.calls_per_step
+        return None if per_step is None or not calls else per_step / calls
 
     rows = mode.kernels.table
     by_name = {r.name: r for r in rows}

@@ -64,10 +64,7 @@ class _Pair:
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
-    if t.is_complex():
-        return t.to(torch.complex128)
-    return t.to(torch.float64)
+    return t.detach().to(torch.complex128 if t.is_complex() else torch.float64)
 
 
 def _compare_pair(actual: torch.Tensor, expected: torch.Tensor) -> _Pair:

@@ -206,12 +206,10 @@ def machine_reasons(load: MachineLoad | None, during: str = "timing") -> list[st
     if load is None:
         return []
     reasons = []
+    ours = "profreport's own child processes (compile workers, compilers)"
     for share, who in (
         (load.other_busy_share, "other processes"),
-        (
-            load.children_busy_share,
-            "profreport's own child processes (compile workers, compilers)",
-        ),
+        (load.children_busy_share, ours),
     ):
         if share is not None and share > MAX_OTHER_BUSY_SHARE:
             reasons.append(

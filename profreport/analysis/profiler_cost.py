@@ -140,10 +140,8 @@ def median_step(breakdown: TimeBreakdown, inferred_ops: Sequence[str] = ()) -> M
 
 def mode_median_step(mode: OkMode) -> MedianStep | None:
     """`median_step` of a mode's time breakdown, with the ops its graph runs unseen."""
-    if mode.time_breakdown is None:
-        return None
-    unseen = tuple(dict.fromkeys(mode.kernels.unrecorded))
-    return median_step(mode.time_breakdown, unseen)
+    tb = mode.time_breakdown
+    return None if tb is None else median_step(tb, tuple(dict.fromkeys(mode.kernels.unrecorded)))
 
 
 def kernel_time_per_call(breakdown: TimeBreakdown) -> Mapping[str, float]:

@@ -69,13 +69,11 @@ def roofs_of(ceilings: Ceilings | None) -> Roofs | None:
         return None
     cache = ceilings.cache_bandwidth.value if ceilings.cache_bandwidth is not None else None
     llc = ceilings.last_level_cache_bytes
-    if not (cache and llc):
-        return Roofs(memory_bytes_per_s=memory, flops_per_s=rate)
     return Roofs(
         memory_bytes_per_s=memory,
         flops_per_s=rate,
-        cache_bytes_per_s=float(cache),
-        last_level_cache_bytes=int(llc),
+        cache_bytes_per_s=float(cache) if cache and llc else None,
+        last_level_cache_bytes=int(llc) if cache and llc else None,
     )
 
 

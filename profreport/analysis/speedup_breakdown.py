@@ -96,11 +96,9 @@ def _no_clear_change(mode: ModeResult) -> bool:
 def payback_calls(mode: ModeResult, saved_us: float | None) -> float | None:
     """Calls after which the mode's build time is paid back: compile_s ÷ the timed saving per
     call; None without a build time, a timed saving or a clear speedup."""
-    if mode.compile_s is None or saved_us is None or saved_us <= 0 or _no_clear_change(mode):
+    if saved_us is None or saved_us <= 0 or mode.compile_s is None or _no_clear_change(mode):
         return None
-    if mode.speedup_vs_eager is None:
-        return None
-    return round(mode.compile_s * 1e6 / saved_us, 1)
+    return None if mode.speedup_vs_eager is None else round(mode.compile_s * 1e6 / saved_us, 1)
 
 
 def time_findings(

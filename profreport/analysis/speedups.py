@@ -62,9 +62,8 @@ WIDEN_PERCENTILES = (10, 90)
 
 def _tagged(reasons: Sequence[str], process: int, processes: int) -> list[str]:
     """Reasons of one process, named by it when there are several."""
-    if processes == 1:
-        return list(reasons)
-    return [f"process {process + 1} of {processes}: {r}" for r in reasons]
+    tag = "" if processes == 1 else f"process {process + 1} of {processes}: "
+    return [tag + r for r in reasons]
 
 
 @dataclass(frozen=True)
@@ -271,8 +270,7 @@ def mode_processes(run: Run, mode: str) -> tuple[tuple[float, ...], ...]:
 def run_speedups(run: Run, baseline: str = "eager") -> tuple[dict[str, Speedup], TimingNoise]:
     """`paired_speedups` again from a stored run's samples and machine loads (run_processes):
     an old run re-read with today's statistics."""
-    workers, loads = run_processes(run)
-    return paired_speedups(workers, loads, baseline)
+    return paired_speedups(*run_processes(run), baseline)
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,7 @@ def _step_times(
 ) -> tuple[StepTime, ...]:
     device = definition == "device"
     work = device_work_rows(trace) if device else _NONE
-    call_ts = _NONE
-    step_of = _NONE
+    call_ts = step_of = _NONE
     if device:
         call = launch_calls(trace, work, runtime_rows(trace))
         call_ts = np.where(call >= 0, times.start[np.maximum(call, 0)], -1)
@@ -227,15 +226,9 @@ def _windows(trace: Trace, times: TraceTimes) -> tuple[list[tuple[str, int, int,
     rows = step_rows(trace)
     rows = rows[np.argsort(times.start[rows], kind="stable")]
     if rows.size:
-        return [
-            (
-                trace.strings[trace.name[r]],
-                int(trace.lane[r]),
-                int(times.start[r]),
-                int(times.end[r]),
-            )
-            for r in rows.tolist()
-        ], []
+        names = [trace.strings[i] for i in trace.name[rows].tolist()]
+        lanes, starts, ends = (a[rows].tolist() for a in (trace.lane, times.start, times.end))
+        return list(zip(names, lanes, starts, ends, strict=True)), []
     host = np.concatenate([category_rows(trace, CPU_OP_CATS), runtime_rows(trace)])
     if not host.size:
         return [], ["no ProfilerStep and no host events: no per-step breakdown"]
@@ -257,10 +250,8 @@ def step_walls_us(trace: Trace) -> list[float]:
 
 def typical_step(steps: tuple[StepTime, ...]) -> StepTime | None:
     """The step of median wall time (upper median: a step that really ran)."""
-    if not steps:
-        return None
     ordered = sorted(steps, key=lambda s: s.wall_us)
-    return ordered[len(ordered) // 2]
+    return ordered[len(ordered) // 2] if ordered else None
 
 
 def _pct(part: float, whole: float) -> float:

@@ -67,18 +67,6 @@ def cache_dir() -> Path:
     return Path(base) / "profreport"
 
 
-def machine_key(device: Device, dtype: str, threads: int) -> CacheKey:
-    """What a cached measurement must match to be reused."""
-    return CacheKey(
-        version=CEILINGS_VERSION,
-        device_type=device.type,
-        device_name=device.name,
-        threads=threads,
-        torch=torch.__version__,
-        dtype=dtype,
-    )
-
-
 def cache_file(key: CacheKey, folder: Path) -> Path:
     digest = hashlib.sha256(json.dumps(key.to_json(), sort_keys=True).encode()).hexdigest()[:16]
     return folder / f"ceilings-{key.device_type}-{key.dtype}-{digest}.json"
@@ -418,7 +406,14 @@ def ceilings_for(
     only ever lowers a measured ceiling), so the cache converges on what the machine can do.
     The record says which (`cached`)."""
     threads = torch.get_num_threads()
-    key = machine_key(device_record, str(dtype).removeprefix("torch."), threads)
+    key = CacheKey(  # what a cached measurement must match to be reused
+        version=CEILINGS_VERSION,
+        device_type=device_record.type,
+        device_name=device_record.name,
+        threads=threads,
+        torch=torch.__version__,
+        dtype=str(dtype).removeprefix("torch."),
+    )
     path = cache_file(key, folder or cache_dir())
     found = None if remeasure else _read_cache(path, key)
     if found is not None and settled(found):

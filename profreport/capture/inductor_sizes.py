@@ -139,10 +139,7 @@ def _per_buffer(deps: Any, accesses: dict[str, int]) -> Any:
     for dep in deps:
         by_buffer.setdefault(dep.name, []).append(dep)
     hint = V.graph.sizevars.optimization_hint
-    for name in list(accesses):
-        found = by_buffer.get(name, [])
-        if found:
-            yield name, found, hint
+    yield from ((name, by_buffer[name], hint) for name in list(accesses) if name in by_buffer)
 
 
 def _element_size(name: str) -> int:

@@ -170,14 +170,9 @@ def measure_mode(model: ChildModel, mode: str, timeout_s: float = 600) -> Measur
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""
         if log and not log.endswith("\n"):  # a table cut short: a full disk is the user's to fix
             raise_if_full(Path(tmp))
-    if code is None:
-        return unavailable_bytes(
-            f"ncu timed out after {timeout_s:g} s: {_failure_detail(log, out, err)}", cmd
-        )
     if code != 0:
-        return unavailable_bytes(
-            f"ncu exited with code {code}: {_failure_detail(log, out, err)}", cmd
-        )
+        what = f"timed out after {timeout_s:g} s" if code is None else f"exited with code {code}"
+        return unavailable_bytes(f"ncu {what}: {_failure_detail(log, out, err)}", cmd)
     try:
         # The table is in the log file; stdout is the fallback should an ncu print it there.
         kernels = parse_ncu_csv(log) or parse_ncu_csv(out)

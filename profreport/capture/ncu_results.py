@@ -73,11 +73,7 @@ def measured_bytes(kernels: list[NcuKernel], command: list[str] | None = None) -
     rows: dict[str, list[NcuKernel]] = {}
     for kernel in kernels:
         rows.setdefault(kernel.name, []).append(kernel)
-    missing = sum(
-        1
-        for k in kernels
-        if k.dram_read_bytes is None or k.dram_write_bytes is None or k.duration_ns is None
-    )
+    missing = sum(None in (k.dram_read_bytes, k.dram_write_bytes, k.duration_ns) for k in kernels)
     return MeasuredBytes(
         available=True,
         reason=None,
@@ -184,9 +180,7 @@ def _kernel_from(name: str, launch_id: int, metrics: dict[str, tuple[str, str]])
     """One launch's rows of the CSV as a kernel launch."""
 
     def value(metric: str, convert: Callable[[str, str], _V]) -> _V | None:
-        if metric not in metrics:
-            return None
-        return convert(*metrics[metric])
+        return convert(*metrics[metric]) if metric in metrics else None
 
     return NcuKernel(
         name=name,

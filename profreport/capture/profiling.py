@@ -23,10 +23,7 @@ from profreport.record.model import ProfileSchedule
 
 
 def activities_for(device: torch.device) -> list[ProfilerActivity]:
-    acts = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        acts.append(ProfilerActivity.CUDA)
-    return acts
+    return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device.type == "cuda" else [])]
 
 
 def cpu_trace_events(
@@ -167,8 +164,7 @@ def profile_interleaved(
     ``blocks`` blocks (half before, half after). ``shapes`` records shapes and FLOPs as
     profile_mode does (bench/time_agreement.py compares). A mode that raises stops it with
     ProfilingFailed. The trace is written to ``trace_path`` (gzipped when it ends in .gz)."""
-    a = torch.ones(4, device=device)
-    b = torch.ones(4, device=device)
+    a, b = torch.ones(4, device=device), torch.ones(4, device=device)
 
     def loop() -> None:
         for _ in range(calls):

@@ -49,15 +49,11 @@ def short_file(path: str) -> str:
     """A source file as a report shows it: below site-packages, else its name."""
     marker = f"site-packages{os.sep}"
     at = path.rfind(marker)
-    if at >= 0:
-        return path[at + len(marker) :]
-    return os.path.basename(path)
+    return path[at + len(marker) :] if at >= 0 else os.path.basename(path)
 
 
 def _is_own(path: str) -> bool:
-    if path == _BUILTIN_MODELS:
-        return False
-    return path.startswith(_OWN_ROOTS) or path.startswith("<")
+    return path != _BUILTIN_MODELS and path.startswith((*_OWN_ROOTS, "<"))
 
 
 def user_lines(frames: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -65,13 +61,10 @@ def user_lines(frames: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     frames ordered innermost first (torch's and profreport's frames skipped)."""
     picked: list[tuple[str, int]] = []
     for path, line in frames:
-        if _is_own(path):
-            continue
-        if not picked:
+        if not _is_own(path) and (not picked or path != picked[0][0]):
             picked.append((path, line))
-        elif path != picked[0][0]:
-            picked.append((path, line))
-            break
+            if len(picked) == 2:
+                break
     return tuple(f"{short_file(p)}:{n}" for p, n in picked)
 
 
@@ -101,9 +94,7 @@ def module_path(dynamo_path: str) -> str:
 def node_module(meta: dict[str, Any]) -> str:
     """The innermost module of an FX node's `nn_module_stack` meta ("" when it has none)."""
     stack = meta.get("nn_module_stack") or {}
-    if not stack:
-        return ""
-    return module_path(str(list(stack.values())[-1][0]))
+    return module_path(str(list(stack.values())[-1][0])) if stack else ""
 
 
 class ModuleStack:

@@ -145,9 +145,8 @@ class CudaGraphsMode(CompileMode):
         super().__init__("compile-cudagraphs", compile_kwargs={"mode": "reduce-overhead"})
 
     def unavailable_reason(self, device_type: str) -> str | None:
-        if device_type == "cuda":
-            return None
-        return f"CUDA graphs need a CUDA device (this run is on {device_type})"
+        on = device_type
+        return None if on == "cuda" else f"CUDA graphs need a CUDA device (this run is on {on})"
 
     def fusion_evidence(self, mode: OkMode, run: Run) -> str:
         return f"{super().fusion_evidence(mode, run)}; {cuda_graph_evidence(mode)}"
@@ -170,10 +169,9 @@ def reset_compiler_caches() -> None:
     entries per function) counts one run's builds only. Does nothing when Dynamo was never
     imported."""
     dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return
-    dynamo.reset()
-    dynamo.utils.counters.clear()
+    if dynamo is not None:
+        dynamo.reset()
+        dynamo.utils.counters.clear()
 
 
 def stop_compile_workers() -> None:

@@ -92,8 +92,8 @@ class CompilerLogCapture(logging.Handler):
         why: Any = record.msg
         if not all(hasattr(why, a) for a in ("name1", "name2", "reason")):
             return
-        text = str(why)
-        refusal = FusionRefusal(first=str(why.name1), second=str(why.name2), log=text[:_MAX_TEXT])
+        log = str(why)[:_MAX_TEXT]
+        refusal = FusionRefusal(first=str(why.name1), second=str(why.name2), log=log)
         if refusal not in self.fusion_refusals:
             self.fusion_refusals.append(refusal)
 

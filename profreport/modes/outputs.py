@@ -53,9 +53,7 @@ def _container_name(out: Any) -> str:
 
 
 def _is_plain(out: Any) -> bool:
-    if isinstance(out, torch.Tensor):
-        return True
-    return type(out) is tuple and all(_is_plain(x) for x in out)
+    return isinstance(out, torch.Tensor) or (type(out) is tuple and all(map(_is_plain, out)))
 
 
 def _leaves(out: Any, tensors: list[torch.Tensor], dropped: list[str]) -> None:

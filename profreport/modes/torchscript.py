@@ -54,7 +54,6 @@ class TraceMode(_TorchScriptGroups):
     name = "trace"
 
     def build(self, module: Any, inputs: tuple[Any, ...], sync: Sync) -> PreparedMode:
-
         from profreport.modes import torchscript_graph as tg
 
         with tg.quiet_torchscript_deprecations():

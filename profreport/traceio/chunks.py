@@ -340,7 +340,3 @@ def _worker_main(argv: list[str]) -> None:
                 left = left[os.write(results_fd, left) :]
         if reply[1] != "ok":
             break
-
-
-if __name__ == "__main__":
-    _worker_main(sys.argv[1:])

@@ -181,13 +181,6 @@ def worker_count(size: int, requested: int | None = None) -> int:
     return max(min(cpus - 1, MAX_WORKERS, size // BYTES_PER_WORKER - 1), 0)
 
 
-def _write_at(fd: int, data: bytes | bytearray, pos: int) -> None:
-    with memoryview(data) as view:
-        done = 0
-        while done < len(view):
-            done += os.pwrite(fd, view[done : done + (64 << 20)], pos + done)
-
-
 def _inflate(fd: int, budget: MemoryBudget) -> Iterator[bytes]:
     """The decompressed bytes of the gzip file ``fd``, a piece at a time, within ``budget``."""
     pos = 0
@@ -210,8 +203,11 @@ def _gunzip_into(src: int, dst: int, budget: MemoryBudget) -> Iterator[int]:
     """Decompress the gzip file ``src`` into ``dst``, yielding the bytes written so far."""
     written = 0
     for piece in _inflate(src, budget):
-        _write_at(dst, piece, written)
-        written += len(piece)
+        with memoryview(piece) as view:
+            done = 0
+            while done < len(view):
+                done += os.pwrite(dst, view[done : done + (64 << 20)], written + done)
+        written += done
         yield written
 
 

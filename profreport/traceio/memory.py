@@ -77,9 +77,8 @@ class MemoryBudget:
 
     def inflate_limit(self) -> int | None:
         """The most bytes gzip data may inflate to and still be analysed."""
-        if self.available is None:
-            return None
-        return largest_document(self.available, doc_in_memory=True)
+        available = self.available
+        return None if available is None else largest_document(available, doc_in_memory=True)
 
     def inflated_too_far(self, produced: int) -> TraceError:
         """The refusal of gzip data that went past :meth:`inflate_limit` (``produced`` bytes)."""
