@@ -130,8 +130,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
 
 
 def _field_schema(spec: FieldSpec, what: str) -> JSONObject:
-    null_ok = spec.null if spec.required else spec.shape.nullable
-    out = shape_schema(spec.shape, null_ok)
+    out = shape_schema(spec.shape, spec.null)
     if spec.finding:
         what = "finding" + (f": {what}" if what else "")
     return {**out, "description": what} if what else out
