@@ -22,7 +22,7 @@ from profreport.record.section import FieldSpec, JSONObject, Section, Shape, sch
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _TRAILING = re.compile(r"^\s+(\w+):[^#]*#\s*(?P<doc>.+)$")
-_TYPES = {
+TYPES = {  # a primitive kind's JSON type
     "text": "string",
     "path": "string",
     "integer": "integer",
@@ -118,7 +118,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
     elif shape.kind == "any":
         return {}
     else:
-        out = {"type": _TYPES[shape.kind]}
+        out = {"type": TYPES[shape.kind]}
         if shape.minimum is not None:
             bound = "exclusiveMinimum" if shape.minimum.exclusive else "minimum"
             out[bound] = shape.minimum.value
