@@ -22,7 +22,7 @@ from profreport.record.section import FieldSpec, JSONObject, Section, Shape, sch
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _TRAILING = re.compile(r"^\s+(\w+):[^#]*#\s*(?P<doc>.+)$")
-_TYPES = {
+TYPES = {  # a primitive kind's JSON type
     "text": "string",
     "path": "string",
     "integer": "integer",
@@ -118,7 +118,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
     elif shape.kind == "any":
         return {}
     else:
-        out = {"type": _TYPES[shape.kind]}
+        out = {"type": TYPES[shape.kind]}
         if shape.minimum is not None:
             bound = "exclusiveMinimum" if shape.minimum.exclusive else "minimum"
             out[bound] = shape.minimum.value
@@ -130,8 +130,7 @@ def shape_schema(shape: Shape, nullable: bool) -> JSONObject:
 
 
 def _field_schema(spec: FieldSpec, what: str) -> JSONObject:
-    null_ok = spec.null if spec.required else spec.shape.nullable
-    out = shape_schema(spec.shape, null_ok)
+    out = shape_schema(spec.shape, spec.null)
     if spec.finding:
         what = "finding" + (f": {what}" if what else "")
     return {**out, "description": what} if what else out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from profreport.record import expectation
 from profreport.record.json_schema import (
+    TYPES,
     base_of,
     class_description,
     descriptions,
@@ -22,15 +23,7 @@ from profreport.record.json_schema import (
 from profreport.record.model import Run
 from profreport.record.section import Section, Shape
 
-_TYPES = {
-    "text": "string",
-    "path": "string",
-    "integer": "integer",
-    "number": "number",
-    "flag": "true or false",
-    "any": "any value",
-    "pair": "list of two numbers",
-}
+_TYPES = {**TYPES, "flag": "true or false", "any": "any value", "pair": "list of two numbers"}
 
 
 def _link(cls: type[Section]) -> str:

@@ -262,7 +262,7 @@ class FieldSpec:
     name: str
     shape: Shape
     required: bool
-    null: bool = False  # a required field that may be null
+    null: bool = False  # may be null where present
     omitted: bool = False
     finding: bool = False
 
@@ -332,8 +332,7 @@ def problems(
             if spec.required:
                 yield f"{where}: missing (expected {spec.shape.noun})"
             continue
-        null_ok = spec.null if spec.required else spec.shape.nullable
-        yield from _value_problems(spec.shape, data[spec.name], where, null_ok, closed)
+        yield from _value_problems(spec.shape, data[spec.name], where, spec.null, closed)
 
 
 def _value_problems(

@@ -146,13 +146,10 @@ def _runs(sweep: Sweep, sweep_path: Path) -> dict[str, Run]:
 def compare_sweep_files(base: str, head: str, thresholds: Thresholds) -> SweepComparison:
     """Load two sweep.json files (and the run records they point at) and compare them;
     SweepRecordError when either is not a readable sweep record."""
-    docs: list[Sweep] = []
     for source in (base, head):
-        path = Path(source)
-        if not (path.is_file() and is_sweep(path)):
+        if not either_is_sweep(source):
             raise SweepRecordError(
                 f"cannot compare a sweep with a run: {source} is not a sweep.json"
             )
-        docs.append(load_sweep(path))
-    b, h = docs
+    b, h = load_sweep(Path(base)), load_sweep(Path(head))
     return compare_sweeps(b, h, _runs(b, Path(base)), _runs(h, Path(head)), thresholds, base, head)

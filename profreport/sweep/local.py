@@ -152,14 +152,13 @@ def run_point(spec: SweepSpec, point: Point, root: Path) -> Point:
             raise
     took = round(time.monotonic() - started, 3)
     try:
-        result, unreadable = read_result(result_path), None
-    except ResultError as exc:
-        result, unreadable = None, str(exc)
+        result = read_result(result_path)
+    except ResultError as exc:  # no result to read, whatever the exit code says
+        result = dataclasses.replace(
+            GenerateResult.made(exit_code, error=str(exc)), status="failed"
+        )
     worker = f"local pid {proc.pid}"
-    done = ended(point, result, exit_code, root, log=log_path, duration_s=took, worker=worker)
-    if unreadable is not None:
-        done = dataclasses.replace(done, status="failed", error=unreadable)
-    return done
+    return ended(point, result, exit_code, root, log=log_path, duration_s=took, worker=worker)
 
 
 def run_local(

@@ -112,7 +112,7 @@ def _failure(exc: BaseException) -> str:
     if isinstance(exc, ray.exceptions.RayTaskError):
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
         return f"the Ray task raised {type(cause).__name__}: {one_line(str(cause))}"
-    return f"{type(exc).__name__}: {one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else '')}"
+    return f"{type(exc).__name__}: {one_line(str(exc))}"  # its first non-blank line
 
 
 def _unpack(task: dict[str, Any], point: Point, root: Path) -> Point:
