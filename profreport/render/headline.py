@@ -132,32 +132,29 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
 
 
 def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
-    if not isinstance(mode, OkMode):
-        return {
-            "mode": name,
-            "color": mode_color(name),
-            "status": _cell(mode.status, "", "bad" if mode.status == "failed" else "muted"),
-            "kernels": None,
-            "launches": None,
-            "bytes": None,
-            "speedup": None,
-            "output": None,
-            "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
-        }
-    baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
-    k, b = mode.kernels, baseline.kernels if baseline else None
-    launches = _count_cell(b.launches if b else None, k.launches, "launches") if cuda else None
-    return {
+    row: HeadlineRow = {
         "mode": name,
         "color": mode_color(name),
-        "status": _cell("ok", "", "good"),
-        "kernels": _count_cell(b.per_step if b else None, k.per_step, "kernels"),
-        "launches": launches,
-        "bytes": _bytes_cell(mode, baseline),
-        "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
-        "output": _output_cell(name, mode),
-        "error": "",
+        "status": _cell(mode.status, "", "bad" if mode.status == "failed" else "muted"),
+        "kernels": None,
+        "launches": None,
+        "bytes": None,
+        "speedup": None,
+        "output": None,
+        "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
     }
+    if not isinstance(mode, OkMode):
+        return row
+    baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
+    k, b = mode.kernels, baseline.kernels if baseline else None
+    row["status"], row["error"] = _cell("ok", "", "good"), ""
+    row["kernels"] = _count_cell(b.per_step if b else None, k.per_step, "kernels")
+    if cuda:
+        row["launches"] = _count_cell(b.launches if b else None, k.launches, "launches")
+    row["bytes"] = _bytes_cell(mode, baseline)
+    row["speedup"] = _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode)
+    row["output"] = _output_cell(name, mode)
+    return row
 
 
 def headline(run: Run) -> Headline:
