@@ -300,7 +300,7 @@ def _parts(step: StepTime) -> list[tuple[str, str]]:
 
 def time_view(t: TraceTimeBreakdown) -> dict[str, Any]:
     """One trace's breakdown, formatted (µs)."""
-    device = t.device
+    device, la = t.device, t.launch
     view: dict[str, Any] = {
         "rank": "–" if t.rank is None else str(t.rank),
         "rounding": "times rounded inward to whole µs (as HTA)" if t.hta_rounding else "exact",
@@ -337,8 +337,7 @@ def time_view(t: TraceTimeBreakdown) -> dict[str, Any]:
             )
             for s in device.streams
         ]
-    if t.launch is not None:
-        la = t.launch
+    if la is not None:
         view["launch"] = (
             f"{la.launches:,} launch calls, {_us(la.call_us)} µs inside them (median "
             f"{_us(la.call_median_us)} µs); kernel start after its call: median "

@@ -275,10 +275,9 @@ def _compiler_view(mode: OkMode) -> CompilerView:
         before = c.op_counts_before
         after = c.op_counts or {}
         if before is not None:
-            ops = sorted(set(before) | set(after))
             view["op_changes"] = [
                 {"op": op, "before": before.get(op, 0), "after": after.get(op, 0)}
-                for op in ops
+                for op in sorted(set(before) | set(after))
                 if before.get(op, 0) != after.get(op, 0)
             ]
     if c.has("inductor_nodes"):
