@@ -305,8 +305,7 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
 
 
 def render(run: Run, budget: BudgetCheck | None = None) -> str:
-    """The pull-request summary of a run (with findings: analysis.derive.derived_run); with
-    `budget`, it opens with the kernel-budget check (render/budget.py)."""
+    """The pull-request summary of a run with findings; `budget`'s check opens it."""
     from profreport.render.budget import budget_markdown, budget_view
 
     view = build_view(run)
