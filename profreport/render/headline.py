@@ -119,8 +119,7 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
         return _cell("not compared", check.note or "", "muted")
     err = "" if check.max_abs_err is None else f"max abs err {check.max_abs_err:.2g}"
     if check.greedy_equal is not None:  # a decode step: its greedy tokens against eager's
-        n = check.greedy_steps
-        same = f"greedy tokens equal eager's over {n} steps"
+        same = f"greedy tokens equal eager's over {check.greedy_steps} steps"
         if not check.greedy_equal:
             same = f"greedy token differs from eager's at step {check.greedy_first_difference}"
         err = "; ".join(p for p in (err, same) if p)
