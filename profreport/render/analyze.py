@@ -283,10 +283,6 @@ def render_html(doc: AnalysisDocument, top: int = 15) -> str:
 COUNTS = ("dispatched_ops", "launches")  # parts that are counts (the others µs)
 
 
-def _us(value: float | None) -> str:
-    return fmt(value, "us")
-
-
 def _parts(step: StepTime) -> list[tuple[str, str]]:
     """(label, value) of each part the step has (a part of the other definition is None)."""
     rows = []
@@ -294,13 +290,13 @@ def _parts(step: StepTime) -> list[tuple[str, str]]:
         value = getattr(step, key)
         if value is None or (key == "launches" and step.op_us is not None):
             continue
-        rows.append((PART_LABELS[key], f"{value:,}" if key in COUNTS else _us(value)))
+        rows.append((PART_LABELS[key], f"{value:,}" if key in COUNTS else fmt(value, "us")))
     return rows
 
 
 def time_view(t: TraceTimeBreakdown) -> dict[str, Any]:
     """One trace's breakdown, formatted (µs)."""
-    device = t.device
+    device, la = t.device, t.launch
     view: dict[str, Any] = {
         "rank": "–" if t.rank is None else str(t.rank),
         "rounding": "times rounded inward to whole µs (as HTA)" if t.hta_rounding else "exact",
@@ -318,31 +314,30 @@ def time_view(t: TraceTimeBreakdown) -> dict[str, Any]:
         view["device"] = {
             "window": device.window,
             "rows": [
-                ("span", _us(device.span_us), ""),
-                ("idle", _us(device.idle_us), f"{device.idle_pct:.2f}%"),
-                ("compute", _us(device.compute_us), f"{device.compute_pct:.2f}%"),
-                ("non-compute", _us(device.non_compute_us), f"{device.non_compute_pct:.2f}%"),
-                ("of which sync records alone", _us(device.sync_us), ""),
+                ("span", fmt(device.span_us, "us"), ""),
+                ("idle", fmt(device.idle_us, "us"), f"{device.idle_pct:.2f}%"),
+                ("compute", fmt(device.compute_us, "us"), f"{device.compute_pct:.2f}%"),
+                ("non-compute", fmt(device.non_compute_us, "us"), f"{device.non_compute_pct:.2f}%"),
+                ("of which sync records alone", fmt(device.sync_us, "us"), ""),
             ],
         }
         view["streams"] = [
             (
                 f"{s.device}/{s.stream}",
                 f"{s.events:,}",
-                _us(s.busy_us),
-                _us(s.idle_us),
-                _us(s.host_wait_us),
-                _us(s.kernel_wait_us),
-                _us(s.other_us),
+                fmt(s.busy_us, "us"),
+                fmt(s.idle_us, "us"),
+                fmt(s.host_wait_us, "us"),
+                fmt(s.kernel_wait_us, "us"),
+                fmt(s.other_us, "us"),
             )
             for s in device.streams
         ]
-    if t.launch is not None:
-        la = t.launch
+    if la is not None:
         view["launch"] = (
-            f"{la.launches:,} launch calls, {_us(la.call_us)} µs inside them (median "
-            f"{_us(la.call_median_us)} µs); kernel start after its call: median "
-            f"{_us(la.delay_median_us)} µs, p90 {_us(la.delay_p90_us)} µs "
+            f"{la.launches:,} launch calls, {fmt(la.call_us, 'us')} µs inside them (median "
+            f"{fmt(la.call_median_us, 'us')} µs); kernel start after its call: median "
+            f"{fmt(la.delay_median_us, 'us')} µs, p90 {fmt(la.delay_p90_us, 'us')} µs "
             f"({la.kernels_linked:,} kernels linked)"
         )
     return view

@@ -175,8 +175,7 @@ class Outcome:
 
 
 def gate_outcome(regressions: int, inconclusive: int, thresholds: Thresholds) -> Outcome:
-    """The outcome of a gate with `regressions` failed and `inconclusive` latencies it could
-    not judge."""
+    """The outcome of `regressions` failed gates and `inconclusive` unjudged latencies."""
     unjudged = f"{plural(inconclusive, 'latency result')} inconclusive"
     fails = bool(thresholds.fail_on_inconclusive)
     if regressions:

@@ -34,8 +34,7 @@ _SERIAL = re.compile(r"(?<=[A-Za-z])_\d+\b")
 
 
 def without_serials(text: str) -> str:
-    """`text` with generated kernels' serial numbers removed, to compare one layer's row with
-    the next's."""
+    """`text` less generated kernels' serial numbers, to compare one layer's row with the next's."""
     return _SERIAL.sub("", text)
 
 

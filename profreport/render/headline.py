@@ -119,8 +119,7 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
         return _cell("not compared", check.note or "", "muted")
     err = "" if check.max_abs_err is None else f"max abs err {check.max_abs_err:.2g}"
     if check.greedy_equal is not None:  # a decode step: its greedy tokens against eager's
-        n = check.greedy_steps
-        same = f"greedy tokens equal eager's over {n} steps"
+        same = f"greedy tokens equal eager's over {check.greedy_steps} steps"
         if not check.greedy_equal:
             same = f"greedy token differs from eager's at step {check.greedy_first_difference}"
         err = "; ".join(p for p in (err, same) if p)
@@ -132,32 +131,29 @@ def _output_cell(name: str, mode: ModeResult) -> HeadlineCell:
 
 
 def _row(name: str, mode: ModeResult, eager: ModeResult | None, cuda: bool) -> HeadlineRow:
-    if not isinstance(mode, OkMode):
-        return {
-            "mode": name,
-            "color": mode_color(name),
-            "status": _cell(mode.status, "", "bad" if mode.status == "failed" else "muted"),
-            "kernels": None,
-            "launches": None,
-            "bytes": None,
-            "speedup": None,
-            "output": None,
-            "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
-        }
-    baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
-    k, b = mode.kernels, baseline.kernels if baseline else None
-    launches = _count_cell(b.launches if b else None, k.launches, "launches") if cuda else None
-    return {
+    row: HeadlineRow = {
         "mode": name,
         "color": mode_color(name),
-        "status": _cell("ok", "", "good"),
-        "kernels": _count_cell(b.per_step if b else None, k.per_step, "kernels"),
-        "launches": launches,
-        "bytes": _bytes_cell(mode, baseline),
-        "speedup": _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode),
-        "output": _output_cell(name, mode),
-        "error": "",
+        "status": _cell(mode.status, "", "bad" if mode.status == "failed" else "muted"),
+        "kernels": None,
+        "launches": None,
+        "bytes": None,
+        "speedup": None,
+        "output": None,
+        "error": short_text(mode.error or "no error recorded", ERROR_CHARS),
     }
+    if not isinstance(mode, OkMode):
+        return row
+    baseline = eager if name != "eager" and isinstance(eager, OkMode) else None
+    k, b = mode.kernels, baseline.kernels if baseline else None
+    row["status"], row["error"] = _cell("ok", "", "good"), ""
+    row["kernels"] = _count_cell(b.per_step if b else None, k.per_step, "kernels")
+    if cuda:
+        row["launches"] = _count_cell(b.launches if b else None, k.launches, "launches")
+    row["bytes"] = _bytes_cell(mode, baseline)
+    row["speedup"] = _cell("baseline", "", "muted") if name == "eager" else _speedup_cell(mode)
+    row["output"] = _output_cell(name, mode)
+    return row
 
 
 def headline(run: Run) -> Headline:

@@ -50,8 +50,7 @@ def build_charts(run: Run) -> dict[str, Markup]:
 
 
 def render(run: Run, budget: BudgetCheck | None = None) -> str:
-    """The report page of a run (with findings: profreport.analysis.derive.derived_run); with
-    `budget`, the page opens with the kernel-budget check (render/budget.py)."""
+    """The report page of a run with findings; `budget`'s check opens it."""
     from profreport.render.budget import budget_view
 
     return render_page(

@@ -82,13 +82,11 @@ def _cells(r: KernelChange, cell: Callable[[KernelSide], str], change: str) -> s
     return f"{base} → {head} ({change})"
 
 
-def places(modules: tuple[str, ...], most: int = 3) -> str:
-    """Where a kernel ran, its modules named (`(model)` for the root), long lists cut with a
-    count."""
+def places(modules: tuple[str, ...]) -> str:
+    """Where a kernel ran: its first three modules (`(model)` for the root) and how many more."""
     names = [m or "(model)" for m in modules]
-    if len(names) > most:
-        return ", ".join(names[:most]) + f" + {len(names) - most} more"
-    return ", ".join(names)
+    more = f" + {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
 
 
 def _relative_time(r: KernelChange) -> str:

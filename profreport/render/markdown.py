@@ -59,9 +59,9 @@ def _time_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return [*out, ""]
 
 
-def _or_na(section: Section, key: str, value: object) -> object:
-    """`value`, or "n/a" where the record has no such field (a field written as null stays)."""
-    return value if section.has(key) else "n/a"
+def _or_na(section: Section, key: str) -> object:
+    """The field, or "n/a" where the record has none (a field written as null stays)."""
+    return getattr(section, key) if section.has(key) else "n/a"
 
 
 def folded(summary: str, body: list[str]) -> list[str]:
@@ -277,8 +277,7 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
     ]
     setup = md_cell(
         f"inputs {view['model_inputs']} ({model.memory_format}), dtype {model.dtype}; "
-        f"torch {_or_na(env, 'torch', env.torch)}, "
-        f"{_or_na(env, 'threads', env.threads)} threads; "
+        f"torch {_or_na(env, 'torch')}, {_or_na(env, 'threads')} threads; "
         f"recorded {view['created_utc']} UTC"
     )
     ceilings_line = [md_line("Ceilings: " + "; ".join(ceilings))] if ceilings else []
@@ -306,8 +305,7 @@ def _folded_blocks(view: PageView, run: Run) -> list[list[str]]:
 
 
 def render(run: Run, budget: BudgetCheck | None = None) -> str:
-    """The pull-request summary of a run (with findings: analysis.derive.derived_run); with
-    `budget`, it opens with the kernel-budget check (render/budget.py)."""
+    """The pull-request summary of a run with findings; `budget`'s check opens it."""
     from profreport.render.budget import budget_markdown, budget_view
 
     view = build_view(run)

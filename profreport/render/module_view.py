@@ -124,10 +124,7 @@ def place_text(modules: Sequence[str] | None, lines: Sequence[str] | None) -> st
 
 
 def _merged(places: Iterable[Sequence[str] | None]) -> tuple[str, ...]:
-    seen: dict[str, None] = {}
-    for place in places:
-        seen.update(dict.fromkeys(place or ()))
-    return tuple(seen)
+    return tuple(dict.fromkeys(p for place in places for p in place or ()))
 
 
 def why_place(entries: Sequence[WhyNotFused]) -> str:

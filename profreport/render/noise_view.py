@@ -36,7 +36,7 @@ def noise_text(noise: TimingNoise | None) -> str:
     parts = [
         f"machine ({load.source if load.has('source') else 'unknown'}): other processes used "
         f"{_pct(load.other_busy_share)} of all CPU time while timing (limit "
-        f"{_pct(th.max_other_busy_share if th.has('max_other_busy_share') else None)}), load "
+        f"{_pct(_threshold(th, 'max_other_busy_share'))}), load "
         f"average {_known(load, 'load1_before')} before and {_known(load, 'load1_after')} after",
     ]
     if load.children_busy_share is not None:  # runs recorded before have no such share

@@ -116,6 +116,5 @@ def get(document: Document[D], name: str) -> Renderer[D]:
 
 
 def report_renderers() -> tuple[Renderer[Run], ...]:
-    """What `profreport render` re-renders from a record: every run renderer but the record's
-    own JSON."""
+    """What `profreport render` writes: every run renderer but the record's own JSON."""
     return tuple(r for r in renderers(RUN) if r.filename != RECORD)

@@ -95,10 +95,7 @@ def peak_cells(mode: ModeResult, eager: ModeResult | None) -> dict[str, str]:
     ratio = "-"
     if peak and base and isinstance(eager, OkMode):
         ratio = f"{base / peak:.2f}"
-    return {
-        "peak": fmt_bytes(peak) if peak is not None else "n/a",
-        "compression": ratio,
-    }
+    return {"peak": fmt_bytes(peak), "compression": ratio}
 
 
 def peak_method(run: Run) -> str:

@@ -87,8 +87,7 @@ def kernel_table(run: Run) -> pd.DataFrame:
     frames = [kernel_frame(run, name).assign(mode=name) for name in run.ok_modes]
     if not frames:
         return pd.DataFrame(columns=["mode", *KERNEL_COLUMNS])
-    out = pd.concat(frames, ignore_index=True)
-    return out[["mode", *KERNEL_COLUMNS]]
+    return pd.concat(frames, ignore_index=True)[["mode", *KERNEL_COLUMNS]]
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection), and kernel

@@ -90,10 +90,6 @@ def chart_series(run: Run) -> tuple[list[str], dict[str, list[float]]] | None:
     steps = {name: s for name, s in medians.items() if s is not None}
     if not steps or len({s.cpu for s in steps.values()}) != 1:
         return None
-    labels = dict.fromkeys(label for s in steps.values() for label, _ in parts_of(s))
-    series: dict[str, list[float]] = {label: [] for label in labels}
-    for s in steps.values():
-        have = dict(parts_of(s))
-        for label in labels:
-            series[label].append(have.get(label, 0.0) / 1000)
-    return list(steps), series
+    have = [dict(parts_of(s)) for s in steps.values()]
+    labels = dict.fromkeys(label for parts in have for label in parts)
+    return list(steps), {label: [p.get(label, 0.0) / 1000 for p in have] for label in labels}

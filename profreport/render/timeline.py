@@ -17,7 +17,6 @@ own ``ProfilerStep#N`` annotation. ``build`` is pure (parsed documents in, a doc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from profreport.analysis.kernel_definitions import STEP_RE
 from profreport.record.section import JSONObject
@@ -50,17 +49,15 @@ def step_window(events: list[JSONObject]) -> tuple[str, float, float] | None:
 def step_events(events: list[JSONObject], window: tuple[str, float, float]) -> list[JSONObject]:
     """The events of one step, by the rules in the module docstring (metadata excluded)."""
     name, start, end = window
-    host: list[JSONObject] = []
-    correlations: set[Any] = set()
-    for e in events:
-        ph, ts = e.get("ph"), e.get("ts")
-        if ph == "M" or e.get("cat") in DEVICE_CATS or ph in ("s", "t", "f"):
-            continue
-        if isinstance(ts, int | float) and start <= ts < end:  # the next step starts at end
-            host.append(e)
-            corr = (e.get("args") or {}).get("correlation")
-            if corr is not None:
-                correlations.add(corr)
+    host = [
+        e
+        for e in events
+        if e.get("ph") not in ("M", "s", "t", "f")
+        and e.get("cat") not in DEVICE_CATS
+        and isinstance(e.get("ts"), int | float)
+        and start <= e["ts"] < end  # the next step starts at end
+    ]
+    correlations = {(e.get("args") or {}).get("correlation") for e in host} - {None}
     chosen = {id(e) for e in host}
     out = []
     for e in events:

@@ -63,8 +63,6 @@ def _err(x: float | None) -> str:
 
 
 def output_check_view(name: str, mode: ModeResult) -> OutputView:
-    """The output check of one mode as text, which starts with its state: reference / ok /
-    DIFFERS / not compared / not checked."""
     check = mode.output_check
     if name == "eager":
         return {"text": "reference", "differs": False, "note": ""}
@@ -121,15 +119,6 @@ def _mode_summary(name: str, mode: ModeResult, eager: ModeResult | None) -> Mode
     if isinstance(eager, OkMode) and name != "eager":
         row["kernel_delta"] = k.per_step - eager.kernels.per_step
     return row
-
-
-def payback_view(mode: ModeResult) -> str:
-    """ "the 3.7 s build is paid back after 1,700 calls (...)", or "" (no build time, no timed
-    saving or no clear speedup)."""
-    f = mode.time_findings
-    if f is None or f.payback_calls is None or mode.compile_s is None or not f.saved_us:
-        return ""
-    return payback_text(mode.compile_s, f.payback_calls, f.saved_us)
 
 
 def _kernel_rows(mode: OkMode) -> list[KernelRowView]:
@@ -213,8 +202,7 @@ def _fusion_rows(mode: ModeResult) -> list[FusionRowView]:
 
 
 def _kernel_shape(kernels: Sequence[str]) -> tuple[str, ...]:
-    """A generated kernel's name less its trailing serial number (cpp_fused_add_3 and
-    cpp_fused_add_7 are the same kernel in two layers); library kernels keep their names."""
+    """Generated kernels' names less their serial numbers; library kernels keep their names."""
     return tuple(without_serials(k) if is_inductor_kernel(k) else k for k in kernels)
 
 
@@ -287,10 +275,9 @@ def _compiler_view(mode: OkMode) -> CompilerView:
         before = c.op_counts_before
         after = c.op_counts or {}
         if before is not None:
-            ops = sorted(set(before) | set(after))
             view["op_changes"] = [
                 {"op": op, "before": before.get(op, 0), "after": after.get(op, 0)}
-                for op in ops
+                for op in sorted(set(before) | set(after))
                 if before.get(op, 0) != after.get(op, 0)
             ]
     if c.has("inductor_nodes"):
@@ -367,7 +354,9 @@ def _detail(name: str, mode: ModeResult) -> DetailView:
         d["compiler"] = _compiler_view(mode)
         d["trace"] = mode.trace
         d["output"] = output_check_view(name, mode)
-        d["payback"] = payback_view(mode)
+        f, build_s = mode.time_findings, mode.compile_s  # no build time, saving or speedup: ""
+        if f is not None and f.payback_calls is not None and build_s is not None and f.saved_us:
+            d["payback"] = payback_text(build_s, f.payback_calls, f.saved_us)
     else:
         d["verdict"] = without_tensor_reprs(d["verdict"])
         d["error"] = one_line(mode.error or "")
