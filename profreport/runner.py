@@ -1,13 +1,9 @@
 """Profiling a run below the command line: the one driver, and `generate` on it.
 
-`profile_runs` profiles one run, or the two sides of `profreport ab` timed together: collect
-(pipeline.RunCollector), time (pipeline.time_stages, the one timing step), finish, save the
-evidence, derive the findings, save the reports. `generate` (this module), `profreport ab`
-(ab.py) and the library's `profreport.profile` (api.py) all run on it. `staged_run` is what a
-command's run folder goes through: staged, its library output kept off the terminal, published
-whole; a bug after the evidence was saved publishes it and says where, a disk that refuses a file
-is bad input. `run_point` turns however a `generate` ended into a `GenerateResult`: the data a
-sweep point hands back, never terminal text.
+`profile_runs` is the one driver (collect, time, finish, save the evidence, derive the findings,
+save the reports) that `generate`, `profreport ab` (ab.py) and `profreport.profile` (api.py) run
+on; `staged_run` is a command's run folder from staging to publishing; `run_point` is a
+`generate` as the data a sweep point hands back, never terminal text.
 """
 
 from __future__ import annotations
