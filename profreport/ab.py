@@ -1,13 +1,10 @@
 """`profreport ab`: base and head profiled in one process, their latency blocks interleaved.
 
-Both models are built and profiled as `generate` does, each side into its own run folder inside
-the ab folder (`base/`, `head/`, checkpointed as generate's is), then timed together by the one
-driver (runner.profile_runs), in each timing worker (capture/workers.py; base and head paired
-within a worker, the gate across the workers): each round runs every mode of both sides, modes in rotating order
-and, within a mode, base and head adjacent in alternating order (base first on even rounds).
-Block *i* of base and of head ran moments apart, so the gate compares them round by round
-(analysis/paired.py). Each side then finishes as an ordinary run, its evidence saved before any
-finding is derived; compare_runs reads the two records.
+Each side is profiled as `generate` profiles a run, into `base/` and `head/` inside the ab
+folder, and both are timed together by the one driver (runner.profile_runs), in each timing
+worker (capture/workers.py: base and head paired within a worker, the gate across the workers)
+in the rounds `ab_order` makes. Block *i* of base and of head ran moments apart, so the gate
+compares them round by round (analysis/paired.py); compare_runs reads the two records.
 """
 
 from __future__ import annotations

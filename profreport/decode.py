@@ -60,15 +60,11 @@ class BuiltStep:
     kv_cache_bytes: int
     greedy_tokens: tuple[tuple[int, ...], ...]
 
-    @property
-    def position(self) -> int:
-        return self.context
-
     def info(self, split: tuple[int, int, int, int]) -> DecodeInfo:
         """The record's decode step, with eager's modeled bytes of one step (`traffic_split`)."""
         return DecodeInfo(
             context=self.context,
-            position=self.position,
+            position=self.context,
             cache_len=self.cache_len,
             kv_cache_bytes=self.kv_cache_bytes,
             greedy_tokens=self.greedy_tokens,
@@ -146,7 +142,7 @@ def greedy_check(
 ) -> dict[str, Any]:
     """A mode's greedy tokens from the example inputs against eager's (`built`): the output
     check's decode fields."""
-    tokens = greedy_tokens(step, inputs[0], built.position, len(built.greedy_tokens[0]))
+    tokens = greedy_tokens(step, inputs[0], built.context, len(built.greedy_tokens[0]))
     steps = [
         i
         for i in range(len(tokens[0]))
@@ -161,9 +157,8 @@ def decode_step(
 ) -> tuple[DecodeStep, tuple[torch.Tensor, torch.Tensor], BuiltStep]:
     """`lm` as a decode step at the end of `prompt` (prefilled here), its example inputs (the
     prefill's greedy token, the position P) and what building it found."""
-    if not (hasattr(lm, "config") and callable(getattr(lm, "can_generate", None))):
-        raise DecodeError(f"{NEEDS}; {type(lm).__name__} is not one")
-    if not lm.can_generate():  # type: ignore[operator]
+    can_generate = getattr(lm, "can_generate", None)
+    if not (hasattr(lm, "config") and callable(can_generate) and can_generate()):
         raise DecodeError(f"{NEEDS}; {type(lm).__name__} is not one")
     if prompt.dtype not in (torch.int32, torch.int64) or prompt.dim() != 2:
         raise DecodeError(

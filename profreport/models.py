@@ -72,13 +72,6 @@ class BuiltinModel:
     # device type -> batch size (the same for every built-in model)
     default_batch: Mapping[str, int] = field(default_factory=lambda: {"cuda": 64, "cpu": 8})
 
-    def batch_for(self, device: torch.device) -> int:
-        return self.default_batch.get(device.type, self.default_batch["cpu"])
-
-    def build(self, batch: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-        """The module, then its random example inputs of `batch` samples."""
-        return self.module(), tuple(torch.randn(batch, *shape) for shape in self.input_shapes)
-
 
 class ConvBnRelu(nn.Module):
     """Two Conv-BN-ReLU stages: BatchNorm folds into the conv when frozen, ReLU fuses into it."""
@@ -249,8 +242,9 @@ def load_model(
     if (layers is not None or seq_len is not None) and not is_zoo_spec(spec):
         raise ModelError("--layers and --seq-len apply to hf: zoo models only")
     if builtin is not None:
-        batch = batch_size or builtin.batch_for(device)
-        module, inputs = builtin.build(batch)
+        batch = batch_size or builtin.default_batch.get(device.type, builtin.default_batch["cpu"])
+        module = builtin.module()
+        inputs = tuple(torch.randn(batch, *shape) for shape in builtin.input_shapes)
         name, description = builtin.name, builtin.description
     elif is_zoo_spec(spec):
         try:

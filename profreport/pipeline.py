@@ -1,14 +1,10 @@
 """Collecting a run: model -> modes -> capture -> the run record's evidence (a typed `Run`).
 
-`RunCollector` runs every requested mode (one failing does not stop the others), profiles it,
-counts its kernels and sizes its tensor I/O (`prepare`, which hands back the `TimingStage`: the
-modes warm and waiting); `time_stages` times the stages of one run, or of both sides of
-`profreport ab`, in shared rounds (the timing step: one function, replaceable); `finish` measures
-what comes after the timing and returns the evidence, and `derive_findings` adds today's findings
-(analysis/derive). Every stage writes typed record sections (profreport.record.model); the only
-files it writes are the Kineto traces, in the run's folder beside the record, and the evidence so
-far, checkpointed there after each mode (files.RunFolder). The one driver that orders these
-steps, saves and publishes is runner.profile_runs.
+`RunCollector.prepare` builds, profiles, counts and sizes every requested mode; `time_stages`
+(the timing step) times the prepared modes of one run, or of both sides of `profreport ab`, in
+shared rounds; `RunCollector.finish` returns the evidence and `derive_findings` adds today's
+findings (analysis/derive). The only files written here are the Kineto traces and the evidence
+so far, checkpointed in the run's folder after each mode; runner.profile_runs orders the steps.
 
 Over 400 lines on purpose: it is the one place that orders the stages (build, profile, count,
 bytes, interleaved timing, output checks, failure handling per mode); each stage's work is in

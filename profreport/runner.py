@@ -1,13 +1,9 @@
 """Profiling a run below the command line: the one driver, and `generate` on it.
 
-`profile_runs` profiles one run, or the two sides of `profreport ab` timed together: collect
-(pipeline.RunCollector), time (pipeline.time_stages, the one timing step), finish, save the
-evidence, derive the findings, save the reports. `generate` (this module), `profreport ab`
-(ab.py) and the library's `profreport.profile` (api.py) all run on it. `staged_run` is what a
-command's run folder goes through: staged, its library output kept off the terminal, published
-whole; a bug after the evidence was saved publishes it and says where, a disk that refuses a file
-is bad input. `run_point` turns however a `generate` ended into a `GenerateResult`: the data a
-sweep point hands back, never terminal text.
+`profile_runs` is the one driver (collect, time, finish, save the evidence, derive the findings,
+save the reports) that `generate`, `profreport ab` (ab.py) and `profreport.profile` (api.py) run
+on; `staged_run` is a command's run folder from staging to publishing; `run_point` is a
+`generate` as the data a sweep point hands back, never terminal text.
 """
 
 from __future__ import annotations
@@ -70,6 +66,7 @@ ProgressDisplay = Callable[[TextIO], AbstractContextManager[Progress]]
 EAGER_BROKEN = "the model does not run in eager mode; the report says so"
 # what a run's checkpointed run.json is, should the process die before the folder is published
 KEPT_IF_IT_DIES = "kept if the process dies; `profreport render` reads it"
+KEPT_PARTIAL = "the evidence so far is kept in {} (a partial run: `profreport render` reads it)"
 # the run renderers that open with a kernel-budget check when the run was checked
 _CHECKED = ("html", "md")
 
@@ -341,22 +338,6 @@ def library_output(log_path: Path, err: TextIO, debug: bool, earlier: str = "") 
             own.close()
 
 
-def built_off_the_terminal(build: Callable[[], _T], err: TextIO, debug: bool) -> tuple[_T, str]:
-    """`build()`'s result and what libraries printed meanwhile: a model's own prints,
-    transformers' and Python's warnings while it is built are library output too, kept in a
-    temporary log (the run folder is named after the model, so it comes later) whose text
-    then opens the run's run.log. A build that fails leaves nothing behind."""
-    with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
-        log = Path(folder) / RUN_LOG
-        with library_output(log, err, debug):
-            built = build()
-        return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-
-
-def silent(_terminal: TextIO) -> AbstractContextManager[Progress]:
-    return nullcontext(lambda _msg: None)
-
-
 @dataclass(frozen=True)
 class Terminal:
     """Where a command's run shows itself: `err`, the stream library output is kept off (see
@@ -364,12 +345,19 @@ class Terminal:
     messages, given the stream that still reaches the terminal."""
 
     err: TextIO
-    progress: ProgressDisplay = silent
+    progress: ProgressDisplay = lambda _terminal: nullcontext(lambda _msg: None)
     debug: bool = False
 
     def built(self, build: Callable[[], _T]) -> tuple[_T, str]:
-        """`build()`, its library output kept off the terminal (`built_off_the_terminal`)."""
-        return built_off_the_terminal(build, self.err, self.debug)
+        """`build()`'s result and what libraries printed meanwhile: a model's own prints,
+        transformers' and Python's warnings while it is built are library output too, kept in a
+        temporary log (the run folder is named after the model, so it comes later) whose text
+        then opens the run's run.log. A build that fails leaves nothing behind."""
+        with tempfile.TemporaryDirectory(prefix="profreport-build-") as folder:
+            log = Path(folder) / RUN_LOG
+            with library_output(log, self.err, self.debug):
+                built = build()
+            return built, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
 
 
 @contextmanager
@@ -405,17 +393,12 @@ def staged_run(folder: RunFolder, terminal: Terminal, build_log: str = "") -> It
             if refused is not None:
                 kept = folder.keep_partial(refused)
                 where = folder.shown(refused.filename or folder.path)
-                raise UsageError(f"{refused_line(refused, where)}; {_kept(kept)}") from exc
+                said = "nothing was kept" if kept is None else KEPT_PARTIAL.format(kept)
+                raise UsageError(f"{refused_line(refused, where)}; {said}") from exc
             if not folder.records():
                 raise
             folder.publish()
             raise EvidenceSaved(tuple(folder.records()), error_line(exc)) from exc
-
-
-def _kept(partial: Path | None) -> str:
-    if partial is None:
-        return "nothing was kept"
-    return f"the evidence so far is kept in {partial} (a partial run: `profreport render` reads it)"
 
 
 # ---------------------------------------------------------------- generate

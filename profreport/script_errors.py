@@ -96,18 +96,14 @@ def script_failure_line(exc: BaseException, model_name: str) -> str:
     text = "\n".join(str(e) for e in chain)
     cause = next((c for e in chain if (c := _missing_source(e, str(e)))), None)
     place = None if cause else _place(text)
-    if cause is None:
-        names = {type(e).__name__ for e in chain}
-        if names & {"NotSupportedError", "UnsupportedNodeError"}:
-            first = one_line(text).rstrip(":")
-            if "variable number of arguments" in first:
-                cause = (
-                    f"TorchScript cannot compile a function that takes *args or **kwargs ({first})"
-                )
-            else:
-                cause = f"unsupported Python feature: {first}"
-        else:
-            cause = _type_problem(text)
+    unsupported = {type(e).__name__ for e in chain} & {"NotSupportedError", "UnsupportedNodeError"}
+    first = one_line(text).rstrip(":")
+    if cause is None and unsupported and "variable number of arguments" in first:
+        cause = f"TorchScript cannot compile a function that takes *args or **kwargs ({first})"
+    elif cause is None and unsupported:
+        cause = f"unsupported Python feature: {first}"
+    elif cause is None:
+        cause = _type_problem(text)
     if cause is None:
         if place is None:  # not a TorchScript compile error (the model's own code raised)
             return error_line(exc)

@@ -11,7 +11,7 @@ import pytest
 
 from profreport.cli.common import UsageError
 from profreport.files import RUN_LOG as LOG_NAME
-from profreport.runner import built_off_the_terminal, library_output
+from profreport.runner import Terminal, library_output
 
 MODEL_FILE = """
 import sys
@@ -79,10 +79,10 @@ def test_what_the_build_prints_is_kept_for_the_run_log(tmp_path, capfd):
         return "the model"
 
     try:
-        model, log = built_off_the_terminal(build, err, debug=False)
+        model, log = Terminal(err).built(build)
         with library_output(tmp_path / LOG_NAME, err, False, log):
             os.write(1, b"fd 1 while running\n")
-        debug_results.append(built_off_the_terminal(lambda: 1, err, debug=True))
+        debug_results.append(Terminal(err, debug=True).built(lambda: 1))
     finally:
         err.close()
     assert model == "the model"
@@ -103,7 +103,7 @@ def test_a_build_that_fails_leaves_no_log(tmp_path):
 
     try:
         with pytest.raises(UsageError, match="no such model"):
-            built_off_the_terminal(build, err, debug=False)
+            Terminal(err).built(build)
     finally:
         err.close()
     assert set(Path(tempfile.gettempdir()).glob("profreport-build-*")) == before

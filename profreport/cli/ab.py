@@ -18,7 +18,7 @@ from profreport.cli.common import (
     terminal,
     thresholds,
 )
-from profreport.exits import EXIT_INTERNAL, findings_failed
+from profreport.exits import EXIT_INTERNAL
 from profreport.files import RECORD
 
 
@@ -50,7 +50,6 @@ def add_arguments(ab: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport.ab import AbRequest, run_ab
-    from profreport.analysis.derive import failure_summary
 
     request = AbRequest(  # the ab the arguments ask for
         base=args.base,
@@ -83,8 +82,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
     code = gate_exit(result.comparison, err, args.fail_on_inconclusive)
     for side, run in (("base", result.base), ("head", result.head)):
-        failed = failure_summary(run)  # shown in that side's reports; a bug: exit 3
-        line = None if failed is None else findings_failed(failed, folder / side / RECORD)
-        findings_error(run, line, args.debug, err)
-        code = EXIT_INTERNAL if line is not None else code
+        if findings_error(run, folder / side / RECORD, args.debug, err):
+            code = EXIT_INTERNAL
     return code

@@ -12,10 +12,12 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from profreport.exits import EXIT_GATE, EXIT_OK, UsageError
+from profreport.exits import EXIT_GATE, EXIT_OK, UsageError, findings_failed
 from profreport.text import Notice, terminal_text
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from profreport.record.model import Run
 
 DEBUG_HELP = "on any error, print the full traceback (for bug reports)"
@@ -195,16 +197,21 @@ def gate_exit(comparison: Any, err: TextIO, fail_on_inconclusive: bool = False) 
     return EXIT_GATE if failed else EXIT_OK
 
 
-def findings_error(run: Run, line: str | None, debug: bool, err: TextIO) -> None:
-    """The one line of a run whose findings failed to derive (`line`, None: none did); with
-    --debug, each failed finding's traceback first (run.json keeps them too)."""
-    if line is None:
-        return
+def findings_error(run: Run, record: Path, debug: bool, err: TextIO) -> bool:
+    """Whether findings of the run (its record at `record`) failed to derive, a bug (exit 3)
+    shown in its reports: then its one line on stderr; with --debug, each failed finding's
+    traceback first (run.json keeps them too)."""
+    from profreport.analysis.derive import failure_summary
+
+    failed = failure_summary(run)
+    if failed is None:
+        return False
     if debug:
         for mode in run.modes.values():
             if mode.failed_finding is not None and mode.failed_finding.traceback:
                 print(mode.failed_finding.traceback, file=err, end="")
-    print(f"error: {terminal_text(line)}", file=err)
+    print(f"error: {terminal_text(findings_failed(failed, record))}", file=err)
+    return True
 
 
 def print_traceback(exc: BaseException, err: TextIO) -> None:

@@ -341,6 +341,6 @@ def _generate(
             print(f"warning: {name} not timed: {terminal_text(mode.not_timed)}", file=err)
     if generated.eager_failed:
         print(f"error: {EAGER_BROKEN}", file=err)
-    findings_error(run, generated.findings_error, args.debug, err)
+    findings_error(run, run_dir / RECORD, args.debug, err)
     write_update(args, old_budget, generated, out)
     return generated.exit_code

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TextIO
 
 from profreport.cli.common import findings_error
-from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError, findings_failed
+from profreport.exits import EXIT_INTERNAL, EXIT_OK, UsageError
 from profreport.files import not_a_file, record_file, write_atomic
 from profreport.render.registry import report_renderers
 
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from profreport import record as run_record
-    from profreport.analysis.derive import derived_run, failure_summary
+    from profreport.analysis.derive import derived_run
     from profreport.modes import mode_analyses
 
     try:
@@ -42,7 +42,5 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_atomic(folder / renderer.filename, renderer.render(derived))
     for renderer in report_renderers():
         print(folder / renderer.filename, file=out)
-    failed = failure_summary(derived)  # shown in the reports; a bug, so exit 3 too
-    line = None if failed is None else findings_failed(failed, record)
-    findings_error(derived, line, args.debug, err)
-    return EXIT_OK if line is None else EXIT_INTERNAL
+    failed = findings_error(derived, record, args.debug, err)
+    return EXIT_INTERNAL if failed else EXIT_OK
