@@ -84,6 +84,9 @@ class Mode(NoAnalysis):
     name: str = ""
     bytes_source: BytesSource | None = None  # None: the dispatcher log (set at registration)
     timed_build: bool = True  # compile_s = build time (a mode may set its own compile_s)
+    # modules its build imports beyond torch (a timing worker imports them before the capture:
+    # capture/workers.TimingWorkers)
+    imports: tuple[str, ...] = ()
 
     def unavailable_reason(self, device_type: str) -> str | None:
         return None

@@ -40,6 +40,7 @@ _BUILDS = itertools.count(1)  # each build's torch.compile name: profreport:<mod
 class CompileMode(Mode):
     bytes_source = INDUCTOR_SCHEDULER
     timed_build = False  # compile_s is the first call (Dynamo capture + Inductor codegen)
+    imports = ("torch._dynamo", "torch._inductor.compile_fx")
 
     def __init__(
         self,
