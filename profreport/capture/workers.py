@@ -1,19 +1,21 @@
 """Latency timed in fresh worker processes: what one is asked (a typed request file), what it
-hands back (a typed result file), and running one.
+hands back (a typed result file), and running them.
 
 One process's memory layout, thread placement and cache state is one sample of what a rerun
 sees (issue 48: the same code's paired speedup read 0.877 in one process and 0.99-1.01 in four
-others, each "conclusive"). So after the evidence is captured, the timing runs in K fresh
-processes (`python -m profreport.timing_worker REQUEST RESULT READY_FD`). Each rebuilds the model
-from its spec (load_model seeds the weights and inputs, so they are the run's) and builds the
-modes the capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU
-several build side by side, as memory allows (built_at_once), which is most of what a worker
-costs. Then they time one after another, never at once (they would time each other), with the
-one timer (pipeline.time_here, capture/timing.measure_latency), interleaved and paired as in one
-process.
+others, each "conclusive"). So the latency is timed in K fresh processes
+(`python -m profreport.timing_worker REQUEST RESULT READY_FD PRELOAD`). They start ahead of the
+run (workers_ahead: generate and ab start them before this process imports torch) and import
+what the modes' builds need while this process loads the model; the capture waits until they
+have, and they sleep through it. After the capture each rebuilds the model from its spec
+(load_model seeds the weights and inputs, so they are the run's) and builds the modes the
+capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU several build
+side by side, as memory allows (built_at_once). Then they time one after another, never at once
+(they would time each other), with the one timer (pipeline.time_here,
+capture/timing.measure_latency), interleaved and paired as in one process.
 The parent combines their blocks (pipeline.Timed.across); the statistics across processes are
-analysis/speedups.py's. A worker's output (stdout, stderr) goes where the parent's goes: the
-run's run.log while a command runs.
+analysis/speedups.py's. A worker's output (stdout, stderr) is copied to the parent's stderr when
+it ends: the run's run.log while a command runs.
 """
 
 from __future__ import annotations
