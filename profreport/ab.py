@@ -111,7 +111,7 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     # the timing workers import torch while this process does (capture/workers.TimingWorkers)
-    with workers_ahead(request.workers, request.modes, request.workload) as ahead:
+    with workers_ahead(request.workers, request.device, request.modes, request.workload) as ahead:
         device = device_for(request.device, request.dtype, request.threads)
 
         def build() -> dict[str, LoadedModel]:

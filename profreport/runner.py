@@ -580,7 +580,7 @@ def generate(
     from profreport.capture.workers import workers_ahead
 
     # the timing workers import torch while this process does (capture/workers.TimingWorkers)
-    with workers_ahead(request.workers, request.modes, request.workload) as ahead:
+    with workers_ahead(request.workers, request.device, request.modes, request.workload) as ahead:
         from profreport.env import device_for
         from profreport.pipeline import RunSetup
 

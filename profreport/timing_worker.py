@@ -1,4 +1,4 @@
-"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD [PRELOAD]]`.
+"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD DEVICE MODES]`.
 
 Reads a capture/workers.WorkerRequest, builds each model again (load_model: same spec, same
 seed, so the same weights and inputs; a decode run's step from it, models.decode_loaded) and the
@@ -7,9 +7,9 @@ output on the example inputs matches eager's within the output check's tolerance
 again); the others are built again with the compilers' caches on
 (modes/compile.use_code_caches). It times them in this fresh process with the one timer
 (pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.TimingWorkers),
-it is started before its request exists: it imports what its builds need (torch, and the
-modules in PRELOAD, comma-separated), writes IMPORTED there, and waits for a BUILD line on
-stdin; it then reads REQUEST, builds, writes BUILT_ALL, and times only when its turn's line
+it is started before its request exists: it does what building the run's MODES (comma-separated)
+on DEVICE will do first whatever the model (Mode.ahead: import torch and the compilers, check
+the machine), writes IMPORTED there, and waits for a BUILD line on stdin; it then reads REQUEST, builds, writes BUILT_ALL, and times only when its turn's line
 arrives on stdin: the series to leave out (a JSON list; those that failed in an earlier worker).
 An end of file instead of either line: it is not needed, exit 0. A mode that fails to build
 again, or raises while timed, is that mode's failure in the result, one line; the others are
@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,16 +38,14 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (2, 3, 4) or not (len(args) == 2 or args[2].isdigit()):
+    if len(args) not in (2, 5) or not (len(args) == 2 or args[2].isdigit()):
         print(
-            "usage: python -m profreport.timing_worker REQUEST RESULT [READY_FD [PRELOAD]]",
+            "usage: python -m profreport.timing_worker REQUEST RESULT [READY_FD DEVICE MODES]",
             file=sys.stderr,
         )
         return 2
     request_path, result_path = Path(args[0]), Path(args[1])
     ready = int(args[2]) if len(args) > 2 else None
-
-    import importlib
 
     import torch
 
@@ -70,9 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from profreport.modes.outputs import flatten_output
     from profreport.record.model import OkMode
 
-    if ready is not None:  # imported: say so, and wait for the request
-        for module in filter(None, args[3].split(",") if len(args) > 3 else ()):
-            importlib.import_module(module)
+    if ready is not None:  # ready to build: say so, and wait for the request
+        _ahead(args[3], args[4].split(","))
         os.write(ready, IMPORTED)
         if sys.stdin.readline().strip() != BUILD:  # the parent needs this worker no more
             return 0
@@ -154,6 +152,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).adding(not_timed=not_timed)
     result_path.write_text(dumps(result.to_json()), encoding="utf-8")
     return 0
+
+
+def _ahead(device: str, modes: Sequence[str]) -> None:
+    """What building `modes` on `device` does first whatever the model (Mode.ahead). A device or
+    mode it cannot resolve, or a step that fails, is left to the build, which meets it again and
+    says so."""
+    from profreport.env import resolve_device
+    from profreport.modes import mode_for, mode_names
+
+    try:
+        device_type = resolve_device(device).type
+    except (ValueError, RuntimeError):
+        return
+    for name in modes:
+        if name in mode_names():
+            with suppress(Exception):  # the build meets it again, as that mode's failure
+                mode_for(name).ahead(device_type)
 
 
 def _loaded(

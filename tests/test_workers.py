@@ -178,15 +178,20 @@ READY = IMPORTED + (
 
 
 def _command(code: str):
-    return lambda _request, _result, ready_fd, _preload: [sys.executable, "-c", code, str(ready_fd)]
+    return lambda _request, _result, ready_fd, _device, _modes: [
+        sys.executable,
+        "-c",
+        code,
+        str(ready_fd),
+    ]
 
 
 class _NoWorkers:
     """Stands in for TimingWorkers where a test's workers are stand-ins themselves: starts
     nothing."""
 
-    def __init__(self, count: int, preload: tuple[str, ...] = ()) -> None:
-        self.count, self.preload = count, preload
+    def __init__(self, count: int, device: str, modes: tuple[str, ...]) -> None:
+        self.count, self.device, self.modes = count, device, modes
 
     def imported(self) -> None:
         pass
@@ -205,8 +210,8 @@ def test_a_worker_that_crashes_is_a_bug_named_by_its_exit(monkeypatch):
     pipes: list[int] = []
     start = workers._Worker.__init__
 
-    def recorded(self, name, preload):
-        start(self, name, preload)
+    def recorded(self, name, device, modes):
+        start(self, name, device, modes)
         pipes.append(self._ready)
 
     monkeypatch.setattr(workers._Worker, "__init__", recorded)
@@ -255,7 +260,7 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
     monkeypatch.setattr(
         workers,
         "worker_command",
-        lambda request, result, fd, preload: [
+        lambda request, result, fd, device, modes: [
             sys.executable,
             "-c",
             code,
@@ -280,9 +285,9 @@ def test_workers_started_ahead_import_first_and_are_killed_when_not_needed(capfd
     """Workers started ahead of a run import, say so, and sleep: one never given a request is
     killed when the run ends (a run that timed nothing), and what a worker printed reaches this
     process's stderr (run.log while a command runs) once it is closed."""
-    code = IMPORTED + "print('worker says hi', flush=True); import time; time.sleep(60)"
+    code = "print('worker says hi', flush=True); " + IMPORTED + "import time; time.sleep(60)"
     monkeypatch.setattr(workers, "worker_command", _command(code))
-    with workers.workers_ahead(2, ("eager",), "prefill") as ahead:
+    with workers.workers_ahead(2, "cpu", ("eager",), "prefill") as ahead:
         assert ahead is not None and ahead.count == 2
         ahead.imported()
         processes = [w._process for w in ahead._workers]
@@ -291,25 +296,42 @@ def test_workers_started_ahead_import_first_and_are_killed_when_not_needed(capfd
     assert capfd.readouterr().err.count("worker says hi") == 2
 
 
-def test_workers_started_ahead_import_what_the_modes_build_with(monkeypatch):
-    preloads = []
+def test_workers_started_ahead_do_what_the_modes_builds_do_first(tmp_path: Path, monkeypatch):
+    """Workers started ahead are told the device and the run's modes (the workload's defaults
+    when none were asked for); a worker does what each mode's build does first (Mode.ahead:
+    compile's imports Dynamo and Inductor), and a mode or device it cannot resolve is left to
+    the build."""
+    from profreport import timing_worker
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
+    from profreport.modes.compile import CompileMode
+
+    asked = []
 
     class Recorded(_NoWorkers):
-        def __init__(self, count: int, preload: tuple[str, ...] = ()) -> None:
-            super().__init__(count, preload)
-            preloads.append(preload)
+        def __init__(self, count: int, device: str, modes: tuple[str, ...]) -> None:
+            super().__init__(count, device, modes)
+            asked.append((device, tuple(modes)))
 
     monkeypatch.setattr(workers, "TimingWorkers", Recorded)
-    for modes in (("eager", "script", "trace"), None, ("eager", "export", "compile", "nope")):
-        with workers.workers_ahead(1, modes, "prefill"):
+    for modes, workload in (((("eager", "trace")), "prefill"), (None, "prefill"), (None, "decode")):
+        with workers.workers_ahead(1, "cpu", modes, workload):
             pass
-    inductor = ("torch._dynamo", "torch._inductor.compile_fx")
-    assert preloads == [(), inductor, inductor]  # the defaults hold compile; a typo is no bug
+    assert asked == [
+        ("cpu", ("eager", "trace")),
+        ("cpu", default_modes()),
+        ("cpu", DECODE_DEFAULT_MODES["cpu"]),
+    ]
     monkeypatch.setenv(workers.WORKERS_ENV, "x")  # the run's options say what is wrong with it
     for count in (0, None):
-        with workers.workers_ahead(count, None, "prefill") as ahead:
-            assert ahead is None
-    assert len(preloads) == 3
+        with workers.workers_ahead(count, "cpu", None, "prefill") as none:
+            assert none is None
+    assert len(asked) == 3
+
+    done = []
+    monkeypatch.setattr(CompileMode, "ahead", lambda self, device_type: done.append(device_type))
+    timing_worker._ahead("cpu", ["eager", "compile", "nope"])
+    timing_worker._ahead("tpu", ["compile"])  # no such device here: left to the build
+    assert done == ["cpu"]
 
 
 def test_a_worker_not_needed_after_importing_ends_without_building(tmp_path: Path, monkeypatch):
@@ -318,7 +340,7 @@ def test_a_worker_not_needed_after_importing_ends_without_building(tmp_path: Pat
     ready, ready_w = os.pipe()
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the parent gave up on it
     asked, answer = tmp_path / "request.json", tmp_path / "result.json"
-    assert timing_worker.main([str(asked), str(answer), str(ready_w), ""]) == 0
+    assert timing_worker.main([str(asked), str(answer), str(ready_w), "cpu", "eager"]) == 0
     assert os.read(ready, 1) == b"i" and not answer.exists()
 
 
@@ -399,9 +421,7 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     ready, ready_w = os.pipe()
     # build, then its turn: trace left out
     monkeypatch.setattr(sys, "stdin", io.StringIO('build\n["trace"]\n'))
-    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
-    assert timing_worker.main([str(asked), str(answer), str(ready_w), "colorsys"]) == 0
-    assert "colorsys" in sys.modules  # what it was asked to import ahead
+    assert timing_worker.main([str(asked), str(answer), str(ready_w), "cpu", "eager"]) == 0
     assert os.read(ready, 2) == b"ir"  # it said it had imported, then that it was ready
     assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
     result = workers.WorkerResult.parse_file(answer)

@@ -152,7 +152,9 @@ def saved_torchscript(fns: Mapping[str, Any], folder: Path, stage: str) -> dict[
     return saved
 
 
-def worker_command(request: Path, result: Path, ready_fd: int, preload: Sequence[str]) -> list[str]:
+def worker_command(
+    request: Path, result: Path, ready_fd: int, device: str, modes: Sequence[str]
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -160,7 +162,8 @@ def worker_command(request: Path, result: Path, ready_fd: int, preload: Sequence
         str(request),
         str(result),
         str(ready_fd),
-        ",".join(preload),
+        device,
+        ",".join(modes),
     ]
 
 
@@ -197,13 +200,13 @@ def built_at_once(workers: int, device_type: str, weights_bytes: int, modes: int
 
 
 class _Worker:
-    """One timing worker process. It starts by importing what its builds need (`preload`) and
-    says so on its ready pipe; given its request (`build`) it builds the modes and says so; given
+    """One timing worker process. It starts by doing what building `modes` on `device` does first
+    (Mode.ahead: the imports) and says so on its ready pipe; given its request (`build`) it builds the modes and says so; given
     its turn (`result`) it times them and writes its result. Its output (stdout and stderr) goes
     to a file, copied to this process's stderr when it is closed: run.log while a command runs,
     wherever the worker was started."""
 
-    def __init__(self, name: str, preload: Sequence[str]) -> None:
+    def __init__(self, name: str, device: str, modes: Sequence[str]) -> None:
         self.name = name
         self._folder = tempfile.TemporaryDirectory(prefix="profreport-worker-")
         folder = Path(self._folder.name)
@@ -216,7 +219,7 @@ class _Worker:
         try:
             with self._output.open("wb") as output:
                 self._process = subprocess.Popen(
-                    worker_command(self._asked, self._answer, ready_w, preload),
+                    worker_command(self._asked, self._answer, ready_w, device, modes),
                     env={**os.environ, "PYTHONPATH": path},
                     stdin=subprocess.PIPE,
                     stdout=output,
@@ -300,13 +303,13 @@ class TimingWorkers:
     none runs beside it, and they then sleep until their request arrives. Closing kills every
     worker still running (one that timed nothing, a run that failed or was interrupted)."""
 
-    def __init__(self, count: int, preload: Sequence[str] = ()) -> None:
+    def __init__(self, count: int, device: str, modes: Sequence[str]) -> None:
         self.count = count
         self._workers: list[_Worker] = []
         self._imported = False
         try:
             for i in range(count):
-                self._workers.append(_Worker(f"worker {i + 1} of {count}", preload))
+                self._workers.append(_Worker(f"worker {i + 1} of {count}", device, modes))
         except BaseException:
             self.close()
             raise
@@ -354,13 +357,13 @@ class TimingWorkers:
 
 @contextmanager
 def workers_ahead(
-    workers: int | None, modes: Sequence[str] | None, workload: str
+    workers: int | None, device: str, modes: Sequence[str] | None, workload: str
 ) -> Iterator[TimingWorkers | None]:
-    """The timing workers a run of `modes` asks for (`workers` None: the default; `modes` None:
-    the workload's default modes), started now, each importing what those modes' builds import
-    (Mode.imports), and closed when the block ends; None when there are none (0, or a number
-    the run's options refuse: they say why)."""
-    from profreport.modes import DECODE_DEFAULT_MODES, default_modes, mode_for, mode_names
+    """The timing workers a run of `modes` on `device` asks for (`workers` None: the default;
+    `modes` None: the workload's default modes), started now (TimingWorkers) and closed when the
+    block ends; None when there are none (0, or a number the run's options refuse: they say
+    why)."""
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
 
     try:
         count = max(0, default_workers() if workers is None else workers)
@@ -370,10 +373,9 @@ def workers_ahead(
         yield None
         return
     if modes is None:
-        modes = DECODE_DEFAULT_MODES["cpu"] if workload == "decode" else default_modes()
-    known = set(mode_names())
-    preload = dict.fromkeys(m for name in modes if name in known for m in mode_for(name).imports)
-    ahead = TimingWorkers(count, tuple(preload))
+        decode = DECODE_DEFAULT_MODES.get(device, DECODE_DEFAULT_MODES["cpu"])
+        modes = decode if workload == "decode" else default_modes()
+    ahead = TimingWorkers(count, device, modes)
     try:
         yield ahead
     finally:
@@ -386,6 +388,8 @@ def started_workers(
 ) -> Iterator[Callable[[int, Collection[str]], WorkerResult]]:
     """The turns (TimingWorkers.turns) of `workers` timing workers of `request`: those started
     `ahead` of the run (workers_ahead) when there are as many, else started now."""
-    pool = ahead if ahead is not None and ahead.count == workers else TimingWorkers(workers)
-    with pool.turns(request, at_once) as result:
+    if ahead is None or ahead.count != workers:
+        modes = dict.fromkeys(mode for model in request.models for mode in model.modes)
+        ahead = TimingWorkers(workers, request.device, tuple(modes))
+    with ahead.turns(request, at_once) as result:
         yield result

@@ -84,9 +84,6 @@ class Mode(NoAnalysis):
     name: str = ""
     bytes_source: BytesSource | None = None  # None: the dispatcher log (set at registration)
     timed_build: bool = True  # compile_s = build time (a mode may set its own compile_s)
-    # modules its build imports beyond torch (a timing worker imports them before the capture:
-    # capture/workers.TimingWorkers)
-    imports: tuple[str, ...] = ()
 
     def unavailable_reason(self, device_type: str) -> str | None:
         return None
@@ -95,6 +92,12 @@ class Mode(NoAnalysis):
         raise NotImplementedError
 
     def reset_after_failure(self) -> None:
+        return None
+
+    def ahead(self, device_type: str) -> None:
+        """Do, in a fresh process, what building this mode will do first whatever the model:
+        import its compiler, check the machine (a timing worker, before the run is captured:
+        capture/workers.TimingWorkers). Nothing by default."""
         return None
 
     def __repr__(self) -> str:
