@@ -95,6 +95,7 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
     """Profile base and head into one ab folder under `request.out`, timed together; compare
     and publish. Bad input raises UsageError before anything is written; a bug after both
     sides' evidence was saved publishes the folder and says where (as `generate` does)."""
+    from profreport.capture.workers import workers_ahead
     from profreport.render.registry import COMPARISON, get
 
     try:
@@ -106,51 +107,54 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    device = device_for(request.device, request.dtype, request.threads)
+    # the timing workers import torch while this process does (capture/workers.TimingWorkers)
+    with workers_ahead(request.workers, request.device, request.modes, request.workload) as ahead:
+        device = device_for(request.device, request.dtype, request.threads)
 
-    def build() -> dict[str, LoadedModel]:
-        models = {}
-        for side, spec in zip(SIDES, (request.base, request.head), strict=True):
-            try:
-                models[side] = load_model(
-                    spec, device, DTYPES[request.dtype], workload=request.workload
+        def build() -> dict[str, LoadedModel]:
+            models = {}
+            for side, spec in zip(SIDES, (request.base, request.head), strict=True):
+                try:
+                    models[side] = load_model(
+                        spec, device, DTYPES[request.dtype], workload=request.workload
+                    )
+                except ModelError as exc:
+                    raise UsageError(f"{side}: {exc}") from None
+            return models
+
+        models, build_log = terminal.built(build)
+        stamp = now or datetime.now(timezone.utc)
+        names = dict.fromkeys(models[side].name for side in SIDES)  # one name when they agree
+        name = run_folder_name(f"{'-vs-'.join(names)}-ab", device.type, stamp)
+        folder = RunFolder.staged(request.out, name)
+        with staged_run(folder, terminal, build_log) as progress:
+            setups = {
+                side: RunSetup(
+                    models[side],
+                    device,
+                    request.dtype,
+                    folder.side(side),
+                    options,
+                    _tagged(progress, side),
+                    lambda: stamp,
+                    workers=ahead,
                 )
-            except ModelError as exc:
-                raise UsageError(f"{side}: {exc}") from None
-        return models
-
-    models, build_log = terminal.built(build)
-    stamp = now or datetime.now(timezone.utc)
-    names = dict.fromkeys(models[side].name for side in SIDES)  # one name when they agree
-    name = run_folder_name(f"{'-vs-'.join(names)}-ab", device.type, stamp)
-    folder = RunFolder.staged(request.out, name)
-    with staged_run(folder, terminal, build_log) as progress:
-        setups = {
-            side: RunSetup(
-                models[side],
-                device,
-                request.dtype,
-                folder.side(side),
-                options,
-                _tagged(progress, side),
-                lambda: stamp,
+                for side in SIDES
+            }
+            done = profile_runs(setups, progress, plan=AB_TIMING)
+            base, head = done.runs["base"], done.runs["head"]
+            comparison = compare_runs(
+                base,
+                head,
+                request.thresholds,
+                base_label=request.base,
+                head_label=request.head,
+                paired_loads=done.loads,  # each timing process's
+                allow_different_models=True,  # `ab` compares whatever two models it is given
             )
-            for side in SIDES
-        }
-        done = profile_runs(setups, progress, plan=AB_TIMING)
-        base, head = done.runs["base"], done.runs["head"]
-        comparison = compare_runs(
-            base,
-            head,
-            request.thresholds,
-            base_label=request.base,
-            head_label=request.head,
-            paired_loads=done.loads,  # each timing process's
-            allow_different_models=True,  # `ab` compares whatever two models it is given
-        )
-        content = get(COMPARISON, request.format).text(comparison)
-        written = folder.write(COMPARE_NAMES[request.format], content)
-    return AbResult(folder.path, base, head, comparison, folder.path / written.name)
+            content = get(COMPARISON, request.format).text(comparison)
+            written = folder.write(COMPARE_NAMES[request.format], content)
+        return AbResult(folder.path, base, head, comparison, folder.path / written.name)
 
 
 def _tagged(progress: Progress, side: str) -> Progress:

@@ -112,7 +112,7 @@ from profreport.traceio import Trace, load_trace
 from profreport.version import __version__
 
 if TYPE_CHECKING:
-    from profreport.capture.workers import WorkerRequest
+    from profreport.capture.workers import TimingWorkers, WorkerRequest
 
 
 @dataclass(frozen=True)
@@ -541,7 +541,8 @@ def _run_workers(
     k, at_once = counts
     done: list[Timed] = []
     left_out: set[str] = set()
-    with workers.started_workers(request, k, at_once) as worker_result:
+    ahead = next(iter(stages.values())).setup.workers
+    with workers.started_workers(request, k, at_once, ahead) as worker_result:
         for i in range(k):
             n = sum(len(m.modes) for m in request.models) - len(left_out)
             if not n:
@@ -718,6 +719,9 @@ class RunSetup:
     progress: Progress = quiet
     now: Callable[[], datetime] | None = None
     clock: Callable[[], float] = time.perf_counter
+    # the timing workers started ahead of the run (capture/workers.workers_ahead); None: the
+    # timing step starts its own, if any
+    workers: TimingWorkers | None = None
 
 
 @dataclass

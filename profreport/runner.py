@@ -167,6 +167,9 @@ def profile_runs(
     from profreport.record.model import AbSide
 
     plan = plan or pipeline.ON_ITS_OWN
+    for setup in setups.values():  # nothing of theirs runs beside the capture
+        if setup.workers is not None:
+            setup.workers.imported()
     collectors = {}
     for side, setup in setups.items():  # every side's decode step built before any capture
         with _side_named(side):
@@ -557,17 +560,30 @@ def generate(
     nothing half-written. `now` names the run folder and stamps the record. With `expect`, the
     run is checked against that kernel budget (analysis/budget.py): the reports open with the
     check, and a breach makes the exit code 1."""
-    from profreport.env import device_for
-    from profreport.pipeline import RunSetup
+    from profreport.capture.workers import workers_ahead
 
-    device = device_for(request.device, request.dtype, request.threads)
-    options = request.options(device.type)
-    model, build_log = terminal.built(lambda: request.load(device))
-    stamp = now or datetime.now(timezone.utc)
-    folder = RunFolder.staged(request.out, run_folder_name(model.name, device.type, stamp))
-    with staged_run(folder, terminal, build_log) as progress:
-        setup = RunSetup(model, device, request.dtype, folder, options, progress, lambda: stamp)
-        done = profile_runs({"": setup}, progress, expect=expect)
+    # the timing workers import torch while this process does (capture/workers.TimingWorkers)
+    with workers_ahead(request.workers, request.device, request.modes, request.workload) as ahead:
+        from profreport.env import device_for
+        from profreport.pipeline import RunSetup
+
+        device = device_for(request.device, request.dtype, request.threads)
+        options = request.options(device.type)
+        model, build_log = terminal.built(lambda: request.load(device))
+        stamp = now or datetime.now(timezone.utc)
+        folder = RunFolder.staged(request.out, run_folder_name(model.name, device.type, stamp))
+        with staged_run(folder, terminal, build_log) as progress:
+            setup = RunSetup(
+                model,
+                device,
+                request.dtype,
+                folder,
+                options,
+                progress,
+                lambda: stamp,
+                workers=ahead,
+            )
+            done = profile_runs({"": setup}, progress, expect=expect)
     return Generated.of(folder.path, done.runs[""], request.strict, done.budgets.get(""))
 
 

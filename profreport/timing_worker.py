@@ -1,4 +1,4 @@
-"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD]`.
+"""A timing worker: `python -m profreport.timing_worker REQUEST RESULT [READY_FD DEVICE MODES]`.
 
 Reads a capture/workers.WorkerRequest, builds each model again (load_model: same spec, same
 seed, so the same weights and inputs; a decode run's step from it, models.decode_loaded) and the
@@ -6,11 +6,14 @@ modes the capture built: a TorchScript module the capture saved is loaded, and k
 output on the example inputs matches eager's within the output check's tolerance (else built
 again); the others are built again with the compilers' caches on
 (modes/compile.use_code_caches). It times them in this fresh process with the one timer
-(pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.started_workers),
-it writes a byte there once its modes are built and times only when a line arrives on stdin: the
-series to leave out (a JSON list; those that failed in an earlier worker). A mode that fails to
-build again, or raises while timed, is that mode's failure in the result, one line; the others
-are timed. Exit 0 with a result written; anything else is a crash the parent reports (exit 3
+(pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.TimingWorkers),
+it is started before its request exists: it does what building the run's MODES (comma-separated)
+on DEVICE will do first whatever the model (Mode.ahead: import torch and the compilers, check
+the machine), writes IMPORTED there, and waits for a BUILD line on stdin; it then reads REQUEST, builds, writes BUILT_ALL, and times only when its turn's line
+arrives on stdin: the series to leave out (a JSON list; those that failed in an earlier worker).
+An end of file instead of either line: it is not needed, exit 0. A mode that fails to build
+again, or raises while timed, is that mode's failure in the result, one line; the others are
+timed. Exit 0 with a result written; anything else is a crash the parent reports (exit 3
 there).
 """
 
@@ -21,6 +24,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +38,14 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (2, 3) or not (len(args) == 2 or args[2].isdigit()):
+    if len(args) not in (2, 5) or not (len(args) == 2 or args[2].isdigit()):
         print(
-            "usage: python -m profreport.timing_worker REQUEST RESULT [READY_FD]", file=sys.stderr
+            "usage: python -m profreport.timing_worker REQUEST RESULT [READY_FD DEVICE MODES]",
+            file=sys.stderr,
         )
         return 2
     request_path, result_path = Path(args[0]), Path(args[1])
+    ready = int(args[2]) if len(args) > 2 else None
 
     import torch
 
@@ -47,7 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from profreport.ab import AB_TIMING
     from profreport.capture.timing import series_key, stage_and_mode
     from profreport.capture.workers import (
+        BUILD,
         BUILT,
+        BUILT_ALL,
+        IMPORTED,
         LOADED,
         WorkerRequest,
         WorkerResult,
@@ -60,6 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from profreport.modes.outputs import flatten_output
     from profreport.record.model import OkMode
 
+    if ready is not None:  # ready to build: say so, and wait for the request
+        _ahead(args[3], args[4].split(","))
+        os.write(ready, IMPORTED)
+        if sys.stdin.readline().strip() != BUILD:  # the parent needs this worker no more
+            return 0
     request = WorkerRequest.parse_file(request_path)
     plans = {None: pipeline.ON_ITS_OWN, AB_TIMING.order_name: AB_TIMING}
     torch.set_num_threads(request.threads)
@@ -105,9 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             entries = {name: OkMode() for name in prepared}
             stages[asked.stage] = pipeline.TimingStage(dict(entries), prepared, sync, setup)
         stop_compile_workers()  # nothing compiles beside the timing
-        if len(args) == 3:  # built: say so, and wait for this worker's turn
-            os.write(int(args[2]), b"r")
-            os.close(int(args[2]))
+        if ready is not None:  # built: say so, and wait for this worker's turn
+            os.write(ready, BUILT_ALL)
+            os.close(ready)
             turn = sys.stdin.readline()
             if not turn:  # the parent is gone or gave up on this worker: nothing to time
                 return 0
@@ -138,6 +152,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).adding(not_timed=not_timed)
     result_path.write_text(dumps(result.to_json()), encoding="utf-8")
     return 0
+
+
+def _ahead(device: str, modes: Sequence[str]) -> None:
+    """What building `modes` on `device` does first whatever the model (Mode.ahead). A device or
+    mode it cannot resolve, or a step that fails, is left to the build, which meets it again and
+    says so."""
+    from profreport.env import resolve_device
+    from profreport.modes import mode_for, mode_names
+
+    try:
+        device_type = resolve_device(device).type
+    except (ValueError, RuntimeError):
+        return
+    for name in modes:
+        if name in mode_names():
+            with suppress(Exception):  # the build meets it again, as that mode's failure
+                mode_for(name).ahead(device_type)
 
 
 def _loaded(

@@ -105,6 +105,25 @@ def test_warm_up_waits_for_a_steady_call_time():
     assert not steady and call_s > 0.0015
 
 
+@pytest.mark.parametrize(("spiked", "probes"), [((), 6), ((5,), 6), ((4, 5), 8)])
+def test_one_probe_off_does_not_keep_the_warm_up_going(spiked, probes):
+    """A steady 1 ms call whose probes `spiked` (counted from 0) ran 30% slow, a preemption:
+    one probe off among the last ones is noise and the warm-up ends after its six probes, as
+    without it; two off are not steady until the window has passed them."""
+    cfg = TimingConfig(block_s=0.02, warmup_s=0.0)
+    clock = FakeClock()
+    # probes of 1, 10, then 20 calls (until a slow one sizes them): probe k >= 2 holds calls
+    # 11 + 20 (k - 2) onwards
+    starts = [0, 1, *(11 + 20 * (k - 2) for k in range(2, 12))]
+    slow = {n for k in spiked for n in range(starts[k], starts[k + 1])}
+    fns = {"m": clock.varying("m", lambda n: 0.0013 if n in slow else 0.001)}
+    syncs = []
+    warmed = warm_up(fns, lambda: syncs.append(1), cfg, until=100.0, clock=clock, order=rotated)
+    call_s, steady = warmed["m"]
+    assert steady and call_s == pytest.approx(0.001)
+    assert len(syncs) == 2 * probes  # a probe syncs before and after its calls
+
+
 def test_warm_up_probes_every_callable_in_the_same_rounds():
     """Identical code warmed one after the other under a neighbour's load got 42 and 18 calls
     per block. Warmed in the same rounds, a load that comes and goes hits both alike."""

@@ -108,7 +108,7 @@ def test_the_parent_combines_the_workers_and_a_mode_failing_in_one_fails_in_all(
     levels = {"eager": 10.0, "script": 5.0, "compile": 2.0}
 
     @contextlib.contextmanager
-    def fake(request: workers.WorkerRequest, k: int, at_once: int):
+    def fake(request: workers.WorkerRequest, k: int, at_once: int, ahead: object):
         requests.append(request)
 
         def result(i: int, leave_out: Collection[str]) -> workers.WorkerResult:
@@ -169,12 +169,35 @@ def _request() -> workers.WorkerRequest:
     )
 
 
-# a stand-in worker: says it is ready on the pipe given last, then does `then`
-READY = "import os, sys; os.write(int(sys.argv[-1]), b'r'); os.close(int(sys.argv[-1])); "
+# a stand-in worker: says it has imported on the pipe given last, waits for its build line,
+# says it is ready, then does what follows
+IMPORTED = "import os, sys; os.write(int(sys.argv[-1]), b'i'); "
+READY = IMPORTED + (
+    "sys.stdin.readline(); os.write(int(sys.argv[-1]), b'r'); os.close(int(sys.argv[-1])); "
+)
 
 
 def _command(code: str):
-    return lambda _request, _result, ready_fd: [sys.executable, "-c", code, str(ready_fd)]
+    return lambda _request, _result, ready_fd, _device, _modes: [
+        sys.executable,
+        "-c",
+        code,
+        str(ready_fd),
+    ]
+
+
+class _NoWorkers:
+    """Stands in for TimingWorkers where a test's workers are stand-ins themselves: starts
+    nothing."""
+
+    def __init__(self, count: int, device: str, modes: tuple[str, ...]) -> None:
+        self.count, self.device, self.modes = count, device, modes
+
+    def imported(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _first_result(request: workers.WorkerRequest, k: int = 1, at_once: int = 1):
@@ -187,14 +210,14 @@ def test_a_worker_that_crashes_is_a_bug_named_by_its_exit(monkeypatch):
     pipes: list[int] = []
     start = workers._Worker.__init__
 
-    def recorded(self, request, name):
-        start(self, request, name)
+    def recorded(self, name, device, modes):
+        start(self, name, device, modes)
         pipes.append(self._ready)
 
     monkeypatch.setattr(workers._Worker, "__init__", recorded)
     with pytest.raises(workers.WorkerFailed, match="timing worker 1 of 3 ended with exit code 7"):
-        _first_result(_request(), 3, 2)  # before it was ready
-    assert len(pipes) == 2  # worker 2 was never read: its ready pipe is closed all the same
+        _first_result(_request(), 3, 2)  # before it had imported
+    assert len(pipes) == 3  # workers 2 and 3 were never read: their pipes are closed all the same
     for fd in pipes:
         with pytest.raises(OSError):
             os.fstat(fd)
@@ -213,14 +236,16 @@ def test_a_worker_that_leaves_no_result_is_a_bug(monkeypatch):
 
 
 def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, monkeypatch):
-    """Three workers, two at once: workers 1 and 2 start together; worker 1 times only once both
-    are ready, worker 2 only when worker 1 has ended, worker 3 starts only when 2 has ended; each
-    gets the series to leave out."""
+    """Three workers, two at once: workers 1 and 2 start building together; worker 1 times only
+    once both are ready, worker 2 only when worker 1 has ended, worker 3 starts building only when
+    2 has ended; each gets the series to leave out."""
     log = tmp_path / "log"
     code = (
         "import json, os, sys, time\n"
         f"log = open({str(log)!r}, 'a')\n"
         "me = sys.argv[1]\n"
+        "os.write(int(sys.argv[-1]), b'i')\n"
+        "sys.stdin.readline()\n"
         "log.write(f'start {me} {time.monotonic()}\\n'); log.flush()\n"
         "time.sleep(0.2)\n"
         "log.write(f'ready {me} {time.monotonic()}\\n'); log.flush()\n"
@@ -235,7 +260,7 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
     monkeypatch.setattr(
         workers,
         "worker_command",
-        lambda request, result, fd: [
+        lambda request, result, fd, device, modes: [
             sys.executable,
             "-c",
             code,
@@ -254,6 +279,69 @@ def test_workers_build_side_by_side_and_time_one_after_another(tmp_path: Path, m
     assert at["ready", second] < at["go", first]  # timed only when the group is built
     assert at["end", first] < at["go", second] and at["end", second] < at["start", third]
     assert [e[3] for e in events if e[0] == "go"] == ["[]", "['trace']", "['trace']"]
+
+
+def test_workers_started_ahead_import_first_and_are_killed_when_not_needed(capfd, monkeypatch):
+    """Workers started ahead of a run import, say so, and sleep: one never given a request is
+    killed when the run ends (a run that timed nothing), and what a worker printed reaches this
+    process's stderr (run.log while a command runs) once it is closed."""
+    code = "print('worker says hi', flush=True); " + IMPORTED + "import time; time.sleep(60)"
+    monkeypatch.setattr(workers, "worker_command", _command(code))
+    with workers.workers_ahead(2, "cpu", ("eager",), "prefill") as ahead:
+        assert ahead is not None and ahead.count == 2
+        ahead.imported()
+        processes = [w._process for w in ahead._workers]
+        assert all(p.poll() is None for p in processes)  # asleep, waiting for a request
+    assert all(p.poll() is not None for p in processes)  # killed, waited for
+    assert capfd.readouterr().err.count("worker says hi") == 2
+
+
+def test_workers_started_ahead_do_what_the_modes_builds_do_first(tmp_path: Path, monkeypatch):
+    """Workers started ahead are told the device and the run's modes (the workload's defaults
+    when none were asked for); a worker does what each mode's build does first (Mode.ahead:
+    compile's imports Dynamo and Inductor), and a mode or device it cannot resolve is left to
+    the build."""
+    from profreport import timing_worker
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
+    from profreport.modes.compile import CompileMode
+
+    asked = []
+
+    class Recorded(_NoWorkers):
+        def __init__(self, count: int, device: str, modes: tuple[str, ...]) -> None:
+            super().__init__(count, device, modes)
+            asked.append((device, tuple(modes)))
+
+    monkeypatch.setattr(workers, "TimingWorkers", Recorded)
+    for modes, workload in (((("eager", "trace")), "prefill"), (None, "prefill"), (None, "decode")):
+        with workers.workers_ahead(1, "cpu", modes, workload):
+            pass
+    assert asked == [
+        ("cpu", ("eager", "trace")),
+        ("cpu", default_modes()),
+        ("cpu", DECODE_DEFAULT_MODES["cpu"]),
+    ]
+    monkeypatch.setenv(workers.WORKERS_ENV, "x")  # the run's options say what is wrong with it
+    for count in (0, None):
+        with workers.workers_ahead(count, "cpu", None, "prefill") as none:
+            assert none is None
+    assert len(asked) == 3
+
+    done = []
+    monkeypatch.setattr(CompileMode, "ahead", lambda self, device_type: done.append(device_type))
+    timing_worker._ahead("cpu", ["eager", "compile", "nope"])
+    timing_worker._ahead("tpu", ["compile"])  # no such device here: left to the build
+    assert done == ["cpu"]
+
+
+def test_a_worker_not_needed_after_importing_ends_without_building(tmp_path: Path, monkeypatch):
+    from profreport import timing_worker
+
+    ready, ready_w = os.pipe()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the parent gave up on it
+    asked, answer = tmp_path / "request.json", tmp_path / "result.json"
+    assert timing_worker.main([str(asked), str(answer), str(ready_w), "cpu", "eager"]) == 0
+    assert os.read(ready, 1) == b"i" and not answer.exists()
 
 
 def test_workers_build_at_once_as_memory_allows_and_one_at_a_time_on_a_gpu(monkeypatch):
@@ -282,10 +370,12 @@ def test_an_interrupt_kills_every_worker_started(monkeypatch):
 
     monkeypatch.setattr(workers.subprocess, "Popen", Recorded)
     monkeypatch.setattr(workers._Worker, "ready", interrupted)
-    monkeypatch.setattr(workers, "worker_command", _command("import time; time.sleep(60)"))
+    monkeypatch.setattr(
+        workers, "worker_command", _command(IMPORTED + "import time; time.sleep(60)")
+    )
     with pytest.raises(KeyboardInterrupt):
         _first_result(_request(), 3, 2)
-    assert len(started) == 2 and all(p.poll() is not None for p in started)  # killed, waited for
+    assert len(started) == 3 and all(p.poll() is not None for p in started)  # killed, waited for
 
 
 def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
@@ -329,9 +419,10 @@ def test_a_worker_times_the_modes_it_can_build_and_names_the_one_it_cannot(
     asked, answer = tmp_path / "request.json", tmp_path / "result.json"
     asked.write_text(json.dumps(request.to_json()))
     ready, ready_w = os.pipe()
-    monkeypatch.setattr(sys, "stdin", io.StringIO('["trace"]\n'))  # its turn: trace left out
-    assert timing_worker.main([str(asked), str(answer), str(ready_w)]) == 0
-    assert os.read(ready, 1) == b"r"  # it said it was ready
+    # build, then its turn: trace left out
+    monkeypatch.setattr(sys, "stdin", io.StringIO('build\n["trace"]\n'))
+    assert timing_worker.main([str(asked), str(answer), str(ready_w), "cpu", "eager"]) == 0
+    assert os.read(ready, 2) == b"ir"  # it said it had imported, then that it was ready
     assert compile_mode.CODE_CACHES["fx_graph_cache"] is True  # its builds may load cached code
     result = workers.WorkerResult.parse_file(answer)
     assert list(result.blocks) == ["eager", "script"]
@@ -386,13 +477,14 @@ def test_a_worker_that_crashes_keeps_the_evidence_and_exits_3(tmp_path: Path, mo
     from profreport import cli
 
     @contextlib.contextmanager
-    def crashing(_request, k, _at_once):
+    def crashing(_request, k, _at_once, _ahead):
         def result(i, _leave_out):
             raise workers.WorkerFailed(f"timing worker {i + 1} of {k} ended with signal SIGSEGV")
 
         yield result
 
     monkeypatch.setattr(workers, "started_workers", crashing)
+    monkeypatch.setattr(workers, "TimingWorkers", _NoWorkers)
     out, err = tmp_path / "out", io.StringIO()
     argv = ["generate", "--model", "simple", "--modes", "eager", "--batch-size", "2", *FAST]
     code = cli.main([*argv, "--workers", "2", "--out", str(out)], out=io.StringIO(), err=err)

@@ -1,19 +1,21 @@
 """Latency timed in fresh worker processes: what one is asked (a typed request file), what it
-hands back (a typed result file), and running one.
+hands back (a typed result file), and running them.
 
 One process's memory layout, thread placement and cache state is one sample of what a rerun
 sees (issue 48: the same code's paired speedup read 0.877 in one process and 0.99-1.01 in four
-others, each "conclusive"). So after the evidence is captured, the timing runs in K fresh
-processes (`python -m profreport.timing_worker REQUEST RESULT READY_FD`). Each rebuilds the model
-from its spec (load_model seeds the weights and inputs, so they are the run's) and builds the
-modes the capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU
-several build side by side, as memory allows (built_at_once), which is most of what a worker
-costs. Then they time one after another, never at once (they would time each other), with the
-one timer (pipeline.time_here, capture/timing.measure_latency), interleaved and paired as in one
-process.
+others, each "conclusive"). So the latency is timed in K fresh processes
+(`python -m profreport.timing_worker REQUEST RESULT READY_FD PRELOAD`). They start ahead of the
+run (workers_ahead: generate and ab start them before this process imports torch) and import
+what the modes' builds need while this process loads the model; the capture waits until they
+have, and they sleep through it. After the capture each rebuilds the model from its spec
+(load_model seeds the weights and inputs, so they are the run's) and builds the modes the
+capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU several build
+side by side, as memory allows (built_at_once). Then they time one after another, never at once
+(they would time each other), with the one timer (pipeline.time_here,
+capture/timing.measure_latency), interleaved and paired as in one process.
 The parent combines their blocks (pipeline.Timed.across); the statistics across processes are
-analysis/speedups.py's. A worker's output (stdout, stderr) goes where the parent's goes: the
-run's run.log while a command runs.
+analysis/speedups.py's. A worker's output (stdout, stderr) is copied to the parent's stderr when
+it ends: the run's run.log while a command runs.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -150,8 +152,27 @@ def saved_torchscript(fns: Mapping[str, Any], folder: Path, stage: str) -> dict[
     return saved
 
 
-def worker_command(request: Path, result: Path, ready_fd: int) -> list[str]:
-    return [sys.executable, "-m", WORKER_MODULE, str(request), str(result), str(ready_fd)]
+def worker_command(
+    request: Path, result: Path, ready_fd: int, device: str, modes: Sequence[str]
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        WORKER_MODULE,
+        str(request),
+        str(result),
+        str(ready_fd),
+        device,
+        ",".join(modes),
+    ]
+
+
+# What a worker says on its ready pipe: it has imported what its builds need (IMPORTED), it has
+# built its modes (BUILT).
+IMPORTED, BUILT_ALL = b"i", b"r"
+# What it is told on stdin, a line each: build (its request file is written), then its turn
+# (the JSON list of the series to leave out). An end of file instead: it is not needed.
+BUILD = "build"
 
 
 # What one worker holds besides the model (torch, Dynamo and Inductor imported, a worker's
@@ -179,26 +200,34 @@ def built_at_once(workers: int, device_type: str, weights_bytes: int, modes: int
 
 
 class _Worker:
-    """One timing worker process: it starts building at once, says when it is ready (a byte on
-    its ready pipe), and times when its go line arrives on stdin (the series to leave out)."""
+    """One timing worker process. It starts by doing what building `modes` on `device` does first
+    (Mode.ahead: the imports) and says so on its ready pipe; given its request (`build`) it builds the modes and says so; given
+    its turn (`result`) it times them and writes its result. Its output (stdout and stderr) goes
+    to a file, copied to this process's stderr when it is closed: run.log while a command runs,
+    wherever the worker was started."""
 
-    def __init__(self, request: WorkerRequest, name: str) -> None:
+    def __init__(self, name: str, device: str, modes: Sequence[str]) -> None:
         self.name = name
         self._folder = tempfile.TemporaryDirectory(prefix="profreport-worker-")
-        asked = Path(self._folder.name) / "request.json"
-        self._answer = Path(self._folder.name) / "result.json"
-        asked.write_text(dumps(request.to_json()), encoding="utf-8")
+        folder = Path(self._folder.name)
+        self._asked, self._answer = folder / "request.json", folder / "result.json"
+        self._output = folder / "output.txt"
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         ready, ready_w = os.pipe()
-        self._ready: int | None = ready  # until read (ready) or closed (close)
+        self._ready: int | None = ready  # until closed (close)
         try:
-            self._process = subprocess.Popen(
-                worker_command(asked, self._answer, ready_w),
-                env={**os.environ, "PYTHONPATH": path},
-                stdin=subprocess.PIPE,
-                pass_fds=(ready_w,),
-            )
+            with self._output.open("wb") as output:
+                self._process = subprocess.Popen(
+                    worker_command(self._asked, self._answer, ready_w, device, modes),
+                    env={**os.environ, "PYTHONPATH": path},
+                    stdin=subprocess.PIPE,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(ready_w,),
+                    # a Ctrl-C reaches this process only, which kills it (close)
+                    start_new_session=True,
+                )
         except BaseException:  # not started: nothing of it is left open
             os.close(ready)
             self._folder.cleanup()
@@ -206,24 +235,37 @@ class _Worker:
         finally:
             os.close(ready_w)
 
+    def _said(self, what: bytes) -> None:
+        """Wait until it says `what` on its ready pipe (WorkerFailed: it ended before)."""
+        if self._ready is None or os.read(self._ready, 1) != what:
+            self._failed(self._process.wait())
+
+    def _tell(self, line: str, last: bool = False) -> None:
+        try:
+            if self._process.stdin is not None:  # (always: it starts with a pipe)
+                self._process.stdin.write(line.encode() + b"\n")
+                self._process.stdin.flush()
+                if last:
+                    self._process.stdin.close()
+        except BrokenPipeError:  # it ended already: its exit says why
+            pass
+
+    def imported(self) -> None:
+        """Wait until it has imported what its builds need."""
+        self._said(IMPORTED)
+
+    def build(self, request: WorkerRequest) -> None:
+        """Let it build the modes of `request` (imported first)."""
+        self._asked.write_text(dumps(request.to_json()), encoding="utf-8")
+        self._tell(BUILD)
+
     def ready(self) -> None:
         """Wait until it has built its modes (WorkerFailed: it ended before)."""
-        if self._ready is None:
-            raise RuntimeError(f"{self.name}: its ready byte was read already")
-        with os.fdopen(self._ready, "rb") as ready:
-            self._ready = None
-            said = ready.read(1)
-        if not said:
-            self._failed(self._process.wait())
+        self._said(BUILT_ALL)
 
     def result(self, leave_out: Collection[str]) -> WorkerResult:
         """Let it time (leaving out the series `leave_out`), and read its result."""
-        try:
-            if self._process.stdin is not None:  # (always: it starts with a pipe)
-                self._process.stdin.write(json.dumps(sorted(leave_out)).encode() + b"\n")
-                self._process.stdin.close()
-        except BrokenPipeError:  # it ended already: its exit says why
-            pass
+        self._tell(json.dumps(sorted(leave_out)), last=True)
         code = self._process.wait()
         if code != 0:
             self._failed(code)
@@ -234,40 +276,120 @@ class _Worker:
         raise WorkerFailed(f"timing {self.name} ended with {how} (its output is in run.log)")
 
     def close(self) -> None:
-        """Kill it if it still runs (an interrupt, a failure elsewhere), and remove its files."""
+        """Kill it if it still runs (an interrupt, a failure elsewhere, a run that timed
+        nothing), copy its output, and remove its files."""
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
-        if self._ready is not None:  # a worker of a group that never got to be ready
+        if self._ready is not None:
             os.close(self._ready)
             self._ready = None
         if self._process.stdin is not None and not self._process.stdin.closed:
-            self._process.stdin.close()
+            with suppress(BrokenPipeError):
+                self._process.stdin.close()
+        output = self._output.read_bytes() if self._output.exists() else b""
+        if output:
+            sys.stderr.write(output.decode("utf-8", "replace"))
+            sys.stderr.flush()
         self._folder.cleanup()
+
+
+class TimingWorkers:
+    """`count` timing worker processes, started before the run is captured: each imports what
+    building the run's modes needs (torch, and Dynamo and Inductor for a compiled mode: most of
+    what a worker costs) while this process loads the model, where one of its cores was idle;
+    after the capture they only build, side by side as memory allows (built_at_once), then time
+    one after another (`turns`). The capture waits until all have imported (`imported`), so
+    none runs beside it, and they then sleep until their request arrives. Closing kills every
+    worker still running (one that timed nothing, a run that failed or was interrupted)."""
+
+    def __init__(self, count: int, device: str, modes: Sequence[str]) -> None:
+        self.count = count
+        self._workers: list[_Worker] = []
+        self._imported = False
+        try:
+            for i in range(count):
+                self._workers.append(_Worker(f"worker {i + 1} of {count}", device, modes))
+        except BaseException:
+            self.close()
+            raise
+
+    def imported(self) -> None:
+        """Wait until every worker has imported what its builds need (once)."""
+        if not self._imported:
+            for worker in self._workers:
+                worker.imported()
+            self._imported = True
+
+    @contextmanager
+    def turns(
+        self, request: WorkerRequest, at_once: int
+    ) -> Iterator[Callable[[int, Collection[str]], WorkerResult]]:
+        """Yields `result(i, leave_out)`, worker i's result, called for i = 0, 1, ... in turn.
+        Workers build `request` `at_once` together, side by side; the first of a group times
+        only when all of the group are ready, and no group builds before the one before it has
+        ended, so no build and no other worker runs while one times. Every worker is closed at
+        the end (an interrupt, a failure, or done)."""
+        built = 0
+
+        def result(i: int, leave_out: Collection[str]) -> WorkerResult:
+            nonlocal built
+            if i == built:  # the next group
+                self.imported()
+                group = self._workers[i : i + at_once]
+                for worker in group:
+                    worker.build(request)
+                for worker in group:
+                    worker.ready()
+                built += len(group)
+            return self._workers[i].result(leave_out)
+
+        try:
+            yield result
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
+
+
+@contextmanager
+def workers_ahead(
+    workers: int | None, device: str, modes: Sequence[str] | None, workload: str
+) -> Iterator[TimingWorkers | None]:
+    """The timing workers a run of `modes` on `device` asks for (`workers` None: the default;
+    `modes` None: the workload's default modes), started now (TimingWorkers) and closed when the
+    block ends; None when there are none (0, or a number the run's options refuse: they say
+    why)."""
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
+
+    try:
+        count = max(0, default_workers() if workers is None else workers)
+    except ValueError:
+        count = 0
+    if not count:
+        yield None
+        return
+    if modes is None:
+        decode = DECODE_DEFAULT_MODES.get(device, DECODE_DEFAULT_MODES["cpu"])
+        modes = decode if workload == "decode" else default_modes()
+    ahead = TimingWorkers(count, device, modes)
+    try:
+        yield ahead
+    finally:
+        ahead.close()
 
 
 @contextmanager
 def started_workers(
-    request: WorkerRequest, workers: int, at_once: int
+    request: WorkerRequest, workers: int, at_once: int, ahead: TimingWorkers | None = None
 ) -> Iterator[Callable[[int, Collection[str]], WorkerResult]]:
-    """`workers` timing workers of `request`, each a fresh process: yields `result(i, leave_out)`,
-    worker i's result, called for i = 0, 1, ... in turn. Workers start `at_once` together and
-    build side by side (built_at_once); the first of a group times only when all of the group
-    are ready, and no group starts before the one before it has ended, so no build and no other
-    worker runs while one times. Interrupted (Ctrl-C) or left early, every worker still running
-    is killed before the exception goes on."""
-    started: list[_Worker] = []
-
-    def result(i: int, leave_out: Collection[str]) -> WorkerResult:
-        if i == len(started):  # the next group
-            group = range(i, min(i + at_once, workers))
-            started.extend(_Worker(request, f"worker {j + 1} of {workers}") for j in group)
-            for worker in started[i:]:
-                worker.ready()
-        return started[i].result(leave_out)
-
-    try:
+    """The turns (TimingWorkers.turns) of `workers` timing workers of `request`: those started
+    `ahead` of the run (workers_ahead) when there are as many, else started now."""
+    if ahead is None or ahead.count != workers:
+        modes = dict.fromkeys(mode for model in request.models for mode in model.modes)
+        ahead = TimingWorkers(workers, request.device, tuple(modes))
+    with ahead.turns(request, at_once) as result:
         yield result
-    finally:
-        for worker in started:
-            worker.close()

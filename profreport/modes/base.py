@@ -94,6 +94,12 @@ class Mode(NoAnalysis):
     def reset_after_failure(self) -> None:
         return None
 
+    def ahead(self, device_type: str) -> None:
+        """Do, in a fresh process, what building this mode will do first whatever the model:
+        import its compiler, check the machine (a timing worker, before the run is captured:
+        capture/workers.TimingWorkers). Nothing by default."""
+        return None
+
     def __repr__(self) -> str:
         return f"<mode {self.name}>"
 
