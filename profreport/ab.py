@@ -21,7 +21,7 @@ from profreport.files import RunFolder, run_folder_name
 from profreport.models import LoadedModel, ModelError, load_model
 from profreport.pipeline import RunSetup, TimingPlan
 from profreport.record.model import Run
-from profreport.runner import Terminal, profile_runs, run_options, staged_run
+from profreport.runner import Terminal, profile_runs, run_options, staged_run, workers_ahead
 from profreport.text import Progress
 
 SIDES = ("base", "head")
@@ -95,7 +95,6 @@ def run_ab(request: AbRequest, terminal: Terminal, now: datetime | None = None) 
     """Profile base and head into one ab folder under `request.out`, timed together; compare
     and publish. Bad input raises UsageError before anything is written; a bug after both
     sides' evidence was saved publishes the folder and says where (as `generate` does)."""
-    from profreport.capture.workers import workers_ahead
     from profreport.render.registry import COMPARISON, get
 
     try:

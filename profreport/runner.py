@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import torch
 
     from profreport.analysis.budget import BudgetCheck
+    from profreport.capture.workers import TimingWorkers
     from profreport.models import LoadedModel
     from profreport.pipeline import RunOptions, RunSetup, TimingPlan
     from profreport.record.expectation import ExpectationFile
@@ -131,6 +132,20 @@ def run_options(
         time_latency=time_latency,
         workers=workers,
     )
+
+
+def workers_ahead(
+    workers: int | None, device: str, modes: Sequence[str] | None, workload: str
+) -> AbstractContextManager[TimingWorkers | None]:
+    """The timing workers of a run (capture/workers.workers_ahead), started before this process
+    imports torch; `modes` None: the workload's defaults (decode's on the CPU: the same
+    compilers as on a GPU)."""
+    from profreport.capture import workers as timing_workers
+    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
+
+    if modes is None:
+        modes = DECODE_DEFAULT_MODES["cpu"] if workload == "decode" else default_modes()
+    return timing_workers.workers_ahead(workers, device, modes)
 
 
 @dataclass(frozen=True)
@@ -560,8 +575,6 @@ def generate(
     nothing half-written. `now` names the run folder and stamps the record. With `expect`, the
     run is checked against that kernel budget (analysis/budget.py): the reports open with the
     check, and a breach makes the exit code 1."""
-    from profreport.capture.workers import workers_ahead
-
     # the timing workers import torch while this process does (capture/workers.TimingWorkers)
     with workers_ahead(request.workers, request.device, request.modes, request.workload) as ahead:
         from profreport.env import device_for

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profreport import pipeline
+from profreport import pipeline, runner
 from profreport.capture import workers
 from profreport.modes import PreparedMode
 from profreport.record.model import (
@@ -287,7 +287,7 @@ def test_workers_started_ahead_import_first_and_are_killed_when_not_needed(capfd
     process's stderr (run.log while a command runs) once it is closed."""
     code = "print('worker says hi', flush=True); " + IMPORTED + "import time; time.sleep(60)"
     monkeypatch.setattr(workers, "worker_command", _command(code))
-    with workers.workers_ahead(2, "cpu", ("eager",), "prefill") as ahead:
+    with workers.workers_ahead(2, "cpu", ("eager",)) as ahead:
         assert ahead is not None and ahead.count == 2
         ahead.imported()
         processes = [w._process for w in ahead._workers]
@@ -314,7 +314,7 @@ def test_workers_started_ahead_do_what_the_modes_builds_do_first(tmp_path: Path,
 
     monkeypatch.setattr(workers, "TimingWorkers", Recorded)
     for modes, workload in (((("eager", "trace")), "prefill"), (None, "prefill"), (None, "decode")):
-        with workers.workers_ahead(1, "cpu", modes, workload):
+        with runner.workers_ahead(1, "cpu", modes, workload):
             pass
     assert asked == [
         ("cpu", ("eager", "trace")),
@@ -323,7 +323,7 @@ def test_workers_started_ahead_do_what_the_modes_builds_do_first(tmp_path: Path,
     ]
     monkeypatch.setenv(workers.WORKERS_ENV, "x")  # the run's options say what is wrong with it
     for count in (0, None):
-        with workers.workers_ahead(count, "cpu", None, "prefill") as none:
+        with runner.workers_ahead(count, "cpu", None, "prefill") as none:
             assert none is None
     assert len(asked) == 3
 

@@ -357,14 +357,11 @@ class TimingWorkers:
 
 @contextmanager
 def workers_ahead(
-    workers: int | None, device: str, modes: Sequence[str] | None, workload: str
+    workers: int | None, device: str, modes: Sequence[str]
 ) -> Iterator[TimingWorkers | None]:
-    """The timing workers a run of `modes` on `device` asks for (`workers` None: the default;
-    `modes` None: the workload's default modes), started now (TimingWorkers) and closed when the
-    block ends; None when there are none (0, or a number the run's options refuse: they say
-    why)."""
-    from profreport.modes import DECODE_DEFAULT_MODES, default_modes
-
+    """The timing workers a run of `modes` on `device` asks for (`workers` None: the default),
+    started now (TimingWorkers) and closed when the block ends; None when there are none (0, or
+    a number the run's options refuse: they say why)."""
     try:
         count = max(0, default_workers() if workers is None else workers)
     except ValueError:
@@ -372,9 +369,6 @@ def workers_ahead(
     if not count:
         yield None
         return
-    if modes is None:
-        decode = DECODE_DEFAULT_MODES.get(device, DECODE_DEFAULT_MODES["cpu"])
-        modes = decode if workload == "decode" else default_modes()
     ahead = TimingWorkers(count, device, modes)
     try:
         yield ahead
