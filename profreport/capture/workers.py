@@ -41,10 +41,10 @@ WORKER_MODULE = "profreport.timing_worker"
 # Three processes by default: the fewest whose spread says anything (the interval is Student's t
 # with K - 1 degrees of freedom: 4.30 at K = 3, 12.7 at K = 2). Its cost is each worker's start
 # (torch, Dynamo and Inductor imported, the modes built) and warm-up: generate --model simple took
-# 1.69x and 1.71x the wall time of --workers 0 (33.9 s against 20.0 s, 33.8 against 19.8: medians
+# 1.65x and 1.64x the wall time of --workers 0 (25.7 s against 15.5 s, 26.1 against 15.9: medians
 # of 3 interleaved runs, two benches on a quiet 2-core CPU, bench/latency_workers.py), its workers
-# built side by side (built_at_once); built one after another, 1.98x. PROFREPORT_WORKERS sets the
-# default.
+# started ahead of the run (workers_ahead) and built side by side (built_at_once); started after
+# the capture, 1.72x. PROFREPORT_WORKERS sets the default.
 DEFAULT_WORKERS = 3
 WORKERS_ENV = "PROFREPORT_WORKERS"
 
