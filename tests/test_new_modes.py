@@ -15,7 +15,7 @@ from torch import nn
 
 import profreport
 from profreport import cli, modes
-from profreport.models import BUILTIN_MODELS, GatedResidual
+from profreport.models import GatedResidual, load_model
 from profreport.modes import PreparedMode
 from profreport.modes.capture_errors import failure_line
 from profreport.modes.compile import cuda_graph_evidence
@@ -136,7 +136,8 @@ def test_gated_residual_runs_as_one_kernel_under_export_and_compile():
 def test_export_counts_the_weights_it_holds_as_constants_like_compile():
     """AOTInductor holds parameters as graph constants, which Inductor's own byte accounting
     skips; counted whole, export's modeled bytes equal compile's for the same kernels."""
-    module, inputs = BUILTIN_MODELS["simple"].build(1)
+    simple = load_model("simple", torch.device("cpu"), torch.float32, 1)
+    module, inputs = simple.module, simple.example_inputs
     rec = _profile(module, inputs, ("eager", "compile", "export")).record["modes"]
     conv_weight = 64 * 32 * 3 * 3 * 4
     nodes = rec["export"]["compiler"]["inductor_nodes"]

@@ -206,9 +206,9 @@ def test_graph_break_names_are_escaped_in_html_and_markdown(branchy):
 
 
 def test_optimize_says_batchnorm_folded_on_conv_bn_relu():
-    from profreport.models import BUILTIN_MODELS
+    from profreport.models import load_model
 
-    model, _ = BUILTIN_MODELS["conv-bn-relu"].build(1)
+    model = load_model("conv-bn-relu", torch.device("cpu"), torch.float32, 1).module
     record = _profile(model, (torch.randn(1, 32, 12, 12),), ("eager", "optimize"))
     why = _why(record, "optimize")
     folded = [e for e in why if e["kind"] == "applied" and e["reason"].startswith("folded")]
