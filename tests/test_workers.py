@@ -334,6 +334,31 @@ def test_workers_started_ahead_do_what_the_modes_builds_do_first(tmp_path: Path,
     assert done == ["cpu"]
 
 
+def test_workers_ahead_that_fail_to_start_leave_the_timing_to_workers_started_then(monkeypatch):
+    """A worker started ahead that ends before it has imported does not end the run before
+    its capture: the pool is failed and closed, and the timing step starts workers of its own
+    (whose crash, after the evidence is saved, is the bug)."""
+    monkeypatch.setattr(workers, "worker_command", _command("raise SystemExit(7)"))
+    with workers.workers_ahead(2, "cpu", ("eager",)) as ahead:
+        assert ahead is not None
+        ahead.imported()  # no exception here
+        assert (
+            ahead.failed == "timing worker 1 of 2 ended with exit code 7 (its output is in run.log)"
+        )
+        started = []
+        real = workers.TimingWorkers
+
+        def recorded(*args):
+            started.append(args)
+            return real(*args)
+
+        monkeypatch.setattr(workers, "TimingWorkers", recorded)
+        crashed = pytest.raises(workers.WorkerFailed, match="worker 1 of 2 ended with exit code 7")
+        with crashed, workers.started_workers(_request(), 2, 2, ahead) as result:
+            result(0, ())
+        assert started == [(2, "cpu", ("eager",))]  # a pool of its own
+
+
 def test_a_worker_not_needed_after_importing_ends_without_building(tmp_path: Path, monkeypatch):
     from profreport import timing_worker
 

@@ -4,9 +4,10 @@ hands back (a typed result file), and running them.
 One process's memory layout, thread placement and cache state is one sample of what a rerun
 sees (issue 48: the same code's paired speedup read 0.877 in one process and 0.99-1.01 in four
 others, each "conclusive"). So the latency is timed in K fresh processes
-(`python -m profreport.timing_worker REQUEST RESULT READY_FD PRELOAD`). They start ahead of the
-run (workers_ahead: generate and ab start them before this process imports torch) and import
-what the modes' builds need while this process loads the model; the capture waits until they
+(`python -m profreport.timing_worker REQUEST RESULT READY_FD DEVICE MODES`). They start ahead of
+the run (workers_ahead: generate and ab start them before this process imports torch) and do
+what the modes' builds do first (Mode.ahead: import the compilers) while this process loads
+the model; the capture waits until they
 have, and they sleep through it. After the capture each rebuilds the model from its spec
 (load_model seeds the weights and inputs, so they are the run's) and builds the modes the
 capture built (from the compilers' caches: modes/compile.use_code_caches); on CPU several build
@@ -167,8 +168,8 @@ def worker_command(
     ]
 
 
-# What a worker says on its ready pipe: it has imported what its builds need (IMPORTED), it has
-# built its modes (BUILT).
+# What a worker says on its ready pipe: it has done what its builds do first (Mode.ahead:
+# IMPORTED), it has built its modes (BUILT_ALL).
 IMPORTED, BUILT_ALL = b"i", b"r"
 # What it is told on stdin, a line each: build (its request file is written), then its turn
 # (the JSON list of the series to leave out). An end of file instead: it is not needed.
@@ -183,8 +184,8 @@ WORKER_BASE_BYTES = 1 << 30
 
 
 def built_at_once(workers: int, device_type: str, weights_bytes: int, modes: int) -> int:
-    """How many of `workers` start together and build their modes side by side before the
-    first is timed (the rest start, as a group, when those have ended): on CPU as many as half
+    """How many of `workers` build their modes together, side by side, before the first is
+    timed (the rest build, as a group, when those have ended): on CPU as many as half
     the memory still available holds, each counted as WORKER_BASE_BYTES and the weights once per
     mode and once more; on a GPU one at a time (each holds its model in device memory beside the
     capture's, and the builds would share the one device). Nothing is ever built beside a timing."""
@@ -200,9 +201,10 @@ def built_at_once(workers: int, device_type: str, weights_bytes: int, modes: int
 
 
 class _Worker:
-    """One timing worker process. It starts by doing what building `modes` on `device` does first
-    (Mode.ahead: the imports) and says so on its ready pipe; given its request (`build`) it builds the modes and says so; given
-    its turn (`result`) it times them and writes its result. Its output (stdout and stderr) goes
+    """One timing worker process. It starts by doing what building `modes` on `device` does
+    first (Mode.ahead: the imports) and says so on its ready pipe; given its request (`build`)
+    it builds the modes and says so; given its turn (`result`) it times them and writes its
+    result. Its output (stdout and stderr) goes
     to a file, copied to this process's stderr when it is closed: run.log while a command runs,
     wherever the worker was started."""
 
@@ -300,11 +302,15 @@ class TimingWorkers:
     what a worker costs) while this process loads the model, where one of its cores was idle;
     after the capture they only build, side by side as memory allows (built_at_once), then time
     one after another (`turns`). The capture waits until all have imported (`imported`), so
-    none runs beside it, and they then sleep until their request arrives. Closing kills every
-    worker still running (one that timed nothing, a run that failed or was interrupted)."""
+    none runs beside it, and they then sleep until their request arrives. One that ends before
+    it has imported makes the pool `failed`: its workers are closed, and the timing step starts
+    its own, after the evidence is saved (a worker's crash is then a bug with the evidence kept).
+    Closing kills every worker still running (one that timed nothing, a run that failed or was
+    interrupted)."""
 
     def __init__(self, count: int, device: str, modes: Sequence[str]) -> None:
         self.count = count
+        self.failed: str | None = None  # why, when a worker ended before it had imported
         self._workers: list[_Worker] = []
         self._imported = False
         try:
@@ -315,11 +321,17 @@ class TimingWorkers:
             raise
 
     def imported(self) -> None:
-        """Wait until every worker has imported what its builds need (once)."""
-        if not self._imported:
+        """Wait until every worker has imported what its builds need (once); one that ended
+        before makes the pool `failed` (see the class)."""
+        if self._imported:
+            return
+        self._imported = True
+        try:
             for worker in self._workers:
                 worker.imported()
-            self._imported = True
+        except WorkerFailed as exc:
+            self.failed = str(exc)
+            self.close()
 
     @contextmanager
     def turns(
@@ -336,6 +348,8 @@ class TimingWorkers:
             nonlocal built
             if i == built:  # the next group
                 self.imported()
+                if self.failed is not None:
+                    raise WorkerFailed(self.failed)
                 group = self._workers[i : i + at_once]
                 for worker in group:
                     worker.build(request)
@@ -381,8 +395,9 @@ def started_workers(
     request: WorkerRequest, workers: int, at_once: int, ahead: TimingWorkers | None = None
 ) -> Iterator[Callable[[int, Collection[str]], WorkerResult]]:
     """The turns (TimingWorkers.turns) of `workers` timing workers of `request`: those started
-    `ahead` of the run (workers_ahead) when there are as many, else started now."""
-    if ahead is None or ahead.count != workers:
+    `ahead` of the run (workers_ahead) when there are as many and none failed, else started
+    now."""
+    if ahead is None or ahead.count != workers or ahead.failed is not None:
         modes = dict.fromkeys(mode for model in request.models for mode in model.modes)
         ahead = TimingWorkers(workers, request.device, tuple(modes))
     with ahead.turns(request, at_once) as result:
