@@ -8,9 +8,10 @@ again); the others are built again with the compilers' caches on
 (modes/compile.use_code_caches). It times them in this fresh process with the one timer
 (pipeline.time_here) and writes a WorkerResult. Given READY_FD (capture/workers.TimingWorkers),
 it is started before its request exists: it does what building the run's MODES (comma-separated)
-on DEVICE will do first whatever the model (Mode.ahead: import torch and the compilers, check
-the machine), writes IMPORTED there, and waits for a BUILD line on stdin; it then reads REQUEST, builds, writes BUILT_ALL, and times only when its turn's line
-arrives on stdin: the series to leave out (a JSON list; those that failed in an earlier worker).
+on DEVICE will do first whatever the model (Mode.ahead: import torch and the compilers), writes
+IMPORTED there, and waits for a BUILD line on stdin; it then reads REQUEST, builds, writes
+BUILT_ALL, and times only when its turn's line arrives on stdin: the series to leave out (a JSON
+list; those that failed in an earlier worker).
 An end of file instead of either line: it is not needed, exit 0. A mode that fails to build
 again, or raises while timed, is that mode's failure in the result, one line; the others are
 timed. Exit 0 with a result written; anything else is a crash the parent reports (exit 3

@@ -95,8 +95,8 @@ class Mode(NoAnalysis):
         return None
 
     def ahead(self, device_type: str) -> None:
-        """Do, in a fresh process, what building this mode will do first whatever the model:
-        import its compiler, check the machine (a timing worker, before the run is captured:
+        """Do, in a fresh process, what building this mode will do first whatever the model, such
+        as importing its compiler (a timing worker, before the run is captured:
         capture/workers.TimingWorkers). Nothing by default."""
         return None
 

@@ -111,7 +111,7 @@ class CompileMode(Mode):
         return inductor_why_not(mode, run, self.name)
 
     def ahead(self, device_type: str) -> None:
-        """Import Dynamo and Inductor (about 1.5 CPU-s of a timing worker's 2.7 s of imports)."""
+        """Import Dynamo and Inductor (about 1.5 of a timing worker's 2.7 CPU-s of imports)."""
         import torch._dynamo
         import torch._inductor.compile_fx  # noqa: F401
 
