@@ -489,3 +489,28 @@ def test_a_segfault_keeps_the_evidence_of_the_modes_that_finished(models, tmp_pa
     assert rendered.returncode == 0, rendered.stderr
     summary = (staged / "summary.md").read_text()
     assert "- trace: " in summary and "not timed" in summary
+
+
+def test_an_interrupted_command_exits_130_without_the_interpreters_teardown(monkeypatch):
+    """After an interrupt the command leaves with os._exit(130): torch's teardown after a
+    profiler stopped mid-trace crashed once (SIGSEGV, exit -11, after the cleanup line)."""
+    import runpy
+
+    import profreport
+    from profreport import cli
+
+    entry = str(Path(profreport.__file__).parent / "__main__.py")
+
+    exits = []
+
+    def leave(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(os, "_exit", leave)
+    for code, left in ((130, [130]), (0, [])):
+        monkeypatch.setattr(cli, "main", lambda code=code: code)
+        with pytest.raises(SystemExit) as ended:
+            runpy.run_path(entry, run_name="__main__")
+        assert ended.value.code == code and exits == left
+        exits.clear()
