@@ -16,10 +16,28 @@ from pathlib import Path
 from typing import Any
 
 from profreport.files import dumps, record_file
-
-# the record's classes, as model.py declares or re-exports them; __all__ names those public here
-# ruff: noqa: F405
-from profreport.record.model import *  # noqa: F403
+from profreport.record.model import (
+    Bytes,
+    CompilerEvidence,
+    Device,
+    Environment,
+    FailedMode,
+    KernelCounts,
+    KernelDefinition,
+    KernelRow,
+    Latency,
+    ModelInfo,
+    ModeResult,
+    OkMode,
+    OpBytes,
+    Run,
+    Section,
+    Settings,
+    SkippedMode,
+    Speedup,
+    TensorIO,
+    Tool,
+)
 from profreport.record.section import JSONObject, read_json
 
 __all__ = [
